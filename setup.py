@@ -1,0 +1,44 @@
+"""Build the Cython kernels of skseq.
+
+Every ``skseq/_kernels/*.pyx`` file becomes the extension module
+``skseq._kernels.<name>``.  Set ``SKSEQ_DEBUG_KERNELS=1`` to compile with bounds
+and wrap-around checks switched on (slow; for hunting memory errors).
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+DEBUG = os.environ.get("SKSEQ_DEBUG_KERNELS", "") == "1"
+
+COMPILER_DIRECTIVES = {
+    "language_level": 3,
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "cdivision": True,
+}
+
+# -O3 lets GCC vectorise the inner loops over states and channels; no
+# -ffast-math (the kernels rely on IEEE inf/NaN) and no -march=native (built
+# wheels must run on other machines).  -fno-math-errno only stops libm from
+# setting errno, which nothing reads, and lets exp/log be vectorised.
+COMPILE_ARGS = ["-O3", "-fno-math-errno"]
+if DEBUG:
+    COMPILE_ARGS = ["-O0", "-g"]
+
+extensions = [
+    Extension(
+        f"skseq._kernels.{path.stem}",
+        [str(path)],
+        include_dirs=[np.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=COMPILE_ARGS,
+    )
+    for path in sorted(Path("skseq/_kernels").glob("*.pyx"))
+]
+
+setup(ext_modules=cythonize(extensions, compiler_directives=COMPILER_DIRECTIVES))

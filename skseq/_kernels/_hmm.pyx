@@ -1,0 +1,345 @@
+# cython: language_level=3
+"""Hidden Markov model kernels: scaled forward-backward and log-space Viterbi.
+
+Pure numeric code on typed memoryviews.  Nothing here validates its inputs:
+the callers in :mod:`skseq.inference.hmm` do.  Every function works on the
+rows of several sequences concatenated, split by ``offsets`` (sequence ``s``
+is rows ``offsets[s]:offsets[s + 1]``), and releases the GIL for the whole
+computation, so threads can run it on disjoint groups of sequences.
+
+Emissions come in as log-probabilities and are max-shifted per row inside the
+kernel: ``frame[t, j] = exp(log b_j(x_t) - shift[t])`` with
+``shift[t] = max_j log b_j(x_t)``, so the largest entry of each row is 1.  The
+scaled recursions normalise the forward message at every step by its sum
+``c_t``; then ``log p(x_t | x_<t) = log c_t + shift[t]``.
+"""
+
+from libc.math cimport INFINITY, exp, log
+from scipy.linalg.cython_blas cimport dgemm
+
+
+
+cdef void _shift_exp(
+    const double[:, ::1] log_frame,
+    double[:, ::1] frame,
+    double[::1] shift,
+) noexcept nogil:
+    """frame[t] = exp(log_frame[t] - max log_frame[t]); shift[t] = that max.
+
+    A row that is -inf for every state gets a zero frame row (probability
+    zero, detected by the forward pass) and shift -inf.
+    """
+    cdef Py_ssize_t n_rows = log_frame.shape[0]
+    cdef Py_ssize_t n_states = log_frame.shape[1]
+    cdef Py_ssize_t t, j
+    cdef double m
+    for t in range(n_rows):
+        m = log_frame[t, 0]
+        for j in range(1, n_states):
+            if log_frame[t, j] > m:
+                m = log_frame[t, j]
+        shift[t] = m
+        if m == -INFINITY:
+            for j in range(n_states):
+                frame[t, j] = 0.0
+        else:
+            for j in range(n_states):
+                frame[t, j] = exp(log_frame[t, j] - m)
+
+
+cdef double _forward_one(
+    const double[::1] start,
+    const double[:, ::1] trans,
+    const double[:, ::1] frame,
+    double[:, ::1] alpha,
+    double[::1] scale,
+    double[::1] work,
+) noexcept nogil:
+    """Scaled forward pass over the rows of one sequence.
+
+    Writes the normalised forward messages into ``alpha`` and the scale
+    factors ``c_t`` into ``scale``.  Returns sum_t log c_t, or -inf when the
+    sequence has probability zero (then the rest of ``alpha`` is garbage).
+    """
+    cdef Py_ssize_t n_rows = frame.shape[0]
+    cdef Py_ssize_t n_states = trans.shape[0]
+    cdef Py_ssize_t t, i, j
+    cdef double c, a_i, inv_c
+    cdef double log_sum = 0.0
+
+    c = 0.0
+    for j in range(n_states):
+        alpha[0, j] = start[j] * frame[0, j]
+        c += alpha[0, j]
+    if not c > 0.0:
+        return -INFINITY
+    inv_c = 1.0 / c
+    for j in range(n_states):
+        alpha[0, j] *= inv_c
+    scale[0] = c
+    log_sum += log(c)
+
+    for t in range(1, n_rows):
+        # work = alpha[t-1] @ trans, written as axpy rows so it vectorises.
+        for j in range(n_states):
+            work[j] = 0.0
+        for i in range(n_states):
+            a_i = alpha[t - 1, i]
+            for j in range(n_states):
+                work[j] += a_i * trans[i, j]
+        c = 0.0
+        for j in range(n_states):
+            alpha[t, j] = work[j] * frame[t, j]
+            c += alpha[t, j]
+        if not c > 0.0:
+            return -INFINITY
+        inv_c = 1.0 / c
+        for j in range(n_states):
+            alpha[t, j] *= inv_c
+        scale[t] = c
+        log_sum += log(c)
+    return log_sum
+
+
+cdef void _backward_one(
+    const double[:, ::1] trans_t,
+    double[:, ::1] frame,
+    const double[:, ::1] alpha,
+    const double[::1] scale,
+    double[:, ::1] posteriors,
+    double[:, ::1] xi_unscaled,
+    double[::1] beta,
+    double[::1] beta_next,
+) noexcept nogil:
+    """Scaled backward pass over one sequence, fused with the posterior sums.
+
+    ``trans_t`` is the transposed transition matrix.  Posteriors
+    gamma_t = alpha_t * beta_t go to ``posteriors``.  The transition counts are
+    xi_t(i, j) = alpha_t(i) A_ij w_{t+1}(j) with w_{t+1} = frame_{t+1}
+    beta_{t+1} / c_{t+1}.  Each w_{t+1} overwrites row t+1 of ``frame`` (no
+    longer needed), and sum_t alpha_t w_{t+1}^T is added to ``xi_unscaled``
+    by one matrix product at the end; the caller multiplies by A_ij.
+    """
+    cdef Py_ssize_t n_rows = frame.shape[0]
+    cdef Py_ssize_t n_states = trans_t.shape[0]
+    cdef Py_ssize_t t, i, j
+    cdef double w_j, total, inv_total, inv_c
+    cdef int m, k
+    cdef double one = 1.0
+
+    for i in range(n_states):
+        beta_next[i] = 1.0
+        posteriors[n_rows - 1, i] = alpha[n_rows - 1, i]
+
+    for t in range(n_rows - 2, -1, -1):
+        inv_c = 1.0 / scale[t + 1]
+        for j in range(n_states):
+            frame[t + 1, j] = frame[t + 1, j] * beta_next[j] * inv_c
+            beta[j] = 0.0
+        # beta_t(i) = sum_j A_ij w_{t+1}(j), as axpy over rows of A^T.
+        for j in range(n_states):
+            w_j = frame[t + 1, j]
+            for i in range(n_states):
+                beta[i] += trans_t[j, i] * w_j
+        total = 0.0
+        for i in range(n_states):
+            posteriors[t, i] = alpha[t, i] * beta[i]
+            total += posteriors[t, i]
+        # gamma_t sums to one in exact arithmetic; renormalise the rounding.
+        inv_total = 1.0 / total
+        for i in range(n_states):
+            posteriors[t, i] *= inv_total
+            beta_next[i] = beta[i]
+
+    if n_rows < 2:
+        return
+    # Row-major (n_rows-1, K) arrays are column-major (K, n_rows-1) to BLAS:
+    # xi^T += W @ Alpha^T, i.e. xi[i, j] += sum_t alpha[t, i] w[t+1, j].
+    m = <int>n_states
+    k = <int>(n_rows - 1)
+    dgemm(b"N", b"T", &m, &m, &k, &one, &frame[1, 0], &m, &alpha[0, 0], &m,
+          &one, &xi_unscaled[0, 0], &m)
+
+
+cdef Py_ssize_t _longest(const Py_ssize_t[::1] offsets):
+    cdef Py_ssize_t s, longest = 1
+    for s in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[s + 1] - offsets[s])
+    return longest
+
+
+def forward(
+    const double[::1] start,
+    const double[:, ::1] trans,
+    const double[:, ::1] log_frame,
+    const Py_ssize_t[::1] offsets,
+    double[:, ::1] filtered,
+    double[::1] log_predictive,
+    double[::1] sequence_log_likelihood,
+):
+    """Filtered state distributions (normalised forward messages).
+
+    Fills ``filtered`` (n_samples, n_states), the per-row one-step predictive
+    log densities ``log_predictive`` and one log-likelihood per sequence.
+    A sequence of probability zero gets log-likelihood -inf; its rows of
+    ``filtered`` are then undefined and its ``log_predictive`` is -inf.
+    """
+    cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
+    cdef Py_ssize_t n_states = trans.shape[0]
+    cdef Py_ssize_t longest = _longest(offsets)
+    cdef Py_ssize_t s, t, first, stop
+    cdef double[:, ::1] frame = _zeros(longest, n_states)
+    cdef double[:, ::1] vectors = _zeros(2, longest if longest > n_states else n_states)
+    cdef double[::1] scale = vectors[0]
+    cdef double[::1] work = vectors[1]
+    with nogil:
+        for s in range(n_sequences):
+            first = offsets[s]
+            stop = offsets[s + 1]
+            sequence_log_likelihood[s] = _run_forward(
+                start, trans, log_frame[first:stop], frame[:stop - first],
+                filtered[first:stop], scale, work, log_predictive[first:stop])
+
+
+cdef double _run_forward(
+    const double[::1] start,
+    const double[:, ::1] trans,
+    const double[:, ::1] log_frame,
+    double[:, ::1] frame,
+    double[:, ::1] alpha,
+    double[::1] scale,
+    double[::1] work,
+    double[::1] log_predictive,
+) noexcept nogil:
+    """Shift, forward pass and per-row log predictive densities of one sequence."""
+    cdef Py_ssize_t n_rows = log_frame.shape[0]
+    cdef Py_ssize_t t
+    cdef double log_likelihood = 0.0
+    if n_rows == 0:
+        return 0.0
+    _shift_exp(log_frame, frame, log_predictive)
+    if _forward_one(start, trans, frame, alpha, scale, work) == -INFINITY:
+        for t in range(n_rows):
+            log_predictive[t] = -INFINITY
+        return -INFINITY
+    for t in range(n_rows):
+        log_predictive[t] += log(scale[t])
+        log_likelihood += log_predictive[t]
+    return log_likelihood
+
+
+def forward_backward(
+    const double[::1] start,
+    const double[:, ::1] trans,
+    const double[:, ::1] log_frame,
+    const Py_ssize_t[::1] offsets,
+    double[:, ::1] posteriors,
+    double[::1] log_predictive,
+    double[::1] sequence_log_likelihood,
+    double[::1] start_counts,
+    double[:, ::1] transition_counts,
+):
+    """Posteriors, log-likelihoods and summed expected counts.
+
+    Adds the posterior of each sequence's first row to ``start_counts`` and
+    sum_t xi_t to ``transition_counts``.  A sequence of probability zero gets
+    log-likelihood -inf, zero posteriors, and adds nothing to the counts.
+    """
+    cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
+    cdef Py_ssize_t n_states = trans.shape[0]
+    cdef Py_ssize_t longest = _longest(offsets)
+    cdef Py_ssize_t s, t, i, j, first, stop
+    cdef double[:, ::1] trans_t = trans.T.copy()
+    cdef double[:, ::1] xi_unscaled = _zeros(n_states, n_states)
+    cdef double[:, ::1] frame = _zeros(longest, n_states)
+    cdef double[:, ::1] alpha = _zeros(longest, n_states)
+    cdef double[:, ::1] vectors = _zeros(3, n_states)
+    cdef double[::1] scale = _zeros(1, longest)[0]
+    with nogil:
+        for s in range(n_sequences):
+            first = offsets[s]
+            stop = offsets[s + 1]
+            sequence_log_likelihood[s] = _run_forward(
+                start, trans, log_frame[first:stop], frame[:stop - first],
+                alpha[:stop - first], scale, vectors[0], log_predictive[first:stop])
+            if stop == first:
+                continue
+            if sequence_log_likelihood[s] == -INFINITY:
+                for t in range(first, stop):
+                    for i in range(n_states):
+                        posteriors[t, i] = 0.0
+                continue
+            _backward_one(trans_t, frame[:stop - first], alpha[:stop - first], scale,
+                          posteriors[first:stop], xi_unscaled, vectors[1], vectors[2])
+            for i in range(n_states):
+                start_counts[i] += posteriors[first, i]
+        for i in range(n_states):
+            for j in range(n_states):
+                transition_counts[i, j] += trans[i, j] * xi_unscaled[i, j]
+
+
+def viterbi(
+    const double[::1] log_start,
+    const double[:, ::1] log_trans,
+    const double[:, ::1] log_frame,
+    const Py_ssize_t[::1] offsets,
+    Py_ssize_t[::1] states,
+    double[::1] sequence_log_prob,
+):
+    """Most likely state path of each sequence, by max-sum in log space.
+
+    Writes the path into ``states`` and its joint log-probability into
+    ``sequence_log_prob``.  Ties go to the lowest state index.
+    """
+    cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t s, t, i, j, first, stop, best_state
+    cdef double best, value
+    cdef double[:, ::1] log_trans_t = log_trans.T.copy()
+    cdef int[:, ::1] backpointer = _zeros_int(_longest(offsets), n_states)
+    cdef double[:, ::1] delta = _zeros(2, n_states)
+    cdef Py_ssize_t now, before
+    with nogil:
+        for s in range(n_sequences):
+            first = offsets[s]
+            stop = offsets[s + 1]
+            if stop <= first:
+                sequence_log_prob[s] = 0.0
+                continue
+            for j in range(n_states):
+                delta[0, j] = log_start[j] + log_frame[first, j]
+            now = 0
+            for t in range(first + 1, stop):
+                before = now
+                now = 1 - now
+                for j in range(n_states):
+                    best = delta[before, 0] + log_trans_t[j, 0]
+                    best_state = 0
+                    for i in range(1, n_states):
+                        value = delta[before, i] + log_trans_t[j, i]
+                        if value > best:
+                            best = value
+                            best_state = i
+                    delta[now, j] = best + log_frame[t, j]
+                    backpointer[t - first, j] = <int>best_state
+            best = delta[now, 0]
+            best_state = 0
+            for j in range(1, n_states):
+                if delta[now, j] > best:
+                    best = delta[now, j]
+                    best_state = j
+            sequence_log_prob[s] = best
+            states[stop - 1] = best_state
+            for t in range(stop - 1, first, -1):
+                best_state = backpointer[t - first, best_state]
+                states[t - 1] = best_state
+
+
+cdef double[:, ::1] _zeros(Py_ssize_t n_rows, Py_ssize_t n_columns):
+    from numpy import zeros
+    return zeros((n_rows, n_columns))
+
+
+cdef int[:, ::1] _zeros_int(Py_ssize_t n_rows, Py_ssize_t n_columns):
+    from numpy import intc, zeros
+    return zeros((n_rows, n_columns), dtype=intc)

@@ -1,0 +1,131 @@
+"""Which rows of a concatenated ``X`` form which sequence.
+
+Latent-state models take the rows of all sequences stacked in time order.
+The split is given either by ``lengths`` (hmmlearn's form) or by
+``sequence_ids`` (one label per row, routed by scikit-learn's metadata
+routing like ``sample_weight``).  Internally a split is an ``offsets`` array:
+sequence ``s`` is rows ``offsets[s]:offsets[s + 1]``.
+"""
+
+import numbers
+
+import numpy as np
+
+__all__ = ["sequence_offsets", "split_offsets", "check_y_is_not_lengths"]
+
+
+def sequence_offsets(n_samples, lengths=None, sequence_ids=None):
+    """Validate a sequence split and return its offsets.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows of ``X``.
+    lengths : array-like of int, optional
+        Length of each sequence; must sum to ``n_samples``.
+    sequence_ids : array-like of shape (n_samples,), optional
+        One label per row; the rows of one sequence must be contiguous.
+
+    Returns
+    -------
+    offsets : ndarray of intp, shape (n_sequences + 1,)
+
+    Examples
+    --------
+    >>> sequence_offsets(5, lengths=[2, 3])
+    array([0, 2, 5])
+    >>> sequence_offsets(4, sequence_ids=["a", "a", "b", "b"])
+    array([0, 2, 4])
+    """
+    if lengths is not None and sequence_ids is not None:
+        raise ValueError("Pass either lengths or sequence_ids, not both.")
+    if sequence_ids is not None:
+        return _offsets_from_ids(n_samples, sequence_ids)
+    if lengths is None:
+        return np.array([0, n_samples], dtype=np.intp)
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1:
+        raise ValueError(f"lengths must be 1-D, got shape {lengths.shape}.")
+    if lengths.size == 0:
+        raise ValueError("lengths is empty.")
+    if lengths.dtype.kind == "f":
+        if not np.all(np.isfinite(lengths)) or np.any(lengths != np.round(lengths)):
+            raise ValueError("lengths must be whole numbers.")
+    elif lengths.dtype.kind not in "iu":
+        raise TypeError(f"lengths must be integers, got dtype {lengths.dtype}.")
+    lengths = lengths.astype(np.intp)
+    if np.any(lengths <= 0):
+        raise ValueError(f"lengths must be positive, got {lengths[lengths <= 0][:5].tolist()}.")
+    total = int(lengths.sum())
+    if total != n_samples:
+        raise ValueError(
+            f"lengths sum to {total} but X has {n_samples} rows; they must be equal."
+        )
+    offsets = np.zeros(lengths.size + 1, dtype=np.intp)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def _offsets_from_ids(n_samples, sequence_ids):
+    ids = np.asarray(sequence_ids)
+    if ids.ndim != 1 or ids.shape[0] != n_samples:
+        raise ValueError(
+            f"sequence_ids must have one entry per row of X ({n_samples}), "
+            f"got shape {ids.shape}."
+        )
+    if n_samples == 0:
+        raise ValueError("X is empty.")
+    if ids.dtype.kind == "f" and np.any(np.isnan(ids)):
+        raise ValueError("sequence_ids contains NaN.")
+    starts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    offsets = np.concatenate(([0], starts, [n_samples])).astype(np.intp)
+    labels = ids[offsets[:-1]]
+    if len(np.unique(labels)) != len(labels):
+        raise ValueError(
+            "sequence_ids are not contiguous: the rows of each sequence must be "
+            "consecutive (sort X by sequence, keeping time order within each)."
+        )
+    return offsets
+
+
+def split_offsets(offsets, n_groups):
+    """Split sequences into at most ``n_groups`` runs of similar row counts.
+
+    Returns a list of ``(first_sequence, stop_sequence)`` pairs covering all
+    sequences in order; used to give each thread a contiguous block of rows.
+    """
+    n_sequences = len(offsets) - 1
+    n_groups = max(1, min(int(n_groups), n_sequences))
+    if n_groups == 1:
+        return [(0, n_sequences)]
+    targets = np.linspace(0, offsets[-1], n_groups + 1)[1:-1]
+    cuts = np.searchsorted(offsets, targets)
+    cuts = np.unique(np.clip(cuts, 1, n_sequences - 1))
+    bounds = np.concatenate(([0], cuts, [n_sequences]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def check_y_is_not_lengths(y, n_samples):
+    """Reject an hmmlearn-style positional ``lengths`` passed as ``y``.
+
+    scikit-learn puts ``y`` second in ``fit(X, y)``; hmmlearn puts ``lengths``
+    there.  A ``y`` whose length differs from ``n_samples`` is almost surely
+    such a ``lengths``.
+    """
+    if y is None:
+        return
+    if isinstance(y, numbers.Number):
+        raise TypeError(
+            "The second positional argument is y, which these models ignore; "
+            "pass sequence lengths by keyword: fit(X, lengths=...)."
+        )
+    try:
+        n_y = len(y)
+    except TypeError:
+        return
+    if n_y != n_samples:
+        raise TypeError(
+            f"Got a second positional argument of length {n_y} for X with "
+            f"{n_samples} rows. It looks like hmmlearn-style lengths: pass them "
+            "by keyword, fit(X, lengths=...), or use sequence_ids=."
+        )

@@ -1,0 +1,281 @@
+"""EM machinery shared by every latent-state model.
+
+An EM estimator here is defined by four things:
+
+* ``_initialize(X, offsets, random_state)`` sets the initial parameters;
+* ``_estep(X, offsets)`` returns ``(statistics, log_likelihood)`` for a block
+  of whole sequences, where ``statistics`` is a :class:`SufficientStatistics`:
+  statistics of disjoint blocks *add up*, and can be *scaled* (stochastic EM
+  blends them as ``(1 - rho) * s + rho * (N / B) * s_batch``);
+* ``_mstep(statistics)`` maps summed statistics to parameters;
+* ``_n_parameters()`` counts free parameters (for AIC / BIC).
+
+:class:`BaseEM` runs the loop: initialisation (with ``n_init`` restarts), the
+E step over sequences in joblib threads, the convergence monitor, warnings
+and progress output.  The HMMs and the linear-Gaussian SSM build on it.
+"""
+
+import numbers
+import sys
+import time
+import warnings
+
+import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
+
+from ._sequences import split_offsets
+
+__all__ = ["ConvergenceMonitor", "SufficientStatistics", "BaseEM", "check_scalar_param"]
+
+
+class SufficientStatistics(dict):
+    """A dict of named arrays that adds and scales like a vector.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = SufficientStatistics(counts=np.array([1.0, 2.0]))
+    >>> b = SufficientStatistics(counts=np.array([3.0, 4.0]))
+    >>> (a + b)["counts"]
+    array([4., 6.])
+    >>> (0.5 * a)["counts"]
+    array([0.5, 1. ])
+    """
+
+    def __add__(self, other):
+        if self.keys() != other.keys():
+            raise ValueError(
+                f"cannot add statistics with keys {sorted(self)} and {sorted(other)}"
+            )
+        return SufficientStatistics({key: self[key] + other[key] for key in self})
+
+    def __mul__(self, factor):
+        return SufficientStatistics({key: factor * value for key, value in self.items()})
+
+    __rmul__ = __mul__
+
+    def copy(self):
+        return SufficientStatistics({key: np.copy(value) for key, value in self.items()})
+
+
+class ConvergenceMonitor:
+    """Records the log-likelihood of each EM iteration and decides convergence.
+
+    EM has converged when the log-likelihood gained by the last iteration is
+    below ``tol``.  ``history`` holds every value reported since the last
+    reset (hmmlearn keeps only the last two).
+
+    Parameters
+    ----------
+    tol : float
+        Convergence threshold on the gain in log-likelihood.
+    n_iter : int
+        Maximum number of iterations.
+    verbose : bool
+        Print one line per iteration to stderr.
+
+    Examples
+    --------
+    >>> monitor = ConvergenceMonitor(tol=0.1, n_iter=10, verbose=False)
+    >>> for value in [-10.0, -5.0, -4.95]:
+    ...     monitor.report(value)
+    >>> monitor.converged
+    True
+    >>> monitor.iter
+    3
+    """
+
+    def __init__(self, tol, n_iter, verbose):
+        self.tol = tol
+        self.n_iter = n_iter
+        self.verbose = verbose
+        self.history = []
+        self.iter = 0
+        self._started = time.perf_counter()
+
+    def __repr__(self):
+        return (
+            f"ConvergenceMonitor(tol={self.tol}, n_iter={self.n_iter}, iter={self.iter}, "
+            f"converged={self.converged}, history=[{len(self.history)} values])"
+        )
+
+    def _reset(self):
+        self.history = []
+        self.iter = 0
+        self._started = time.perf_counter()
+
+    def report(self, log_likelihood):
+        """Record the log-likelihood of one E step."""
+        if self.verbose:
+            gain = log_likelihood - self.history[-1] if self.history else float("nan")
+            elapsed = time.perf_counter() - self._started
+            print(
+                f"EM iteration {self.iter + 1:>4d}: log-likelihood {log_likelihood:.6f}, "
+                f"gain {gain:+.6g}, {elapsed:.2f} s",
+                file=sys.stderr,
+            )
+        self.history.append(float(log_likelihood))
+        self.iter += 1
+
+    @property
+    def converged(self):
+        """Whether the last gain in log-likelihood fell below ``tol``."""
+        return len(self.history) >= 2 and self.history[-1] - self.history[-2] < self.tol
+
+
+def check_scalar_param(value, name, kind, *, low=None, high=None, low_open=False, high_open=False):
+    """Validate one hyperparameter; raise TypeError or ValueError naming it.
+
+    ``kind`` is ``"int"`` or ``"real"``.  Bounds are closed unless
+    ``low_open`` / ``high_open``.
+    """
+    if kind == "int":
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        expected = "an integer"
+    else:
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        expected = "a real number"
+    if not ok:
+        raise TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}.")
+    if kind == "real" and not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}.")
+    if low is not None and (value < low or (low_open and value == low)):
+        bound = ">" if low_open else ">="
+        raise ValueError(f"{name} must be {bound} {low}, got {value!r}.")
+    if high is not None and (value > high or (high_open and value == high)):
+        bound = "<" if high_open else "<="
+        raise ValueError(f"{name} must be {bound} {high}, got {value!r}.")
+    return value
+
+
+class BaseEM(BaseEstimator):
+    """Base class for estimators fitted by expectation-maximisation.
+
+    Subclasses implement ``_check_params``, ``_validate_X``, ``_initialize``,
+    ``_estep``, ``_mstep``, ``_n_parameters`` and ``_get_parameters`` /
+    ``_set_parameters`` (used to keep the best of ``n_init`` runs).  They
+    expose ``n_iter``, ``tol``, ``n_init``, ``verbose``, ``n_jobs`` and
+    ``random_state`` as constructor parameters.
+    """
+
+    # -- the E step over sequences, in threads -------------------------------
+
+    def _estep_parallel(self, X, offsets):
+        """Sum the E-step statistics of all sequences, splitting them over threads.
+
+        Each thread gets a contiguous block of whole sequences; the kernels
+        release the GIL.  The sum is taken in block order, so the result
+        equals the one-thread result up to rounding.
+        """
+        n_jobs = effective_n_jobs(self.n_jobs)
+        groups = split_offsets(offsets, n_jobs)
+        if len(groups) == 1:
+            return self._estep(X, offsets)
+
+        def block(first, stop):
+            start_row, stop_row = offsets[first], offsets[stop]
+            return self._estep(X[start_row:stop_row], offsets[first:stop + 1] - start_row)
+
+        with threadpool_limits(limits=1):
+            results = Parallel(n_jobs=len(groups), prefer="threads")(
+                delayed(block)(first, stop) for first, stop in groups
+            )
+        statistics, log_likelihood = results[0]
+        for more_statistics, more_log_likelihood in results[1:]:
+            statistics = statistics + more_statistics
+            log_likelihood += more_log_likelihood
+        return statistics, log_likelihood
+
+    # -- the EM loop ------------------------------------------------------------
+
+    def _run_em(self, X, offsets):
+        """Iterate E and M steps from the current parameters until convergence."""
+        monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
+        for _ in range(self.n_iter):
+            statistics, log_likelihood = self._estep_parallel(X, offsets)
+            if not np.isfinite(log_likelihood):
+                raise ValueError(
+                    "The data have probability zero (log-likelihood -inf) under the "
+                    "current parameters; check the initial parameters or the data."
+                )
+            monitor.report(log_likelihood)
+            if monitor.converged:
+                break
+            self._mstep(statistics)
+        return monitor
+
+    def _fit_em(self, X, offsets):
+        """Run ``n_init`` initialisations + EM; keep the best by log-likelihood."""
+        random_state = check_random_state(self.random_state)
+        best = None
+        for init in range(self.n_init):
+            if self.verbose and self.n_init > 1:
+                print(f"Initialisation {init + 1} of {self.n_init}", file=sys.stderr)
+            self._initialize(X, offsets, random_state)
+            monitor = self._run_em(X, offsets)
+            final = monitor.history[-1] if monitor.history else -np.inf
+            if best is None or final > best[0]:
+                best = (final, self._get_parameters(), monitor)
+        _, parameters, monitor = best
+        self._set_parameters(parameters)
+        self.monitor_ = monitor
+        self.n_iter_ = monitor.iter
+        self.converged_ = monitor.converged
+        self.lower_bound_ = monitor.history[-1] if monitor.history else -np.inf
+        if not self.converged_ and self.n_iter > 0:
+            warnings.warn(
+                f"{type(self).__name__} did not converge in n_iter={self.n_iter} "
+                f"iterations (last gain {self._last_gain(monitor):.3g}, tol={self.tol}). "
+                "Increase n_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return self
+
+    @staticmethod
+    def _last_gain(monitor):
+        if len(monitor.history) < 2:
+            return float("nan")
+        return monitor.history[-1] - monitor.history[-2]
+
+    # -- model selection --------------------------------------------------------
+
+    def aic(self, X, *, lengths=None, sequence_ids=None):
+        """Akaike information criterion of the fitted model on ``X`` (lower is better).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        lengths, sequence_ids : see :meth:`fit`.
+
+        Returns
+        -------
+        aic : float
+        """
+        check_is_fitted(self)
+        return -2 * self.score(X, lengths=lengths, sequence_ids=sequence_ids) + (
+            2 * self._n_parameters()
+        )
+
+    def bic(self, X, *, lengths=None, sequence_ids=None):
+        """Bayesian information criterion of the fitted model on ``X`` (lower is better).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        lengths, sequence_ids : see :meth:`fit`.
+
+        Returns
+        -------
+        bic : float
+        """
+        check_is_fitted(self)
+        n_samples = np.shape(X)[0]
+        return -2 * self.score(X, lengths=lengths, sequence_ids=sequence_ids) + (
+            self._n_parameters() * np.log(n_samples)
+        )

@@ -1,0 +1,8 @@
+"""The functional layer: exact inference on plain arrays.
+
+Usable on its own with any parameters; the estimators call these functions.
+"""
+
+from .hmm import ForwardBackwardResult, ForwardResult, forward, forward_backward, viterbi
+
+__all__ = ["forward_backward", "forward", "viterbi", "ForwardBackwardResult", "ForwardResult"]

@@ -1,0 +1,272 @@
+"""Exact inference in hidden Markov models, on plain arrays.
+
+These functions take log-probabilities and work for any emission model: the
+caller computes ``log_frameprob[t, j] = log p(x_t | z_t = j)``.  Several
+sequences are passed concatenated, with ``lengths``.
+
+The forward-backward recursions are scaled (MATH.md §2): each row of
+``log_frameprob`` is shifted by its maximum and exponentiated, and the forward
+message is normalised at every step, so nothing underflows however long the
+sequence.  Viterbi runs in log space.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .._kernels import _hmm
+from .._sequences import sequence_offsets
+
+__all__ = ["forward_backward", "forward", "viterbi", "ForwardBackwardResult", "ForwardResult"]
+
+
+class ForwardBackwardResult(NamedTuple):
+    """What :func:`forward_backward` returns.
+
+    Attributes
+    ----------
+    log_likelihood : float
+        log p(x) summed over sequences.
+    posteriors : ndarray of shape (n_samples, n_states)
+        p(z_t = i | x) for every row.
+    start_counts : ndarray of shape (n_states,)
+        Posterior of the first state, summed over sequences.
+    transition_counts : ndarray of shape (n_states, n_states)
+        sum_t p(z_t = i, z_{t+1} = j | x), summed over sequences.
+    sequence_log_likelihood : ndarray of shape (n_sequences,)
+        log p(x) of each sequence.
+    log_predictive : ndarray of shape (n_samples,)
+        log p(x_t | x_1..x_{t-1}) of each row; per sequence these sum to
+        its log-likelihood.
+    """
+
+    log_likelihood: float
+    posteriors: np.ndarray
+    start_counts: np.ndarray
+    transition_counts: np.ndarray
+    sequence_log_likelihood: np.ndarray
+    log_predictive: np.ndarray
+
+
+class ForwardResult(NamedTuple):
+    """What :func:`forward` returns.
+
+    Attributes
+    ----------
+    log_likelihood : float
+        log p(x) summed over sequences.
+    filtered : ndarray of shape (n_samples, n_states)
+        p(z_t = i | x_1..x_t): the filtered state distribution of every row.
+    sequence_log_likelihood : ndarray of shape (n_sequences,)
+    log_predictive : ndarray of shape (n_samples,)
+    """
+
+    log_likelihood: float
+    filtered: np.ndarray
+    sequence_log_likelihood: np.ndarray
+    log_predictive: np.ndarray
+
+
+def _check_log_probabilities(log_startprob, log_transmat, log_frameprob):
+    log_startprob = np.asarray(log_startprob, dtype=np.float64)
+    log_transmat = np.asarray(log_transmat, dtype=np.float64)
+    log_frameprob = np.asarray(log_frameprob, dtype=np.float64)
+    if log_startprob.ndim != 1 or log_startprob.size == 0:
+        raise ValueError(
+            f"log_startprob must be a non-empty 1-D array, got shape {log_startprob.shape}."
+        )
+    n_states = log_startprob.shape[0]
+    if log_transmat.shape != (n_states, n_states):
+        raise ValueError(
+            f"log_transmat must have shape ({n_states}, {n_states}), got {log_transmat.shape}."
+        )
+    if log_frameprob.ndim != 2 or log_frameprob.shape[1] != n_states:
+        raise ValueError(
+            f"log_frameprob must have shape (n_samples, {n_states}), got {log_frameprob.shape}."
+        )
+    if log_frameprob.shape[0] == 0:
+        raise ValueError("log_frameprob has no rows.")
+    for name, value in (
+        ("log_startprob", log_startprob),
+        ("log_transmat", log_transmat),
+        ("log_frameprob", log_frameprob),
+    ):
+        if np.isnan(value).any():
+            raise ValueError(f"{name} contains NaN.")
+        if np.isposinf(value).any():
+            raise ValueError(f"{name} contains +inf.")
+    with np.errstate(under="ignore"):
+        start_sum = np.exp(log_startprob).sum()
+        row_sums = np.exp(log_transmat).sum(axis=1)
+    if not np.isclose(start_sum, 1.0, rtol=0, atol=1e-6):
+        raise ValueError(f"exp(log_startprob) must sum to 1, sums to {start_sum!r}.")
+    if not np.allclose(row_sums, 1.0, rtol=0, atol=1e-6):
+        raise ValueError(
+            f"every row of exp(log_transmat) must sum to 1; row sums are {row_sums}."
+        )
+    return log_startprob, log_transmat, log_frameprob
+
+
+def forward_backward_offsets(startprob, transmat, log_frameprob, offsets):
+    """Forward-backward on validated inputs (no checks); offsets split the rows."""
+    n_samples, n_states = log_frameprob.shape
+    posteriors = np.empty((n_samples, n_states))
+    log_predictive = np.empty(n_samples)
+    sequence_log_likelihood = np.empty(len(offsets) - 1)
+    start_counts = np.zeros(n_states)
+    transition_counts = np.zeros((n_states, n_states))
+    _hmm.forward_backward(
+        np.ascontiguousarray(startprob, dtype=np.float64),
+        np.ascontiguousarray(transmat, dtype=np.float64),
+        np.ascontiguousarray(log_frameprob, dtype=np.float64),
+        offsets,
+        posteriors,
+        log_predictive,
+        sequence_log_likelihood,
+        start_counts,
+        transition_counts,
+    )
+    return ForwardBackwardResult(
+        float(sequence_log_likelihood.sum()),
+        posteriors,
+        start_counts,
+        transition_counts,
+        sequence_log_likelihood,
+        log_predictive,
+    )
+
+
+def forward_offsets(startprob, transmat, log_frameprob, offsets):
+    """Forward pass on validated inputs (no checks); offsets split the rows."""
+    n_samples, n_states = log_frameprob.shape
+    filtered = np.empty((n_samples, n_states))
+    log_predictive = np.empty(n_samples)
+    sequence_log_likelihood = np.empty(len(offsets) - 1)
+    _hmm.forward(
+        np.ascontiguousarray(startprob, dtype=np.float64),
+        np.ascontiguousarray(transmat, dtype=np.float64),
+        np.ascontiguousarray(log_frameprob, dtype=np.float64),
+        offsets,
+        filtered,
+        log_predictive,
+        sequence_log_likelihood,
+    )
+    return ForwardResult(
+        float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
+    )
+
+
+def viterbi_offsets(log_startprob, log_transmat, log_frameprob, offsets):
+    """Viterbi on validated inputs (no checks); returns (log_probs, states)."""
+    states = np.empty(log_frameprob.shape[0], dtype=np.intp)
+    sequence_log_prob = np.empty(len(offsets) - 1)
+    _hmm.viterbi(
+        np.ascontiguousarray(log_startprob, dtype=np.float64),
+        np.ascontiguousarray(log_transmat, dtype=np.float64),
+        np.ascontiguousarray(log_frameprob, dtype=np.float64),
+        offsets,
+        states,
+        sequence_log_prob,
+    )
+    return sequence_log_prob, states
+
+
+def forward_backward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
+    """Posterior state probabilities and expected counts of an HMM.
+
+    Parameters
+    ----------
+    log_startprob : array-like of shape (n_states,)
+        log p(z_1 = i).
+    log_transmat : array-like of shape (n_states, n_states)
+        log p(z_{t+1} = j | z_t = i).
+    log_frameprob : array-like of shape (n_samples, n_states)
+        log p(x_t | z_t = j) for every row.
+    lengths : array-like of int, optional
+        Lengths of the concatenated sequences; one sequence if omitted.
+
+    Returns
+    -------
+    ForwardBackwardResult
+        ``log_likelihood``, ``posteriors``, ``start_counts``,
+        ``transition_counts``, ``sequence_log_likelihood``, ``log_predictive``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference import forward_backward
+    >>> log_start = np.log([0.5, 0.5])
+    >>> log_trans = np.log([[0.9, 0.1], [0.2, 0.8]])
+    >>> log_frame = np.log([[0.9, 0.1], [0.8, 0.2], [0.1, 0.9]])
+    >>> result = forward_backward(log_start, log_trans, log_frame)
+    >>> result.posteriors.shape
+    (3, 2)
+    >>> bool(np.allclose(result.posteriors.sum(axis=1), 1.0))
+    True
+    """
+    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
+        log_startprob, log_transmat, log_frameprob
+    )
+    offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
+    return forward_backward_offsets(
+        np.exp(log_startprob), np.exp(log_transmat), log_frameprob, offsets
+    )
+
+
+def forward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
+    """Filtered state distributions p(z_t | x_1..x_t) and the log-likelihood.
+
+    Parameters are those of :func:`forward_backward`.
+
+    Returns
+    -------
+    ForwardResult
+        ``log_likelihood``, ``filtered``, ``sequence_log_likelihood``,
+        ``log_predictive``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference import forward
+    >>> result = forward(np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]),
+    ...                  np.log([[0.9, 0.1], [0.1, 0.9]]))
+    >>> result.filtered.round(3)
+    array([[0.9  , 0.1  ],
+           [0.218, 0.782]])
+    """
+    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
+        log_startprob, log_transmat, log_frameprob
+    )
+    offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
+    return forward_offsets(np.exp(log_startprob), np.exp(log_transmat), log_frameprob, offsets)
+
+
+def viterbi(log_startprob, log_transmat, log_frameprob, *, lengths=None):
+    """Most likely state sequence (max-sum in log space).
+
+    Parameters are those of :func:`forward_backward`.
+
+    Returns
+    -------
+    log_prob : float
+        log p(x, z*) of the best path, summed over sequences.
+    states : ndarray of intp, shape (n_samples,)
+        The best path z* of every sequence, concatenated.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference import viterbi
+    >>> log_prob, states = viterbi(np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]),
+    ...                            np.log([[0.9, 0.1], [0.8, 0.2], [0.1, 0.9]]))
+    >>> states
+    array([0, 0, 1])
+    """
+    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
+        log_startprob, log_transmat, log_frameprob
+    )
+    offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
+    sequence_log_prob, states = viterbi_offsets(
+        log_startprob, log_transmat, log_frameprob, offsets
+    )
+    return float(sequence_log_prob.sum()), states

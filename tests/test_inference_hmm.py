@@ -1,0 +1,163 @@
+"""Forward-backward and Viterbi against brute-force enumeration of all paths."""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from skseq.inference import forward, forward_backward, viterbi
+
+
+def random_model(rng, n_states, n_samples, sparsity=False):
+    startprob = rng.dirichlet(np.ones(n_states))
+    transmat = rng.dirichlet(np.ones(n_states), size=n_states)
+    if sparsity:
+        transmat[0, -1] = 0.0
+        transmat[0] /= transmat[0].sum()
+    log_frameprob = rng.normal(scale=3.0, size=(n_samples, n_states))
+    with np.errstate(divide="ignore"):
+        return np.log(startprob), np.log(transmat), log_frameprob
+
+
+def brute_force(log_start, log_trans, log_frame):
+    """Enumerate all K^T paths: joint log-probability of each."""
+    n_samples, n_states = log_frame.shape
+    paths = np.array(list(itertools.product(range(n_states), repeat=n_samples)))
+    log_joint = log_start[paths[:, 0]] + log_frame[0, paths[:, 0]]
+    for t in range(1, n_samples):
+        log_joint = log_joint + log_trans[paths[:, t - 1], paths[:, t]] + log_frame[t, paths[:, t]]
+    return paths, log_joint
+
+
+def brute_force_posteriors(log_start, log_trans, log_frame):
+    paths, log_joint = brute_force(log_start, log_trans, log_frame)
+    n_samples, n_states = log_frame.shape
+    log_likelihood = logsumexp(log_joint)
+    weights = np.exp(log_joint - log_likelihood)
+    posteriors = np.zeros((n_samples, n_states))
+    counts = np.zeros((n_states, n_states))
+    for t in range(n_samples):
+        np.add.at(posteriors[t], paths[:, t], weights)
+        if t + 1 < n_samples:
+            np.add.at(counts, (paths[:, t], paths[:, t + 1]), weights)
+    return log_likelihood, posteriors, counts, paths, log_joint
+
+
+@pytest.mark.parametrize("n_states,n_samples", [(1, 4), (2, 1), (2, 7), (3, 6), (4, 5)])
+@pytest.mark.parametrize("sparsity", [False, True])
+def test_forward_backward_matches_enumeration(n_states, n_samples, sparsity):
+    rng = np.random.default_rng(n_states * 100 + n_samples)
+    log_start, log_trans, log_frame = random_model(rng, n_states, n_samples, sparsity and n_states > 1)
+    log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(log_start, log_trans, log_frame)
+    result = forward_backward(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(result.posteriors, posteriors, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(result.transition_counts, counts, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(result.start_counts, posteriors[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(result.log_predictive.sum(), log_likelihood, rtol=1e-12)
+
+
+def test_filtered_matches_enumeration_of_prefixes():
+    rng = np.random.default_rng(1)
+    log_start, log_trans, log_frame = random_model(rng, 3, 5)
+    result = forward(log_start, log_trans, log_frame)
+    for t in range(1, 6):
+        _, posteriors, _, _, _ = brute_force_posteriors(log_start, log_trans, log_frame[:t])
+        np.testing.assert_allclose(result.filtered[t - 1], posteriors[t - 1], rtol=1e-12)
+        prefix_ll = brute_force_posteriors(log_start, log_trans, log_frame[:t])[0]
+        np.testing.assert_allclose(result.log_predictive[:t].sum(), prefix_ll, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_states,n_samples", [(2, 1), (2, 8), (3, 6), (4, 5)])
+def test_viterbi_matches_enumeration(n_states, n_samples):
+    rng = np.random.default_rng(7 + n_states + n_samples)
+    log_start, log_trans, log_frame = random_model(rng, n_states, n_samples, sparsity=True)
+    paths, log_joint = brute_force(log_start, log_trans, log_frame)
+    best = np.argmax(log_joint)
+    log_prob, states = viterbi(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(log_prob, log_joint[best], rtol=1e-12)
+    np.testing.assert_array_equal(states, paths[best])
+
+
+def test_several_sequences_equal_separate_calls():
+    rng = np.random.default_rng(3)
+    log_start, log_trans, log_frame = random_model(rng, 3, 12)
+    lengths = [5, 1, 6]
+    whole = forward_backward(log_start, log_trans, log_frame, lengths=lengths)
+    log_prob, states = viterbi(log_start, log_trans, log_frame, lengths=lengths)
+    start = 0
+    total_vit = 0.0
+    for i, length in enumerate(lengths):
+        part = forward_backward(log_start, log_trans, log_frame[start:start + length])
+        np.testing.assert_allclose(whole.sequence_log_likelihood[i], part.log_likelihood, rtol=1e-12)
+        np.testing.assert_allclose(whole.posteriors[start:start + length], part.posteriors, atol=1e-13)
+        lp, st = viterbi(log_start, log_trans, log_frame[start:start + length])
+        np.testing.assert_array_equal(states[start:start + length], st)
+        total_vit += lp
+        start += length
+    np.testing.assert_allclose(log_prob, total_vit, rtol=1e-12)
+
+
+def test_no_underflow_on_long_sequences():
+    """Emission log-probabilities around -1000 and T = 10^6: all finite."""
+    rng = np.random.default_rng(0)
+    n_samples = 1_000_000
+    log_start, log_trans, _ = random_model(rng, 3, 1)
+    log_frame = -1000.0 + rng.normal(size=(n_samples, 3))
+    result = forward_backward(log_start, log_trans, log_frame)
+    assert np.isfinite(result.log_likelihood)
+    assert np.all(np.isfinite(result.posteriors))
+    np.testing.assert_allclose(result.posteriors.sum(axis=1), 1.0, atol=1e-10)
+    np.testing.assert_allclose(result.transition_counts.sum(), n_samples - 1, rtol=1e-9)
+    log_prob, _ = viterbi(log_start, log_trans, log_frame)
+    assert np.isfinite(log_prob)
+
+
+def test_impossible_sequence_gives_minus_inf_without_nan():
+    log_start = np.array([0.0, -np.inf])
+    log_trans = np.array([[0.0, -np.inf], [-np.inf, 0.0]])
+    log_frame = np.array([[0.0, 0.0], [-np.inf, 0.0]])
+    result = forward_backward(log_start, log_trans, log_frame)
+    assert result.log_likelihood == -np.inf
+    assert not np.isnan(result.posteriors).any()
+    assert not np.isnan(result.transition_counts).any()
+
+
+def test_inputs_are_not_modified():
+    rng = np.random.default_rng(5)
+    arrays = random_model(rng, 3, 6)
+    copies = [a.copy() for a in arrays]
+    forward_backward(*arrays)
+    viterbi(*arrays)
+    for a, b in zip(arrays, copies):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda s, t, f: (s[:-1], t, f), "log_transmat must have shape"),
+        (lambda s, t, f: (s, t[:, :-1], f), "log_transmat must have shape"),
+        (lambda s, t, f: (s, t, f[:, :-1]), "log_frameprob must have shape"),
+        (lambda s, t, f: (s + 1.0, t, f), "must sum to 1"),
+        (lambda s, t, f: (s, t + 0.1, f), "must sum to 1"),
+        (lambda s, t, f: (s, t, np.where(f > 0, np.nan, f)), "contains NaN"),
+        (lambda s, t, f: (s, t, np.where(f > 0, np.inf, f)), r"contains \+inf"),
+        (lambda s, t, f: (s, t, f[:0]), "no rows"),
+    ],
+)
+def test_bad_input(change, message):
+    rng = np.random.default_rng(2)
+    arrays = change(*random_model(rng, 3, 6))
+    with pytest.raises(ValueError, match=message):
+        forward_backward(*arrays)
+
+
+def test_bad_lengths():
+    rng = np.random.default_rng(2)
+    arrays = random_model(rng, 3, 6)
+    with pytest.raises(ValueError, match="sum to 5"):
+        forward_backward(*arrays, lengths=[2, 3])
+    with pytest.raises(ValueError, match="positive"):
+        forward_backward(*arrays, lengths=[6, 0])
