@@ -1,3 +1,7 @@
 """skseq: scikit-learn estimators for sequence models on Cython nogil kernels."""
 
+from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
+
 __version__ = "0.1.0"
+
+__all__ = ["GaussianHMM", "CategoricalHMM", "PoissonHMM", "GMMHMM"]

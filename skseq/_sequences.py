@@ -58,9 +58,7 @@ def sequence_offsets(n_samples, lengths=None, sequence_ids=None):
         raise ValueError(f"lengths must be positive, got {lengths[lengths <= 0][:5].tolist()}.")
     total = int(lengths.sum())
     if total != n_samples:
-        raise ValueError(
-            f"lengths sum to {total} but X has {n_samples} rows; they must be equal."
-        )
+        raise ValueError(f"lengths sum to {total} but X has {n_samples} rows; they must be equal.")
     offsets = np.zeros(lengths.size + 1, dtype=np.intp)
     np.cumsum(lengths, out=offsets[1:])
     return offsets
@@ -70,8 +68,7 @@ def _offsets_from_ids(n_samples, sequence_ids):
     ids = np.asarray(sequence_ids)
     if ids.ndim != 1 or ids.shape[0] != n_samples:
         raise ValueError(
-            f"sequence_ids must have one entry per row of X ({n_samples}), "
-            f"got shape {ids.shape}."
+            f"sequence_ids must have one entry per row of X ({n_samples}), got shape {ids.shape}."
         )
     if n_samples == 0:
         raise ValueError("X is empty.")

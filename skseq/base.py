@@ -49,9 +49,7 @@ class SufficientStatistics(dict):
 
     def __add__(self, other):
         if self.keys() != other.keys():
-            raise ValueError(
-                f"cannot add statistics with keys {sorted(self)} and {sorted(other)}"
-            )
+            raise ValueError(f"cannot add statistics with keys {sorted(self)} and {sorted(other)}")
         return SufficientStatistics({key: self[key] + other[key] for key in self})
 
     def __mul__(self, factor):
@@ -128,11 +126,14 @@ class ConvergenceMonitor:
         return len(self.history) >= 2 and self.history[-1] - self.history[-2] < self.tol
 
 
-def check_scalar_param(value, name, kind, *, low=None, high=None, low_open=False, high_open=False):
+def check_scalar_param(
+    value, name, kind, *, low=None, high=None, low_open=False, high_open=False, allow_inf=False
+):
     """Validate one hyperparameter; raise TypeError or ValueError naming it.
 
     ``kind`` is ``"int"`` or ``"real"``.  Bounds are closed unless
-    ``low_open`` / ``high_open``.
+    ``low_open`` / ``high_open``.  Reals must be finite unless ``allow_inf``
+    (NaN is always rejected).
     """
     if kind == "int":
         ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -142,8 +143,8 @@ def check_scalar_param(value, name, kind, *, low=None, high=None, low_open=False
         expected = "a real number"
     if not ok:
         raise TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}.")
-    if kind == "real" and not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}.")
+    if kind == "real" and (np.isnan(value) or (not allow_inf and np.isinf(value))):
+        raise ValueError(f"{name} must be {'a number' if allow_inf else 'finite'}, got {value!r}.")
     if low is not None and (value < low or (low_open and value == low)):
         bound = ">" if low_open else ">="
         raise ValueError(f"{name} must be {bound} {low}, got {value!r}.")
@@ -179,7 +180,7 @@ class BaseEM(BaseEstimator):
 
         def block(first, stop):
             start_row, stop_row = offsets[first], offsets[stop]
-            return self._estep(X[start_row:stop_row], offsets[first:stop + 1] - start_row)
+            return self._estep(X[start_row:stop_row], offsets[first : stop + 1] - start_row)
 
         with threadpool_limits(limits=1):
             results = Parallel(n_jobs=len(groups), prefer="threads")(

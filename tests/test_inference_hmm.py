@@ -48,8 +48,12 @@ def brute_force_posteriors(log_start, log_trans, log_frame):
 @pytest.mark.parametrize("sparsity", [False, True])
 def test_forward_backward_matches_enumeration(n_states, n_samples, sparsity):
     rng = np.random.default_rng(n_states * 100 + n_samples)
-    log_start, log_trans, log_frame = random_model(rng, n_states, n_samples, sparsity and n_states > 1)
-    log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(log_start, log_trans, log_frame)
+    log_start, log_trans, log_frame = random_model(
+        rng, n_states, n_samples, sparsity and n_states > 1
+    )
+    log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(
+        log_start, log_trans, log_frame
+    )
     result = forward_backward(log_start, log_trans, log_frame)
     np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
     np.testing.assert_allclose(result.posteriors, posteriors, rtol=1e-12, atol=1e-12)
@@ -89,11 +93,15 @@ def test_several_sequences_equal_separate_calls():
     start = 0
     total_vit = 0.0
     for i, length in enumerate(lengths):
-        part = forward_backward(log_start, log_trans, log_frame[start:start + length])
-        np.testing.assert_allclose(whole.sequence_log_likelihood[i], part.log_likelihood, rtol=1e-12)
-        np.testing.assert_allclose(whole.posteriors[start:start + length], part.posteriors, atol=1e-13)
-        lp, st = viterbi(log_start, log_trans, log_frame[start:start + length])
-        np.testing.assert_array_equal(states[start:start + length], st)
+        part = forward_backward(log_start, log_trans, log_frame[start : start + length])
+        np.testing.assert_allclose(
+            whole.sequence_log_likelihood[i], part.log_likelihood, rtol=1e-12
+        )
+        np.testing.assert_allclose(
+            whole.posteriors[start : start + length], part.posteriors, atol=1e-13
+        )
+        lp, st = viterbi(log_start, log_trans, log_frame[start : start + length])
+        np.testing.assert_array_equal(states[start : start + length], st)
         total_vit += lp
         start += length
     np.testing.assert_allclose(log_prob, total_vit, rtol=1e-12)

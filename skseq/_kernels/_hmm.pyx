@@ -343,3 +343,32 @@ cdef double[:, ::1] _zeros(Py_ssize_t n_rows, Py_ssize_t n_columns):
 cdef int[:, ::1] _zeros_int(Py_ssize_t n_rows, Py_ssize_t n_columns):
     from numpy import intc, zeros
     return zeros((n_rows, n_columns), dtype=intc)
+
+
+def sample_states(
+    const double[::1] start_cdf,
+    const double[:, ::1] trans_cdf,
+    const double[::1] uniforms,
+    Py_ssize_t[::1] states,
+):
+    """Draw a state path by inverse-CDF sampling from uniform variates.
+
+    ``start_cdf`` and the rows of ``trans_cdf`` are cumulative sums of
+    probability vectors.  ``states[0]`` is drawn from ``start_cdf`` and
+    ``states[t]`` from row ``states[t - 1]`` of ``trans_cdf``.
+    """
+    cdef Py_ssize_t n_samples = states.shape[0]
+    cdef Py_ssize_t n_states = start_cdf.shape[0]
+    cdef Py_ssize_t t, j, state
+    with nogil:
+        for t in range(n_samples):
+            state = n_states - 1
+            for j in range(n_states):
+                if t == 0:
+                    if uniforms[t] < start_cdf[j]:
+                        state = j
+                        break
+                elif uniforms[t] < trans_cdf[states[t - 1], j]:
+                    state = j
+                    break
+            states[t] = state

@@ -101,9 +101,7 @@ def _check_log_probabilities(log_startprob, log_transmat, log_frameprob):
     if not np.isclose(start_sum, 1.0, rtol=0, atol=1e-6):
         raise ValueError(f"exp(log_startprob) must sum to 1, sums to {start_sum!r}.")
     if not np.allclose(row_sums, 1.0, rtol=0, atol=1e-6):
-        raise ValueError(
-            f"every row of exp(log_transmat) must sum to 1; row sums are {row_sums}."
-        )
+        raise ValueError(f"every row of exp(log_transmat) must sum to 1; row sums are {row_sums}.")
     return log_startprob, log_transmat, log_frameprob
 
 
@@ -266,7 +264,5 @@ def viterbi(log_startprob, log_transmat, log_frameprob, *, lengths=None):
         log_startprob, log_transmat, log_frameprob
     )
     offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
-    sequence_log_prob, states = viterbi_offsets(
-        log_startprob, log_transmat, log_frameprob, offsets
-    )
+    sequence_log_prob, states = viterbi_offsets(log_startprob, log_transmat, log_frameprob, offsets)
     return float(sequence_log_prob.sum()), states

@@ -1,0 +1,471 @@
+"""Gaussian emissions: densities, covariance shapes, and GaussianHMM."""
+
+import numpy as np
+from scipy import linalg
+from sklearn.cluster import KMeans
+from sklearn.utils.validation import validate_data
+
+from ..base import check_scalar_param
+from ._base import BaseHMM
+
+__all__ = ["GaussianHMM", "log_gaussian_density", "fill_covars", "COVARIANCE_TYPES"]
+
+
+def split_missing(X):
+    """Mark rows containing NaN as missing.
+
+    Returns ``(filled, missing)``: X with missing rows set to zero (X itself
+    when nothing is missing) and a boolean mask of missing rows (None when
+    nothing is missing).
+    """
+    missing = np.isnan(X).any(axis=1)
+    if not missing.any():
+        return X, None
+    return np.where(missing[:, None], 0.0, X), missing
+
+
+def validate_gaussian_X(estimator, X, reset):
+    """Float rows; NaN allowed (a missing row) but inf and all-missing are not."""
+    X = validate_data(
+        estimator, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan", order="C"
+    )
+    if np.isnan(X).any(axis=1).all():
+        raise ValueError("Every row of X contains NaN: there is no observed row.")
+    return X
+
+
+COVARIANCE_TYPES = ("spherical", "diag", "full", "tied")
+_LOG_2PI = np.log(2 * np.pi)
+
+
+def compact_covars_shape(covariance_type, n_components, n_features):
+    """Shape of the stored covariances for each covariance type."""
+    return {
+        "spherical": (n_components,),
+        "diag": (n_components, n_features),
+        "full": (n_components, n_features, n_features),
+        "tied": (n_features, n_features),
+    }[covariance_type]
+
+
+def fill_covars(covars, covariance_type, n_components, n_features):
+    """Full (n_components, n_features, n_features) matrices from compact covariances."""
+    if covariance_type == "full":
+        return covars
+    if covariance_type == "diag":
+        return np.stack([np.diag(c) for c in covars])
+    if covariance_type == "tied":
+        return np.tile(covars, (n_components, 1, 1))
+    return covars[:, None, None] * np.eye(n_features)[None]
+
+
+def check_covars(covars, covariance_type, n_components, n_features, name="covars"):
+    """Validate user-given compact covariances: shape, finite, positive definite."""
+    shape = compact_covars_shape(covariance_type, n_components, n_features)
+    covars = np.array(covars, dtype=np.float64)
+    if covars.shape != shape:
+        raise ValueError(
+            f"{name} for covariance_type={covariance_type!r} must have shape {shape}, "
+            f"got {covars.shape}."
+        )
+    if not np.all(np.isfinite(covars)):
+        raise ValueError(f"{name} contains NaN or inf.")
+    if covariance_type in ("spherical", "diag"):
+        if np.any(covars <= 0):
+            raise ValueError(f"{name} must be positive ({covariance_type} variances).")
+        return covars
+    matrices = covars[None] if covariance_type == "tied" else covars
+    for index, matrix in enumerate(matrices):
+        if not np.allclose(matrix, matrix.T, rtol=1e-8, atol=1e-12):
+            raise ValueError(f"{name}[{index}] is not symmetric.")
+        try:
+            linalg.cholesky(matrix, lower=True)
+        except linalg.LinAlgError:
+            raise ValueError(f"{name}[{index}] is not positive definite.") from None
+    return covars
+
+
+def log_gaussian_density(X, means, covars, covariance_type):
+    """log N(x_t; mean_k, covar_k) for every row t and component k.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    means : ndarray of shape (n_components, n_features)
+    covars : ndarray
+        Compact covariances (see :func:`compact_covars_shape`); all positive
+        definite.
+    covariance_type : {"spherical", "diag", "full", "tied"}
+
+    Returns
+    -------
+    log_density : ndarray of shape (n_samples, n_components)
+    """
+    n_features = X.shape[1]
+    if covariance_type in ("spherical", "diag"):
+        variances = (
+            covars[:, None] * np.ones(n_features) if covariance_type == "spherical" else covars
+        )
+        precisions = 1.0 / variances
+        # sum_d (x_d - m_d)^2 / v_d expanded into matrix products (BLAS).
+        mahalanobis = (
+            (X * X) @ precisions.T
+            - 2.0 * X @ (means * precisions).T
+            + np.sum(means * means * precisions, axis=1)
+        )
+        log_det = np.sum(np.log(variances), axis=1)
+        return -0.5 * (n_features * _LOG_2PI + log_det + mahalanobis)
+    matrices = np.broadcast_to(covars, (means.shape[0], n_features, n_features))
+    log_density = np.empty((X.shape[0], means.shape[0]))
+    for component, (mean, matrix) in enumerate(zip(means, matrices)):
+        cholesky = linalg.cholesky(matrix, lower=True)
+        whitened = linalg.solve_triangular(cholesky, (X - mean).T, lower=True)
+        log_det = 2.0 * np.sum(np.log(np.diag(cholesky)))
+        log_density[:, component] = -0.5 * (
+            n_features * _LOG_2PI + log_det + np.einsum("ij,ij->j", whitened, whitened)
+        )
+    return log_density
+
+
+def sample_gaussians(means, full_covars, components, random_state):
+    """One draw from N(means[c], full_covars[c]) for each entry c of ``components``."""
+    n_features = means.shape[1]
+    choleskys = np.stack([linalg.cholesky(c, lower=True) for c in full_covars])
+    noise = random_state.standard_normal((len(components), n_features))
+    return means[components] + np.einsum("tij,tj->ti", choleskys[components], noise)
+
+
+def initial_covariance(X, min_covar):
+    """Data covariance plus ``min_covar`` on the diagonal (one row: ``min_covar`` only)."""
+    n_features = X.shape[1]
+    if X.shape[0] < 2:
+        return min_covar * np.eye(n_features)
+    return np.atleast_2d(np.cov(X.T)) + min_covar * np.eye(n_features)
+
+
+def distribute_covariance(covariance, covariance_type, n_components):
+    """Compact covariances of every component, all equal to one full matrix."""
+    if covariance_type == "spherical":
+        return np.full(n_components, covariance.diagonal().mean())
+    if covariance_type == "diag":
+        return np.tile(covariance.diagonal(), (n_components, 1))
+    if covariance_type == "full":
+        return np.tile(covariance, (n_components, 1, 1))
+    return covariance.copy()
+
+
+def positive_definite_or_previous(new, previous, covariance_type):
+    """Keep each new covariance that is valid; fall back to the previous one otherwise.
+
+    A state with almost no responsibility can produce a zero or singular
+    covariance; keeping its previous value means parameters never turn NaN.
+    """
+    if covariance_type in ("spherical", "diag"):
+        bad = ~np.isfinite(new) | (new <= 0)
+        return np.where(bad, previous, new)
+    matrices = new[None] if covariance_type == "tied" else new
+    previous_matrices = previous[None] if covariance_type == "tied" else previous
+    result = matrices.copy()
+    for index, matrix in enumerate(matrices):
+        try:
+            if not np.all(np.isfinite(matrix)):
+                raise linalg.LinAlgError
+            linalg.cholesky(matrix, lower=True)
+        except linalg.LinAlgError:
+            result[index] = previous_matrices[index]
+    return result[0] if covariance_type == "tied" else result
+
+
+class GaussianHMM(BaseHMM):
+    """Hidden Markov model with Gaussian emissions.
+
+    A drop-in replacement for ``hmmlearn.hmm.GaussianHMM`` (same parameters,
+    attributes and numbers; pass ``lengths`` by keyword), on Cython kernels,
+    with scikit-learn conventions: ``fit(X, y=None, *, lengths=None,
+    sequence_ids=None)``, initial values as constructor parameters, ``n_init``
+    restarts, ``n_jobs`` threads in the E step, and rows containing NaN
+    treated as missing observations.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        Number of hidden states.
+    covariance_type : {"diag", "spherical", "full", "tied"}, default="diag"
+        "spherical": one variance per state; "diag": a diagonal covariance
+        per state; "full": a full covariance per state; "tied": one full
+        covariance shared by all states.
+    min_covar : float, default=1e-3
+        Added to the diagonal of the data covariance used to initialise
+        ``covars_``.
+    startprob_prior : float or array of shape (n_components,), default=1.0
+        Dirichlet concentration of the prior on ``startprob_`` (1 = none).
+    transmat_prior : float or array of shape (n_components, n_components), default=1.0
+        Dirichlet concentration of the prior on each row of ``transmat_``.
+    means_prior, means_weight : float or array, default=0
+        Mean and precision weight of the normal prior on ``means_``.
+    covars_prior, covars_weight : float or array, default=1e-2 and 1
+        Parameters of the (inverse) Wishart / gamma prior on ``covars_``, as
+        in hmmlearn.
+    algorithm : {"viterbi", "map"}, default="viterbi"
+        Decoder used by :meth:`predict`.
+    random_state : int, RandomState or None, default=None
+        Seeds the k-means initialisation and :meth:`sample`.
+    n_iter : int, default=10
+        Maximum number of EM iterations.
+    tol : float, default=1e-2
+        EM stops when the log-likelihood gains less than ``tol``.
+    verbose : bool, default=False
+        Print the log-likelihood of each iteration to stderr.
+    params, init_params : str, default="stmc"
+        Letters of the parameters updated by EM (``params``) and initialised
+        from the data before EM (``init_params``): "s" startprob, "t"
+        transmat, "m" means, "c" covars.  A parameter left out of
+        ``init_params`` keeps the value set on the estimator (hmmlearn style).
+    implementation : {"log", "scaling"}, default="log"
+        Accepted for hmmlearn compatibility; skseq always runs the scaled
+        forward-backward (same results, faster).
+    startprob_init, transmat_init, means_init, covars_init : array-like, optional
+        Initial values (clone-safe); ``covars_init`` in the compact shape of
+        ``covariance_type``: (n_components,), (n_components, n_features),
+        (n_components, n_features, n_features) or (n_features, n_features).
+        They take precedence over ``init_params``.
+    n_init : int, default=1
+        Number of initialisations; the one with the best final
+        log-likelihood is kept.
+    n_jobs : int, default=None
+        Threads for the E step over sequences (-1: all cores).
+
+    Attributes
+    ----------
+    startprob_ : ndarray of shape (n_components,)
+    transmat_ : ndarray of shape (n_components, n_components)
+    means_ : ndarray of shape (n_components, n_features)
+    covars_ : ndarray of shape (n_components, n_features, n_features)
+        Full covariance matrices, whatever ``covariance_type`` (as hmmlearn);
+        assigning takes the compact shape.
+    monitor_ : ConvergenceMonitor
+        ``history`` holds the log-likelihood of every EM iteration.
+    n_iter_ : int
+    converged_ : bool
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq import GaussianHMM
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.normal(-3, 1, (50, 1)), rng.normal(3, 1, (50, 1))])
+    >>> model = GaussianHMM(n_components=2, random_state=0).fit(X, lengths=[100])
+    >>> np.sort(model.means_.ravel()).round(0)
+    array([-3.,  3.])
+    >>> model.predict(X[:3]).shape
+    (3,)
+    """
+
+    _emission_letters = {"m": "means_", "c": "covars_"}
+
+    def __init__(
+        self,
+        n_components=1,
+        covariance_type="diag",
+        min_covar=1e-3,
+        startprob_prior=1.0,
+        transmat_prior=1.0,
+        means_prior=0,
+        means_weight=0,
+        covars_prior=1e-2,
+        covars_weight=1,
+        algorithm="viterbi",
+        random_state=None,
+        n_iter=10,
+        tol=1e-2,
+        verbose=False,
+        params="stmc",
+        init_params="stmc",
+        implementation="log",
+        *,
+        startprob_init=None,
+        transmat_init=None,
+        means_init=None,
+        covars_init=None,
+        n_init=1,
+        n_jobs=None,
+    ):
+        super().__init__(
+            n_components,
+            startprob_prior=startprob_prior,
+            transmat_prior=transmat_prior,
+            algorithm=algorithm,
+            random_state=random_state,
+            n_iter=n_iter,
+            tol=tol,
+            verbose=verbose,
+            params=params,
+            init_params=init_params,
+            implementation=implementation,
+            startprob_init=startprob_init,
+            transmat_init=transmat_init,
+            n_init=n_init,
+            n_jobs=n_jobs,
+        )
+        self.covariance_type = covariance_type
+        self.min_covar = min_covar
+        self.means_prior = means_prior
+        self.means_weight = means_weight
+        self.covars_prior = covars_prior
+        self.covars_weight = covars_weight
+        self.means_init = means_init
+        self.covars_init = covars_init
+
+    # -- covariances in hmmlearn's shapes -------------------------------------
+
+    @property
+    def covars_(self):
+        """Covariances as full matrices of shape (n_components, n_features, n_features)."""
+        if not hasattr(self, "_covars_"):
+            raise AttributeError("covars_ is not set; fit the model or assign covars_.")
+        n_features = self.means_.shape[1] if hasattr(self, "means_") else self._covars_.shape[-1]
+        return fill_covars(self._covars_, self.covariance_type, self.n_components, n_features)
+
+    @covars_.setter
+    def covars_(self, covars):
+        self._covars_ = np.array(covars, dtype=np.float64)
+
+    def _storage_name(self, attribute):
+        return "_covars_" if attribute == "covars_" else attribute
+
+    @property
+    def n_features(self):
+        """Number of features (hmmlearn's name for ``n_features_in_``)."""
+        return self.means_.shape[1]
+
+    # -- hyperparameters and data -------------------------------------------
+
+    def _check_emission_params(self):
+        if self.covariance_type not in COVARIANCE_TYPES:
+            raise ValueError(
+                f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}."
+            )
+        check_scalar_param(self.min_covar, "min_covar", "real", low=0, low_open=True)
+
+    def _validate_X(self, X, reset):
+        return validate_gaussian_X(self, X, reset)
+
+    # -- emission model -----------------------------------------------------
+
+    def _emission_terms(self, X):
+        filled, missing = split_missing(X)
+        log_density = log_gaussian_density(filled, self.means_, self._covars_, self.covariance_type)
+        if missing is not None:
+            log_density[missing] = 0.0
+        return log_density, (filled, missing)
+
+    def _initialize_emissions(self, X, random_state):
+        n_components, n_features = self.n_components, X.shape[1]
+        observed = X[~np.isnan(X).any(axis=1)]
+        means = self._initial_value("means_")
+        if means is None:
+            if observed.shape[0] < n_components:
+                raise ValueError(
+                    f"n_components={n_components} states need at least as many observed "
+                    f"rows, got n_samples={observed.shape[0]}."
+                )
+            kmeans = KMeans(n_clusters=n_components, n_init=10, random_state=random_state)
+            means = kmeans.fit(observed).cluster_centers_
+        means = np.array(means, dtype=np.float64)
+        if means.shape != (n_components, n_features):
+            raise ValueError(
+                f"means must have shape ({n_components}, {n_features}), got {means.shape}."
+            )
+        if not np.all(np.isfinite(means)):
+            raise ValueError("means contains NaN or inf.")
+        self.means_ = means
+        covars = self._initial_value("covars_")
+        if covars is None:
+            covariance = initial_covariance(observed, self.min_covar)
+            covars = distribute_covariance(covariance, self.covariance_type, n_components)
+        self._covars_ = check_covars(covars, self.covariance_type, n_components, n_features)
+
+    def _emission_statistics(self, X, posteriors, cache):
+        X, missing = cache
+        if missing is not None:
+            posteriors = np.where(missing[:, None], 0.0, posteriors)
+        statistics = {"post": posteriors.sum(axis=0), "obs": posteriors.T @ X}
+        if self.covariance_type in ("spherical", "diag"):
+            statistics["obs**2"] = posteriors.T @ (X * X)
+        else:
+            n_features = X.shape[1]
+            outer = (X[:, :, None] * X[:, None, :]).reshape(X.shape[0], -1)
+            statistics["obs*obs.T"] = (posteriors.T @ outer).reshape(-1, n_features, n_features)
+        return statistics
+
+    def _emission_mstep(self, statistics):
+        n_components, n_features = self.means_.shape
+        post = statistics["post"]
+        responsible = post > 1e-12 * max(post.sum(), 1.0)
+        means_prior = self._prior("means_prior", (n_components, n_features))
+        means_weight = self._prior("means_weight", (n_components,))[:, None]
+        denominator = post[:, None]
+        if "m" in self.params:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means = (means_weight * means_prior + statistics["obs"]) / (
+                    means_weight + denominator
+                )
+            self.means_ = np.where(responsible[:, None] & np.isfinite(means), means, self.means_)
+        if "c" not in self.params:
+            return
+        means = self.means_
+        mean_offset = means - means_prior
+        covars_weight = self.covars_weight
+        if self.covariance_type in ("spherical", "diag"):
+            covars_prior = self._prior("covars_prior", (n_components, n_features))
+            scatter = (
+                means_weight * mean_offset**2
+                + statistics["obs**2"]
+                - 2 * means * statistics["obs"]
+                + means**2 * denominator
+            )
+            weight = np.maximum(np.asarray(covars_weight, dtype=np.float64) - 1, 0)
+            covars = (covars_prior + scatter) / np.maximum(weight + denominator, 1e-5)
+            if self.covariance_type == "spherical":
+                covars = covars.mean(axis=1)
+        else:
+            covars_prior = self._prior("covars_prior", (n_components, n_features, n_features))
+            cross = statistics["obs"][:, :, None] * means[:, None, :]
+            scatter = (
+                means_weight[:, :, None] * mean_offset[:, :, None] * mean_offset[:, None, :]
+                + statistics["obs*obs.T"]
+                - cross
+                - cross.transpose(0, 2, 1)
+                + means[:, :, None] * means[:, None, :] * post[:, None, None]
+            )
+            weight = np.maximum(np.asarray(covars_weight, dtype=np.float64) - n_features, 0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                if self.covariance_type == "tied":
+                    covars = (covars_prior[0] + scatter.sum(axis=0)) / (weight + post.sum())
+                else:
+                    covars = (covars_prior + scatter) / (weight + post[:, None, None])
+        if self.covariance_type != "tied":
+            keep = ~responsible.reshape((-1,) + (1,) * (covars.ndim - 1))
+            covars = np.where(keep, self._covars_, covars)
+        self._covars_ = positive_definite_or_previous(covars, self._covars_, self.covariance_type)
+
+    def _emission_n_parameters(self):
+        n_components, n_features = self.means_.shape
+        return {
+            "m": n_components * n_features,
+            "c": {
+                "spherical": n_components,
+                "diag": n_components * n_features,
+                "full": n_components * n_features * (n_features + 1) // 2,
+                "tied": n_features * (n_features + 1) // 2,
+            }[self.covariance_type],
+        }
+
+    def _sample_emissions(self, states, random_state):
+        return sample_gaussians(self.means_, self.covars_, states, random_state)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags

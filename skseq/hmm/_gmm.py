@@ -1,0 +1,433 @@
+"""Gaussian-mixture emissions: GMMHMM."""
+
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.cluster import KMeans
+
+from ..base import check_scalar_param
+from ._base import BaseHMM, normalize_rows
+from ._gaussian import (
+    COVARIANCE_TYPES,
+    check_covars,
+    distribute_covariance,
+    initial_covariance,
+    log_gaussian_density,
+    positive_definite_or_previous,
+    sample_gaussians,
+    split_missing,
+    validate_gaussian_X,
+)
+
+__all__ = ["GMMHMM"]
+
+
+def gmm_covars_shape(covariance_type, n_components, n_mix, n_features):
+    """Shape of GMMHMM covariances (hmmlearn's): "tied" is one matrix per state."""
+    return {
+        "spherical": (n_components, n_mix),
+        "diag": (n_components, n_mix, n_features),
+        "full": (n_components, n_mix, n_features, n_features),
+        "tied": (n_components, n_features, n_features),
+    }[covariance_type]
+
+
+class GMMHMM(BaseHMM):
+    """Hidden Markov model whose emissions are Gaussian mixtures.
+
+    A drop-in replacement for ``hmmlearn.hmm.GMMHMM``.  Each state emits from
+    a mixture of ``n_mix`` Gaussians.  Rows containing NaN are missing
+    observations, as in :class:`GaussianHMM`.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        Number of hidden states.
+    n_mix : int, default=1
+        Number of mixture components per state.
+    min_covar : float, default=1e-3
+        Added to the diagonal of the data covariance used to initialise ``covars_``.
+    startprob_prior, transmat_prior : float or array, default=1.0
+        Dirichlet priors, as in :class:`GaussianHMM`.
+    weights_prior : float or array of shape (n_components, n_mix), default=1.0
+        Dirichlet prior on the mixture weights of each state.
+    means_prior, means_weight : float or array, default=0.0
+        Normal prior on the component means.
+    covars_prior, covars_weight : float or array, optional
+        Prior on the covariances; ``None`` takes hmmlearn's defaults for the
+        covariance type.
+    algorithm, random_state, n_iter, tol, verbose, implementation
+        As in :class:`GaussianHMM`.
+    covariance_type : {"diag", "spherical", "full", "tied"}, default="diag"
+        "tied": one full covariance per state, shared by its components.
+    params, init_params : str, default="stmcw"
+        "s", "t", "m" means, "c" covars, "w" weights.
+    startprob_init, transmat_init, weights_init, means_init, covars_init : array-like, optional
+        Initial values (clone-safe).
+    n_init : int, default=1
+    n_jobs : int, default=None
+
+    Attributes
+    ----------
+    weights_ : ndarray of shape (n_components, n_mix)
+    means_ : ndarray of shape (n_components, n_mix, n_features)
+    covars_ : ndarray
+        (n_components, n_mix) spherical, (n_components, n_mix, n_features)
+        diag, (n_components, n_mix, n_features, n_features) full,
+        (n_components, n_features, n_features) tied.
+    startprob_, transmat_, monitor_, n_iter_, converged_, n_features_in_
+        As in :class:`GaussianHMM`.
+
+    Notes
+    -----
+    The M step maximises the expected complete log-likelihood jointly: the
+    covariance scatter is taken around the *updated* means.  hmmlearn takes
+    it around the means of the E step, which is not the maximiser; weights
+    and means agree with hmmlearn exactly.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq import GMMHMM
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.normal(0, 1, (80, 2)), rng.normal(6, 1, (80, 2))])
+    >>> model = GMMHMM(n_components=2, n_mix=2, random_state=0).fit(X)
+    >>> model.means_.shape
+    (2, 2, 2)
+    """
+
+    _emission_letters = {"m": "means_", "c": "covars_", "w": "weights_"}
+
+    def __init__(
+        self,
+        n_components=1,
+        n_mix=1,
+        min_covar=1e-3,
+        startprob_prior=1.0,
+        transmat_prior=1.0,
+        weights_prior=1.0,
+        means_prior=0.0,
+        means_weight=0.0,
+        covars_prior=None,
+        covars_weight=None,
+        algorithm="viterbi",
+        covariance_type="diag",
+        random_state=None,
+        n_iter=10,
+        tol=1e-2,
+        verbose=False,
+        params="stmcw",
+        init_params="stmcw",
+        implementation="log",
+        *,
+        startprob_init=None,
+        transmat_init=None,
+        weights_init=None,
+        means_init=None,
+        covars_init=None,
+        n_init=1,
+        n_jobs=None,
+    ):
+        super().__init__(
+            n_components,
+            startprob_prior=startprob_prior,
+            transmat_prior=transmat_prior,
+            algorithm=algorithm,
+            random_state=random_state,
+            n_iter=n_iter,
+            tol=tol,
+            verbose=verbose,
+            params=params,
+            init_params=init_params,
+            implementation=implementation,
+            startprob_init=startprob_init,
+            transmat_init=transmat_init,
+            n_init=n_init,
+            n_jobs=n_jobs,
+        )
+        self.n_mix = n_mix
+        self.min_covar = min_covar
+        self.weights_prior = weights_prior
+        self.means_prior = means_prior
+        self.means_weight = means_weight
+        self.covars_prior = covars_prior
+        self.covars_weight = covars_weight
+        self.covariance_type = covariance_type
+        self.weights_init = weights_init
+        self.means_init = means_init
+        self.covars_init = covars_init
+
+    def _check_emission_params(self):
+        check_scalar_param(self.n_mix, "n_mix", "int", low=1)
+        check_scalar_param(self.min_covar, "min_covar", "real", low=0, low_open=True)
+        if self.covariance_type not in COVARIANCE_TYPES:
+            raise ValueError(
+                f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}."
+            )
+
+    def _validate_X(self, X, reset):
+        return validate_gaussian_X(self, X, reset)
+
+    @property
+    def n_features(self):
+        """Number of features (hmmlearn's name for ``n_features_in_``)."""
+        return self.means_.shape[2]
+
+    # -- priors with hmmlearn's defaults ------------------------------------
+
+    def _covariance_priors(self):
+        n_components, n_mix, n_features = self.means_.shape
+        defaults = {
+            "full": (0.0, -(1.0 + n_features + 1.0)),
+            "tied": (0.0, -(n_mix + n_features + 1.0)),
+            "diag": (-1.5, 0.0),
+            "spherical": (-(n_mix + 2.0) / 2.0, 0.0),
+        }[self.covariance_type]
+        prior = defaults[0] if self.covars_prior is None else self.covars_prior
+        weight = defaults[1] if self.covars_weight is None else self.covars_weight
+        shapes = {
+            "full": ((n_components, n_mix, n_features, n_features), (n_components, n_mix)),
+            "tied": ((n_components, n_features, n_features), (n_components,)),
+            "diag": ((n_components, n_mix, n_features), (n_components, n_mix, n_features)),
+            "spherical": ((n_components, n_mix), (n_components, n_mix)),
+        }[self.covariance_type]
+        return (
+            np.broadcast_to(np.asarray(prior, dtype=np.float64), shapes[0]),
+            np.broadcast_to(np.asarray(weight, dtype=np.float64), shapes[1]),
+        )
+
+    # -- initialisation -------------------------------------------------------
+
+    def _initialize_emissions(self, X, random_state):
+        n_components, n_mix, n_features = self.n_components, self.n_mix, X.shape[1]
+        observed = X[~np.isnan(X).any(axis=1)]
+        if observed.shape[0] < n_components * n_mix and self._initial_value("means_") is None:
+            raise ValueError(
+                f"n_components * n_mix = {n_components * n_mix} components need at least as "
+                f"many observed rows, got n_samples={observed.shape[0]}."
+            )
+        covariance = initial_covariance(observed, self.min_covar)
+        weights = self._initial_value("weights_")
+        if weights is None:
+            weights = np.full((n_components, n_mix), 1.0 / n_mix)
+        weights = np.array(weights, dtype=np.float64)
+        if weights.shape != (n_components, n_mix):
+            raise ValueError(
+                f"weights must have shape ({n_components}, {n_mix}), got {weights.shape}."
+            )
+        if np.any(weights < 0) or not np.allclose(weights.sum(axis=1), 1.0, atol=1e-8):
+            raise ValueError("weights must be non-negative with rows summing to 1.")
+        self.weights_ = weights
+        means = self._initial_value("means_")
+        if means is None:
+            means = self._kmeans_means(observed, covariance, random_state)
+        means = np.array(means, dtype=np.float64)
+        if means.shape != (n_components, n_mix, n_features):
+            raise ValueError(
+                f"means must have shape ({n_components}, {n_mix}, {n_features}), got {means.shape}."
+            )
+        if not np.all(np.isfinite(means)):
+            raise ValueError("means contains NaN or inf.")
+        self.means_ = means
+        covars = self._initial_value("covars_")
+        if covars is None:
+            if self.covariance_type == "tied":
+                covars = np.tile(covariance, (n_components, 1, 1))
+            else:
+                flat = distribute_covariance(covariance, self.covariance_type, n_components * n_mix)
+                covars = flat.reshape(
+                    gmm_covars_shape(self.covariance_type, n_components, n_mix, n_features)
+                )
+        covars = np.array(covars, dtype=np.float64)
+        shape = gmm_covars_shape(self.covariance_type, n_components, n_mix, n_features)
+        if covars.shape != shape:
+            raise ValueError(
+                f"covars for covariance_type={self.covariance_type!r} must have shape {shape}, "
+                f"got {covars.shape}."
+            )
+        flat_type, flat = self._flat_covars(covars)
+        check_covars(flat, flat_type, flat.shape[0], n_features)
+        self.covars_ = covars
+
+    def _kmeans_means(self, observed, covariance, random_state):
+        """k-means states, then k-means mixture components within each state."""
+        n_components, n_mix = self.n_components, self.n_mix
+        labels = KMeans(n_clusters=n_components, n_init=10, random_state=random_state).fit_predict(
+            observed
+        )
+        means = []
+        for state in range(n_components):
+            members = observed[labels == state]
+            if members.shape[0] >= n_mix:
+                kmeans = KMeans(n_clusters=n_mix, n_init=10, random_state=random_state)
+                means.append(kmeans.fit(members).cluster_centers_)
+            else:
+                centre = members.mean(axis=0) if members.shape[0] else observed.mean(axis=0)
+                means.append(random_state.multivariate_normal(centre, covariance, size=n_mix))
+        return np.stack(means)
+
+    # -- emission model -------------------------------------------------------
+
+    def _flat_covars(self, covars=None):
+        """Covariances of the n_components * n_mix components, in a flat layout."""
+        covars = self.covars_ if covars is None else covars
+        n_mix = self.n_mix
+        if self.covariance_type == "tied":
+            return "full", np.repeat(covars, n_mix, axis=0)
+        n_flat = covars.shape[0] * covars.shape[1]
+        return self.covariance_type, covars.reshape((n_flat,) + covars.shape[2:])
+
+    def _emission_terms(self, X):
+        n_components, n_mix, n_features = self.means_.shape
+        filled, missing = split_missing(X)
+        flat_type, flat_covars = self._flat_covars()
+        log_component = log_gaussian_density(
+            filled, self.means_.reshape(-1, n_features), flat_covars, flat_type
+        ).reshape(-1, n_components, n_mix)
+        with np.errstate(divide="ignore"):
+            log_component += np.log(self.weights_)
+        log_frameprob = logsumexp(log_component, axis=2)
+        if missing is not None:
+            log_frameprob[missing] = 0.0
+        return log_frameprob, (filled, missing, log_component, log_frameprob)
+
+    def _emission_statistics(self, X, posteriors, cache):
+        filled, missing, log_component, log_frameprob = cache
+        n_components, n_mix, n_features = self.means_.shape
+        if missing is not None:
+            posteriors = np.where(missing[:, None], 0.0, posteriors)
+        # responsibility of (state, component) = posterior(state) * p(component | state, x)
+        with np.errstate(invalid="ignore"):
+            within_state = np.exp(log_component - log_frameprob[:, :, None])
+        within_state = np.nan_to_num(within_state, nan=0.0)
+        responsibilities = (posteriors[:, :, None] * within_state).reshape(filled.shape[0], -1)
+        statistics = {
+            "post_sum": posteriors.sum(axis=0),
+            "post_mix_sum": responsibilities.sum(axis=0).reshape(n_components, n_mix),
+            "obs": (responsibilities.T @ filled).reshape(n_components, n_mix, n_features),
+        }
+        if self.covariance_type in ("spherical", "diag"):
+            statistics["obs**2"] = (responsibilities.T @ (filled * filled)).reshape(
+                n_components, n_mix, n_features
+            )
+        else:
+            outer = (filled[:, :, None] * filled[:, None, :]).reshape(filled.shape[0], -1)
+            statistics["obs*obs.T"] = (responsibilities.T @ outer).reshape(
+                n_components, n_mix, n_features, n_features
+            )
+        return statistics
+
+    def _emission_mstep(self, statistics):
+        n_components, n_mix, n_features = self.means_.shape
+        post_mix = statistics["post_mix_sum"]
+        if "w" in self.params:
+            prior = np.broadcast_to(
+                np.asarray(self.weights_prior, dtype=np.float64), (n_components, n_mix)
+            )
+            counts = np.maximum(post_mix + prior - 1, 0)
+            self.weights_ = normalize_rows(counts, self.weights_)
+        means_prior = np.broadcast_to(
+            np.asarray(self.means_prior, dtype=np.float64), (n_components, n_mix, n_features)
+        )
+        means_weight = np.broadcast_to(
+            np.asarray(self.means_weight, dtype=np.float64), (n_components, n_mix)
+        )
+        responsible = post_mix > 1e-12 * max(post_mix.sum(), 1.0)
+        if "m" in self.params:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means = (means_weight[:, :, None] * means_prior + statistics["obs"]) / (
+                    means_weight + post_mix
+                )[:, :, None]
+            usable = responsible[:, :, None] & np.isfinite(means)
+            self.means_ = np.where(usable, means, self.means_)
+        if "c" in self.params:
+            self._covariance_mstep(statistics, means_prior, means_weight, responsible)
+
+    def _covariance_mstep(self, statistics, means_prior, means_weight, responsible):
+        n_components, n_mix, n_features = self.means_.shape
+        means = self.means_
+        post_mix = statistics["post_mix_sum"]
+        offset = means - means_prior
+        covars_prior, covars_weight = self._covariance_priors()
+        if self.covariance_type in ("spherical", "diag"):
+            # sum_t r (x - m)^2 around the updated means, per feature
+            scatter = (
+                statistics["obs**2"]
+                - 2 * means * statistics["obs"]
+                + means**2 * post_mix[:, :, None]
+            )
+            prior_term = means_weight[:, :, None] * offset**2
+            if self.covariance_type == "diag":
+                numerator = prior_term + scatter + 2 * covars_weight
+                denominator = post_mix[:, :, None] + 1 + 2 * (covars_prior + 1)
+            else:
+                numerator = prior_term.sum(axis=2) + scatter.sum(axis=2) + 2 * covars_weight
+                denominator = n_features * (post_mix + 1) + 2 * (covars_prior + 1)
+        else:
+            cross = statistics["obs"][..., :, None] * means[..., None, :]
+            scatter = (
+                statistics["obs*obs.T"]
+                - cross
+                - np.swapaxes(cross, -1, -2)
+                + means[..., :, None] * means[..., None, :] * post_mix[:, :, None, None]
+            )
+            prior_term = (
+                means_weight[:, :, None, None] * offset[..., :, None] * offset[..., None, :]
+            )
+            if self.covariance_type == "full":
+                numerator = np.swapaxes(covars_prior, -1, -2) + prior_term + scatter
+                denominator = (post_mix + 1 + covars_weight + n_features + 1)[:, :, None, None]
+            else:
+                numerator = (
+                    np.swapaxes(covars_prior, -1, -2) + prior_term.sum(axis=1) + scatter.sum(axis=1)
+                )
+                denominator = (statistics["post_sum"] + n_mix + covars_weight + n_features + 1)[
+                    :, None, None
+                ]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            covars = numerator / denominator
+        if self.covariance_type != "tied":
+            keep = ~responsible.reshape(responsible.shape + (1,) * (covars.ndim - 2))
+            covars = np.where(keep, self.covars_, covars)
+        flat_type, flat_new = self._flat_covars(covars)
+        _, flat_old = self._flat_covars(self.covars_)
+        if self.covariance_type == "tied":
+            checked = positive_definite_or_previous(covars, self.covars_, "full")
+        else:
+            checked = positive_definite_or_previous(flat_new, flat_old, flat_type).reshape(
+                covars.shape
+            )
+        self.covars_ = checked
+
+    def _emission_n_parameters(self):
+        n_components, n_mix, n_features = self.means_.shape
+        return {
+            "m": n_components * n_mix * n_features,
+            "c": {
+                "spherical": n_components * n_mix,
+                "diag": n_components * n_mix * n_features,
+                "full": n_components * n_mix * n_features * (n_features + 1) // 2,
+                "tied": n_components * n_features * (n_features + 1) // 2,
+            }[self.covariance_type],
+            "w": n_components * (n_mix - 1),
+        }
+
+    def _sample_emissions(self, states, random_state):
+        n_components, n_mix, n_features = self.means_.shape
+        cumulative = np.cumsum(self.weights_, axis=1)[states]
+        components = np.minimum(
+            (random_state.rand(len(states), 1) >= cumulative).sum(axis=1), n_mix - 1
+        )
+        flat_type, flat_covars = self._flat_covars()
+        full = {
+            "spherical": lambda c: c[:, None, None] * np.eye(n_features),
+            "diag": lambda c: np.stack([np.diag(v) for v in c]),
+            "full": lambda c: c,
+        }[flat_type](flat_covars)
+        return sample_gaussians(
+            self.means_.reshape(-1, n_features), full, states * n_mix + components, random_state
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags

@@ -1,0 +1,86 @@
+"""scikit-learn's estimator checks for every skseq estimator.
+
+The few checks that cannot apply are listed here, once, with their reason.
+"""
+
+import numpy as np
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skseq import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
+
+SCORE_SAMPLES_IS_HMMLEARN_TUPLE = (
+    "score_samples returns hmmlearn's (log_likelihood, posteriors) tuple, not one "
+    "score per row; per-row scores are score(..., sample_weight=...) terms"
+)
+ONE_SYMBOL_COLUMN = (
+    "CategoricalHMM models one column of symbols (hmmlearn's input format); this "
+    "check fits on several columns"
+)
+
+_CATEGORICAL_MULTICOLUMN_CHECKS = [
+    "check_dict_unchanged",
+    "check_dont_overwrite_parameters",
+    "check_dtype_object",
+    "check_estimators_dtypes",
+    "check_estimators_fit_returns_self",
+    "check_estimators_nan_inf",
+    "check_estimators_overwrite_params",
+    "check_estimators_pickle",
+    "check_f_contiguous_array_estimator",
+    "check_fit2d_1sample",
+    "check_fit2d_predict1d",
+    "check_fit_check_is_fitted",
+    "check_fit_idempotent",
+    "check_fit_score_takes_y",
+    "check_n_features_in",
+    "check_n_features_in_after_fitting",
+    "check_pipeline_consistency",
+    "check_readonly_memmap_input",
+]
+
+
+def expected_failed_checks(estimator):
+    """The checks each estimator cannot pass, with the reason."""
+    failures = {}
+    if hasattr(estimator, "transmat_prior"):
+        failures["check_methods_sample_order_invariance"] = SCORE_SAMPLES_IS_HMMLEARN_TUPLE
+        failures["check_methods_subset_invariance"] = SCORE_SAMPLES_IS_HMMLEARN_TUPLE
+    if isinstance(estimator, CategoricalHMM):
+        failures.update(dict.fromkeys(_CATEGORICAL_MULTICOLUMN_CHECKS, ONE_SYMBOL_COLUMN))
+    return failures
+
+
+ESTIMATORS = [
+    GaussianHMM(n_components=2, random_state=0),
+    GaussianHMM(n_components=2, covariance_type="full", random_state=0),
+    GMMHMM(n_components=2, n_mix=2, random_state=0),
+    PoissonHMM(n_components=2, random_state=0),
+    CategoricalHMM(n_components=2, random_state=0),
+]
+
+
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
+def test_scikit_learn_compatible(estimator, check):
+    with np.errstate(all="raise", under="ignore"):
+        check(estimator)
+
+
+def test_categorical_passes_the_checks_on_one_column():
+    """What the listed multi-column checks test, on CategoricalHMM's own input."""
+    import pickle
+
+    from sklearn.base import clone
+
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 4, size=(60, 1))
+    model = CategoricalHMM(n_components=2, random_state=0)
+    params_before = model.get_params()
+    fitted = model.fit(X)
+    assert fitted is model
+    assert model.get_params() == params_before
+    assert model.n_features_in_ == 1
+    again = clone(model).fit(X)
+    np.testing.assert_allclose(again.emissionprob_, model.emissionprob_)
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.predict(X), model.predict(X))
+    np.testing.assert_allclose(model.fit(np.asfortranarray(X)).score(X), again.score(X))

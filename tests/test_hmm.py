@@ -1,0 +1,791 @@
+"""The HMM estimators: agreement with hmmlearn, brute force, recovery, scikit-learn use."""
+
+import io
+import itertools
+import pickle
+import warnings
+from contextlib import redirect_stderr
+
+import numpy as np
+import pytest
+import sklearn
+from scipy.special import logsumexp
+from scipy.stats import multivariate_normal
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.model_selection import GridSearchCV, GroupKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skseq import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
+from skseq.inference import forward_backward
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+COVARIANCE_TYPES = ["diag", "spherical", "full", "tied"]
+
+
+@pytest.fixture
+def metadata_routing():
+    sklearn.set_config(enable_metadata_routing=True)
+    yield
+    sklearn.set_config(enable_metadata_routing=False)
+
+
+def random_parameters(rng, n_components, n_features, covariance_type):
+    covars = {
+        "diag": rng.uniform(0.5, 2.0, (n_components, n_features)),
+        "spherical": rng.uniform(0.5, 2.0, n_components),
+        "full": np.stack(
+            [
+                np.eye(n_features) + 0.3 * np.outer(v, v)
+                for v in rng.normal(size=(n_components, n_features))
+            ]
+        ),
+        "tied": np.eye(n_features) + 0.2,
+    }[covariance_type]
+    return {
+        "startprob_": rng.dirichlet(np.ones(n_components)),
+        "transmat_": rng.dirichlet(np.ones(n_components), size=n_components),
+        "means_": rng.normal(scale=2.0, size=(n_components, n_features)),
+        "covars_": covars,
+    }
+
+
+def set_parameters(model, parameters):
+    for name, value in parameters.items():
+        setattr(model, name, np.copy(value))
+    return model
+
+
+def true_gaussian_model():
+    return GaussianHMM(
+        n_components=3,
+        covariance_type="full",
+        startprob_init=[0.6, 0.3, 0.1],
+        transmat_init=[[0.90, 0.05, 0.05], [0.10, 0.85, 0.05], [0.05, 0.10, 0.85]],
+        means_init=[[0.0, 0.0], [5.0, 5.0], [-5.0, 5.0]],
+        covars_init=[np.eye(2), [[1.0, 0.5], [0.5, 1.0]], 0.5 * np.eye(2)],
+        n_iter=0,
+        random_state=0,
+    )
+
+
+def sample_true_model(n_sequences=10, length=300, seed=0):
+    model = true_gaussian_model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(np.zeros((3, 2)))
+    rng = np.random.RandomState(seed)
+    samples = [model.sample(length, random_state=rng) for _ in range(n_sequences)]
+    X = np.concatenate([x for x, _ in samples])
+    states = np.concatenate([z for _, z in samples])
+    return model, X, states, [length] * n_sequences
+
+
+def match_states(estimated_means, true_means):
+    """The permutation of estimated states that best matches the true ones."""
+    best = min(
+        itertools.permutations(range(len(true_means))),
+        key=lambda p: np.sum((estimated_means[list(p)] - true_means) ** 2),
+    )
+    return list(best)
+
+
+# -- agreement with hmmlearn -------------------------------------------------
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+@pytest.mark.parametrize("with_priors", [False, True])
+def test_gaussian_one_em_step_equals_hmmlearn(covariance_type, with_priors):
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    X[100:200] += 3
+    lengths = [100, 120, 80]
+    parameters = random_parameters(rng, 3, 3, covariance_type)
+    priors = {}
+    if with_priors:
+        priors = dict(
+            startprob_prior=2.0,
+            transmat_prior=1.5,
+            means_prior=0.5,
+            means_weight=2.0,
+            covars_prior=0.5,
+            covars_weight=4.0,
+        )
+    models = []
+    for cls in (hmm.GaussianHMM, GaussianHMM):
+        model = cls(3, covariance_type=covariance_type, n_iter=1, init_params="", **priors)
+        set_parameters(model, parameters).fit(X, lengths=lengths)
+        models.append(model)
+    theirs, ours = models
+    np.testing.assert_allclose(ours.monitor_.history[0], theirs.monitor_.history[0], rtol=1e-10)
+    for name in ("startprob_", "transmat_", "means_"):
+        np.testing.assert_allclose(
+            getattr(ours, name), getattr(theirs, name), rtol=1e-8, atol=1e-12
+        )
+    their_covars = theirs._covars_[:, 0] if covariance_type == "spherical" else theirs.covars_
+    our_covars = ours._covars_ if covariance_type == "spherical" else ours.covars_
+    np.testing.assert_allclose(our_covars, their_covars, rtol=1e-8)
+    np.testing.assert_allclose(
+        ours.score(X, lengths=lengths), theirs.score(X, lengths=lengths), rtol=1e-10
+    )
+    their_log_prob, _ = theirs.decode(X, lengths=lengths)
+    our_log_prob, _ = ours.decode(X, lengths=lengths)
+    np.testing.assert_allclose(our_log_prob, their_log_prob, rtol=1e-10)
+    _, their_posteriors = theirs.score_samples(X, lengths=lengths)
+    _, our_posteriors = ours.score_samples(X, lengths=lengths)
+    np.testing.assert_allclose(our_posteriors, their_posteriors, atol=1e-9)
+    if covariance_type != "spherical":  # hmmlearn's covars_ breaks for fitted spherical
+        np.testing.assert_allclose(ours.bic(X, lengths=lengths), theirs.bic(X, lengths=lengths))
+        np.testing.assert_allclose(ours.aic(X, lengths=lengths), theirs.aic(X, lengths=lengths))
+
+
+def test_categorical_and_poisson_one_em_step_equal_hmmlearn():
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    rng = np.random.default_rng(1)
+    base = {
+        "startprob_": rng.dirichlet(np.ones(3)),
+        "transmat_": rng.dirichlet(np.ones(3), size=3),
+    }
+    cases = [
+        (
+            hmm.CategoricalHMM,
+            CategoricalHMM,
+            {"emissionprob_": rng.dirichlet(np.ones(5), size=3)},
+            rng.integers(0, 5, (300, 1)),
+            {"emissionprob_prior": 1.5},
+        ),
+        (
+            hmm.PoissonHMM,
+            PoissonHMM,
+            {"lambdas_": rng.uniform(1, 5, (3, 2))},
+            rng.poisson(3, (300, 2)),
+            {},
+        ),
+    ]
+    lengths = [100, 150, 50]
+    for their_class, our_class, emission, X, priors in cases:
+        models = []
+        for cls in (their_class, our_class):
+            model = cls(3, n_iter=1, init_params="", transmat_prior=2.0, **priors)
+            set_parameters(model, {**base, **emission}).fit(X, lengths=lengths)
+            models.append(model)
+        theirs, ours = models
+        np.testing.assert_allclose(ours.monitor_.history[0], theirs.monitor_.history[0], rtol=1e-10)
+        for name in [*base, *emission]:
+            np.testing.assert_allclose(getattr(ours, name), getattr(theirs, name), rtol=1e-8)
+        np.testing.assert_allclose(ours.bic(X, lengths=lengths), theirs.bic(X, lengths=lengths))
+        # Viterbi paths can differ only between tied paths: compare their probability.
+        np.testing.assert_allclose(
+            ours.decode(X, lengths=lengths)[0], theirs.decode(X, lengths=lengths)[0], rtol=1e-10
+        )
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_gmm_weights_and_means_equal_hmmlearn_and_covariances_are_the_exact_m_step(
+    covariance_type,
+):
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    rng = np.random.default_rng(2)
+    n_components, n_mix, n_features = 2, 3, 2
+    X = rng.normal(size=(400, n_features))
+    X[200:] += 4
+    lengths = [150, 250]
+    parameters = {
+        "startprob_": rng.dirichlet(np.ones(n_components)),
+        "transmat_": rng.dirichlet(np.ones(n_components), size=n_components),
+        "weights_": rng.dirichlet(np.ones(n_mix), size=n_components),
+        "means_": 2 * rng.normal(size=(n_components, n_mix, n_features)),
+        "covars_": {
+            "diag": rng.uniform(0.5, 2, (n_components, n_mix, n_features)),
+            "spherical": rng.uniform(0.5, 2, (n_components, n_mix)),
+            "full": np.tile(np.eye(n_features) + 0.2, (n_components, n_mix, 1, 1)),
+            "tied": np.tile(np.eye(n_features) + 0.3, (n_components, 1, 1)),
+        }[covariance_type],
+    }
+    models = []
+    for cls in (hmm.GMMHMM, GMMHMM):
+        model = cls(n_components, n_mix, covariance_type=covariance_type, n_iter=1, init_params="")
+        set_parameters(model, parameters).fit(X, lengths=lengths)
+        models.append(model)
+    theirs, ours = models
+    np.testing.assert_allclose(ours.monitor_.history[0], theirs.monitor_.history[0], rtol=1e-10)
+    for name in ("startprob_", "transmat_", "weights_", "means_"):
+        np.testing.assert_allclose(
+            getattr(ours, name), getattr(theirs, name), rtol=1e-8, atol=1e-12
+        )
+    # The exact M step (scatter around the updated means) gains at least as much.
+    assert ours.score(X, lengths=lengths) >= theirs.score(X, lengths=lengths) - 1e-9
+
+    # Independent check of our covariances: responsibilities from scipy densities.
+    start = GMMHMM(n_components, n_mix, covariance_type=covariance_type, init_params="")
+    set_parameters(start, parameters)
+    flat_type, flat_covars = start._flat_covars()
+    flat_means = parameters["means_"].reshape(-1, n_features)
+    full = {
+        "spherical": lambda c: c[:, None, None] * np.eye(n_features),
+        "diag": lambda c: np.stack([np.diag(v) for v in c]),
+        "full": lambda c: c,
+    }[flat_type](flat_covars)
+    log_component = np.stack(
+        [multivariate_normal(m, c).logpdf(X) for m, c in zip(flat_means, full)], axis=1
+    ).reshape(-1, n_components, n_mix) + np.log(parameters["weights_"])
+    log_frame = logsumexp(log_component, axis=2)
+    posteriors = forward_backward(
+        np.log(parameters["startprob_"]),
+        np.log(parameters["transmat_"]),
+        log_frame,
+        lengths=lengths,
+    ).posteriors
+    resp = posteriors[:, :, None] * np.exp(log_component - log_frame[:, :, None])
+    mix_sum = resp.sum(axis=0)
+    for k in range(n_components):
+        scatters = []
+        for m in range(n_mix):
+            centred = X - ours.means_[k, m]
+            scatters.append((resp[:, k, m, None] * centred).T @ centred)
+        scatters = np.array(scatters)
+        if covariance_type == "full":  # default prior: denominator = responsibility
+            np.testing.assert_allclose(
+                ours.covars_[k], scatters / mix_sum[k, :, None, None], rtol=1e-9
+            )
+        elif covariance_type == "diag":
+            expected = np.diagonal(scatters, axis1=1, axis2=2) / mix_sum[k, :, None]
+            np.testing.assert_allclose(ours.covars_[k], expected, rtol=1e-9)
+        elif covariance_type == "tied":  # default prior: denominator = state responsibility
+            np.testing.assert_allclose(
+                ours.covars_[k], scatters.sum(0) / mix_sum[k].sum(), rtol=1e-9
+            )
+        else:  # spherical, hmmlearn's default prior alpha = -(n_mix + 2) / 2
+            traces = np.trace(scatters, axis1=1, axis2=2)
+            alpha = -(n_mix + 2) / 2
+            expected = traces / (n_features * (mix_sum[k] + 1) + 2 * (alpha + 1))
+            np.testing.assert_allclose(ours.covars_[k], expected, rtol=1e-9)
+
+
+# -- exact values ------------------------------------------------------------
+
+
+def test_gaussian_score_and_posteriors_match_enumeration_of_paths():
+    rng = np.random.default_rng(3)
+    parameters = random_parameters(rng, 2, 2, "full")
+    model = set_parameters(
+        GaussianHMM(2, covariance_type="full", init_params="", n_iter=0), parameters
+    )
+    X = rng.normal(size=(6, 2))
+    model.fit(X)  # n_iter=0: validates and keeps the given parameters
+    densities = np.stack(
+        [
+            multivariate_normal(m, c).pdf(X)
+            for m, c in zip(parameters["means_"], parameters["covars_"])
+        ],
+        axis=1,
+    )
+    total = 0.0
+    marginals = np.zeros((6, 2))
+    for path in itertools.product(range(2), repeat=6):
+        p = parameters["startprob_"][path[0]] * densities[0, path[0]]
+        for t in range(1, 6):
+            p *= parameters["transmat_"][path[t - 1], path[t]] * densities[t, path[t]]
+        total += p
+        marginals[np.arange(6), path] += p
+    np.testing.assert_allclose(model.score(X), np.log(total), rtol=1e-12)
+    np.testing.assert_allclose(model.predict_proba(X), marginals / total, rtol=1e-10)
+
+
+def test_missing_rows_are_marginalised():
+    """A NaN row contributes p(x_t | z_t) = 1: equal to the model on the other rows
+    with the transition matrix squared across the gap."""
+    rng = np.random.default_rng(4)
+    parameters = random_parameters(rng, 2, 2, "diag")
+    model = set_parameters(GaussianHMM(2, init_params="", n_iter=0), parameters)
+    X = rng.normal(size=(5, 2))
+    model.fit(X)
+    X_missing = X.copy()
+    X_missing[2, 0] = np.nan
+    gap = set_parameters(GaussianHMM(2, init_params="", n_iter=0), parameters)
+    gap.fit(X)
+    # Rows 0, 1 | missing 2 | rows 3, 4: brute force over the state of each observed row.
+    densities = np.exp(model._compute_log_likelihood(X))
+    A, pi = parameters["transmat_"], parameters["startprob_"]
+    total = 0.0
+    for z0, z1, z3, z4 in itertools.product(range(2), repeat=4):
+        total += (
+            pi[z0]
+            * densities[0, z0]
+            * A[z0, z1]
+            * densities[1, z1]
+            * (A @ A)[z1, z3]
+            * densities[3, z3]
+            * A[z3, z4]
+            * densities[4, z4]
+        )
+    np.testing.assert_allclose(model.score(X_missing), np.log(total), rtol=1e-12)
+    posteriors = model.predict_proba(X_missing)
+    assert np.all(np.isfinite(posteriors))
+    assert model.predict(X_missing).shape == (5,)
+
+
+def test_fit_with_missing_rows_ignores_them_in_the_emission_statistics():
+    _, X, _, lengths = sample_true_model(n_sequences=4, length=200)
+    X_missing = X.copy()
+    X_missing[::10] = np.nan
+    X_missing[5, 1] = np.nan
+    model = GaussianHMM(3, covariance_type="full", n_iter=30, random_state=0).fit(
+        X_missing, lengths=lengths
+    )
+    assert np.all(np.isfinite(model.means_))
+    assert np.all(np.isfinite(model.covars_))
+    assert np.isfinite(model.score(X_missing, lengths=lengths))
+    assert np.all(np.diff(model.monitor_.history) > -1e-6)
+
+
+# -- recovery ----------------------------------------------------------------
+
+
+def test_gaussian_recovers_known_parameters():
+    true_model, X, states, lengths = sample_true_model(n_sequences=10, length=300)
+    model = GaussianHMM(3, covariance_type="full", n_iter=100, tol=1e-4, random_state=0)
+    model.fit(X, lengths=lengths)
+    order = match_states(model.means_, true_model.means_)
+    np.testing.assert_allclose(model.means_[order], true_model.means_, atol=0.15)
+    np.testing.assert_allclose(model.covars_[order], true_model.covars_, atol=0.15)
+    np.testing.assert_allclose(
+        model.transmat_[np.ix_(order, order)], true_model.transmat_, atol=0.04
+    )
+    accuracy = np.mean(
+        np.asarray(order)[true_model.predict(X, lengths=lengths)]
+        == np.asarray(order)[model.predict(X, lengths=lengths)]
+    )
+    assert accuracy > 0.99
+    per_sample = model.score(X, lengths=lengths) / len(X)
+    assert per_sample >= true_model.score(X, lengths=lengths) / len(X) - 1e-3
+
+
+def test_poisson_and_categorical_recover_known_parameters():
+    truth = PoissonHMM(
+        2,
+        startprob_init=[0.5, 0.5],
+        transmat_init=[[0.95, 0.05], [0.1, 0.9]],
+        lambdas_init=[[2.0, 10.0], [15.0, 1.0]],
+        n_iter=0,
+        random_state=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        truth.fit(np.zeros((2, 2)))
+    X, _ = truth.sample(5000, random_state=1)
+    model = PoissonHMM(2, n_iter=50, random_state=0).fit(X)
+    order = match_states(model.lambdas_, truth.lambdas_)
+    np.testing.assert_allclose(model.lambdas_[order], truth.lambdas_, rtol=0.05)
+    np.testing.assert_allclose(model.transmat_[np.ix_(order, order)], truth.transmat_, atol=0.03)
+
+    categorical = CategoricalHMM(
+        2,
+        startprob_init=[0.5, 0.5],
+        transmat_init=[[0.9, 0.1], [0.2, 0.8]],
+        emissionprob_init=[[0.7, 0.2, 0.1], [0.05, 0.15, 0.8]],
+        n_iter=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        categorical.fit(np.array([[0], [1], [2]]))
+    X, _ = categorical.sample(20000, random_state=2)
+    model = CategoricalHMM(2, n_iter=200, tol=1e-6, random_state=0, n_init=3).fit(X)
+    order = match_states(model.emissionprob_, categorical.emissionprob_)
+    np.testing.assert_allclose(model.emissionprob_[order], categorical.emissionprob_, atol=0.05)
+    np.testing.assert_allclose(
+        model.transmat_[np.ix_(order, order)], categorical.transmat_, atol=0.05
+    )
+
+
+def test_gmm_recovers_a_two_component_mixture():
+    rng = np.random.default_rng(5)
+    truth = GMMHMM(
+        2,
+        n_mix=2,
+        covariance_type="diag",
+        startprob_init=[0.5, 0.5],
+        transmat_init=[[0.95, 0.05], [0.05, 0.95]],
+        weights_init=[[0.5, 0.5], [0.3, 0.7]],
+        means_init=[[[-6.0, 0.0], [-3.0, 0.0]], [[3.0, 0.0], [6.0, 0.0]]],
+        covars_init=np.full((2, 2, 2), 0.5),
+        n_iter=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        truth.fit(rng.normal(size=(4, 2)))
+    X, _ = truth.sample(6000, random_state=3)
+    model = GMMHMM(2, n_mix=2, n_iter=100, random_state=0).fit(X)
+    found = np.sort(model.means_[:, :, 0].ravel())
+    np.testing.assert_allclose(found, [-6, -3, 3, 6], atol=0.15)
+    assert model.score(X) >= truth.score(X) - 1.0
+
+
+# -- EM behaviour ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        GaussianHMM(3, covariance_type="diag", n_iter=20, tol=-np.inf, random_state=0),
+        GaussianHMM(3, covariance_type="tied", n_iter=20, tol=-np.inf, random_state=0),
+        GMMHMM(2, n_mix=2, covariance_type="full", n_iter=20, tol=-np.inf, random_state=0),
+    ],
+    ids=["diag", "tied", "gmm-full"],
+)
+def test_em_never_decreases_the_log_likelihood(model):
+    _, X, _, lengths = sample_true_model(n_sequences=3, length=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, lengths=lengths)
+    history = np.array(model.monitor_.history)
+    assert len(history) == 20
+    assert np.all(np.diff(history) >= -1e-7 * np.abs(history[1:]))
+
+
+def test_convergence_warning_verbose_and_monitor():
+    _, X, _, lengths = sample_true_model(n_sequences=2, length=100)
+    model = GaussianHMM(3, n_iter=2, tol=1e-12, verbose=True, random_state=0)
+    stderr = io.StringIO()
+    with redirect_stderr(stderr), pytest.warns(ConvergenceWarning, match="did not converge"):
+        model.fit(X, lengths=lengths)
+    assert stderr.getvalue().count("EM iteration") == 2
+    assert model.n_iter_ == 2 and not model.converged_ and not model.monitor_.converged
+    converged = GaussianHMM(3, n_iter=500, tol=1e-2, random_state=0).fit(X, lengths=lengths)
+    assert converged.converged_ and converged.monitor_.converged
+    assert converged.monitor_.history[-1] - converged.monitor_.history[-2] < 1e-2
+
+
+def test_n_jobs_gives_the_same_result():
+    _, X, _, lengths = sample_true_model(n_sequences=6, length=200)
+    one = GaussianHMM(3, covariance_type="full", n_iter=5, random_state=0, n_jobs=1)
+    two = clone(one).set_params(n_jobs=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        one.fit(X, lengths=lengths)
+        two.fit(X, lengths=lengths)
+    np.testing.assert_allclose(two.monitor_.history, one.monitor_.history, rtol=1e-10)
+    for name in ("startprob_", "transmat_", "means_", "covars_"):
+        np.testing.assert_allclose(getattr(two, name), getattr(one, name), rtol=1e-10, atol=1e-12)
+
+
+def test_dask_backend_runs_the_same_fit():
+    distributed = pytest.importorskip("distributed")
+    from joblib import parallel_config
+
+    _, X, _, lengths = sample_true_model(n_sequences=4, length=100)
+    model = GaussianHMM(3, n_iter=3, random_state=0, n_jobs=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = clone(model).fit(X, lengths=lengths)
+        with (
+            distributed.LocalCluster(
+                n_workers=2,
+                processes=False,
+                protocol="tcp",
+                host="127.0.0.1",
+                dashboard_address=None,
+            ) as cluster,
+            distributed.Client(cluster) as client,
+            parallel_config(backend="dask"),
+        ):
+            with distributed.get_task_stream(client) as task_stream:
+                on_dask = clone(model).fit(X, lengths=lengths)
+    assert len(task_stream.data) > 0  # the E step really ran on the cluster
+    np.testing.assert_allclose(on_dask.means_, reference.means_, rtol=1e-10)
+
+
+def test_n_init_keeps_the_best_run():
+    _, X, _, lengths = sample_true_model(n_sequences=2, length=150)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        single = GaussianHMM(3, n_iter=5, random_state=0).fit(X, lengths=lengths)
+        best = GaussianHMM(3, n_iter=5, random_state=0, n_init=4).fit(X, lengths=lengths)
+    assert best.monitor_.history[-1] >= single.monitor_.history[-1] - 1e-9
+
+
+def test_state_without_responsibility_never_turns_nan():
+    X = np.random.default_rng(6).normal(size=(200, 2))
+    model = GaussianHMM(
+        2,
+        covariance_type="full",
+        n_iter=5,
+        covars_prior=0.0,
+        covars_weight=0.0,
+        means_init=[[0.0, 0.0], [1e3, 1e3]],
+        random_state=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X)
+    for name in ("startprob_", "transmat_", "means_", "covars_"):
+        assert np.all(np.isfinite(getattr(model, name))), name
+    gmm = GMMHMM(
+        2,
+        n_mix=2,
+        n_iter=3,
+        random_state=0,
+        means_init=[[[0.0, 0.0], [0.1, 0.1]], [[1e3, 1e3], [-1e3, 1e3]]],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gmm.fit(X)
+    assert np.all(np.isfinite(gmm.means_)) and np.all(np.isfinite(gmm.covars_))
+    assert np.all(np.isfinite(gmm.weights_))
+
+
+def test_default_initialisation_converges_to_the_truth():
+    true_model, X, _, lengths = sample_true_model(n_sequences=5, length=300, seed=7)
+    model = GaussianHMM(3, covariance_type="full", n_iter=100, random_state=1).fit(
+        X, lengths=lengths
+    )
+    assert model.score(X, lengths=lengths) >= true_model.score(X, lengths=lengths) - 5.0
+
+
+# -- the scikit-learn API ----------------------------------------------------
+
+
+def test_initial_values_as_constructor_parameters_and_hmmlearn_style():
+    _, X, _, lengths = sample_true_model(n_sequences=2, length=100)
+    means = np.array([[0.0, 0.0], [5.0, 5.0], [-5.0, 5.0]])
+    by_init = GaussianHMM(3, means_init=means, n_iter=1, params="st")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        by_init.fit(X, lengths=lengths)
+        np.testing.assert_array_equal(by_init.means_, means)
+        cloned = clone(by_init).fit(X, lengths=lengths)
+        np.testing.assert_array_equal(cloned.means_, means)
+        hmmlearn_style = GaussianHMM(3, init_params="stc", n_iter=1, params="st")
+        hmmlearn_style.means_ = means.copy()
+        hmmlearn_style.fit(X, lengths=lengths)
+    np.testing.assert_array_equal(hmmlearn_style.means_, means)
+    np.testing.assert_allclose(hmmlearn_style.monitor_.history, by_init.monitor_.history)
+
+
+def test_lengths_and_sequence_ids_are_the_same_split():
+    _, X, _, lengths = sample_true_model(n_sequences=3, length=100)
+    ids = np.repeat(["a", "b", "c"], 100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        by_lengths = GaussianHMM(3, n_iter=3, random_state=0).fit(X, lengths=lengths)
+        by_ids = GaussianHMM(3, n_iter=3, random_state=0).fit(X, sequence_ids=ids)
+    np.testing.assert_allclose(by_ids.means_, by_lengths.means_)
+    np.testing.assert_allclose(
+        by_ids.score_sequences(X, sequence_ids=ids), by_lengths.score_sequences(X, lengths=lengths)
+    )
+    per_sequence = [by_lengths.score(X[i * 100 : (i + 1) * 100]) for i in range(3)]
+    np.testing.assert_allclose(by_lengths.score_sequences(X, lengths=lengths), per_sequence)
+
+
+def test_score_sample_weight_weights_the_one_step_predictive_terms():
+    _, X, _, lengths = sample_true_model(n_sequences=2, length=50)
+    model = GaussianHMM(3, n_iter=5, random_state=0).fit(X, lengths=lengths)
+    total = model.score(X, lengths=lengths)
+    np.testing.assert_allclose(model.score(X, lengths=lengths, sample_weight=np.ones(100)), total)
+    weights = np.zeros(100)
+    weights[:50] = 1.0
+    np.testing.assert_allclose(
+        model.score(X, lengths=lengths, sample_weight=weights), model.score(X[:50])
+    )
+
+
+def test_pipeline_fits_scores_and_predicts(metadata_routing):
+    _, X, _, lengths = sample_true_model(n_sequences=3, length=100)
+    ids = np.repeat(np.arange(3), 100)
+    pipeline = make_pipeline(StandardScaler(), GaussianHMM(3, n_iter=20, random_state=0))
+    pipeline.fit(X, sequence_ids=ids)
+    assert pipeline.predict(X, sequence_ids=ids).shape == (300,)
+    score = pipeline.score(X, sequence_ids=ids, sample_weight=np.ones(300))
+    np.testing.assert_allclose(score, pipeline.score(X, sequence_ids=ids))
+    assert pipeline.predict_proba(X, sequence_ids=ids).shape == (300, 3)
+
+
+class RecordingGaussianHMM(GaussianHMM):
+    """Records the sequence lengths it is fitted and scored on."""
+
+    seen_lengths = []
+
+    def _fit_em(self, X, offsets):
+        RecordingGaussianHMM.seen_lengths.append(np.diff(offsets).tolist())
+        return super()._fit_em(X, offsets)
+
+
+def test_grid_search_with_group_kfold_keeps_sequences_whole(metadata_routing):
+    _, X, _, lengths = sample_true_model(n_sequences=6, length=80)
+    ids = np.repeat(np.arange(6), 80)
+    RecordingGaussianHMM.seen_lengths = []
+    search = GridSearchCV(
+        RecordingGaussianHMM(n_iter=10, random_state=0),
+        {"n_components": [1, 3]},
+        cv=GroupKFold(n_splits=3),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        search.fit(X, groups=ids, sequence_ids=ids)
+    assert search.best_params_ == {"n_components": 3}
+    assert RecordingGaussianHMM.seen_lengths
+    for seen in RecordingGaussianHMM.seen_lengths:
+        assert all(length == 80 for length in seen)
+
+
+def test_pickle_round_trip_and_sample():
+    true_model, X, _, lengths = sample_true_model(n_sequences=2, length=100)
+    restored = pickle.loads(pickle.dumps(true_model))
+    np.testing.assert_array_equal(restored.predict(X), true_model.predict(X))
+    X1, Z1 = true_model.sample(50, random_state=3)
+    X2, Z2 = true_model.sample(50, random_state=3)
+    np.testing.assert_array_equal(X1, X2)
+    np.testing.assert_array_equal(Z1, Z2)
+    _, Z = true_model.sample(20000, random_state=4)
+    frequencies = np.bincount(Z, minlength=3) / len(Z)
+    stationary = true_model.get_stationary_distribution()
+    np.testing.assert_allclose(stationary @ true_model.transmat_, stationary, atol=1e-12)
+    np.testing.assert_allclose(frequencies, stationary, atol=0.03)
+    _, continued = true_model.sample(5, random_state=0, currstate=2)
+    assert continued.shape == (5,)
+
+
+def test_float32_input_and_inputs_not_modified():
+    _, X, _, lengths = sample_true_model(n_sequences=2, length=100)
+    X32 = X.astype(np.float32)
+    copy = X32.copy()
+    model = GaussianHMM(3, n_iter=5, random_state=0).fit(X32, lengths=lengths)
+    model.predict(X32, lengths=lengths)
+    np.testing.assert_array_equal(X32, copy)
+    X_missing = X.copy()
+    X_missing[3] = np.nan
+    copy = X_missing.copy()
+    model.score(X_missing, lengths=lengths)
+    np.testing.assert_array_equal(X_missing, copy)
+
+
+def test_decode_map_and_algorithm():
+    true_model, X, _, _ = sample_true_model(n_sequences=1, length=100)
+    posteriors = true_model.predict_proba(X)
+    log_prob, states = true_model.decode(X, algorithm="map")
+    np.testing.assert_array_equal(states, posteriors.argmax(axis=1))
+    map_model = clone(true_model).set_params(algorithm="map")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        map_model.fit(X)
+    np.testing.assert_array_equal(map_model.predict(X), states)
+
+
+# -- bad input ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fitted_gaussian():
+    _, X, _, _ = sample_true_model(n_sequences=1, length=60)
+    return GaussianHMM(3, n_iter=3, random_state=0).fit(X), X
+
+
+@pytest.mark.parametrize(
+    "call,error,message",
+    [
+        (lambda m, X: m.fit(X, lengths=[10, 10]), ValueError, "sum to 20"),
+        (lambda m, X: m.fit(X, lengths=[60, 0]), ValueError, "positive"),
+        (lambda m, X: m.fit(X, lengths=[-5, 65]), ValueError, "positive"),
+        (lambda m, X: m.fit(X, [30, 30]), TypeError, "lengths="),
+        (lambda m, X: m.fit(X, lengths=[60], sequence_ids=np.zeros(60)), ValueError, "not both"),
+        (
+            lambda m, X: m.fit(X, sequence_ids=np.r_[np.zeros(20), np.ones(20), np.zeros(20)]),
+            ValueError,
+            "contiguous",
+        ),
+        (lambda m, X: m.fit(np.where(np.arange(60)[:, None] == 3, np.inf, X)), ValueError, "inf"),
+        (lambda m, X: m.fit(X[:0]), ValueError, "0 sample"),
+        (lambda m, X: m.fit(np.full_like(X, np.nan)), ValueError, "no observed row"),
+        (lambda m, X: m.set_params(n_components=0).fit(X), ValueError, "n_components"),
+        (lambda m, X: m.set_params(n_components=1.5).fit(X), TypeError, "n_components"),
+        (
+            lambda m, X: m.set_params(covariance_type="diagonal").fit(X),
+            ValueError,
+            "covariance_type",
+        ),
+        (lambda m, X: m.set_params(init_params="stx").fit(X), ValueError, "unknown letters"),
+        (lambda m, X: m.set_params(startprob_init=[0.5, 0.6, 0.1]).fit(X), ValueError, "sum to 1"),
+        (lambda m, X: m.set_params(startprob_init=[0.5, 0.5]).fit(X), ValueError, "shape"),
+        (
+            lambda m, X: m.set_params(transmat_init=np.full((3, 3), 0.5)).fit(X),
+            ValueError,
+            "sum to 1",
+        ),
+        (
+            lambda m, X: m.set_params(
+                covariance_type="full", covars_init=np.tile([[1.0, 2.0], [2.0, 1.0]], (3, 1, 1))
+            ).fit(X),
+            ValueError,
+            "positive definite",
+        ),
+        (lambda m, X: m.set_params(covars_init=-np.ones((3, 2))).fit(X), ValueError, "positive"),
+        (lambda m, X: m.set_params(means_init=np.zeros((2, 2))).fit(X), ValueError, "means"),
+        (lambda m, X: m.set_params(algorithm="best").fit(X), ValueError, "algorithm"),
+    ],
+)
+def test_bad_input_at_fit(call, error, message):
+    _, X, _, _ = sample_true_model(n_sequences=1, length=60)
+    copy = X.copy()
+    with pytest.raises(error, match=message):
+        call(GaussianHMM(3, n_iter=2, random_state=0), X)
+    np.testing.assert_array_equal(X, copy)
+
+
+def test_bad_input_after_fit(fitted_gaussian):
+    model, X = fitted_gaussian
+    with pytest.raises(ValueError, match="features"):
+        model.predict(np.zeros((5, 3)))
+    with pytest.raises(ValueError, match="sample_weight"):
+        model.score(X, sample_weight=np.ones(3))
+    with pytest.raises(NotFittedError):
+        GaussianHMM(2).predict(X)
+    with pytest.raises(NotFittedError):
+        GaussianHMM(2).score(X)
+    with pytest.raises(ValueError, match="currstate"):
+        model.sample(3, currstate=7)
+
+
+@pytest.mark.parametrize(
+    "X,message",
+    [
+        (np.array([[0.5], [1.0]]), "non-integer"),
+        (np.array([[-1], [1]]), "Negative"),
+        (np.array([[np.nan], [1]]), "NaN"),
+        (np.array([[0, 1], [1, 0]]), "one column"),
+    ],
+)
+def test_categorical_rejects_bad_symbols(X, message):
+    with pytest.raises(ValueError, match=message):
+        CategoricalHMM(2).fit(X)
+
+
+def test_categorical_unknown_symbol_and_alphabet():
+    X = np.array([[0], [1], [2], [1], [0], [2]])
+    model = CategoricalHMM(2, random_state=0, n_iter=3).fit(X)
+    assert model.n_symbols_ == 3
+    with pytest.raises(ValueError, match="outside the alphabet"):
+        model.predict(np.array([[3]]))
+    with pytest.raises(ValueError, match="outside the alphabet"):
+        CategoricalHMM(2, n_features=2).fit(X)
+    larger = CategoricalHMM(2, n_features=5, random_state=0, n_iter=3).fit(X)
+    assert larger.emissionprob_.shape == (2, 5)
+    # Symbols never seen get probability zero by maximum likelihood; a prior smooths.
+    assert larger.score(np.array([[4]])) == -np.inf
+    smoothed = CategoricalHMM(2, n_features=5, emissionprob_prior=2.0, random_state=0, n_iter=3)
+    assert np.isfinite(smoothed.fit(X).score(np.array([[4]])))
+
+
+@pytest.mark.parametrize(
+    "X,message",
+    [
+        (np.array([[0.5], [2.0]]), "non-integer"),
+        (np.array([[-1.0], [2.0]]), "Negative"),
+        (np.array([[np.nan], [2.0]]), "NaN"),
+    ],
+)
+def test_poisson_rejects_bad_counts(X, message):
+    with pytest.raises(ValueError, match=message):
+        PoissonHMM(2).fit(X)
