@@ -7,44 +7,47 @@ rows of several sequences concatenated, split by ``offsets`` (sequence ``s``
 is rows ``offsets[s]:offsets[s + 1]``), and releases the GIL for the whole
 computation, so threads can run it on disjoint groups of sequences.
 
-Emissions come in as log-probabilities and are max-shifted per row inside the
-kernel: ``frame[t, j] = exp(log b_j(x_t) - shift[t])`` with
-``shift[t] = max_j log b_j(x_t)``, so the largest entry of each row is 1.  The
-scaled recursions normalise the forward message at every step by its sum
+Emissions come in max-shifted: ``frame[t, j] = exp(log b_j(x_t) - shift[t])``
+with ``shift[t] = max_j log b_j(x_t)``, so the largest entry of each row is 1.
+:func:`shift_rows` computes ``log b - shift`` and the caller exponentiates
+(numpy's vectorised exp is several times faster than calling libm per entry).
+The scaled recursions normalise the forward message at every step by its sum
 ``c_t``; then ``log p(x_t | x_<t) = log c_t + shift[t]``.
 """
 
-from libc.math cimport INFINITY, exp, log
+from libc.math cimport INFINITY, log
 from scipy.linalg.cython_blas cimport dgemm
 
 
 
-cdef void _shift_exp(
+def shift_rows(
     const double[:, ::1] log_frame,
-    double[:, ::1] frame,
+    double[:, ::1] shifted,
     double[::1] shift,
-) noexcept nogil:
-    """frame[t] = exp(log_frame[t] - max log_frame[t]); shift[t] = that max.
+):
+    """shifted[t] = log_frame[t] - max(log_frame[t]); shift[t] = that max.
 
-    A row that is -inf for every state gets a zero frame row (probability
-    zero, detected by the forward pass) and shift -inf.
+    ``shifted`` may be ``log_frame`` itself.  A row that is -inf for every
+    state gets shift -inf and stays -inf (so exp gives a zero row: the
+    forward pass then reports probability zero).
     """
     cdef Py_ssize_t n_rows = log_frame.shape[0]
     cdef Py_ssize_t n_states = log_frame.shape[1]
     cdef Py_ssize_t t, j
     cdef double m
-    for t in range(n_rows):
-        m = log_frame[t, 0]
-        for j in range(1, n_states):
-            if log_frame[t, j] > m:
-                m = log_frame[t, j]
-        shift[t] = m
-        if m == -INFINITY:
-            for j in range(n_states):
-                frame[t, j] = 0.0
-        else:
-            for j in range(n_states):
-                frame[t, j] = exp(log_frame[t, j] - m)
+    with nogil:
+        for t in range(n_rows):
+            m = log_frame[t, 0]
+            for j in range(1, n_states):
+                if log_frame[t, j] > m:
+                    m = log_frame[t, j]
+            shift[t] = m
+            if m == -INFINITY:
+                for j in range(n_states):
+                    shifted[t, j] = -INFINITY
+            else:
+                for j in range(n_states):
+                    shifted[t, j] = log_frame[t, j] - m
 
 
 cdef double _forward_one(
@@ -171,7 +174,8 @@ cdef Py_ssize_t _longest(const Py_ssize_t[::1] offsets):
 def forward(
     const double[::1] start,
     const double[:, ::1] trans,
-    const double[:, ::1] log_frame,
+    const double[:, ::1] frame,
+    const double[::1] shift,
     const Py_ssize_t[::1] offsets,
     double[:, ::1] filtered,
     double[::1] log_predictive,
@@ -186,44 +190,43 @@ def forward(
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
-    cdef Py_ssize_t longest = _longest(offsets)
-    cdef Py_ssize_t s, t, first, stop
-    cdef double[:, ::1] frame = _zeros(longest, n_states)
-    cdef double[:, ::1] vectors = _zeros(2, longest if longest > n_states else n_states)
-    cdef double[::1] scale = vectors[0]
-    cdef double[::1] work = vectors[1]
+    cdef Py_ssize_t s, first, stop
+    cdef double[::1] work = _zeros(1, n_states)[0]
     with nogil:
         for s in range(n_sequences):
             first = offsets[s]
             stop = offsets[s + 1]
             sequence_log_likelihood[s] = _run_forward(
-                start, trans, log_frame[first:stop], frame[:stop - first],
-                filtered[first:stop], scale, work, log_predictive[first:stop])
+                start, trans, frame[first:stop], shift[first:stop], filtered[first:stop],
+                work, log_predictive[first:stop], log_predictive[first:stop])
 
 
 cdef double _run_forward(
     const double[::1] start,
     const double[:, ::1] trans,
-    const double[:, ::1] log_frame,
-    double[:, ::1] frame,
+    const double[:, ::1] frame,
+    const double[::1] shift,
     double[:, ::1] alpha,
-    double[::1] scale,
     double[::1] work,
+    double[::1] scale,
     double[::1] log_predictive,
 ) noexcept nogil:
-    """Shift, forward pass and per-row log predictive densities of one sequence."""
-    cdef Py_ssize_t n_rows = log_frame.shape[0]
+    """Forward pass and per-row log predictive densities of one sequence.
+
+    The scale factors c_t go to ``scale``, then log c_t + shift_t to
+    ``log_predictive`` (which may be the same buffer as ``scale``).
+    """
+    cdef Py_ssize_t n_rows = frame.shape[0]
     cdef Py_ssize_t t
     cdef double log_likelihood = 0.0
     if n_rows == 0:
         return 0.0
-    _shift_exp(log_frame, frame, log_predictive)
     if _forward_one(start, trans, frame, alpha, scale, work) == -INFINITY:
         for t in range(n_rows):
             log_predictive[t] = -INFINITY
         return -INFINITY
     for t in range(n_rows):
-        log_predictive[t] += log(scale[t])
+        log_predictive[t] = log(scale[t]) + shift[t]
         log_likelihood += log_predictive[t]
     return log_likelihood
 
@@ -231,7 +234,8 @@ cdef double _run_forward(
 def forward_backward(
     const double[::1] start,
     const double[:, ::1] trans,
-    const double[:, ::1] log_frame,
+    double[:, ::1] frame,
+    const double[::1] shift,
     const Py_ssize_t[::1] offsets,
     double[:, ::1] posteriors,
     double[::1] log_predictive,
@@ -241,7 +245,8 @@ def forward_backward(
 ):
     """Posteriors, log-likelihoods and summed expected counts.
 
-    Adds the posterior of each sequence's first row to ``start_counts`` and
+    ``frame`` is overwritten (used as scratch by the backward pass).  Adds the
+    posterior of each sequence's first row to ``start_counts`` and
     sum_t xi_t to ``transition_counts``.  A sequence of probability zero gets
     log-likelihood -inf, zero posteriors, and adds nothing to the counts.
     """
@@ -251,7 +256,6 @@ def forward_backward(
     cdef Py_ssize_t s, t, i, j, first, stop
     cdef double[:, ::1] trans_t = trans.T.copy()
     cdef double[:, ::1] xi_unscaled = _zeros(n_states, n_states)
-    cdef double[:, ::1] frame = _zeros(longest, n_states)
     cdef double[:, ::1] alpha = _zeros(longest, n_states)
     cdef double[:, ::1] vectors = _zeros(3, n_states)
     cdef double[::1] scale = _zeros(1, longest)[0]
@@ -259,17 +263,18 @@ def forward_backward(
         for s in range(n_sequences):
             first = offsets[s]
             stop = offsets[s + 1]
-            sequence_log_likelihood[s] = _run_forward(
-                start, trans, log_frame[first:stop], frame[:stop - first],
-                alpha[:stop - first], scale, vectors[0], log_predictive[first:stop])
             if stop == first:
+                sequence_log_likelihood[s] = 0.0
                 continue
+            sequence_log_likelihood[s] = _run_forward(
+                start, trans, frame[first:stop], shift[first:stop], alpha[:stop - first],
+                vectors[0], scale[:stop - first], log_predictive[first:stop])
             if sequence_log_likelihood[s] == -INFINITY:
                 for t in range(first, stop):
                     for i in range(n_states):
                         posteriors[t, i] = 0.0
                 continue
-            _backward_one(trans_t, frame[:stop - first], alpha[:stop - first], scale,
+            _backward_one(trans_t, frame[first:stop], alpha[:stop - first], scale,
                           posteriors[first:stop], xi_unscaled, vectors[1], vectors[2])
             for i in range(n_states):
                 start_counts[i] += posteriors[first, i]

@@ -236,7 +236,9 @@ class BaseHMM(BaseEM):
 
     def _estep(self, X, offsets):
         log_frameprob, cache = self._emission_terms(X)
-        result = forward_backward_offsets(self.startprob_, self.transmat_, log_frameprob, offsets)
+        result = forward_backward_offsets(
+            self.startprob_, self.transmat_, log_frameprob, offsets, overwrite=cache is None
+        )
         statistics = SufficientStatistics(start=result.start_counts, trans=result.transition_counts)
         statistics.update(self._emission_statistics(X, result.posteriors, cache))
         return statistics, result.log_likelihood
@@ -356,7 +358,11 @@ class BaseHMM(BaseEM):
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
         result = forward_backward_offsets(
-            self.startprob_, self.transmat_, self._compute_log_likelihood(X), offsets
+            self.startprob_,
+            self.transmat_,
+            self._compute_log_likelihood(X),
+            offsets,
+            overwrite=True,
         )
         return result.log_likelihood, result.posteriors
 
@@ -403,7 +409,7 @@ class BaseHMM(BaseEM):
             log_probs, states = viterbi_offsets(log_start, log_trans, log_frameprob, offsets)
             return float(log_probs.sum()), states
         posteriors = forward_backward_offsets(
-            self.startprob_, self.transmat_, log_frameprob, offsets
+            self.startprob_, self.transmat_, log_frameprob, offsets, overwrite=True
         ).posteriors
         return float(posteriors.max(axis=1).sum()), posteriors.argmax(axis=1)
 
@@ -438,7 +444,11 @@ class BaseHMM(BaseEM):
 
     def _forward(self, X, offsets):
         return forward_offsets(
-            self.startprob_, self.transmat_, self._compute_log_likelihood(X), offsets
+            self.startprob_,
+            self.transmat_,
+            self._compute_log_likelihood(X),
+            offsets,
+            overwrite=True,
         )
 
     def sample(self, n_samples=1, random_state=None, currstate=None):

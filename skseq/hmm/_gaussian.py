@@ -5,23 +5,11 @@ from scipy import linalg
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import validate_data
 
+from .._kernels import _gaussian
 from ..base import check_scalar_param
 from ._base import BaseHMM
 
 __all__ = ["GaussianHMM", "log_gaussian_density", "fill_covars", "COVARIANCE_TYPES"]
-
-
-def split_missing(X):
-    """Mark rows containing NaN as missing.
-
-    Returns ``(filled, missing)``: X with missing rows set to zero (X itself
-    when nothing is missing) and a boolean mask of missing rows (None when
-    nothing is missing).
-    """
-    missing = np.isnan(X).any(axis=1)
-    if not missing.any():
-        return X, None
-    return np.where(missing[:, None], 0.0, X), missing
 
 
 def validate_gaussian_X(estimator, X, reset):
@@ -90,7 +78,8 @@ def log_gaussian_density(X, means, covars, covariance_type):
 
     Parameters
     ----------
-    X : ndarray of shape (n_samples, n_features)
+    X : ndarray of shape (n_samples, n_features), C-contiguous float64
+        A row containing NaN is missing: its log-density is 0 (density 1).
     means : ndarray of shape (n_components, n_features)
     covars : ndarray
         Compact covariances (see :func:`compact_covars_shape`); all positive
@@ -101,30 +90,65 @@ def log_gaussian_density(X, means, covars, covariance_type):
     -------
     log_density : ndarray of shape (n_samples, n_components)
     """
-    n_features = X.shape[1]
+    n_components, n_features = means.shape
+    means = np.ascontiguousarray(means, dtype=np.float64)
+    log_density = np.empty((X.shape[0], n_components))
     if covariance_type in ("spherical", "diag"):
         variances = (
             covars[:, None] * np.ones(n_features) if covariance_type == "spherical" else covars
         )
-        precisions = 1.0 / variances
-        # sum_d (x_d - m_d)^2 / v_d expanded into matrix products (BLAS).
-        mahalanobis = (
-            (X * X) @ precisions.T
-            - 2.0 * X @ (means * precisions).T
-            + np.sum(means * means * precisions, axis=1)
+        log_normalisers = -0.5 * (n_features * _LOG_2PI + np.sum(np.log(variances), axis=1))
+        _gaussian.log_density_diag(
+            X,
+            np.ascontiguousarray(means.T),
+            np.ascontiguousarray((1.0 / variances).T),
+            np.ascontiguousarray(log_normalisers),
+            log_density,
+            np.empty(n_components),
         )
-        log_det = np.sum(np.log(variances), axis=1)
-        return -0.5 * (n_features * _LOG_2PI + log_det + mahalanobis)
-    matrices = np.broadcast_to(covars, (means.shape[0], n_features, n_features))
-    log_density = np.empty((X.shape[0], means.shape[0]))
-    for component, (mean, matrix) in enumerate(zip(means, matrices)):
-        cholesky = linalg.cholesky(matrix, lower=True)
-        whitened = linalg.solve_triangular(cholesky, (X - mean).T, lower=True)
-        log_det = 2.0 * np.sum(np.log(np.diag(cholesky)))
-        log_density[:, component] = -0.5 * (
-            n_features * _LOG_2PI + log_det + np.einsum("ij,ij->j", whitened, whitened)
-        )
+        return log_density
+    matrices = np.broadcast_to(covars, (n_components, n_features, n_features))
+    choleskys = np.linalg.cholesky(matrices)
+    identity = np.eye(n_features)
+    whitening = np.stack([linalg.solve_triangular(c, identity, lower=True) for c in choleskys])
+    log_normalisers = -0.5 * n_features * _LOG_2PI - np.sum(
+        np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1
+    )
+    whitened_means = np.einsum("kij,kj->ik", whitening, means)
+    _gaussian.log_density_full(
+        X,
+        np.ascontiguousarray(whitening.transpose(1, 2, 0)),
+        np.ascontiguousarray(whitened_means),
+        np.ascontiguousarray(log_normalisers),
+        log_density,
+        np.empty(n_components),
+        np.empty(n_components),
+    )
     return log_density
+
+
+def weighted_moments(X, weights, full):
+    """Weighted sums over observed rows (rows with NaN are skipped).
+
+    Returns ``(weight_sums (K,), first (K, D), second)`` where ``second`` is
+    sum_t w_tk x_t^2 (K, D) or, with ``full``, sum_t w_tk x_t x_t^T (K, D, D).
+    """
+    n_components, n_features = weights.shape[1], X.shape[1]
+    n_pairs = n_features * (n_features + 1) // 2 if full else n_features
+    weight_sums = np.zeros(n_components)
+    first_t = np.zeros((n_features, n_components))
+    packed_t = np.zeros((n_pairs, n_components))
+    _gaussian.weighted_moments(
+        X, np.ascontiguousarray(weights, dtype=np.float64), weight_sums, first_t, packed_t, full
+    )
+    first, packed = first_t.T.copy(), packed_t.T
+    if not full:
+        return weight_sums, first, packed.copy()
+    rows, columns = np.triu_indices(n_features)
+    second = np.empty((n_components, n_features, n_features))
+    second[:, rows, columns] = packed
+    second[:, columns, rows] = packed
+    return weight_sums, first, second
 
 
 def sample_gaussians(means, full_covars, components, random_state):
@@ -354,11 +378,8 @@ class GaussianHMM(BaseHMM):
     # -- emission model -----------------------------------------------------
 
     def _emission_terms(self, X):
-        filled, missing = split_missing(X)
-        log_density = log_gaussian_density(filled, self.means_, self._covars_, self.covariance_type)
-        if missing is not None:
-            log_density[missing] = 0.0
-        return log_density, (filled, missing)
+        # Rows with NaN get log-density 0 in the kernel: a missing observation.
+        return log_gaussian_density(X, self.means_, self._covars_, self.covariance_type), None
 
     def _initialize_emissions(self, X, random_state):
         n_components, n_features = self.n_components, X.shape[1]
@@ -387,17 +408,9 @@ class GaussianHMM(BaseHMM):
         self._covars_ = check_covars(covars, self.covariance_type, n_components, n_features)
 
     def _emission_statistics(self, X, posteriors, cache):
-        X, missing = cache
-        if missing is not None:
-            posteriors = np.where(missing[:, None], 0.0, posteriors)
-        statistics = {"post": posteriors.sum(axis=0), "obs": posteriors.T @ X}
-        if self.covariance_type in ("spherical", "diag"):
-            statistics["obs**2"] = posteriors.T @ (X * X)
-        else:
-            n_features = X.shape[1]
-            outer = (X[:, :, None] * X[:, None, :]).reshape(X.shape[0], -1)
-            statistics["obs*obs.T"] = (posteriors.T @ outer).reshape(-1, n_features, n_features)
-        return statistics
+        full = self.covariance_type in ("full", "tied")
+        post, first, second = weighted_moments(X, posteriors, full)
+        return {"post": post, "obs": first, ("obs*obs.T" if full else "obs**2"): second}
 
     def _emission_mstep(self, statistics):
         n_components, n_features = self.means_.shape

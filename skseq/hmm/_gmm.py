@@ -14,8 +14,8 @@ from ._gaussian import (
     log_gaussian_density,
     positive_definite_or_previous,
     sample_gaussians,
-    split_missing,
     validate_gaussian_X,
+    weighted_moments,
 )
 
 __all__ = ["GMMHMM"]
@@ -278,42 +278,36 @@ class GMMHMM(BaseHMM):
 
     def _emission_terms(self, X):
         n_components, n_mix, n_features = self.means_.shape
-        filled, missing = split_missing(X)
         flat_type, flat_covars = self._flat_covars()
+        # Missing rows (NaN) get log-density 0 for every component.
         log_component = log_gaussian_density(
-            filled, self.means_.reshape(-1, n_features), flat_covars, flat_type
+            X, self.means_.reshape(-1, n_features), flat_covars, flat_type
         ).reshape(-1, n_components, n_mix)
         with np.errstate(divide="ignore"):
             log_component += np.log(self.weights_)
         log_frameprob = logsumexp(log_component, axis=2)
-        if missing is not None:
-            log_frameprob[missing] = 0.0
-        return log_frameprob, (filled, missing, log_component, log_frameprob)
+        missing = np.isnan(X).any(axis=1)
+        log_frameprob[missing] = 0.0
+        return log_frameprob, (log_component, log_frameprob)
 
     def _emission_statistics(self, X, posteriors, cache):
-        filled, missing, log_component, log_frameprob = cache
+        log_component, log_frameprob = cache
         n_components, n_mix, n_features = self.means_.shape
-        if missing is not None:
-            posteriors = np.where(missing[:, None], 0.0, posteriors)
         # responsibility of (state, component) = posterior(state) * p(component | state, x)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", under="ignore"):
             within_state = np.exp(log_component - log_frameprob[:, :, None])
         within_state = np.nan_to_num(within_state, nan=0.0)
-        responsibilities = (posteriors[:, :, None] * within_state).reshape(filled.shape[0], -1)
+        responsibilities = (posteriors[:, :, None] * within_state).reshape(X.shape[0], -1)
+        full = self.covariance_type in ("full", "tied")
+        post_mix, first, second = weighted_moments(X, responsibilities, full)
+        post_mix = post_mix.reshape(n_components, n_mix)
         statistics = {
-            "post_sum": posteriors.sum(axis=0),
-            "post_mix_sum": responsibilities.sum(axis=0).reshape(n_components, n_mix),
-            "obs": (responsibilities.T @ filled).reshape(n_components, n_mix, n_features),
+            "post_sum": post_mix.sum(axis=1),
+            "post_mix_sum": post_mix,
+            "obs": first.reshape(n_components, n_mix, n_features),
         }
-        if self.covariance_type in ("spherical", "diag"):
-            statistics["obs**2"] = (responsibilities.T @ (filled * filled)).reshape(
-                n_components, n_mix, n_features
-            )
-        else:
-            outer = (filled[:, :, None] * filled[:, None, :]).reshape(filled.shape[0], -1)
-            statistics["obs*obs.T"] = (responsibilities.T @ outer).reshape(
-                n_components, n_mix, n_features, n_features
-            )
+        key = "obs*obs.T" if full else "obs**2"
+        statistics[key] = second.reshape((n_components, n_mix) + second.shape[1:])
         return statistics
 
     def _emission_mstep(self, statistics):

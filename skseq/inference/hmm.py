@@ -105,9 +105,28 @@ def _check_log_probabilities(log_startprob, log_transmat, log_frameprob):
     return log_startprob, log_transmat, log_frameprob
 
 
-def forward_backward_offsets(startprob, transmat, log_frameprob, offsets):
-    """Forward-backward on validated inputs (no checks); offsets split the rows."""
+def shifted_frame(log_frameprob, overwrite=False):
+    """Max-shift each row of log-emissions and exponentiate.
+
+    Returns ``(frame, shift)`` with ``frame[t] = exp(log_frameprob[t] - shift[t])``
+    and ``shift[t] = max_j log_frameprob[t, j]``; with ``overwrite`` the frame is
+    computed in place in ``log_frameprob`` (C-contiguous float64).
+    """
+    log_frameprob = np.ascontiguousarray(log_frameprob, dtype=np.float64)
+    frame = log_frameprob if overwrite else np.empty_like(log_frameprob)
+    shift = np.empty(log_frameprob.shape[0])
+    _hmm.shift_rows(log_frameprob, frame, shift)
+    np.exp(frame, out=frame)
+    return frame, shift
+
+
+def forward_backward_offsets(startprob, transmat, log_frameprob, offsets, overwrite=False):
+    """Forward-backward on validated inputs (no checks); offsets split the rows.
+
+    With ``overwrite``, ``log_frameprob`` is used as scratch and destroyed.
+    """
     n_samples, n_states = log_frameprob.shape
+    frame, shift = shifted_frame(log_frameprob, overwrite)
     posteriors = np.empty((n_samples, n_states))
     log_predictive = np.empty(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
@@ -116,7 +135,8 @@ def forward_backward_offsets(startprob, transmat, log_frameprob, offsets):
     _hmm.forward_backward(
         np.ascontiguousarray(startprob, dtype=np.float64),
         np.ascontiguousarray(transmat, dtype=np.float64),
-        np.ascontiguousarray(log_frameprob, dtype=np.float64),
+        frame,
+        shift,
         offsets,
         posteriors,
         log_predictive,
@@ -134,16 +154,21 @@ def forward_backward_offsets(startprob, transmat, log_frameprob, offsets):
     )
 
 
-def forward_offsets(startprob, transmat, log_frameprob, offsets):
-    """Forward pass on validated inputs (no checks); offsets split the rows."""
+def forward_offsets(startprob, transmat, log_frameprob, offsets, overwrite=False):
+    """Forward pass on validated inputs (no checks); offsets split the rows.
+
+    With ``overwrite``, ``log_frameprob`` is used as scratch and destroyed.
+    """
     n_samples, n_states = log_frameprob.shape
+    frame, shift = shifted_frame(log_frameprob, overwrite)
     filtered = np.empty((n_samples, n_states))
     log_predictive = np.empty(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
     _hmm.forward(
         np.ascontiguousarray(startprob, dtype=np.float64),
         np.ascontiguousarray(transmat, dtype=np.float64),
-        np.ascontiguousarray(log_frameprob, dtype=np.float64),
+        frame,
+        shift,
         offsets,
         filtered,
         log_predictive,

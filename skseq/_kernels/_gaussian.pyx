@@ -1,0 +1,152 @@
+# cython: language_level=3
+"""Gaussian emission kernels: log-densities and weighted moments.
+
+Pure numeric code on typed memoryviews, no validation (see
+:mod:`skseq.hmm._gaussian`).  A row of ``X`` containing NaN is a missing
+observation: its log-density is 0 for every component (p(x | z) = 1) and it
+adds nothing to the moments.  These functions release the GIL.
+"""
+
+from libc.math cimport isnan
+
+
+cdef inline bint _row_is_missing(const double[:, ::1] X, Py_ssize_t t) noexcept nogil:
+    cdef Py_ssize_t d
+    for d in range(X.shape[1]):
+        if isnan(X[t, d]):
+            return True
+    return False
+
+
+def log_density_diag(
+    const double[:, ::1] X,
+    const double[:, ::1] means_t,
+    const double[:, ::1] precisions_t,
+    const double[::1] log_normalisers,
+    double[:, ::1] out,
+    double[::1] total,
+):
+    """out[t, k] = log_normalisers[k] - 1/2 sum_d precisions[k, d] (X[t, d] - means[k, d])^2.
+
+    ``means_t`` and ``precisions_t`` are transposed, (n_features, n_components),
+    so the inner loop runs over components, contiguously (it vectorises);
+    ``total`` is scratch of length n_components.
+    ``log_normalisers[k] = -1/2 (D log 2 pi + sum_d log variance[k, d])``.
+    """
+    cdef Py_ssize_t n_samples = X.shape[0]
+    cdef Py_ssize_t n_components = means_t.shape[1]
+    cdef Py_ssize_t n_features = X.shape[1]
+    cdef Py_ssize_t t, k, d
+    cdef double x, difference
+    with nogil:
+        for t in range(n_samples):
+            if _row_is_missing(X, t):
+                for k in range(n_components):
+                    out[t, k] = 0.0
+                continue
+            for k in range(n_components):
+                total[k] = 0.0
+            for d in range(n_features):
+                x = X[t, d]
+                for k in range(n_components):
+                    difference = x - means_t[d, k]
+                    total[k] += precisions_t[d, k] * difference * difference
+            for k in range(n_components):
+                out[t, k] = log_normalisers[k] - 0.5 * total[k]
+
+
+def log_density_full(
+    const double[:, ::1] X,
+    const double[:, :, ::1] whitening_t,
+    const double[:, ::1] whitened_means_t,
+    const double[::1] log_normalisers,
+    double[:, ::1] out,
+    double[::1] component,
+    double[::1] total,
+):
+    """out[t, k] = log_normalisers[k] - 1/2 |W_k X[t] - W_k mu_k|^2.
+
+    ``W_k`` is the lower-triangular inverse of the Cholesky factor of
+    covariance k, so |W (x - mu)|^2 is the Mahalanobis distance.  Layouts put
+    components last for vectorisation: ``whitening_t[i, j, k] = W_k[i, j]``
+    and ``whitened_means_t[i, k] = (W_k mu_k)[i]``; ``component``
+    and ``total`` are scratch of length n_components.
+    """
+    cdef Py_ssize_t n_samples = X.shape[0]
+    cdef Py_ssize_t n_components = whitening_t.shape[2]
+    cdef Py_ssize_t n_features = X.shape[1]
+    cdef Py_ssize_t t, k, i, j
+    cdef double x
+    with nogil:
+        for t in range(n_samples):
+            if _row_is_missing(X, t):
+                for k in range(n_components):
+                    out[t, k] = 0.0
+                continue
+            for k in range(n_components):
+                total[k] = 0.0
+            for i in range(n_features):
+                for k in range(n_components):
+                    component[k] = -whitened_means_t[i, k]
+                for j in range(i + 1):
+                    x = X[t, j]
+                    for k in range(n_components):
+                        component[k] += whitening_t[i, j, k] * x
+                for k in range(n_components):
+                    total[k] += component[k] * component[k]
+            for k in range(n_components):
+                out[t, k] = log_normalisers[k] - 0.5 * total[k]
+
+
+def weighted_moments(
+    const double[:, ::1] X,
+    const double[:, ::1] weights,
+    double[::1] weight_sums,
+    double[:, ::1] first_t,
+    double[:, ::1] second_t,
+    bint full,
+):
+    """Accumulate weighted zeroth, first and second moments per component.
+
+    For every observed row t and component k with w = weights[t, k]:
+    ``weight_sums[k] += w``, ``first_t[:, k] += w x_t`` and
+    ``second_t[:, k] += w x_t^2`` (element-wise; ``full`` False) or the upper
+    triangle of ``w x_t x_t^T`` packed row by row (``full`` True; then
+    ``second_t`` has D (D + 1) / 2 rows).  The accumulators are transposed,
+    components last, so the inner loops vectorise.  Rows with NaN are skipped.
+    """
+    cdef Py_ssize_t n_samples = X.shape[0]
+    cdef Py_ssize_t n_components = weights.shape[1]
+    cdef Py_ssize_t n_features = X.shape[1]
+    cdef Py_ssize_t n_pairs = second_t.shape[0]
+    cdef Py_ssize_t t, k, i, j, p
+    cdef double value
+    cdef double[::1] products = _zeros(n_pairs)
+    with nogil:
+        for t in range(n_samples):
+            if _row_is_missing(X, t):
+                continue
+            if full:
+                p = 0
+                for i in range(n_features):
+                    for j in range(i, n_features):
+                        products[p] = X[t, i] * X[t, j]
+                        p += 1
+            else:
+                for i in range(n_features):
+                    products[i] = X[t, i] * X[t, i]
+            for k in range(n_components):
+                weight_sums[k] += weights[t, k]
+            for i in range(n_features):
+                value = X[t, i]
+                for k in range(n_components):
+                    first_t[i, k] += weights[t, k] * value
+            for p in range(n_pairs):
+                value = products[p]
+                for k in range(n_components):
+                    second_t[p, k] += weights[t, k] * value
+
+
+cdef double[::1] _zeros(Py_ssize_t n):
+    from numpy import zeros
+    return zeros(max(n, 1))
