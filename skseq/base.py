@@ -12,7 +12,15 @@ An EM estimator here is defined by four things:
 
 :class:`BaseEM` runs the loop: initialisation (with ``n_init`` restarts), the
 E step over sequences in joblib threads, the convergence monitor, warnings
-and progress output.  The HMMs and the linear-Gaussian SSM build on it.
+and progress output.  It also runs stochastic EM (MATH.md section 1): each
+batch's statistics are blended into running statistics with the
+Robbins-Monro step rho_t = (learning_offset + t) ** -learning_decay, then the
+M step maps them to parameters.  The running statistics are kept per row
+(divided by the rows they summarise) and scaled to ``total_samples`` rows
+(or, without it, to the rows of the batch) for the M step, which is
+s_t = (1 - rho_t) s_{t-1} + rho_t (N / B) s_batch of scikit-learn's
+``LatentDirichletAllocation``.  The HMMs and the linear-Gaussian SSM build
+on it.
 """
 
 import numbers
@@ -194,36 +202,85 @@ class BaseEM(BaseEstimator):
 
     # -- the EM loop ------------------------------------------------------------
 
-    def _run_em(self, X, offsets):
-        """Iterate E and M steps from the current parameters until convergence."""
+    @staticmethod
+    def _check_log_likelihood(log_likelihood):
+        if not np.isfinite(log_likelihood):
+            raise ValueError(
+                "The data have probability zero (log-likelihood -inf) under the "
+                "current parameters; check the initial parameters or the data."
+            )
+
+    def _run_em(self, X, offsets, random_state):
+        """Iterate E and M steps from the current parameters until convergence.
+
+        Returns the monitor and the statistics of the last E step (``None``
+        when ``n_iter`` is 0).
+        """
+        if getattr(self, "learning_method", "batch") == "online":
+            return self._run_online_em(X, offsets, random_state)
         monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
+        statistics = None
         for _ in range(self.n_iter):
             statistics, log_likelihood = self._estep_parallel(X, offsets)
-            if not np.isfinite(log_likelihood):
-                raise ValueError(
-                    "The data have probability zero (log-likelihood -inf) under the "
-                    "current parameters; check the initial parameters or the data."
-                )
+            self._check_log_likelihood(log_likelihood)
             monitor.report(log_likelihood)
             if monitor.converged:
                 break
             self._mstep(statistics)
-        return monitor
+        return monitor, statistics
+
+    def _run_online_em(self, X, offsets, random_state):
+        """Stochastic EM over minibatches of ``batch_size`` whole sequences.
+
+        One iteration is one pass over the sequences in a random order; the
+        monitor records the sum of the batch log-likelihoods of each pass.
+        """
+        monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
+        self._running_statistics = None
+        self.n_batch_iter_ = 0
+        n_sequences = len(offsets) - 1
+        reference_rows = self.total_samples or X.shape[0]
+        statistics = None
+        for _ in range(self.n_iter):
+            order = random_state.permutation(n_sequences)
+            log_likelihood = 0.0
+            for first in range(0, n_sequences, self.batch_size):
+                chosen = np.sort(order[first : first + self.batch_size])
+                rows = np.concatenate([np.arange(offsets[s], offsets[s + 1]) for s in chosen])
+                lengths = offsets[chosen + 1] - offsets[chosen]
+                batch_offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.intp)
+                statistics, batch_log_likelihood = self._estep_parallel(X[rows], batch_offsets)
+                self._check_log_likelihood(batch_log_likelihood)
+                log_likelihood += batch_log_likelihood
+                self._stochastic_step(statistics, len(rows), reference_rows)
+            monitor.report(log_likelihood)
+            if monitor.converged:
+                break
+        return monitor, None
 
     def _fit_em(self, X, offsets):
         """Run ``n_init`` initialisations + EM; keep the best by log-likelihood."""
+        if hasattr(self, "learning_method"):
+            self._check_stochastic_params()
         random_state = check_random_state(self.random_state)
         best = None
         for init in range(self.n_init):
             if self.verbose and self.n_init > 1:
                 print(f"Initialisation {init + 1} of {self.n_init}", file=sys.stderr)
             self._initialize(X, offsets, random_state)
-            monitor = self._run_em(X, offsets)
+            monitor, statistics = self._run_em(X, offsets, random_state)
             final = monitor.history[-1] if monitor.history else -np.inf
             if best is None or final > best[0]:
-                best = (final, self._get_parameters(), monitor)
-        _, parameters, monitor = best
+                running = getattr(self, "_running_statistics", None)
+                if statistics is not None:
+                    running = (1.0 / X.shape[0]) * statistics
+                best = (final, self._get_parameters(), monitor, running)
+        _, parameters, monitor, running = best
         self._set_parameters(parameters)
+        # partial_fit after fit continues from these parameters and statistics.
+        self._running_statistics = running
+        if getattr(self, "learning_method", "batch") == "batch":
+            self.n_batch_iter_ = 0
         self.monitor_ = monitor
         self.n_iter_ = monitor.iter
         self.converged_ = monitor.converged
@@ -243,6 +300,37 @@ class BaseEM(BaseEstimator):
         if len(monitor.history) < 2:
             return float("nan")
         return monitor.history[-1] - monitor.history[-2]
+
+    # -- stochastic EM ------------------------------------------------------------
+
+    def _check_stochastic_params(self):
+        if self.learning_method not in ("batch", "online"):
+            raise ValueError(
+                f"learning_method must be 'batch' or 'online', got {self.learning_method!r}."
+            )
+        check_scalar_param(
+            self.learning_decay, "learning_decay", "real", low=0.5, high=1.0, low_open=True
+        )
+        check_scalar_param(self.learning_offset, "learning_offset", "real", low=0.0)
+        if self.total_samples is not None:
+            check_scalar_param(self.total_samples, "total_samples", "real", low=0, low_open=True)
+        check_scalar_param(self.batch_size, "batch_size", "int", low=1)
+
+    def _stochastic_step(self, statistics, n_rows, reference_rows):
+        """Blend one batch's statistics into the running ones, then the M step.
+
+        ``n_rows`` rows gave ``statistics``; the M step sees the running
+        statistics scaled to ``reference_rows`` rows (N in MATH.md section 1).
+        """
+        self.n_batch_iter_ = getattr(self, "n_batch_iter_", 0) + 1
+        step = (self.learning_offset + self.n_batch_iter_) ** (-self.learning_decay)
+        per_row = (1.0 / n_rows) * statistics
+        previous = getattr(self, "_running_statistics", None)
+        if previous is None:
+            self._running_statistics = per_row
+        else:
+            self._running_statistics = (1.0 - step) * previous + step * per_row
+        self._mstep(reference_rows * self._running_statistics)
 
     # -- model selection --------------------------------------------------------
 

@@ -377,3 +377,153 @@ def sample_states(
                     state = j
                     break
             states[t] = state
+
+
+def forward_smoothing(
+    const double[::1] startprob,
+    const double[:, ::1] trans,
+    const double[:, ::1] frame,
+    const double[::1] shift,
+    const double[:, :, ::1] features,
+    bint fresh,
+    double[::1] alpha,
+    double[:, ::1] start_stat,
+    double[:, :, ::1] trans_stat,
+    double[:, :, ::1] emission_stat,
+    double[::1] log_predictive,
+):
+    """Forward-only smoothing of sufficient statistics over the rows of one chunk.
+
+    Exact smoothed expectations of additive statistics with a forward pass
+    only, so a sequence can arrive in chunks: the message carried from one
+    chunk to the next has a size independent of how many rows have passed.
+    For every state j the message holds, given x_1..x_t and z_t = j,
+
+    * ``start_stat[j, a]`` = p(z_1 = a | ...),
+    * ``trans_stat[j, a, b]`` = E[#(z_s = a, z_{s+1} = b), s < t | ...],
+    * ``emission_stat[j, a, :]`` = E[sum_{s <= t} [z_s = a] features[s, a] | ...],
+
+    and ``alpha`` holds p(z_t | x_1..x_t).  Each row updates them through the
+    backward kernel p(z_{t-1} = i | z_t = j, x_1..x_{t-1}) =
+    alpha_{t-1}(i) A_ij / sum_i' alpha_{t-1}(i') A_i'j.  The smoothed statistics
+    of all rows so far are then sum_j alpha(j) stat[j, ...].
+
+    ``fresh`` starts a new sequence at the first row (from ``startprob``);
+    otherwise the rows continue the sequence whose message is passed in.
+    ``frame`` and ``shift`` are the max-shifted emission probabilities.
+    Fills ``log_predictive`` and returns the log-likelihood of the rows given
+    the past (-inf when they have probability zero; the message is then
+    left unusable).
+    """
+    cdef Py_ssize_t n_states = trans.shape[0]
+    cdef Py_ssize_t n_features = features.shape[2]
+    cdef double log_likelihood
+    cdef double[:, ::1] backward = _zeros(n_states, n_states)
+    cdef double[::1] predicted = _zeros(1, n_states)[0]
+    cdef double[:, ::1] start_new = _zeros(n_states, n_states)
+    cdef double[:, :, ::1] trans_new = _zeros3(n_states, n_states, n_states)
+    cdef double[:, :, ::1] emission_new = _zeros3(n_states, n_states, n_features)
+    with nogil:
+        log_likelihood = _forward_smoothing(
+            startprob, trans, frame, shift, features, fresh, alpha, start_stat, trans_stat,
+            emission_stat, log_predictive, backward, predicted, start_new, trans_new,
+            emission_new)
+    return log_likelihood
+
+
+cdef double _forward_smoothing(
+    const double[::1] startprob,
+    const double[:, ::1] trans,
+    const double[:, ::1] frame,
+    const double[::1] shift,
+    const double[:, :, ::1] features,
+    bint fresh,
+    double[::1] alpha,
+    double[:, ::1] start_stat,
+    double[:, :, ::1] trans_stat,
+    double[:, :, ::1] emission_stat,
+    double[::1] log_predictive,
+    double[:, ::1] backward,
+    double[::1] predicted,
+    double[:, ::1] start_new,
+    double[:, :, ::1] trans_new,
+    double[:, :, ::1] emission_new,
+) noexcept nogil:
+    """The recursion of :func:`forward_smoothing`, on preallocated scratch."""
+    cdef Py_ssize_t n_rows = frame.shape[0]
+    cdef Py_ssize_t n_states = trans.shape[0]
+    cdef Py_ssize_t n_features = features.shape[2]
+    cdef Py_ssize_t t, i, j, a, b, p, first
+    cdef double c, r_ji, total = 0.0
+    if n_rows == 0:
+        return 0.0
+    first = 0
+    if fresh:
+        c = 0.0
+        for j in range(n_states):
+            alpha[j] = startprob[j] * frame[0, j]
+            c += alpha[j]
+        if not c > 0.0:
+            return -INFINITY
+        for j in range(n_states):
+            alpha[j] /= c
+            for a in range(n_states):
+                start_stat[j, a] = 1.0 if a == j else 0.0
+                for b in range(n_states):
+                    trans_stat[j, a, b] = 0.0
+                for p in range(n_features):
+                    emission_stat[j, a, p] = features[0, j, p] if a == j else 0.0
+        log_predictive[0] = log(c) + shift[0]
+        total += log_predictive[0]
+        first = 1
+    for t in range(first, n_rows):
+        # predicted(j) = sum_i alpha(i) A_ij and the backward kernel r(i | j)
+        for j in range(n_states):
+            predicted[j] = 0.0
+        for i in range(n_states):
+            for j in range(n_states):
+                predicted[j] += alpha[i] * trans[i, j]
+        for j in range(n_states):
+            for i in range(n_states):
+                backward[j, i] = (alpha[i] * trans[i, j] / predicted[j]
+                                  if predicted[j] > 0.0 else 0.0)
+        c = 0.0
+        for j in range(n_states):
+            alpha[j] = predicted[j] * frame[t, j]
+            c += alpha[j]
+        if not c > 0.0:
+            return -INFINITY
+        for j in range(n_states):
+            alpha[j] /= c
+        log_predictive[t] = log(c) + shift[t]
+        total += log_predictive[t]
+        for j in range(n_states):
+            for a in range(n_states):
+                start_new[j, a] = 0.0
+                for b in range(n_states):
+                    trans_new[j, a, b] = 0.0
+                for p in range(n_features):
+                    emission_new[j, a, p] = 0.0
+            for i in range(n_states):
+                r_ji = backward[j, i]
+                if r_ji == 0.0:
+                    continue
+                for a in range(n_states):
+                    start_new[j, a] += r_ji * start_stat[i, a]
+                    for b in range(n_states):
+                        trans_new[j, a, b] += r_ji * trans_stat[i, a, b]
+                    for p in range(n_features):
+                        emission_new[j, a, p] += r_ji * emission_stat[i, a, p]
+            for a in range(n_states):
+                trans_new[j, a, j] += backward[j, a]
+            for p in range(n_features):
+                emission_new[j, j, p] += features[t, j, p]
+        start_stat[:, :] = start_new
+        trans_stat[:, :, :] = trans_new
+        emission_stat[:, :, :] = emission_new
+    return total
+
+
+cdef double[:, :, ::1] _zeros3(Py_ssize_t n0, Py_ssize_t n1, Py_ssize_t n2):
+    from numpy import zeros
+    return zeros((n0, n1, n2))

@@ -15,6 +15,10 @@ An emission model subclass adds:
 * ``_initialize_emissions(X, random_state)`` (``_initial_value(attribute)``
   gives the user's ``<name>_init`` or hand-set value);
 * ``_emission_statistics(X, posteriors, cache)``, ``_emission_mstep(statistics)``;
+* ``_emission_features(X, cache)`` (n_samples, n_components, n_features_out)
+  and ``_statistics_from_features(sums)``: per-row vectors phi_j(x_t) whose
+  posterior-weighted sums sum_t gamma_t(j) phi_j(x_t) are the emission
+  statistics (used by the forward-only smoother of streams);
 * ``_emission_n_parameters()``, ``_sample_emissions(states, random_state)``.
 """
 
@@ -28,7 +32,12 @@ from sklearn.utils.validation import check_is_fitted
 from .._kernels import _hmm
 from .._sequences import check_y_is_not_lengths, sequence_offsets
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
-from ..inference.hmm import forward_backward_offsets, forward_offsets, viterbi_offsets
+from ..inference.hmm import (
+    forward_backward_offsets,
+    forward_offsets,
+    shifted_frame,
+    viterbi_offsets,
+)
 
 __all__ = ["BaseHMM"]
 
@@ -75,6 +84,7 @@ class BaseHMM(BaseEM):
     __metadata_request__score = {"sequence_ids": True, "sample_weight": True}
     __metadata_request__predict = {"sequence_ids": True}
     __metadata_request__predict_proba = {"sequence_ids": True}
+    __metadata_request__partial_fit = {"sequence_ids": True}
 
     def __init__(
         self,
@@ -94,6 +104,11 @@ class BaseHMM(BaseEM):
         transmat_init=None,
         n_init=1,
         n_jobs=None,
+        learning_method="batch",
+        learning_decay=0.6,
+        learning_offset=0.0,
+        total_samples=None,
+        batch_size=32,
     ):
         self.n_components = n_components
         self.startprob_prior = startprob_prior
@@ -110,6 +125,11 @@ class BaseHMM(BaseEM):
         self.transmat_init = transmat_init
         self.n_init = n_init
         self.n_jobs = n_jobs
+        self.learning_method = learning_method
+        self.learning_decay = learning_decay
+        self.learning_offset = learning_offset
+        self.total_samples = total_samples
+        self.batch_size = batch_size
 
     # -- hyperparameters ----------------------------------------------------
 
@@ -140,6 +160,7 @@ class BaseHMM(BaseEM):
                     f"{name} has unknown letters {sorted(unknown)}; allowed are "
                     f"{sorted(self._all_letters)} ({self._all_letters})."
                 )
+        self._check_stochastic_params()
         self._check_emission_params()
 
     def _check_emission_params(self):
@@ -173,19 +194,25 @@ class BaseHMM(BaseEM):
 
     # -- initialisation -----------------------------------------------------
 
-    def _fit_em(self, X, offsets):
-        # Parameters set by hand (hmmlearn style: set ``means_`` and leave "m"
-        # out of init_params) are captured once, so every one of the n_init
-        # runs starts from them rather than from the previous run's result.
+    def _capture_presets(self):
+        """Parameters set by hand (hmmlearn style: set ``means_`` and leave "m"
+        out of init_params), captured once so that every one of the n_init runs
+        starts from them rather than from the previous run's result."""
         self._presets = {
             attribute: np.copy(getattr(self, self._storage_name(attribute)))
             for letter, attribute in self._all_letters.items()
             if letter not in self.init_params and hasattr(self, self._storage_name(attribute))
         }
+
+    def _fit_em(self, X, offsets):
+        self._capture_presets()
         try:
-            return super()._fit_em(X, offsets)
+            result = super()._fit_em(X, offsets)
         finally:
             del self._presets
+        self._stream = None
+        self.__dict__.pop("filtered_state_", None)
+        return result
 
     def _initial_value(self, attribute):
         """The user's initial value for ``attribute``: ``<name>_init``, then a preset."""
@@ -268,6 +295,171 @@ class BaseHMM(BaseEM):
         counts = {"s": n_components - 1, "t": n_components * (n_components - 1)}
         counts.update(self._emission_n_parameters())
         return sum(counts[letter] for letter in self.params)
+
+    # -- streams: forward-only smoothing ------------------------------------
+
+    def _stream_statistics(self, stream):
+        """Smoothed statistics of all rows a stream message has seen."""
+        alpha = stream["alpha"]
+        statistics = SufficientStatistics(
+            start=alpha @ stream["start"],
+            trans=np.einsum("j,jab->ab", alpha, stream["trans"]),
+        )
+        statistics.update(
+            self._statistics_from_features(np.einsum("j,jap->ap", alpha, stream["emission"]))
+        )
+        return statistics
+
+    def _advance_stream(self, X, stream):
+        """Run the forward-only smoother over the rows of one sequence (part).
+
+        ``stream`` is the message carried from earlier rows of the same
+        sequence, or ``None`` for a sequence that starts at ``X[0]``.  Returns
+        the statistics these rows add (exactly what forward-backward over the
+        whole sequence would add, at fixed parameters), their log-likelihood
+        given the past, and the new message.
+        """
+        log_frameprob, cache = self._emission_terms(X)
+        features = np.ascontiguousarray(self._emission_features(X, cache), dtype=np.float64)
+        frame, shift = shifted_frame(log_frameprob, overwrite=True)
+        n_components, n_features = self.n_components, features.shape[2]
+        if stream is None:
+            before = None
+            stream = {
+                "alpha": np.zeros(n_components),
+                "start": np.zeros((n_components, n_components)),
+                "trans": np.zeros((n_components, n_components, n_components)),
+                "emission": np.zeros((n_components, n_components, n_features)),
+            }
+        else:
+            before = self._stream_statistics(stream)
+            stream = {name: value.copy() for name, value in stream.items()}
+        log_predictive = np.empty(X.shape[0])
+        log_likelihood = _hmm.forward_smoothing(
+            np.ascontiguousarray(self.startprob_),
+            np.ascontiguousarray(self.transmat_),
+            frame,
+            shift,
+            features,
+            before is None,
+            stream["alpha"],
+            stream["start"],
+            stream["trans"],
+            stream["emission"],
+            log_predictive,
+        )
+        self._check_log_likelihood(log_likelihood)
+        after = self._stream_statistics(stream)
+        added = after if before is None else after + (-1.0) * before
+        return added, log_likelihood, stream
+
+    def _stream_estep(self, X, offsets, new_sequence):
+        """E step of one ``partial_fit`` batch.
+
+        The first sequence continues the stream of the previous call (unless
+        ``new_sequence``) and the last one may be continued by the next call:
+        both go through the forward-only smoother.  Sequences in between are
+        complete and use forward-backward (in threads with ``n_jobs``).
+        """
+        n_sequences = len(offsets) - 1
+        carried = None if new_sequence else getattr(self, "_stream", None)
+        statistics, log_likelihood = None, 0.0
+        first_complete = 0
+        if carried is not None:
+            stop = offsets[1]
+            statistics, log_likelihood, stream = self._advance_stream(X[:stop], carried)
+            first_complete = 1
+            if n_sequences == 1:
+                return statistics, log_likelihood, stream
+        if n_sequences - 1 > first_complete:
+            start, stop = offsets[first_complete], offsets[n_sequences - 1]
+            middle, middle_log_likelihood = self._estep_parallel(
+                X[start:stop], offsets[first_complete:n_sequences] - start
+            )
+            self._check_log_likelihood(middle_log_likelihood)
+            statistics = middle if statistics is None else statistics + middle
+            log_likelihood += middle_log_likelihood
+        last, last_log_likelihood, stream = self._advance_stream(X[offsets[-2] :], None)
+        statistics = last if statistics is None else statistics + last
+        return statistics, log_likelihood + last_log_likelihood, stream
+
+    def partial_fit(self, X, y=None, *, lengths=None, sequence_ids=None, new_sequence=False):
+        """One step of stochastic EM on a batch of rows.
+
+        The E step runs on the batch only; its statistics are blended into
+        the running statistics, s = (1 - rho) s + rho (N / B) s_batch with
+        rho = (learning_offset + n_batch_iter_) ** -learning_decay, and the M
+        step maps them to parameters.  The first call initialises the model
+        from its batch (as :meth:`fit` does); a model fitted with :meth:`fit`
+        continues from its parameters.
+
+        Consecutive calls on consecutive chunks of one long sequence continue
+        that sequence: the first sequence of ``X`` continues the last
+        sequence of the previous call, through a forward-only smoothing
+        message whose size does not depend on how many rows have passed, so
+        chunk boundaries do not restart the chain.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+        lengths, sequence_ids : see :meth:`fit`.
+        new_sequence : bool, default=False
+            True when the first sequence of ``X`` starts afresh rather than
+            continuing the last sequence of the previous call.
+
+        Returns
+        -------
+        self
+        """
+        first_call = not hasattr(self, "startprob_") or not hasattr(self, "n_features_in_")
+        self._check_params()
+        X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=first_call)
+        if first_call:
+            self._capture_presets()
+            try:
+                self._initialize(X, offsets, check_random_state(self.random_state))
+            finally:
+                del self._presets
+            self._running_statistics = None
+            self._stream = None
+            self.n_batch_iter_ = 0
+        statistics, _, stream = self._stream_estep(X, offsets, new_sequence)
+        reference_rows = self.total_samples or X.shape[0]
+        self._stochastic_step(statistics, X.shape[0], reference_rows)
+        self._stream = stream
+        self.filtered_state_ = stream["alpha"].copy()
+        return self
+
+    def filter_stream(self, X, *, new_sequence=False):
+        """Filtered state probabilities of new rows of a stream, without learning.
+
+        Continues from ``filtered_state_``, the filtered distribution after
+        the last row seen by :meth:`partial_fit` or by the previous call, and
+        updates it: online decoding (e.g. regime detection in real time).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The next rows of one sequence.
+        new_sequence : bool, default=False
+            Start a new sequence at ``X[0]`` (from ``startprob_``).
+
+        Returns
+        -------
+        filtered : ndarray of shape (n_samples, n_components)
+            p(z_t | all rows of the stream up to t).
+        """
+        X, offsets = self._prepare_fitted(X, None, None)
+        state = getattr(self, "filtered_state_", None)
+        start = self.startprob_ if new_sequence or state is None else state @ self.transmat_
+        result = forward_offsets(
+            start, self.transmat_, self._compute_log_likelihood(X), offsets, overwrite=True
+        )
+        self._check_log_likelihood(result.log_likelihood)
+        self.filtered_state_ = result.filtered[-1].copy()
+        return result.filtered
 
     # -- public API ---------------------------------------------------------
 

@@ -101,6 +101,11 @@ class CategoricalHMM(BaseHMM):
         emissionprob_init=None,
         n_init=1,
         n_jobs=None,
+        learning_method="batch",
+        learning_decay=0.6,
+        learning_offset=0.0,
+        total_samples=None,
+        batch_size=32,
     ):
         super().__init__(
             n_components,
@@ -118,6 +123,11 @@ class CategoricalHMM(BaseHMM):
             transmat_init=transmat_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            learning_method=learning_method,
+            learning_decay=learning_decay,
+            learning_offset=learning_offset,
+            total_samples=total_samples,
+            batch_size=batch_size,
         )
         self.emissionprob_prior = emissionprob_prior
         self.n_features = n_features
@@ -184,6 +194,15 @@ class CategoricalHMM(BaseHMM):
             [np.bincount(symbols, weights=column, minlength=n_symbols) for column in posteriors.T]
         )
         return {"obs": counts}
+
+    def _emission_features(self, X, cache):
+        n_symbols = self.emissionprob_.shape[1]
+        one_hot = np.zeros((X.shape[0], n_symbols))
+        one_hot[np.arange(X.shape[0]), X[:, 0].astype(np.intp)] = 1.0
+        return np.broadcast_to(one_hot[:, None, :], (X.shape[0], self.n_components, n_symbols))
+
+    def _statistics_from_features(self, sums):
+        return {"obs": sums}
 
     def _emission_mstep(self, statistics):
         if "e" in self.params:
@@ -281,6 +300,11 @@ class PoissonHMM(BaseHMM):
         lambdas_init=None,
         n_init=1,
         n_jobs=None,
+        learning_method="batch",
+        learning_decay=0.6,
+        learning_offset=0.0,
+        total_samples=None,
+        batch_size=32,
     ):
         super().__init__(
             n_components,
@@ -298,6 +322,11 @@ class PoissonHMM(BaseHMM):
             transmat_init=transmat_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            learning_method=learning_method,
+            learning_decay=learning_decay,
+            learning_offset=learning_offset,
+            total_samples=total_samples,
+            batch_size=batch_size,
         )
         self.lambdas_prior = lambdas_prior
         self.lambdas_weight = lambdas_weight
@@ -335,6 +364,15 @@ class PoissonHMM(BaseHMM):
 
     def _emission_statistics(self, X, posteriors, cache):
         return {"post": posteriors.sum(axis=0), "obs": posteriors.T @ X}
+
+    def _emission_features(self, X, cache):
+        features = np.concatenate([np.ones((X.shape[0], 1)), X], axis=1)
+        return np.broadcast_to(
+            features[:, None, :], (X.shape[0], self.n_components, features.shape[1])
+        )
+
+    def _statistics_from_features(self, sums):
+        return {"post": sums[:, 0], "obs": sums[:, 1:]}
 
     def _emission_mstep(self, statistics):
         if "l" not in self.params:

@@ -109,8 +109,10 @@ def log_gaussian_density(X, means, covars, covariance_type):
         return log_density
     matrices = np.broadcast_to(covars, (n_components, n_features, n_features))
     choleskys = np.linalg.cholesky(matrices)
-    identity = np.eye(n_features)
-    whitening = np.stack([linalg.solve_triangular(c, identity, lower=True) for c in choleskys])
+    # W_k = L_k^{-1}, lower triangular.  One batched call: scipy's triangular
+    # solve goes through threaded BLAS, which costs milliseconds per tiny
+    # matrix when the cores are busy.
+    whitening = np.tril(np.linalg.inv(choleskys))
     log_normalisers = -0.5 * n_features * _LOG_2PI - np.sum(
         np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1
     )
@@ -144,11 +146,40 @@ def weighted_moments(X, weights, full):
     first, packed = first_t.T.copy(), packed_t.T
     if not full:
         return weight_sums, first, packed.copy()
+    return weight_sums, first, unpack_symmetric(packed, n_features)
+
+
+def unpack_symmetric(packed, n_features):
+    """Symmetric (..., D, D) matrices from their upper triangles packed row by row."""
     rows, columns = np.triu_indices(n_features)
-    second = np.empty((n_components, n_features, n_features))
-    second[:, rows, columns] = packed
-    second[:, columns, rows] = packed
-    return weight_sums, first, second
+    matrices = np.empty(packed.shape[:-1] + (n_features, n_features))
+    matrices[..., rows, columns] = packed
+    matrices[..., columns, rows] = packed
+    return matrices
+
+
+def moment_features(X, full):
+    """Per-row vectors (1, x, x^2) or (1, x, upper triangle of x x^T); zeros for missing rows.
+
+    Their weighted sums are the zeroth, first and second moments that
+    :func:`weighted_moments` accumulates.
+    """
+    observed = ~np.isnan(X).any(axis=1)
+    X = np.where(observed[:, None], X, 0.0)
+    if full:
+        rows, columns = np.triu_indices(X.shape[1])
+        second = X[:, rows] * X[:, columns]
+    else:
+        second = X * X
+    return np.concatenate([observed[:, None].astype(np.float64), X, second], axis=1)
+
+
+def moments_from_features(sums, n_features, full):
+    """(weight sums, first moments, second moments) from summed :func:`moment_features`."""
+    second = sums[..., 1 + n_features :]
+    if full:
+        second = unpack_symmetric(second, n_features)
+    return sums[..., 0], sums[..., 1 : 1 + n_features], second
 
 
 def sample_gaussians(means, full_covars, components, random_state):
@@ -314,6 +345,11 @@ class GaussianHMM(BaseHMM):
         covars_init=None,
         n_init=1,
         n_jobs=None,
+        learning_method="batch",
+        learning_decay=0.6,
+        learning_offset=0.0,
+        total_samples=None,
+        batch_size=32,
     ):
         super().__init__(
             n_components,
@@ -331,6 +367,11 @@ class GaussianHMM(BaseHMM):
             transmat_init=transmat_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            learning_method=learning_method,
+            learning_decay=learning_decay,
+            learning_offset=learning_offset,
+            total_samples=total_samples,
+            batch_size=batch_size,
         )
         self.covariance_type = covariance_type
         self.min_covar = min_covar
@@ -410,6 +451,17 @@ class GaussianHMM(BaseHMM):
     def _emission_statistics(self, X, posteriors, cache):
         full = self.covariance_type in ("full", "tied")
         post, first, second = weighted_moments(X, posteriors, full)
+        return {"post": post, "obs": first, ("obs*obs.T" if full else "obs**2"): second}
+
+    def _emission_features(self, X, cache):
+        features = moment_features(X, self.covariance_type in ("full", "tied"))
+        return np.broadcast_to(
+            features[:, None, :], (X.shape[0], self.n_components, features.shape[1])
+        )
+
+    def _statistics_from_features(self, sums):
+        full = self.covariance_type in ("full", "tied")
+        post, first, second = moments_from_features(sums, self.means_.shape[1], full)
         return {"post": post, "obs": first, ("obs*obs.T" if full else "obs**2"): second}
 
     def _emission_mstep(self, statistics):

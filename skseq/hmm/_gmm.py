@@ -12,6 +12,8 @@ from ._gaussian import (
     distribute_covariance,
     initial_covariance,
     log_gaussian_density,
+    moment_features,
+    moments_from_features,
     positive_definite_or_previous,
     sample_gaussians,
     validate_gaussian_X,
@@ -126,6 +128,11 @@ class GMMHMM(BaseHMM):
         covars_init=None,
         n_init=1,
         n_jobs=None,
+        learning_method="batch",
+        learning_decay=0.6,
+        learning_offset=0.0,
+        total_samples=None,
+        batch_size=32,
     ):
         super().__init__(
             n_components,
@@ -143,6 +150,11 @@ class GMMHMM(BaseHMM):
             transmat_init=transmat_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            learning_method=learning_method,
+            learning_decay=learning_decay,
+            learning_offset=learning_offset,
+            total_samples=total_samples,
+            batch_size=batch_size,
         )
         self.n_mix = n_mix
         self.min_covar = min_covar
@@ -290,25 +302,49 @@ class GMMHMM(BaseHMM):
         log_frameprob[missing] = 0.0
         return log_frameprob, (log_component, log_frameprob)
 
-    def _emission_statistics(self, X, posteriors, cache):
+    def _component_responsibilities(self, X, cache):
+        """p(mixture component | state, x_t): (n_samples, n_components, n_mix), 0 when missing."""
         log_component, log_frameprob = cache
-        n_components, n_mix, n_features = self.means_.shape
-        # responsibility of (state, component) = posterior(state) * p(component | state, x)
         with np.errstate(invalid="ignore", under="ignore"):
             within_state = np.exp(log_component - log_frameprob[:, :, None])
         within_state = np.nan_to_num(within_state, nan=0.0)
+        within_state[np.isnan(X).any(axis=1)] = 0.0
+        return within_state
+
+    def _emission_statistics(self, X, posteriors, cache):
+        n_components, n_mix, n_features = self.means_.shape
+        within_state = self._component_responsibilities(X, cache)
         responsibilities = (posteriors[:, :, None] * within_state).reshape(X.shape[0], -1)
         full = self.covariance_type in ("full", "tied")
         post_mix, first, second = weighted_moments(X, responsibilities, full)
+        return self._gmm_statistics(post_mix, first, second)
+
+    def _gmm_statistics(self, post_mix, first, second):
+        n_components, n_mix, n_features = self.means_.shape
         post_mix = post_mix.reshape(n_components, n_mix)
-        statistics = {
+        full = self.covariance_type in ("full", "tied")
+        return {
             "post_sum": post_mix.sum(axis=1),
             "post_mix_sum": post_mix,
             "obs": first.reshape(n_components, n_mix, n_features),
+            ("obs*obs.T" if full else "obs**2"): second.reshape(
+                (n_components, n_mix) + second.shape[1:]
+            ),
         }
-        key = "obs*obs.T" if full else "obs**2"
-        statistics[key] = second.reshape((n_components, n_mix) + second.shape[1:])
-        return statistics
+
+    def _emission_features(self, X, cache):
+        n_components, n_mix, _ = self.means_.shape
+        moments = moment_features(X, self.covariance_type in ("full", "tied"))
+        within_state = self._component_responsibilities(X, cache)
+        features = within_state[:, :, :, None] * moments[:, None, None, :]
+        return features.reshape(X.shape[0], n_components, -1)
+
+    def _statistics_from_features(self, sums):
+        n_components, n_mix, n_features = self.means_.shape
+        full = self.covariance_type in ("full", "tied")
+        per_component = sums.reshape(n_components * n_mix, -1)
+        post_mix, first, second = moments_from_features(per_component, n_features, full)
+        return self._gmm_statistics(post_mix, first, second)
 
     def _emission_mstep(self, statistics):
         n_components, n_mix, n_features = self.means_.shape
