@@ -1,7 +1,8 @@
 """skseq: scikit-learn estimators for sequence models on Cython nogil kernels."""
 
 from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
+from .lds import LinearGaussianSSM
 
 __version__ = "0.1.0"
 
-__all__ = ["GaussianHMM", "CategoricalHMM", "PoissonHMM", "GMMHMM"]
+__all__ = ["GaussianHMM", "CategoricalHMM", "PoissonHMM", "GMMHMM", "LinearGaussianSSM"]

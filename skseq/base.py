@@ -165,11 +165,13 @@ def check_scalar_param(
 class BaseEM(BaseEstimator):
     """Base class for estimators fitted by expectation-maximisation.
 
-    Subclasses implement ``_check_params``, ``_validate_X``, ``_initialize``,
-    ``_estep``, ``_mstep``, ``_n_parameters`` and ``_get_parameters`` /
+    Subclasses implement ``_check_params``, ``_initialize``, ``_estep``,
+    ``_mstep``, ``_n_parameters`` and ``_get_parameters`` /
     ``_set_parameters`` (used to keep the best of ``n_init`` runs).  They
-    expose ``n_iter``, ``tol``, ``n_init``, ``verbose``, ``n_jobs`` and
-    ``random_state`` as constructor parameters.
+    expose ``n_iter``, ``tol``, ``n_init``, ``verbose``, ``n_jobs``,
+    ``random_state``, ``learning_method``, ``learning_decay``,
+    ``learning_offset``, ``total_samples`` and ``batch_size`` as constructor
+    parameters.
     """
 
     # -- the E step over sequences, in threads -------------------------------
@@ -216,7 +218,7 @@ class BaseEM(BaseEstimator):
         Returns the monitor and the statistics of the last E step (``None``
         when ``n_iter`` is 0).
         """
-        if getattr(self, "learning_method", "batch") == "online":
+        if self.learning_method == "online":
             return self._run_online_em(X, offsets, random_state)
         monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
         statistics = None
@@ -260,8 +262,7 @@ class BaseEM(BaseEstimator):
 
     def _fit_em(self, X, offsets):
         """Run ``n_init`` initialisations + EM; keep the best by log-likelihood."""
-        if hasattr(self, "learning_method"):
-            self._check_stochastic_params()
+        self._check_stochastic_params()
         random_state = check_random_state(self.random_state)
         best = None
         for init in range(self.n_init):
@@ -279,7 +280,7 @@ class BaseEM(BaseEstimator):
         self._set_parameters(parameters)
         # partial_fit after fit continues from these parameters and statistics.
         self._running_statistics = running
-        if getattr(self, "learning_method", "batch") == "batch":
+        if self.learning_method == "batch":
             self.n_batch_iter_ = 0
         self.monitor_ = monitor
         self.n_iter_ = monitor.iter

@@ -4,5 +4,16 @@ Usable on its own with any parameters; the estimators call these functions.
 """
 
 from .hmm import ForwardBackwardResult, ForwardResult, forward, forward_backward, viterbi
+from .kalman import KalmanFilterResult, KalmanSmootherResult, kalman_filter, kalman_smoother
 
-__all__ = ["forward_backward", "forward", "viterbi", "ForwardBackwardResult", "ForwardResult"]
+__all__ = [
+    "forward_backward",
+    "forward",
+    "viterbi",
+    "ForwardBackwardResult",
+    "ForwardResult",
+    "kalman_filter",
+    "kalman_smoother",
+    "KalmanFilterResult",
+    "KalmanSmootherResult",
+]

@@ -1,0 +1,619 @@
+"""Exact inference in linear-Gaussian state-space models, on plain arrays.
+
+The model (MATH.md §4), with ``k`` states, ``p`` observed features and ``m``
+optional control inputs::
+
+    z_1 ~ N(mu0, Sigma0)
+    z_t = F z_{t-1} + G u_t + b + w_t,     w_t ~ N(0, Q)
+    x_t = H z_t + d + v_t,                 v_t ~ N(0, R)
+
+Several sequences are passed concatenated, with ``lengths``; ``controls`` has
+one row per row of ``X`` and the control of the first row of each sequence is
+not used (there is no transition into the first state).  A NaN in ``X`` is a
+missing value: a row with some NaN entries is conditioned on its observed
+entries only, exactly, and a row with no observed entry skips the update.
+
+The kernels use the Joseph-form covariance update and Cholesky solves (no
+matrix is ever inverted); they release the GIL.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .._kernels import _kalman
+from .._sequences import sequence_offsets
+
+__all__ = [
+    "kalman_filter",
+    "kalman_smoother",
+    "KalmanFilterResult",
+    "KalmanSmootherResult",
+]
+
+
+class KalmanFilterResult(NamedTuple):
+    """What :func:`kalman_filter` returns.
+
+    Attributes
+    ----------
+    filtered_means : ndarray of shape (n_samples, n_state)
+        E[z_t | x_1..x_t] for every row.
+    filtered_covariances : ndarray of shape (n_samples, n_state, n_state)
+        Cov(z_t | x_1..x_t).
+    predicted_means : ndarray of shape (n_samples, n_state)
+        E[z_t | x_1..x_{t-1}] (the prior mean ``mu0`` on the first row of a sequence).
+    predicted_covariances : ndarray of shape (n_samples, n_state, n_state)
+        Cov(z_t | x_1..x_{t-1}).
+    log_likelihood : float
+        log p(x) summed over sequences (observed entries only).
+    sequence_log_likelihood : ndarray of shape (n_sequences,)
+        log p(x) of each sequence.
+    log_predictive : ndarray of shape (n_samples,)
+        log p(x_t | x_1..x_{t-1}) of each row's observed entries (0 for a row
+        with none); per sequence these sum to its log-likelihood.
+    """
+
+    filtered_means: np.ndarray
+    filtered_covariances: np.ndarray
+    predicted_means: np.ndarray
+    predicted_covariances: np.ndarray
+    log_likelihood: float
+    sequence_log_likelihood: np.ndarray
+    log_predictive: np.ndarray
+
+
+class KalmanSmootherResult(NamedTuple):
+    """What :func:`kalman_smoother` returns.
+
+    Attributes
+    ----------
+    smoothed_means : ndarray of shape (n_samples, n_state)
+        E[z_t | x] given the whole sequence.
+    smoothed_covariances : ndarray of shape (n_samples, n_state, n_state)
+        Cov(z_t | x).
+    cross_covariances : ndarray of shape (n_samples, n_state, n_state)
+        Lag-one cross-covariances indexed by the *later* row:
+        ``cross_covariances[t] = Cov(z_t, z_{t-1} | x)``, i.e. the covariance
+        of each row's state with the previous row's state (rows of the state
+        at t, columns of the state at t-1).  Zero on the first row of every
+        sequence, which has no predecessor.
+    log_likelihood : float
+        log p(x) summed over sequences.
+    sequence_log_likelihood : ndarray of shape (n_sequences,)
+    log_predictive : ndarray of shape (n_samples,)
+        log p(x_t | x_1..x_{t-1}) of each row.
+    """
+
+    smoothed_means: np.ndarray
+    smoothed_covariances: np.ndarray
+    cross_covariances: np.ndarray
+    log_likelihood: float
+    sequence_log_likelihood: np.ndarray
+    log_predictive: np.ndarray
+
+
+# -- validation ---------------------------------------------------------------
+
+
+def _as_float_array(value, name):
+    if value is None:
+        raise ValueError(f"{name} is required.")
+    array = np.asarray(value)
+    if np.iscomplexobj(array):
+        raise ValueError(f"{name} must be real, got complex values.")
+    try:
+        array = np.asarray(array, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be numeric: {error}") from None
+    return array
+
+
+def check_matrix(value, name, shape):
+    """A finite float64 array of exactly ``shape`` (a C-contiguous copy).
+
+    Raises ValueError naming ``name`` on a wrong shape or a non-finite entry.
+    """
+    array = _as_float_array(value, name)
+    if array.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {array.shape}.")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} contains NaN or infinity.")
+    return np.array(array, dtype=np.float64, order="C", copy=True)
+
+
+def check_covariance(value, name, dim):
+    """A symmetric positive-definite ``dim`` x ``dim`` matrix (a symmetrised copy).
+
+    Raises ValueError naming ``name`` when the shape is wrong, an entry is not
+    finite, the matrix is not symmetric (to 1e-8 relative) or its Cholesky
+    factorisation fails.
+    """
+    array = check_matrix(value, name, (dim, dim))
+    scale = np.max(np.abs(array)) if array.size else 0.0
+    if np.max(np.abs(array - array.T), initial=0.0) > 1e-8 * max(scale, 1e-300):
+        raise ValueError(f"{name} must be symmetric.")
+    symmetric = 0.5 * (array + array.T)
+    try:
+        np.linalg.cholesky(symmetric)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"{name} must be positive definite.") from None
+    return np.ascontiguousarray(symmetric)
+
+
+def check_observations(X, name="X"):
+    """X as a 2-D float64 array with at least one row and column; NaN allowed, inf not."""
+    X = _as_float_array(X, name)
+    if X.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D (n_samples, n_features), got shape {X.shape}; "
+            "reshape a single feature with X.reshape(-1, 1)."
+        )
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {X.shape}).")
+    if np.isinf(X).any():
+        raise ValueError(
+            f"{name} contains infinity (NaN marks a missing value; inf is not allowed)."
+        )
+    return X
+
+
+def check_controls(controls, n_samples, n_controls, name="controls"):
+    """Controls as a finite (n_samples, n_controls) float64 array.
+
+    ``None`` is accepted only when ``n_controls == 0`` and becomes an
+    (n_samples, 0) array.  A 1-D array is taken as one control column.
+    """
+    if controls is None:
+        if n_controls > 0:
+            raise ValueError(
+                f"The model has {n_controls} control input(s): pass {name} of shape "
+                f"(n_samples, {n_controls})."
+            )
+        return np.zeros((n_samples, 0))
+    controls = _as_float_array(controls, name)
+    if controls.ndim == 1:
+        controls = controls.reshape(-1, 1)
+    if controls.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_controls), got shape {controls.shape}.")
+    if controls.shape[0] != n_samples:
+        raise ValueError(
+            f"{name} has {controls.shape[0]} rows but X has {n_samples}; "
+            "give one control row per row of X."
+        )
+    if controls.shape[1] != n_controls:
+        raise ValueError(
+            f"{name} has {controls.shape[1]} columns but the control matrix has {n_controls}."
+        )
+    if not np.all(np.isfinite(controls)):
+        raise ValueError(f"{name} contains NaN or infinity.")
+    return controls
+
+
+def check_lgssm_parameters(
+    n_features,
+    transition_matrix,
+    observation_matrix,
+    transition_covariance,
+    observation_covariance,
+    *,
+    transition_offset=None,
+    observation_offset=None,
+    initial_state_mean=None,
+    initial_state_covariance=None,
+    control_matrix=None,
+):
+    """Validate the parameters of a linear-Gaussian SSM and pack them for the kernels.
+
+    The state dimension is read from ``transition_matrix``.  Defaults: zero
+    offsets, zero initial mean, identity initial covariance, no controls.
+
+    Returns
+    -------
+    model : skseq._kernels._kalman.LinearGaussianModel
+    """
+    transition_matrix = _as_float_array(transition_matrix, "transition_matrix")
+    if transition_matrix.ndim != 2 or transition_matrix.shape[0] != transition_matrix.shape[1]:
+        raise ValueError(
+            f"transition_matrix must be square (n_state, n_state), got {transition_matrix.shape}."
+        )
+    n_state = transition_matrix.shape[0]
+    if n_state == 0:
+        raise ValueError("transition_matrix is empty: the state needs at least one dimension.")
+    transition_matrix = check_matrix(transition_matrix, "transition_matrix", (n_state, n_state))
+    observation_matrix = check_matrix(
+        observation_matrix, "observation_matrix", (n_features, n_state)
+    )
+    transition_covariance = check_covariance(
+        transition_covariance, "transition_covariance", n_state
+    )
+    observation_covariance = check_covariance(
+        observation_covariance, "observation_covariance", n_features
+    )
+    transition_offset = (
+        np.zeros(n_state)
+        if transition_offset is None
+        else check_matrix(transition_offset, "transition_offset", (n_state,))
+    )
+    observation_offset = (
+        np.zeros(n_features)
+        if observation_offset is None
+        else check_matrix(observation_offset, "observation_offset", (n_features,))
+    )
+    initial_state_mean = (
+        np.zeros(n_state)
+        if initial_state_mean is None
+        else check_matrix(initial_state_mean, "initial_state_mean", (n_state,))
+    )
+    initial_state_covariance = (
+        np.eye(n_state)
+        if initial_state_covariance is None
+        else check_covariance(initial_state_covariance, "initial_state_covariance", n_state)
+    )
+    if control_matrix is None:
+        control_matrix = np.zeros((n_state, 0))
+    else:
+        control_matrix = _as_float_array(control_matrix, "control_matrix")
+        if control_matrix.ndim != 2 or control_matrix.shape[0] != n_state:
+            raise ValueError(
+                f"control_matrix must have shape ({n_state}, n_controls), "
+                f"got {control_matrix.shape}."
+            )
+        control_matrix = check_matrix(control_matrix, "control_matrix", control_matrix.shape)
+    return make_model(
+        transition_matrix,
+        observation_matrix,
+        transition_covariance,
+        observation_covariance,
+        transition_offset,
+        observation_offset,
+        initial_state_mean,
+        initial_state_covariance,
+        control_matrix,
+    )
+
+
+def make_model(
+    transition_matrix,
+    observation_matrix,
+    transition_covariance,
+    observation_covariance,
+    transition_offset,
+    observation_offset,
+    initial_state_mean,
+    initial_state_covariance,
+    control_matrix,
+):
+    """Pack already validated parameters for the kernels (no checks; covariances symmetrised)."""
+
+    def matrix(value):
+        return np.ascontiguousarray(value, dtype=np.float64)
+
+    def covariance(value):
+        value = np.asarray(value, dtype=np.float64)
+        return np.ascontiguousarray(0.5 * (value + value.T))
+
+    return _kalman.LinearGaussianModel(
+        matrix(transition_matrix),
+        matrix(observation_matrix),
+        covariance(transition_covariance),
+        covariance(observation_covariance),
+        matrix(transition_offset),
+        matrix(observation_offset),
+        matrix(initial_state_mean),
+        covariance(initial_state_covariance),
+        matrix(control_matrix),
+    )
+
+
+def _check_inputs(X, controls, lengths, parameters):
+    X = check_observations(X)
+    if parameters["control_matrix"] is None and controls is not None:
+        raise ValueError("controls were given without a control_matrix.")
+    model = check_lgssm_parameters(X.shape[1], **parameters)
+    controls = check_controls(controls, X.shape[0], model.n_ctrl)
+    offsets = sequence_offsets(X.shape[0], lengths=lengths)
+    return X, model, controls, offsets
+
+
+def _raise_if_failed(sequence_log_likelihood):
+    failed = np.flatnonzero(np.isnan(sequence_log_likelihood))
+    if failed.size:
+        raise np.linalg.LinAlgError(
+            f"A covariance lost positive definiteness in floating point in sequence(s) "
+            f"{failed[:5].tolist()}: the parameters are too ill-conditioned."
+        )
+
+
+# -- unchecked entry points (used by the estimator) ---------------------------
+
+
+def _rows(X):
+    """X as a C-contiguous float64 array (the kernels' layout); no copy when it already is."""
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+def filter_offsets(model, X, controls, offsets):
+    """Kalman filter on validated inputs (no checks); offsets split the rows."""
+    X, controls = _rows(X), _rows(controls)
+    n_samples, k = X.shape[0], model.n_state
+    predicted_means = np.empty((n_samples, k))
+    predicted_covariances = np.empty((n_samples, k, k))
+    filtered_means = np.empty((n_samples, k))
+    filtered_covariances = np.empty((n_samples, k, k))
+    log_predictive = np.zeros(n_samples)
+    sequence_log_likelihood = np.empty(len(offsets) - 1)
+    _kalman.kalman_filter(
+        model,
+        X,
+        controls,
+        offsets,
+        predicted_means,
+        predicted_covariances,
+        filtered_means,
+        filtered_covariances,
+        log_predictive,
+        sequence_log_likelihood,
+    )
+    return KalmanFilterResult(
+        filtered_means,
+        filtered_covariances,
+        predicted_means,
+        predicted_covariances,
+        float(sequence_log_likelihood.sum()),
+        sequence_log_likelihood,
+        log_predictive,
+    )
+
+
+def filter_last_offsets(model, X, controls, offsets):
+    """Filter keeping only the last filtered state of each sequence (no checks).
+
+    Returns ``(last_means, last_covariances, sequence_log_likelihood,
+    log_predictive)``; memory besides the outputs is O(n_state^2).
+    """
+    X, controls = _rows(X), _rows(controls)
+    n_sequences, k = len(offsets) - 1, model.n_state
+    last_means = np.empty((n_sequences, k))
+    last_covariances = np.empty((n_sequences, k, k))
+    log_predictive = np.zeros(X.shape[0])
+    sequence_log_likelihood = np.empty(n_sequences)
+    _kalman.kalman_filter_last(
+        model,
+        X,
+        controls,
+        offsets,
+        last_means,
+        last_covariances,
+        log_predictive,
+        sequence_log_likelihood,
+    )
+    return last_means, last_covariances, sequence_log_likelihood, log_predictive
+
+
+def smoother_offsets(model, X, controls, offsets, *, with_covariances=True):
+    """RTS smoother on validated inputs (no checks); offsets split the rows.
+
+    With ``with_covariances=False`` only the smoothed means are computed
+    (``smoothed_covariances`` and ``cross_covariances`` are then None).
+    """
+    X, controls = _rows(X), _rows(controls)
+    n_samples, k = X.shape[0], model.n_state
+    smoothed_means = np.empty((n_samples, k))
+    smoothed_covariances = np.empty((n_samples, k, k)) if with_covariances else None
+    cross_covariances = np.empty((n_samples, k, k)) if with_covariances else None
+    log_predictive = np.zeros(n_samples)
+    sequence_log_likelihood = np.empty(len(offsets) - 1)
+    _kalman.kalman_smoother(
+        model,
+        X,
+        controls,
+        offsets,
+        smoothed_means,
+        smoothed_covariances,
+        cross_covariances,
+        log_predictive,
+        sequence_log_likelihood,
+    )
+    return KalmanSmootherResult(
+        smoothed_means,
+        smoothed_covariances,
+        cross_covariances,
+        float(sequence_log_likelihood.sum()),
+        sequence_log_likelihood,
+        log_predictive,
+    )
+
+
+def em_statistics_offsets(model, X, controls, offsets):
+    """E step on validated inputs (no checks): summed sufficient statistics.
+
+    Returns ``(statistics, sequence_log_likelihood)`` where ``statistics`` is a
+    dict of arrays that add up over disjoint blocks of sequences:
+
+    ``initial_sum`` (k,), ``initial_outer`` (k, k)
+        sum over sequences of E[z_1] and E[z_1 z_1^T];
+    ``transition_regressor`` (D, D), D = k + m + 1
+        sum over t >= 2 of E[phi_t phi_t^T] with phi_t = (z_{t-1}, u_t, 1);
+    ``transition_cross`` (k, D)
+        sum over t >= 2 of E[z_t phi_t^T];
+    ``transition_target`` (k, k)
+        sum over t >= 2 of E[z_t z_t^T];
+    ``observation_regressor`` (k + 1, k + 1)
+        sum over all rows of E[psi_t psi_t^T] with psi_t = (z_t, 1);
+    ``observation_cross`` (p, k + 1), ``observation_target`` (p, p)
+        sum over all rows of E[x_t psi_t^T] and E[x_t x_t^T], where the
+        missing entries of x_t are integrated out under the current model;
+    ``n_sequences`` ()
+        the number of sequences.
+
+    The counts of transitions and rows are the last diagonal entries of the
+    two regressor matrices.
+    """
+    X, controls = _rows(X), _rows(controls)
+    k, p, m = model.n_state, model.n_obs, model.n_ctrl
+    D = k + m + 1
+    statistics = {
+        "initial_sum": np.zeros(k),
+        "initial_outer": np.zeros((k, k)),
+        "transition_regressor": np.zeros((D, D)),
+        "transition_cross": np.zeros((k, D)),
+        "transition_target": np.zeros((k, k)),
+        "observation_regressor": np.zeros((k + 1, k + 1)),
+        "observation_cross": np.zeros((p, k + 1)),
+        "observation_target": np.zeros((p, p)),
+    }
+    n_sequences = np.zeros(1)
+    sequence_log_likelihood = np.empty(len(offsets) - 1)
+    _kalman.em_statistics(
+        model, X, controls, offsets, *statistics.values(), n_sequences, sequence_log_likelihood
+    )
+    statistics["n_sequences"] = n_sequences.reshape(())
+    return statistics, sequence_log_likelihood
+
+
+# -- public functions ---------------------------------------------------------
+
+
+def kalman_filter(
+    X,
+    transition_matrix,
+    observation_matrix,
+    transition_covariance,
+    observation_covariance,
+    *,
+    transition_offset=None,
+    observation_offset=None,
+    initial_state_mean=None,
+    initial_state_covariance=None,
+    control_matrix=None,
+    controls=None,
+    lengths=None,
+):
+    """Kalman filter: the state given the past, E[z_t | x_1..x_t], and the log-likelihood.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Observations of all sequences, concatenated in time order.  NaN marks
+        a missing entry; infinity is an error.
+    transition_matrix : array-like of shape (n_state, n_state)
+        F.
+    observation_matrix : array-like of shape (n_features, n_state)
+        H.
+    transition_covariance : array-like of shape (n_state, n_state)
+        Q, symmetric positive definite.
+    observation_covariance : array-like of shape (n_features, n_features)
+        R, symmetric positive definite.
+    transition_offset : array-like of shape (n_state,), default=zeros
+        b.
+    observation_offset : array-like of shape (n_features,), default=zeros
+        d.
+    initial_state_mean : array-like of shape (n_state,), default=zeros
+        mu0, the prior mean of the first state of every sequence.
+    initial_state_covariance : array-like of shape (n_state, n_state), default=identity
+        Sigma0, symmetric positive definite.
+    control_matrix : array-like of shape (n_state, n_controls), optional
+        G; requires ``controls``.
+    controls : array-like of shape (n_samples, n_controls), optional
+        u_t, one row per row of X; the first row of each sequence is unused.
+    lengths : array-like of int, optional
+        Lengths of the concatenated sequences; one sequence if omitted.
+
+    Returns
+    -------
+    KalmanFilterResult
+        ``filtered_means``, ``filtered_covariances``, ``predicted_means``,
+        ``predicted_covariances``, ``log_likelihood``,
+        ``sequence_log_likelihood``, ``log_predictive``.
+
+    Raises
+    ------
+    ValueError
+        On a wrong shape, a covariance that is not symmetric positive
+        definite, infinity in X, or controls that do not match X.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import kalman_filter
+    >>> X = np.array([[1.0], [1.2], [np.nan], [0.9]])
+    >>> result = kalman_filter(X, [[1.0]], [[1.0]], [[0.1]], [[0.5]])
+    >>> result.filtered_means.shape, result.filtered_covariances.shape
+    ((4, 1), (4, 1, 1))
+    >>> bool(np.isclose(result.log_predictive.sum(), result.log_likelihood))
+    True
+    """
+    parameters = dict(
+        transition_matrix=transition_matrix,
+        observation_matrix=observation_matrix,
+        transition_covariance=transition_covariance,
+        observation_covariance=observation_covariance,
+        transition_offset=transition_offset,
+        observation_offset=observation_offset,
+        initial_state_mean=initial_state_mean,
+        initial_state_covariance=initial_state_covariance,
+        control_matrix=control_matrix,
+    )
+    X, model, controls, offsets = _check_inputs(X, controls, lengths, parameters)
+    result = filter_offsets(model, X, controls, offsets)
+    _raise_if_failed(result.sequence_log_likelihood)
+    return result
+
+
+def kalman_smoother(
+    X,
+    transition_matrix,
+    observation_matrix,
+    transition_covariance,
+    observation_covariance,
+    *,
+    transition_offset=None,
+    observation_offset=None,
+    initial_state_mean=None,
+    initial_state_covariance=None,
+    control_matrix=None,
+    controls=None,
+    lengths=None,
+):
+    """Rauch-Tung-Striebel smoother: the state given the whole sequence, E[z_t | x].
+
+    Parameters are those of :func:`kalman_filter`.
+
+    Returns
+    -------
+    KalmanSmootherResult
+        ``smoothed_means``, ``smoothed_covariances``, ``cross_covariances``
+        (``cross_covariances[t] = Cov(z_t, z_{t-1} | x)``, zero on the first
+        row of each sequence), ``log_likelihood``, ``sequence_log_likelihood``,
+        ``log_predictive``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import kalman_smoother
+    >>> X = np.array([[0.1, 0.0], [0.4, 0.5], [np.nan, np.nan], [1.1, 0.8]])
+    >>> result = kalman_smoother(
+    ...     X, transition_matrix=[[0.9]], observation_matrix=[[1.0], [0.8]],
+    ...     transition_covariance=[[0.2]], observation_covariance=np.eye(2) * 0.1,
+    ...     lengths=[2, 2])
+    >>> result.smoothed_means.shape, result.cross_covariances.shape
+    ((4, 1), (4, 1, 1))
+    >>> result.cross_covariances[[0, 2], 0, 0]  # first rows of the two sequences
+    array([0., 0.])
+    """
+    parameters = dict(
+        transition_matrix=transition_matrix,
+        observation_matrix=observation_matrix,
+        transition_covariance=transition_covariance,
+        observation_covariance=observation_covariance,
+        transition_offset=transition_offset,
+        observation_offset=observation_offset,
+        initial_state_mean=initial_state_mean,
+        initial_state_covariance=initial_state_covariance,
+        control_matrix=control_matrix,
+    )
+    X, model, controls, offsets = _check_inputs(X, controls, lengths, parameters)
+    result = smoother_offsets(model, X, controls, offsets)
+    _raise_if_failed(result.sequence_log_likelihood)
+    return result

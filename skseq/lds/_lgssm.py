@@ -1,0 +1,1148 @@
+"""The linear-Gaussian state-space model, fitted by EM (MATH.md §4).
+
+Model, with ``k = n_components`` states, ``p`` features and ``m`` optional
+control inputs::
+
+    z_1 ~ N(mu0, Sigma0)
+    z_t = F z_{t-1} + G u_t + b + w_t,     w_t ~ N(0, Q)
+    x_t = H z_t + d + v_t,                 v_t ~ N(0, R)
+
+The E step (Kalman filter + RTS smoother + summed sufficient statistics) runs
+in the Cython kernel :mod:`skseq._kernels._kalman`; this module holds the
+validation, the initialisation and the closed-form M step.
+
+Controls ride along with the data inside EM: the E step receives the stacked
+array ``[X, controls]`` of shape (n_samples, n_features + n_controls), so
+:meth:`BaseEM._estep_parallel` can split rows into blocks of whole sequences
+without knowing about controls.  :meth:`LinearGaussianSSM._stack` builds it.
+"""
+
+import numbers
+import warnings
+
+import numpy as np
+import scipy.linalg
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, DensityMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from .._kernels import _kalman
+from .._sequences import check_y_is_not_lengths, sequence_offsets
+from ..base import BaseEM, SufficientStatistics, check_scalar_param
+from ..inference.kalman import (
+    check_controls,
+    check_covariance,
+    check_matrix,
+    em_statistics_offsets,
+    filter_last_offsets,
+    filter_offsets,
+    make_model,
+    smoother_offsets,
+)
+
+__all__ = ["LinearGaussianSSM"]
+
+PARAMETER_NAMES = (
+    "transition_matrix",
+    "observation_matrix",
+    "transition_covariance",
+    "observation_covariance",
+    "transition_offset",
+    "observation_offset",
+    "control_matrix",
+    "initial_state_mean",
+    "initial_state_covariance",
+)
+# What params="all" learns: everything but the initial covariance, whose
+# maximum-likelihood estimate collapses towards zero with few sequences.
+DEFAULT_LEARNED = frozenset(PARAMETER_NAMES) - {"initial_state_covariance"}
+COVARIANCE_NAMES = frozenset(
+    {"transition_covariance", "observation_covariance", "initial_state_covariance"}
+)
+
+# Eigenvalue floor of the covariances the M step returns, relative to their
+# largest eigenvalue: keeps them positive definite (condition number <= 1e9)
+# when the data determine a direction exactly, e.g. one row per feature.
+_RELATIVE_COVARIANCE_FLOOR = 1e-9
+_ABSOLUTE_COVARIANCE_FLOOR = 1e-12
+
+
+def _floor_covariance(covariance):
+    """Symmetrise and lift the eigenvalues below the floor; unchanged when well conditioned."""
+    covariance = 0.5 * (covariance + covariance.T)
+    eigenvalues = np.linalg.eigvalsh(covariance)
+    floor = max(_RELATIVE_COVARIANCE_FLOOR * eigenvalues[-1], _ABSOLUTE_COVARIANCE_FLOOR)
+    if eigenvalues[0] < floor:
+        covariance = covariance + (floor - eigenvalues[0]) * np.eye(covariance.shape[0])
+    return covariance
+
+
+def _solve_regression(cross, regressor, weights, learned):
+    """Maximise over the learned columns of ``weights`` in a linear-Gaussian regression.
+
+    The regression is ``y = W phi + noise`` with summed moments
+    ``cross = sum E[y phi^T]`` and ``regressor = sum E[phi phi^T]``.  The
+    columns of W flagged in ``learned`` are set to their maximiser given the
+    others: W_L = (cross_L - W_F regressor_FL) regressor_LL^-1 (whatever the
+    noise covariance, since every output shares the regressors).  A singular
+    ``regressor_LL`` (e.g. a constant control) gets the minimum-norm maximiser.
+    """
+    learned_index = np.flatnonzero(learned)
+    fixed_index = np.flatnonzero(~learned)
+    if learned_index.size == 0:
+        return weights
+    rhs = (
+        cross[:, learned_index]
+        - weights[:, fixed_index] @ regressor[np.ix_(fixed_index, learned_index)]
+    )
+    gram = regressor[np.ix_(learned_index, learned_index)]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", scipy.linalg.LinAlgWarning)
+            factor = scipy.linalg.cho_factor(gram)
+            solution = scipy.linalg.cho_solve(factor, rhs.T).T
+    except (np.linalg.LinAlgError, scipy.linalg.LinAlgError, scipy.linalg.LinAlgWarning):
+        solution = scipy.linalg.lstsq(gram, rhs.T)[0].T
+    weights = weights.copy()
+    weights[:, learned_index] = solution
+    return weights
+
+
+def _residual_covariance(target, cross, regressor, weights, count):
+    """(1/count) sum E[(y - W phi)(y - W phi)^T] from the summed moments."""
+    product = weights @ cross.T
+    return (target - product - product.T + weights @ regressor @ weights.T) / count
+
+
+def _check_params_argument(params):
+    """The set of parameter names EM learns, from ``"all"``, one name or a collection."""
+    if isinstance(params, str):
+        if params == "all":
+            return DEFAULT_LEARNED
+        names = {params}
+    else:
+        try:
+            names = set(params)
+        except TypeError:
+            raise TypeError(
+                f"params must be 'all' or a collection of parameter names, got {params!r}."
+            ) from None
+    unknown = sorted(str(name) for name in names if name not in PARAMETER_NAMES)
+    if unknown:
+        raise ValueError(
+            f"params names unknown parameter(s) {unknown}; valid names are "
+            f"{list(PARAMETER_NAMES)} (or 'all')."
+        )
+    return frozenset(names)
+
+
+class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, DensityMixin, BaseEM):
+    """Linear-Gaussian state-space model (Kalman filter / smoother) fitted by EM.
+
+    The model, with ``k = n_components`` hidden states, is::
+
+        z_1 ~ N(mu0, Sigma0)
+        z_t = F z_{t-1} + G u_t + b + w_t,     w_t ~ N(0, Q)
+        x_t = H z_t + d + v_t,                 v_t ~ N(0, R)
+
+    where the controls ``u_t`` are optional known inputs (the control of the
+    first row of each sequence is unused).  ``X`` holds the rows of all
+    sequences concatenated in time order; ``lengths`` or ``sequence_ids``
+    says which rows form a sequence (neither: one sequence).  NaN entries of
+    ``X`` are missing values, handled exactly by the filter, the smoother and
+    EM.  :meth:`transform` returns the smoothed state means, so the model is
+    a dynamic factor analysis step in a :class:`~sklearn.pipeline.Pipeline`.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        Dimension ``k`` of the hidden state.
+    n_iter : int, default=100
+        Maximum number of EM iterations.
+    tol : float, default=1e-2
+        EM stops when the log-likelihood gains less than ``tol``.
+    params : "all", str or collection of str, default="all"
+        The parameters EM learns; the others keep their initial value.  Names:
+        ``transition_matrix``, ``observation_matrix``, ``transition_covariance``,
+        ``observation_covariance``, ``transition_offset``, ``observation_offset``,
+        ``control_matrix``, ``initial_state_mean``, ``initial_state_covariance``.
+        ``"all"`` learns every parameter **except** ``initial_state_covariance``
+        (its maximum-likelihood estimate collapses towards zero when there are
+        few sequences); name it explicitly to learn it.
+    transition_matrix_init : array-like of shape (k, k), default=None
+        Initial F.  None: least-squares AR(1) fit of the states projected by
+        factor analysis.
+    observation_matrix_init : array-like of shape (n_features, k), default=None
+        Initial H.  None: probabilistic-PCA loadings, slightly perturbed at
+        random (so that ``n_init`` restarts differ).
+    transition_covariance_init : array-like of shape (k, k), default=None
+        Initial Q.  None: the residual covariance of the AR(1) fit.
+    observation_covariance_init : array-like of shape (n_features, n_features), default=None
+        Initial R.  None: the diagonal of the variance PCA leaves unexplained.
+    transition_offset_init : array-like of shape (k,), default=None
+        Initial b.  None: zeros.
+    observation_offset_init : array-like of shape (n_features,), default=None
+        Initial d.  None: the feature means (ignoring NaN).
+    control_matrix_init : array-like of shape (k, n_controls), default=None
+        Initial G.  None: zeros.
+    initial_state_mean_init : array-like of shape (k,), default=None
+        Initial mu0.  None: zeros.
+    initial_state_covariance_init : array-like of shape (k, k), default=None
+        Initial Sigma0.  None: the identity (the prior of the factor-analysis
+        initialisation).
+    n_init : int, default=1
+        Number of initialisations; the best (by log-likelihood) is kept.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the perturbation of the initial loadings.
+    n_jobs : int, default=None
+        Threads for the E step, over blocks of whole sequences (the kernel
+        releases the GIL).  ``None`` means 1.
+    verbose : int, default=0
+        Print one line per EM iteration to stderr.
+
+    learning_method : {"batch", "online"}, default="batch"
+        How :meth:`fit` runs EM: classical EM over all sequences, or
+        stochastic EM over minibatches of ``batch_size`` whole sequences.
+    learning_decay : float, default=0.6
+        kappa in the step size rho_t = (learning_offset + t) ** -kappa of
+        stochastic EM (:meth:`partial_fit` and online fit); in (0.5, 1].
+    learning_offset : float, default=0.0
+        tau >= 0 in that step size.
+    total_samples : float, default=None
+        N, the number of rows the statistics are scaled to before the M step
+        (None: the rows of the batch).
+    batch_size : int, default=32
+        Sequences per minibatch when ``learning_method="online"``.
+    Attributes
+    ----------
+    transition_matrix_ : ndarray of shape (k, k)
+    observation_matrix_ : ndarray of shape (n_features, k)
+    transition_covariance_ : ndarray of shape (k, k)
+    observation_covariance_ : ndarray of shape (n_features, n_features)
+    transition_offset_ : ndarray of shape (k,)
+    observation_offset_ : ndarray of shape (n_features,)
+    control_matrix_ : ndarray of shape (k, n_controls)
+        Zero columns when fitted without controls.
+    initial_state_mean_ : ndarray of shape (k,)
+    initial_state_covariance_ : ndarray of shape (k, k)
+    n_controls_ : int
+        Number of control inputs seen in :meth:`fit`.
+    n_iter_ : int
+        EM iterations run (E steps, for the best initialisation).
+    converged_ : bool
+    monitor_ : ConvergenceMonitor
+        ``monitor_.history`` is the log-likelihood computed in each E step.
+    lower_bound_ : float
+        The last value of ``monitor_.history``.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when X has feature names.
+    filter_state_mean_, filter_state_covariance_ : ndarray
+        The filtered state of the stream driven by :meth:`filter_update`
+        (present once it has been called or :meth:`reset_filter` was given a
+        history).
+
+    See Also
+    --------
+    skseq.inference.kalman.kalman_filter, skseq.inference.kalman.kalman_smoother :
+        The same inference on plain arrays, with user-given parameters.
+
+    Notes
+    -----
+    Each EM iteration runs the Kalman filter (Joseph-form update, Cholesky
+    solves) and the Rauch-Tung-Striebel smoother over every sequence and sums
+    the expected sufficient statistics; the M step solves the two linear
+    regressions z_t ~ (z_{t-1}, u_t, 1) and x_t ~ (z_t, 1) in closed form.
+    Missing entries are integrated out exactly, so the log-likelihood never
+    decreases.  The state basis is not identifiable (any invertible change of
+    basis of z gives the same distribution of x): compare fitted models by
+    basis-invariant quantities such as the log-likelihood or the
+    autocovariances of x.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.lds import LinearGaussianSSM
+    >>> rng = np.random.default_rng(0)
+    >>> model = LinearGaussianSSM(n_components=1, n_iter=300, random_state=0)
+    >>> X = np.cumsum(rng.normal(size=(200, 1)), axis=0) * [1.0, 0.5]
+    >>> X = X + rng.normal(scale=0.3, size=X.shape)
+    >>> model.fit(X, lengths=[100, 100]).transform(X, lengths=[100, 100]).shape
+    (200, 1)
+    >>> means, covariances = model.forecast(X, 3, lengths=[100, 100])
+    >>> means.shape, covariances.shape
+    ((6, 2), (6, 2, 2))
+    """
+
+    __metadata_request__fit = {"sequence_ids": True, "controls": True}
+    __metadata_request__score = {"sequence_ids": True, "sample_weight": True, "controls": True}
+    __metadata_request__transform = {"sequence_ids": True, "controls": True}
+    __metadata_request__partial_fit = {"sequence_ids": True, "controls": True}
+
+    def __init__(
+        self,
+        n_components=1,
+        *,
+        n_iter=100,
+        tol=1e-2,
+        params="all",
+        transition_matrix_init=None,
+        observation_matrix_init=None,
+        transition_covariance_init=None,
+        observation_covariance_init=None,
+        transition_offset_init=None,
+        observation_offset_init=None,
+        control_matrix_init=None,
+        initial_state_mean_init=None,
+        initial_state_covariance_init=None,
+        n_init=1,
+        random_state=None,
+        n_jobs=None,
+        verbose=0,
+        learning_method="batch",
+        learning_decay=0.6,
+        learning_offset=0.0,
+        total_samples=None,
+        batch_size=32,
+    ):
+        self.n_components = n_components
+        self.n_iter = n_iter
+        self.tol = tol
+        self.params = params
+        self.transition_matrix_init = transition_matrix_init
+        self.observation_matrix_init = observation_matrix_init
+        self.transition_covariance_init = transition_covariance_init
+        self.observation_covariance_init = observation_covariance_init
+        self.transition_offset_init = transition_offset_init
+        self.observation_offset_init = observation_offset_init
+        self.control_matrix_init = control_matrix_init
+        self.initial_state_mean_init = initial_state_mean_init
+        self.initial_state_covariance_init = initial_state_covariance_init
+        self.n_init = n_init
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+        self.learning_method = learning_method
+        self.learning_decay = learning_decay
+        self.learning_offset = learning_offset
+        self.total_samples = total_samples
+        self.batch_size = batch_size
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    # -- validation -------------------------------------------------------------
+
+    def _check_params(self):
+        check_scalar_param(self.n_components, "n_components", "int", low=1)
+        check_scalar_param(self.n_iter, "n_iter", "int", low=0)
+        check_scalar_param(self.tol, "tol", "real", low=0)
+        check_scalar_param(self.n_init, "n_init", "int", low=1)
+        if self.n_jobs is not None:
+            check_scalar_param(self.n_jobs, "n_jobs", "int")
+            if self.n_jobs == 0:
+                raise ValueError("n_jobs == 0 has no meaning; use None, a positive int or -1.")
+        if not isinstance(self.verbose, numbers.Integral):
+            raise TypeError(f"verbose must be an int or bool, got {self.verbose!r}.")
+        self._check_stochastic_params()
+        return _check_params_argument(self.params)
+
+    def _given_initial_values(self, n_features, n_controls):
+        """The user's initial values, validated (None where not given)."""
+        k = self.n_components
+        shapes = {
+            "transition_matrix": (k, k),
+            "observation_matrix": (n_features, k),
+            "transition_offset": (k,),
+            "observation_offset": (n_features,),
+            "control_matrix": (k, n_controls),
+            "initial_state_mean": (k,),
+        }
+        if n_controls == 0 and self.control_matrix_init is not None:
+            if np.size(self.control_matrix_init) > 0:
+                raise ValueError(
+                    "control_matrix_init is given but fit received no controls; pass controls=."
+                )
+        given = {}
+        for name in PARAMETER_NAMES:
+            value = getattr(self, f"{name}_init")
+            if value is None:
+                given[name] = None
+            elif name in COVARIANCE_NAMES:
+                dim = n_features if name == "observation_covariance" else k
+                given[name] = check_covariance(value, f"{name}_init", dim)
+            else:
+                given[name] = check_matrix(value, f"{name}_init", shapes[name])
+        return given
+
+    def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset):
+        """Validate X, the sequence split and the controls for any method."""
+        X = validate_data(
+            self,
+            X,
+            reset=reset,
+            dtype=np.float64,
+            ensure_all_finite="allow-nan",
+            ensure_min_samples=1,
+        )
+        check_y_is_not_lengths(y, X.shape[0])
+        offsets = sequence_offsets(X.shape[0], lengths=lengths, sequence_ids=sequence_ids)
+        n_controls = self.n_controls_ if not reset else _count_controls(controls)
+        controls = check_controls(controls, X.shape[0], n_controls)
+        return X, offsets, controls
+
+    @staticmethod
+    def _stack(X, controls):
+        """The array the E step works on: ``[X, controls]``, C-contiguous float64."""
+        return np.ascontiguousarray(np.hstack([X, controls]), dtype=np.float64)
+
+    def _model(self):
+        """The fitted parameters packed for the kernels."""
+        return make_model(
+            self.transition_matrix_,
+            self.observation_matrix_,
+            self.transition_covariance_,
+            self.observation_covariance_,
+            self.transition_offset_,
+            self.observation_offset_,
+            self.initial_state_mean_,
+            self.initial_state_covariance_,
+            self.control_matrix_,
+        )
+
+    # -- the EM protocol ----------------------------------------------------------
+
+    def _initialize(self, X, offsets, random_state):
+        """Set every parameter: the user's initial values, data-driven defaults for the rest.
+
+        ``X`` is the stacked ``[X, controls]`` array.  The defaults follow
+        factor analysis: d = the feature means; H, R = probabilistic PCA of
+        the (mean-imputed) data, H perturbed by 10% noise; the states are
+        projected by the factor-analysis posterior mean E[z | x] under the
+        prior N(0, I) (so mu0 = 0 and Sigma0 = I); F, Q = least-squares AR(1)
+        fit of the projected states within sequences, F's spectral radius
+        capped at 0.99; b = 0, G = 0.
+        """
+        n_features = self.n_features_in_
+        observations = X[:, :n_features]
+        k = self.n_components
+        given = self._given_initial_values(n_features, self.n_controls_)
+        rng = check_random_state(random_state)
+
+        observed = ~np.isnan(observations)
+        counts = observed.sum(axis=0)
+        sums = np.where(observed, observations, 0.0).sum(axis=0)
+        feature_means = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
+        observation_offset = (
+            given["observation_offset"]
+            if given["observation_offset"] is not None
+            else feature_means
+        )
+        centred = np.where(observed, observations - observation_offset, 0.0)
+        n_samples = observations.shape[0]
+        data_covariance = centred.T @ centred / n_samples
+        scale = np.trace(data_covariance) / n_features
+        if not scale > 0:
+            scale = 1.0
+
+        eigenvalues, eigenvectors = np.linalg.eigh(data_covariance)
+        eigenvalues, eigenvectors = eigenvalues[::-1], eigenvectors[:, ::-1]
+        n_kept = min(k, n_features)
+        noise = eigenvalues[n_kept:].mean() if n_features > n_kept else 0.1 * scale
+        noise = max(noise, 1e-3 * scale)
+        if given["observation_matrix"] is not None:
+            observation_matrix = given["observation_matrix"]
+        else:
+            observation_matrix = np.zeros((n_features, k))
+            observation_matrix[:, :n_kept] = eigenvectors[:, :n_kept] * np.sqrt(
+                np.maximum(eigenvalues[:n_kept] - noise, 1e-3 * scale)
+            )
+            observation_matrix += 0.1 * np.sqrt(scale) * rng.standard_normal((n_features, k))
+        if given["observation_covariance"] is not None:
+            observation_covariance = given["observation_covariance"]
+        else:
+            unexplained = np.diag(data_covariance) - np.sum(observation_matrix**2, axis=1)
+            observation_covariance = np.diag(np.maximum(unexplained, 1e-2 * scale))
+
+        # Factor-analysis posterior of the states under z ~ N(0, I).
+        precision_loadings = np.linalg.solve(observation_covariance, observation_matrix)
+        posterior_precision = np.eye(k) + observation_matrix.T @ precision_loadings
+        posterior_covariance = np.linalg.inv(posterior_precision)
+        posterior_covariance = 0.5 * (posterior_covariance + posterior_covariance.T)
+        states = centred @ precision_loadings @ posterior_covariance
+
+        has_previous = np.ones(n_samples, dtype=bool)
+        has_previous[offsets[:-1]] = False
+        previous = states[np.flatnonzero(has_previous) - 1]
+        current = states[has_previous]
+        n_pairs = current.shape[0]
+        if given["transition_matrix"] is not None:
+            transition_matrix = given["transition_matrix"]
+        elif n_pairs > 0:
+            gram = previous.T @ previous + n_pairs * posterior_covariance
+            transition_matrix = np.linalg.solve(gram, previous.T @ current).T
+            radius = np.max(np.abs(np.linalg.eigvals(transition_matrix)))
+            if radius > 0.99:
+                transition_matrix *= 0.99 / radius
+        else:
+            transition_matrix = np.zeros((k, k))
+        if given["transition_covariance"] is not None:
+            transition_covariance = given["transition_covariance"]
+        elif n_pairs > 0:
+            residual = current - previous @ transition_matrix.T
+            transition_covariance = _floor_covariance(
+                residual.T @ residual / n_pairs + posterior_covariance
+            )
+        else:
+            transition_covariance = np.eye(k)
+
+        def given_or(name, default):
+            return given[name] if given[name] is not None else default
+
+        self.transition_matrix_ = transition_matrix
+        self.observation_matrix_ = observation_matrix
+        self.transition_covariance_ = transition_covariance
+        self.observation_covariance_ = observation_covariance
+        self.transition_offset_ = given_or("transition_offset", np.zeros(k))
+        self.observation_offset_ = observation_offset
+        self.control_matrix_ = given_or("control_matrix", np.zeros((k, self.n_controls_)))
+        self.initial_state_mean_ = given_or("initial_state_mean", np.zeros(k))
+        self.initial_state_covariance_ = given_or("initial_state_covariance", np.eye(k))
+
+    def _estep(self, X, offsets):
+        """Sufficient statistics and log-likelihood of a block of whole sequences.
+
+        ``X`` is the stacked ``[X, controls]`` array (see :meth:`_stack`).  The
+        statistics are sums over sequences and rows: they add across disjoint
+        blocks and scale linearly, as stochastic EM needs.
+        """
+        n_features = self.n_features_in_
+        statistics, sequence_log_likelihood = em_statistics_offsets(
+            self._model(), X[:, :n_features], X[:, n_features:], offsets
+        )
+        if np.isnan(sequence_log_likelihood).any():
+            raise ValueError(
+                "The E step failed numerically (a covariance lost positive definiteness); "
+                "the current parameters are too ill-conditioned for these data."
+            )
+        return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
+
+    def _mstep(self, statistics):
+        """Closed-form maximisation of the expected complete-data log-likelihood.
+
+        The expected log-likelihood separates into three independent blocks
+        (the initial state, the transition regression and the observation
+        regression); each is maximised exactly over its learned parameters,
+        so EM never decreases the log-likelihood.  A block with no data (no
+        transitions, say) is left unchanged.
+        """
+        learned = _check_params_argument(self.params)
+        k, m = self.n_components, self.n_controls_
+
+        n_sequences = float(statistics["n_sequences"])
+        if n_sequences > 0:
+            initial_mean = statistics["initial_sum"] / n_sequences
+            if "initial_state_mean" in learned:
+                self.initial_state_mean_ = initial_mean
+            if "initial_state_covariance" in learned:
+                mean = self.initial_state_mean_
+                cross = np.outer(mean, statistics["initial_sum"])
+                self.initial_state_covariance_ = _floor_covariance(
+                    (statistics["initial_outer"] - cross - cross.T) / n_sequences
+                    + np.outer(mean, mean)
+                )
+
+        regressor = statistics["transition_regressor"]
+        n_transitions = regressor[-1, -1]
+        if n_transitions > 0:
+            weights = np.hstack(
+                [self.transition_matrix_, self.control_matrix_, self.transition_offset_[:, None]]
+            )
+            columns = np.concatenate(
+                [
+                    np.full(k, "transition_matrix" in learned),
+                    np.full(m, "control_matrix" in learned),
+                    ["transition_offset" in learned],
+                ]
+            )
+            weights = _solve_regression(statistics["transition_cross"], regressor, weights, columns)
+            self.transition_matrix_ = weights[:, :k]
+            self.control_matrix_ = weights[:, k : k + m]
+            self.transition_offset_ = weights[:, -1]
+            if "transition_covariance" in learned:
+                self.transition_covariance_ = _floor_covariance(
+                    _residual_covariance(
+                        statistics["transition_target"],
+                        statistics["transition_cross"],
+                        regressor,
+                        weights,
+                        n_transitions,
+                    )
+                )
+
+        regressor = statistics["observation_regressor"]
+        n_rows = regressor[-1, -1]
+        if n_rows > 0:
+            weights = np.hstack([self.observation_matrix_, self.observation_offset_[:, None]])
+            columns = np.concatenate(
+                [
+                    np.full(k, "observation_matrix" in learned),
+                    ["observation_offset" in learned],
+                ]
+            )
+            weights = _solve_regression(
+                statistics["observation_cross"], regressor, weights, columns
+            )
+            self.observation_matrix_ = weights[:, :k]
+            self.observation_offset_ = weights[:, -1]
+            if "observation_covariance" in learned:
+                self.observation_covariance_ = _floor_covariance(
+                    _residual_covariance(
+                        statistics["observation_target"],
+                        statistics["observation_cross"],
+                        regressor,
+                        weights,
+                        n_rows,
+                    )
+                )
+
+    def _n_parameters(self):
+        """Number of learned free parameters (for AIC / BIC).
+
+        Counts every entry of the learned matrices and vectors and the
+        distinct entries of the learned covariances, without discounting the
+        k^2 degrees of freedom of the (non-identifiable) state basis.
+        """
+        k, p, m = self.n_components, self.n_features_in_, self.n_controls_
+        sizes = {
+            "transition_matrix": k * k,
+            "observation_matrix": p * k,
+            "transition_covariance": k * (k + 1) // 2,
+            "observation_covariance": p * (p + 1) // 2,
+            "transition_offset": k,
+            "observation_offset": p,
+            "control_matrix": k * m,
+            "initial_state_mean": k,
+            "initial_state_covariance": k * (k + 1) // 2,
+        }
+        return int(sum(sizes[name] for name in _check_params_argument(self.params)))
+
+    def _get_parameters(self):
+        return {name: np.copy(getattr(self, f"{name}_")) for name in PARAMETER_NAMES}
+
+    def _set_parameters(self, parameters):
+        for name in PARAMETER_NAMES:
+            setattr(self, f"{name}_", np.copy(parameters[name]))
+
+    # -- fitting ------------------------------------------------------------------
+
+    def fit(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):
+        """Estimate the parameters by EM.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows of all sequences concatenated in time order; NaN marks a
+            missing entry (a sequence may not be entirely NaN).
+        y : None
+            Ignored; present for scikit-learn.  A ``y`` whose length differs
+            from n_samples is taken for hmmlearn-style positional lengths and
+            rejected with a TypeError.
+        lengths : array-like of int, optional
+            Length of each sequence (hmmlearn's form).
+        sequence_ids : array-like of shape (n_samples,), optional
+            One label per row; rows of a sequence must be contiguous.  Routed
+            by metadata routing, so ``GroupKFold`` keeps sequences whole.
+        controls : array-like of shape (n_samples, n_controls), optional
+            Known inputs u_t; the model then has a control matrix G.
+
+        Returns
+        -------
+        self : LinearGaussianSSM
+        """
+        self._check_params()
+        X, offsets, controls = self._validate_sequences(
+            X, y, lengths, sequence_ids, controls, reset=True
+        )
+        self._reject_empty_sequences(X, offsets)
+        self.n_controls_ = controls.shape[1]
+        self._n_features_out = self.n_components
+        for name in ("filter_state_mean_", "filter_state_covariance_"):
+            if hasattr(self, name):
+                delattr(self, name)
+        self._stream_state = None
+        self._fit_em(self._stack(X, controls), offsets)
+        return self
+
+    @staticmethod
+    def _reject_empty_sequences(X, offsets):
+        observed_per_sequence = np.add.reduceat(
+            (~np.isnan(X)).any(axis=1).astype(np.intp), offsets[:-1]
+        )
+        empty = np.flatnonzero(observed_per_sequence == 0)
+        if empty.size:
+            raise ValueError(
+                f"Sequence(s) {empty[:5].tolist()} are entirely NaN: nothing to learn from; "
+                "drop them."
+            )
+
+    def partial_fit(
+        self, X, y=None, *, lengths=None, sequence_ids=None, controls=None, new_sequence=False
+    ):
+        """One step of stochastic EM on a batch of rows.
+
+        The E step runs on the batch only; its statistics are blended into the
+        running statistics, s = (1 - rho) s + rho (N / B) s_batch with
+        ``rho = (learning_offset + n_batch_iter_) ** -learning_decay``, and
+        the M step maps them to parameters.  The first call initialises the
+        model from its batch (as :meth:`fit` does); a model fitted with
+        :meth:`fit` continues from its parameters.
+
+        Consecutive calls on consecutive chunks of one long sequence continue
+        it: the first sequence of ``X`` starts from the one-step prediction of
+        the filtered state after the last row of the previous call (so the
+        log-likelihood of a stream in chunks equals that of the whole
+        sequence), and its first row is not counted as a sequence start.  The
+        smoother does not revise earlier chunks, and the one transition
+        across each chunk boundary is not counted: with chunks of hundreds of
+        rows the statistics differ from whole-sequence EM by that fraction.
+        Memory held between calls is the parameters, the statistics and one
+        filtered state.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+        lengths, sequence_ids, controls
+            As in :meth:`fit`.
+        new_sequence : bool, default=False
+            True when the first sequence of ``X`` starts afresh rather than
+            continuing the last sequence of the previous call.
+
+        Returns
+        -------
+        self : LinearGaussianSSM
+        """
+        first_call = not hasattr(self, "transition_matrix_")
+        self._check_params()
+        X, offsets, controls = self._validate_sequences(
+            X, y, lengths, sequence_ids, controls, reset=first_call
+        )
+        self._reject_empty_sequences(X, offsets)
+        if first_call:
+            self.n_controls_ = controls.shape[1]
+            self._n_features_out = self.n_components
+            self._initialize(
+                self._stack(X, controls), offsets, check_random_state(self.random_state)
+            )
+            self._running_statistics = None
+            self._stream_state = None
+            self.n_batch_iter_ = 0
+        statistics = self._stream_estep(X, controls, offsets, new_sequence)
+        self._stochastic_step(statistics, X.shape[0], self.total_samples or X.shape[0])
+        return self
+
+    def _continued_model(self, state, control):
+        """The model whose initial state is the one-step prediction from ``state``."""
+        filtered_mean, filtered_covariance = state
+        F = self.transition_matrix_
+        mean = F @ filtered_mean + self.transition_offset_ + self.control_matrix_ @ control
+        covariance = F @ filtered_covariance @ F.T + self.transition_covariance_
+        return make_model(
+            F,
+            self.observation_matrix_,
+            self.transition_covariance_,
+            self.observation_covariance_,
+            self.transition_offset_,
+            self.observation_offset_,
+            mean,
+            covariance,
+            self.control_matrix_,
+        )
+
+    def _stream_estep(self, X, controls, offsets, new_sequence):
+        """E step of one partial_fit batch; keeps the filtered state of its last row."""
+        carried = None if new_sequence else getattr(self, "_stream_state", None)
+        statistics, first = None, 0
+        continued_model = None
+        if carried is not None:
+            stop = offsets[1]
+            continued_model = self._continued_model(carried, controls[0])
+            values, sequence_log_likelihood = em_statistics_offsets(
+                continued_model, X[:stop], controls[:stop], np.array([0, stop], dtype=np.intp)
+            )
+            self._check_finite(sequence_log_likelihood)
+            statistics = SufficientStatistics(values)
+            for name in ("initial_sum", "initial_outer", "n_sequences"):
+                statistics[name] = np.zeros_like(statistics[name])
+            first = 1
+        if first < len(offsets) - 1:
+            start = offsets[first]
+            rest, _ = self._estep_parallel(
+                self._stack(X[start:], controls[start:]), offsets[first:] - start
+            )
+            statistics = rest if statistics is None else statistics + rest
+        last = offsets[-2]
+        model = continued_model if (carried is not None and len(offsets) == 2) else self._model()
+        last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
+            model, X[last:], controls[last:], np.array([0, X.shape[0] - last], dtype=np.intp)
+        )
+        self._check_finite(sequence_log_likelihood)
+        self._stream_state = (last_means[0], last_covariances[0])
+        return statistics
+
+    def fit_transform(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):
+        """Fit, then return the smoothed state means of X.
+
+        Parameters are those of :meth:`fit`.
+
+        Returns
+        -------
+        states : ndarray of shape (n_samples, n_components)
+        """
+        return self.fit(
+            X, y, lengths=lengths, sequence_ids=sequence_ids, controls=controls
+        ).transform(X, lengths=lengths, sequence_ids=sequence_ids, controls=controls)
+
+    # -- inference with the fitted model -----------------------------------------
+
+    def _prepare(self, X, y=None, lengths=None, sequence_ids=None, controls=None):
+        check_is_fitted(self)
+        X, offsets, controls = self._validate_sequences(
+            X, y, lengths, sequence_ids, controls, reset=False
+        )
+        return X, offsets, controls
+
+    @staticmethod
+    def _check_finite(sequence_log_likelihood):
+        if np.isnan(sequence_log_likelihood).any():
+            raise np.linalg.LinAlgError(
+                "The Kalman recursions failed numerically (a covariance lost positive "
+                "definiteness); the fitted parameters are too ill-conditioned."
+            )
+
+    def score(
+        self, X, y=None, *, lengths=None, sequence_ids=None, controls=None, sample_weight=None
+    ):
+        """Log-likelihood of X under the model, summed over sequences.
+
+        Parameters
+        ----------
+        X, y, lengths, sequence_ids, controls
+            As in :meth:`fit`.
+        sample_weight : array-like of shape (n_samples,), optional
+            Weights of the rows' one-step predictive log densities
+            log p(x_t | x_1..x_{t-1}), which sum to the log-likelihood; with
+            unit weights the score is log p(X).
+
+        Returns
+        -------
+        log_likelihood : float
+        """
+        X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls)
+        _, _, sequence_log_likelihood, log_predictive = filter_last_offsets(
+            self._model(), X, controls, offsets
+        )
+        self._check_finite(sequence_log_likelihood)
+        if sample_weight is None:
+            return float(sequence_log_likelihood.sum())
+        sample_weight = _check_sample_weight(sample_weight, X)
+        return float(np.dot(sample_weight, log_predictive))
+
+    def score_sequences(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):
+        """Log-likelihood of each sequence.
+
+        Parameters are those of :meth:`fit`.
+
+        Returns
+        -------
+        log_likelihood : ndarray of shape (n_sequences,)
+        """
+        X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls)
+        _, _, sequence_log_likelihood, _ = filter_last_offsets(self._model(), X, controls, offsets)
+        self._check_finite(sequence_log_likelihood)
+        return sequence_log_likelihood
+
+    def aic(self, X, *, lengths=None, sequence_ids=None, controls=None):
+        """Akaike information criterion on X (lower is better).
+
+        Parameters are those of :meth:`fit`.
+
+        Returns
+        -------
+        aic : float
+        """
+        log_likelihood = self.score(
+            X, lengths=lengths, sequence_ids=sequence_ids, controls=controls
+        )
+        return -2 * log_likelihood + 2 * self._n_parameters()
+
+    def bic(self, X, *, lengths=None, sequence_ids=None, controls=None):
+        """Bayesian information criterion on X (lower is better).
+
+        Parameters are those of :meth:`fit`.
+
+        Returns
+        -------
+        bic : float
+        """
+        log_likelihood = self.score(
+            X, lengths=lengths, sequence_ids=sequence_ids, controls=controls
+        )
+        return -2 * log_likelihood + self._n_parameters() * np.log(np.shape(X)[0])
+
+    def transform(self, X, *, lengths=None, sequence_ids=None, controls=None):
+        """Smoothed state means E[z_t | x] of every row.
+
+        Parameters
+        ----------
+        X, lengths, sequence_ids, controls
+            As in :meth:`fit`.
+
+        Returns
+        -------
+        states : ndarray of shape (n_samples, n_components)
+        """
+        X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
+        result = smoother_offsets(self._model(), X, controls, offsets, with_covariances=False)
+        self._check_finite(result.sequence_log_likelihood)
+        return result.smoothed_means
+
+    def filter(self, X, *, lengths=None, sequence_ids=None, controls=None):
+        """Filtered states: mean and covariance of z_t given x_1..x_t.
+
+        Parameters are those of :meth:`fit`.
+
+        Returns
+        -------
+        means : ndarray of shape (n_samples, n_components)
+        covariances : ndarray of shape (n_samples, n_components, n_components)
+        """
+        X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
+        result = filter_offsets(self._model(), X, controls, offsets)
+        self._check_finite(result.sequence_log_likelihood)
+        return result.filtered_means, result.filtered_covariances
+
+    def smooth(self, X, *, lengths=None, sequence_ids=None, controls=None):
+        """Smoothed states: mean and covariance of z_t given the whole sequence.
+
+        Parameters are those of :meth:`fit`.
+
+        Returns
+        -------
+        means : ndarray of shape (n_samples, n_components)
+        covariances : ndarray of shape (n_samples, n_components, n_components)
+        """
+        X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
+        result = smoother_offsets(self._model(), X, controls, offsets)
+        self._check_finite(result.sequence_log_likelihood)
+        return result.smoothed_means, result.smoothed_covariances
+
+    def forecast(
+        self, X, n_steps, *, lengths=None, sequence_ids=None, controls=None, future_controls=None
+    ):
+        """Predictive distribution of the next ``n_steps`` observations after each sequence.
+
+        Parameters
+        ----------
+        X, lengths, sequence_ids, controls
+            The observed sequences, as in :meth:`fit`.
+        n_steps : int
+            Forecast horizon, >= 1.
+        future_controls : array-like of shape (n_sequences * n_steps, n_controls), optional
+            The controls of the forecast steps, sequence after sequence;
+            required when the model has controls.
+
+        Returns
+        -------
+        means : ndarray of shape (n_sequences * n_steps, n_features)
+            Row ``s * n_steps + h`` is E[x_{T_s + h + 1} | sequence s].
+        covariances : ndarray of shape (n_sequences * n_steps, n_features, n_features)
+        """
+        check_scalar_param(n_steps, "n_steps", "int", low=1)
+        X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
+        model = self._model()
+        last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
+            model, X, controls, offsets
+        )
+        self._check_finite(sequence_log_likelihood)
+        n_rows = (len(offsets) - 1) * n_steps
+        future_controls = np.ascontiguousarray(
+            check_controls(future_controls, n_rows, self.n_controls_, name="future_controls")
+        )
+        means = np.empty((n_rows, self.n_features_in_))
+        covariances = np.empty((n_rows, self.n_features_in_, self.n_features_in_))
+        _kalman.forecast(
+            model, last_means, last_covariances, future_controls, n_steps, means, covariances
+        )
+        return means, covariances
+
+    def sample(self, n_samples=1, random_state=None, *, controls=None):
+        """Draw one sequence from the model.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Length of the sequence.
+        random_state : int, RandomState instance or None, default=None
+        controls : array-like of shape (n_samples, n_controls), optional
+            Required when the model has controls (the first row is unused).
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+            The observations.
+        Z : ndarray of shape (n_samples, n_components)
+            The hidden states.
+        """
+        check_is_fitted(self)
+        check_scalar_param(n_samples, "n_samples", "int", low=1)
+        controls = check_controls(controls, n_samples, self.n_controls_)
+        rng = check_random_state(random_state)
+        k, p = self.n_components, self.n_features_in_
+        state_noise = rng.standard_normal((n_samples, k))
+        observation_noise = rng.standard_normal((n_samples, p))
+        innovations = state_noise @ np.linalg.cholesky(self.transition_covariance_).T
+        innovations[1:] += self.transition_offset_ + controls[1:] @ self.control_matrix_.T
+        innovations[0] = self.initial_state_mean_ + (
+            np.linalg.cholesky(self.initial_state_covariance_) @ state_noise[0]
+        )
+        states = np.empty((n_samples, k))
+        _kalman.simulate_states(np.ascontiguousarray(self.transition_matrix_), innovations, states)
+        observations = (
+            states @ self.observation_matrix_.T
+            + self.observation_offset_
+            + observation_noise @ np.linalg.cholesky(self.observation_covariance_).T
+        )
+        return observations, states
+
+    # -- streams ------------------------------------------------------------------
+
+    def reset_filter(self, X=None, *, controls=None):
+        """Restart the stream of :meth:`filter_update`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), optional
+            A history, taken as one sequence: the stream continues from its
+            last filtered state.  None: the next :meth:`filter_update` starts
+            from the prior N(mu0, Sigma0).
+        controls : array-like of shape (n_samples, n_controls), optional
+            The controls of the history.
+
+        Returns
+        -------
+        self : LinearGaussianSSM
+        """
+        check_is_fitted(self)
+        for name in ("filter_state_mean_", "filter_state_covariance_"):
+            if hasattr(self, name):
+                delattr(self, name)
+        if X is not None:
+            X, offsets, controls = self._prepare(X, None, None, None, controls)
+            last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
+                self._model(), X, controls, offsets
+            )
+            self._check_finite(sequence_log_likelihood)
+            self.filter_state_mean_ = last_means[0]
+            self.filter_state_covariance_ = last_covariances[0]
+        return self
+
+    def filter_update(self, x, control=None):
+        """Advance an online Kalman filter by one observation.
+
+        The stream's filtered state is kept on the estimator
+        (``filter_state_mean_``, ``filter_state_covariance_``).  The first call
+        after :meth:`fit` or ``reset_filter()`` conditions the prior
+        N(mu0, Sigma0) on ``x`` (as the first row of a sequence); later calls
+        first propagate the state with the transition (and ``control``).  After
+        ``reset_filter(history)`` the stream continues the history.  The
+        result equals, row by row and to the last bit, :meth:`filter` on the
+        whole stream.
+
+        Parameters
+        ----------
+        x : array-like of shape (n_features,)
+            The new observation; NaN entries are missing (all NaN: predict
+            only).
+        control : array-like of shape (n_controls,), optional
+            u_t for this step; required when the model has controls, except
+            on the first step of a stream, where it is unused.
+
+        Returns
+        -------
+        mean : ndarray of shape (n_components,)
+            E[z_t | x_1..x_t].
+        covariance : ndarray of shape (n_components, n_components)
+            Cov(z_t | x_1..x_t).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skseq.lds import LinearGaussianSSM
+        >>> rng = np.random.default_rng(0)
+        >>> X = np.cumsum(rng.normal(size=(50, 2)), axis=0)
+        >>> model = LinearGaussianSSM(n_components=2, n_iter=100, tol=0.1).fit(X)
+        >>> for x in X[:10]:
+        ...     mean, covariance = model.filter_update(x)
+        >>> batch_means, _ = model.filter(X[:10])
+        >>> bool(np.array_equal(mean, batch_means[-1]))
+        True
+        """
+        check_is_fitted(self)
+        x = np.asarray(x, dtype=np.float64).reshape(-1)
+        if x.shape[0] != self.n_features_in_:
+            raise ValueError(
+                f"x has {x.shape[0]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features."
+            )
+        if np.isinf(x).any():
+            raise ValueError("x contains infinity (NaN marks a missing value).")
+        has_previous = hasattr(self, "filter_state_mean_")
+        if has_previous and self.n_controls_ > 0:
+            control = check_controls(
+                None if control is None else np.reshape(control, (1, -1)),
+                1,
+                self.n_controls_,
+                name="control",
+            )[0]
+        else:
+            control = np.zeros(0)
+        k = self.n_components
+        previous_mean = self.filter_state_mean_ if has_previous else np.zeros(k)
+        previous_covariance = self.filter_state_covariance_ if has_previous else np.eye(k)
+        mean = np.empty(k)
+        covariance = np.empty((k, k))
+        log_predictive = _kalman.filter_step(
+            self._model(),
+            np.ascontiguousarray(previous_mean),
+            np.ascontiguousarray(previous_covariance),
+            has_previous,
+            x,
+            np.ascontiguousarray(control, dtype=np.float64),
+            mean,
+            covariance,
+        )
+        if np.isnan(log_predictive):
+            raise np.linalg.LinAlgError(
+                "The filter update failed numerically (innovation covariance not positive "
+                "definite)."
+            )
+        self.filter_state_mean_ = mean
+        self.filter_state_covariance_ = covariance
+        return mean.copy(), covariance.copy()
+
+
+def _count_controls(controls):
+    """Number of control columns of a (possibly 1-D or None) controls argument."""
+    if controls is None:
+        return 0
+    shape = np.shape(controls)
+    if len(shape) == 1:
+        return 1
+    if len(shape) != 2:
+        raise ValueError(f"controls must be 2-D (n_samples, n_controls), got shape {shape}.")
+    return shape[1]

@@ -1,0 +1,500 @@
+"""Kalman filter, RTS smoother and EM statistics against the exact joint Gaussian and peers."""
+
+import numpy as np
+import pytest
+from scipy.linalg import block_diag, solve_discrete_are
+from scipy.stats import multivariate_normal
+
+from skseq._kernels import _kalman
+from skseq.inference.kalman import (
+    KalmanFilterResult,
+    KalmanSmootherResult,
+    check_lgssm_parameters,
+    em_statistics_offsets,
+    kalman_filter,
+    kalman_smoother,
+)
+
+
+@pytest.fixture(params=["default", "all_blas", "no_blas"])
+def blas_mode(request):
+    """Run a test with the default BLAS thresholds, with every product, solve and
+    factorisation sent to BLAS / LAPACK, and with none (the hand-written loops)."""
+    huge = 1 << 40
+    thresholds = {"default": None, "all_blas": (0, 0, 0), "no_blas": (huge, huge, huge)}
+    previous = None
+    if thresholds[request.param] is not None:
+        previous = _kalman.set_blas_min_work(*thresholds[request.param])
+    yield request.param
+    if previous is not None:
+        _kalman.set_blas_min_work(*previous)
+
+
+def random_model(rng, n_state, n_obs, n_controls=0):
+    """Random parameters: a stable F, well-conditioned SPD covariances, nonzero offsets."""
+    transition = rng.normal(size=(n_state, n_state))
+    transition *= 0.9 / np.max(np.abs(np.linalg.eigvals(transition)))
+    a = rng.normal(size=(n_state, n_state))
+    c = rng.normal(size=(n_obs, n_obs))
+    e = rng.normal(size=(n_state, n_state))
+    return dict(
+        transition_matrix=transition,
+        observation_matrix=rng.normal(size=(n_obs, n_state)),
+        transition_covariance=a @ a.T / n_state + 0.1 * np.eye(n_state),
+        observation_covariance=c @ c.T / n_obs + 0.1 * np.eye(n_obs),
+        transition_offset=rng.normal(size=n_state),
+        observation_offset=rng.normal(size=n_obs),
+        initial_state_mean=rng.normal(size=n_state),
+        initial_state_covariance=e @ e.T / n_state + 0.5 * np.eye(n_state),
+        control_matrix=rng.normal(size=(n_state, n_controls)),
+    )
+
+
+def joint_gaussian(params, controls):
+    """Mean and covariance of (z_1..z_T, x_1..x_T), flattened row by row, built directly.
+
+    z = mean_z + M eps with eps = (z_1 - mu0, w_2, ..., w_T) and M[t, s] = F^(t-s).
+    """
+    F, H = params["transition_matrix"], params["observation_matrix"]
+    Q, R = params["transition_covariance"], params["observation_covariance"]
+    b, d = params["transition_offset"], params["observation_offset"]
+    G = params["control_matrix"]
+    n_rows, k = controls.shape[0], F.shape[0]
+    mean_z = np.zeros((n_rows, k))
+    mean_z[0] = params["initial_state_mean"]
+    for t in range(1, n_rows):
+        mean_z[t] = F @ mean_z[t - 1] + G @ controls[t] + b
+    propagation = np.zeros((n_rows * k, n_rows * k))
+    for t in range(n_rows):
+        for s in range(t + 1):
+            propagation[t * k : (t + 1) * k, s * k : (s + 1) * k] = np.linalg.matrix_power(F, t - s)
+    noise = block_diag(params["initial_state_covariance"], *[Q] * (n_rows - 1))
+    cov_z = propagation @ noise @ propagation.T
+    observe = block_diag(*[H] * n_rows)
+    mean = np.concatenate([mean_z.ravel(), observe @ mean_z.ravel() + np.tile(d, n_rows)])
+    cov_zx = cov_z @ observe.T
+    cov_x = observe @ cov_z @ observe.T + block_diag(*[R] * n_rows)
+    return mean, np.block([[cov_z, cov_zx], [cov_zx.T, cov_x]])
+
+
+def condition(mean, cov, n_latent, x, observed):
+    """Posterior of (z, x) given the observed entries of x, and their log density."""
+    index = n_latent + np.flatnonzero(observed)
+    if index.size == 0:
+        return mean, cov, 0.0
+    block = cov[np.ix_(index, index)]
+    gain = np.linalg.solve(block, cov[index]).T
+    posterior_mean = mean + gain @ (x[observed] - mean[index])
+    posterior_cov = cov - gain @ cov[index]
+    log_density = multivariate_normal(mean[index], block).logpdf(x[observed])
+    return posterior_mean, posterior_cov, log_density
+
+
+def exact_posteriors(params, X, controls, lengths):
+    """Filtered, predicted, smoothed moments and log-likelihoods from the joint Gaussian."""
+    k = params["transition_matrix"].shape[0]
+    p = X.shape[1]
+    out = {name: [] for name in ("filtered", "predicted", "smoothed", "cross", "loglik")}
+    start = 0
+    for length in lengths:
+        rows = slice(start, start + length)
+        mean, cov = joint_gaussian(params, controls[rows])
+        x = np.nan_to_num(X[rows].ravel())
+        observed = ~np.isnan(X[rows].ravel())
+        n_latent = length * k
+        posterior_mean, posterior_cov, log_density = condition(mean, cov, n_latent, x, observed)
+        out["loglik"].append(log_density)
+        for t in range(length):
+            z = slice(t * k, (t + 1) * k)
+            out["smoothed"].append((posterior_mean[z], posterior_cov[z, z]))
+            previous = slice((t - 1) * k, t * k)
+            out["cross"].append(posterior_cov[z, previous] if t > 0 else np.zeros((k, k)))
+            for key, last_row in (("filtered", t + 1), ("predicted", t)):
+                mask = observed.copy()
+                mask[last_row * p :] = False
+                m, c, _ = condition(mean, cov, n_latent, x, mask)
+                out[key].append((m[z], c[z, z]))
+        start += length
+    return out
+
+
+def missing_pattern(rng, n_rows, n_obs):
+    """NaN entries: one partially missing row, one all-NaN row, some scattered entries."""
+    mask = rng.random((n_rows, n_obs)) < 0.15
+    mask[1, 0] = True
+    mask[1, -1] = False
+    mask[n_rows - 2] = True
+    return mask
+
+
+CASES = [
+    # (n_state, n_obs, n_controls, lengths, with_missing)
+    (1, 1, 0, [5], False),
+    (2, 3, 0, [6], True),
+    (3, 2, 2, [4, 1, 6], True),
+    (3, 4, 1, [6, 5], True),
+    (4, 2, 0, [3, 6], True),
+    (9, 5, 2, [4, 3], True),  # large enough for the default thresholds to use BLAS
+]
+
+
+@pytest.mark.parametrize("n_state,n_obs,n_controls,lengths,with_missing", CASES)
+def test_filter_and_smoother_match_exact_joint_gaussian(
+    n_state, n_obs, n_controls, lengths, with_missing, blas_mode
+):
+    rng = np.random.default_rng(n_state * 100 + n_obs * 10 + n_controls)
+    params = random_model(rng, n_state, n_obs, n_controls)
+    n_samples = sum(lengths)
+    X = rng.normal(scale=2.0, size=(n_samples, n_obs))
+    if with_missing:
+        X[missing_pattern(rng, n_samples, n_obs)] = np.nan
+    controls = rng.normal(size=(n_samples, n_controls))
+    exact = exact_posteriors(params, X, controls, lengths)
+    kwargs = dict(params, lengths=lengths)
+    if n_controls:
+        kwargs["controls"] = controls
+    else:
+        del kwargs["control_matrix"]
+    filtered = kalman_filter(X, **kwargs)
+    smoothed = kalman_smoother(X, **kwargs)
+    assert isinstance(filtered, KalmanFilterResult)
+    assert isinstance(smoothed, KalmanSmootherResult)
+    tol = dict(rtol=1e-9, atol=1e-9)
+    for t in range(n_samples):
+        np.testing.assert_allclose(filtered.filtered_means[t], exact["filtered"][t][0], **tol)
+        np.testing.assert_allclose(filtered.filtered_covariances[t], exact["filtered"][t][1], **tol)
+        np.testing.assert_allclose(filtered.predicted_means[t], exact["predicted"][t][0], **tol)
+        np.testing.assert_allclose(
+            filtered.predicted_covariances[t], exact["predicted"][t][1], **tol
+        )
+        np.testing.assert_allclose(smoothed.smoothed_means[t], exact["smoothed"][t][0], **tol)
+        np.testing.assert_allclose(smoothed.smoothed_covariances[t], exact["smoothed"][t][1], **tol)
+        np.testing.assert_allclose(smoothed.cross_covariances[t], exact["cross"][t], **tol)
+    np.testing.assert_allclose(filtered.sequence_log_likelihood, exact["loglik"], rtol=1e-10)
+    np.testing.assert_allclose(smoothed.sequence_log_likelihood, exact["loglik"], rtol=1e-10)
+    np.testing.assert_allclose(filtered.log_likelihood, sum(exact["loglik"]), rtol=1e-10)
+    np.testing.assert_allclose(filtered.log_predictive, smoothed.log_predictive, rtol=1e-12)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    per_sequence = np.add.reduceat(filtered.log_predictive, offsets[:-1])
+    np.testing.assert_allclose(per_sequence, exact["loglik"], rtol=1e-10)
+    if with_missing:
+        all_missing = np.isnan(X).all(axis=1)
+        assert all_missing.any()
+        assert np.all(filtered.log_predictive[all_missing] == 0.0)
+
+
+def test_log_likelihood_is_the_multivariate_normal_density():
+    rng = np.random.default_rng(7)
+    params = random_model(rng, 2, 3)
+    del params["control_matrix"]
+    X = rng.normal(size=(6, 3))
+    mean, cov = joint_gaussian(params | {"control_matrix": np.zeros((2, 0))}, np.zeros((6, 0)))
+    n_latent = 12
+    expected = multivariate_normal(mean[n_latent:], cov[n_latent:, n_latent:]).logpdf(X.ravel())
+    assert kalman_filter(X, **params).log_likelihood == pytest.approx(expected, rel=1e-11)
+
+
+def test_first_control_of_each_sequence_is_unused():
+    rng = np.random.default_rng(1)
+    params = random_model(rng, 2, 2, 1)
+    X = rng.normal(size=(7, 2))
+    controls = rng.normal(size=(7, 1))
+    changed = controls.copy()
+    changed[[0, 3]] = 1e6
+    changed[4] += 1.0  # a used control: must change the result
+    first = kalman_smoother(X, **params, controls=controls, lengths=[3, 4])
+    second = kalman_smoother(X, **params, controls=changed, lengths=[3, 4])
+    np.testing.assert_array_equal(first.smoothed_means[:3], second.smoothed_means[:3])
+    assert not np.allclose(first.smoothed_means[3:], second.smoothed_means[3:])
+    controls_unused_only = controls.copy()
+    controls_unused_only[[0, 3]] = -5.0
+    third = kalman_smoother(X, **params, controls=controls_unused_only, lengths=[3, 4])
+    np.testing.assert_array_equal(first.smoothed_means, third.smoothed_means)
+
+
+def test_concatenated_sequences_equal_separate_runs():
+    rng = np.random.default_rng(2)
+    params = random_model(rng, 3, 2)
+    del params["control_matrix"]
+    X = rng.normal(size=(30, 2))
+    X[4, 1] = np.nan
+    together = kalman_smoother(X, **params, lengths=[10, 20])
+    first = kalman_smoother(X[:10], **params)
+    second = kalman_smoother(X[10:], **params)
+    for name in ("smoothed_means", "smoothed_covariances", "cross_covariances", "log_predictive"):
+        np.testing.assert_array_equal(
+            getattr(together, name), np.concatenate([getattr(first, name), getattr(second, name)])
+        )
+    assert together.log_likelihood == pytest.approx(
+        first.log_likelihood + second.log_likelihood, rel=1e-14
+    )
+
+
+def test_long_sequence_reaches_the_riccati_steady_state():
+    """Without missing data the predicted covariance converges to the DARE solution."""
+    rng = np.random.default_rng(4)
+    params = random_model(rng, 4, 3)
+    del params["control_matrix"]
+    X = rng.normal(size=(400, 3))
+    result = kalman_filter(X, **params)
+    steady = solve_discrete_are(
+        params["transition_matrix"].T,
+        params["observation_matrix"].T,
+        params["transition_covariance"],
+        params["observation_covariance"],
+    )
+    np.testing.assert_allclose(result.predicted_covariances[-1], steady, rtol=1e-9, atol=1e-12)
+
+
+def test_joseph_update_keeps_covariances_positive_semidefinite():
+    """Near-noiseless observations of a diffuse state: the covariances stay symmetric PSD."""
+    rng = np.random.default_rng(5)
+    k, p = 4, 4
+    params = dict(
+        transition_matrix=0.99 * np.eye(k),
+        observation_matrix=rng.normal(size=(p, k)),
+        transition_covariance=1e-6 * np.eye(k),
+        observation_covariance=1e-12 * np.eye(p),
+        initial_state_covariance=1e8 * np.eye(k),
+    )
+    X = rng.normal(size=(200, p))
+    filtered = kalman_filter(X, **params)
+    smoothed = kalman_smoother(X, **params)
+    for covariances in (filtered.filtered_covariances, smoothed.smoothed_covariances):
+        np.testing.assert_array_equal(covariances, covariances.transpose(0, 2, 1))
+        scale = np.abs(covariances).max(axis=(1, 2))
+        assert np.all(np.linalg.eigvalsh(covariances).min(axis=1) >= -1e-9 * scale)
+    assert np.isfinite(filtered.log_likelihood)
+
+
+def moments_reference(params, X, controls, lengths):
+    """The EM statistics computed from the exact joint posterior of (z, x)."""
+    k = params["transition_matrix"].shape[0]
+    p, m = X.shape[1], controls.shape[1]
+    D = k + m + 1
+    ref = dict(
+        initial_sum=np.zeros(k),
+        initial_outer=np.zeros((k, k)),
+        transition_regressor=np.zeros((D, D)),
+        transition_cross=np.zeros((k, D)),
+        transition_target=np.zeros((k, k)),
+        observation_regressor=np.zeros((k + 1, k + 1)),
+        observation_cross=np.zeros((p, k + 1)),
+        observation_target=np.zeros((p, p)),
+        n_sequences=np.zeros(()),
+    )
+    start = 0
+    for length in lengths:
+        rows = slice(start, start + length)
+        mean, cov = joint_gaussian(params, controls[rows])
+        observed = ~np.isnan(X[rows].ravel())
+        post_mean, post_cov, _ = condition(
+            mean, cov, length * k, np.nan_to_num(X[rows].ravel()), observed
+        )
+        second = post_cov + np.outer(post_mean, post_mean)
+
+        def z(t):
+            return slice(t * k, (t + 1) * k)
+
+        def x(t, n_latent=length * k):
+            return slice(n_latent + t * p, n_latent + (t + 1) * p)
+
+        ref["initial_sum"] += post_mean[z(0)]
+        ref["initial_outer"] += second[z(0), z(0)]
+        ref["n_sequences"] += 1
+        for t in range(length):
+            psi = np.zeros((k + 1, k + 1))
+            psi[:k, :k] = second[z(t), z(t)]
+            psi[:k, k] = psi[k, :k] = post_mean[z(t)]
+            psi[k, k] = 1
+            ref["observation_regressor"] += psi
+            ref["observation_cross"] += np.hstack([second[x(t), z(t)], post_mean[x(t)][:, None]])
+            ref["observation_target"] += second[x(t), x(t)]
+            if t > 0:
+                phi = np.concatenate([post_mean[z(t - 1)], controls[start + t], [1.0]])
+                phi_cov = np.zeros((D, D))
+                phi_cov[:k, :k] = post_cov[z(t - 1), z(t - 1)]
+                ref["transition_regressor"] += phi_cov + np.outer(phi, phi)
+                cross = np.zeros((k, D))
+                cross[:, :k] = post_cov[z(t), z(t - 1)]
+                ref["transition_cross"] += cross + np.outer(post_mean[z(t)], phi)
+                ref["transition_target"] += second[z(t), z(t)]
+        start += length
+    return ref
+
+
+@pytest.mark.parametrize("n_state,n_obs,n_controls", [(1, 2, 0), (2, 3, 1), (3, 3, 2), (9, 4, 1)])
+def test_em_statistics_match_exact_posterior_moments(n_state, n_obs, n_controls, blas_mode):
+    """Including the exact expectations of the missing entries of x."""
+    rng = np.random.default_rng(n_state + 10 * n_obs + 100 * n_controls)
+    params = random_model(rng, n_state, n_obs, n_controls)
+    lengths = [4, 1, 5]
+    n_samples = sum(lengths)
+    X = rng.normal(scale=2.0, size=(n_samples, n_obs))
+    X[missing_pattern(rng, n_samples, n_obs)] = np.nan
+    controls = rng.normal(size=(n_samples, n_controls))
+    model = check_lgssm_parameters(n_obs, **params)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.intp)
+    statistics, sequence_log_likelihood = em_statistics_offsets(model, X, controls, offsets)
+    reference = moments_reference(params, X, controls, lengths)
+    assert statistics.keys() == reference.keys()
+    for key, value in reference.items():
+        np.testing.assert_allclose(statistics[key], value, rtol=1e-10, atol=1e-10, err_msg=key)
+    exact = exact_posteriors(params, X, controls, lengths)["loglik"]
+    np.testing.assert_allclose(sequence_log_likelihood, exact, rtol=1e-10)
+
+
+def test_em_statistics_add_over_blocks_of_sequences():
+    rng = np.random.default_rng(9)
+    params = random_model(rng, 2, 3, 1)
+    model = check_lgssm_parameters(3, **params)
+    X = rng.normal(size=(20, 3))
+    X[3, 1] = np.nan
+    controls = rng.normal(size=(20, 1))
+    offsets = np.array([0, 5, 12, 20], dtype=np.intp)
+    whole, _ = em_statistics_offsets(model, X, controls, offsets)
+    first, _ = em_statistics_offsets(model, X[:12], controls[:12], offsets[:3])
+    second, _ = em_statistics_offsets(model, X[12:], controls[12:], offsets[2:] - 12)
+    for key in whole:
+        np.testing.assert_allclose(whole[key], first[key] + second[key], rtol=1e-13, atol=1e-13)
+
+
+def pykalman_filter(params):
+    pykalman = pytest.importorskip("pykalman")
+    return pykalman.KalmanFilter(
+        transition_matrices=params["transition_matrix"],
+        observation_matrices=params["observation_matrix"],
+        transition_covariance=params["transition_covariance"],
+        observation_covariance=params["observation_covariance"],
+        transition_offsets=params["transition_offset"],
+        observation_offsets=params["observation_offset"],
+        initial_state_mean=params["initial_state_mean"],
+        initial_state_covariance=params["initial_state_covariance"],
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_agrees_with_pykalman(seed):
+    rng = np.random.default_rng(seed)
+    params = random_model(rng, 3, 2)
+    del params["control_matrix"]
+    kf = pykalman_filter(params)
+    X = rng.normal(size=(40, 2))
+    X[[5, 17]] = np.nan  # pykalman masks whole rows only
+    masked = np.ma.masked_invalid(X)
+    filtered = kalman_filter(X, **params)
+    smoothed = kalman_smoother(X, **params)
+    means, covariances = kf.filter(masked)
+    np.testing.assert_allclose(filtered.filtered_means, means, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(filtered.filtered_covariances, covariances, rtol=1e-9, atol=1e-10)
+    means, covariances = kf.smooth(masked)
+    np.testing.assert_allclose(smoothed.smoothed_means, means, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(smoothed.smoothed_covariances, covariances, rtol=1e-9, atol=1e-10)
+    assert filtered.log_likelihood == pytest.approx(kf.loglikelihood(masked), rel=1e-10)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_agrees_with_statsmodels(seed):
+    """statsmodels handles partially missing rows too; its autocov[t] is Cov(z_{t+1}, z_t)."""
+    kalman_smoother_module = pytest.importorskip("statsmodels.tsa.statespace.kalman_smoother")
+    rng = np.random.default_rng(seed + 10)
+    n_state, n_obs = 3, 3
+    params = random_model(rng, n_state, n_obs)
+    del params["control_matrix"]
+    X = rng.normal(size=(50, n_obs))
+    X[3, 0] = np.nan
+    X[9, 1:] = np.nan
+    X[20] = np.nan
+    ks = kalman_smoother_module.KalmanSmoother(k_endog=n_obs, k_states=n_state, k_posdef=n_state)
+    ks.bind(X.copy())
+    ks["design"] = params["observation_matrix"]
+    ks["obs_cov"] = params["observation_covariance"]
+    ks["transition"] = params["transition_matrix"]
+    ks["selection"] = np.eye(n_state)
+    ks["state_cov"] = params["transition_covariance"]
+    ks["obs_intercept"] = params["observation_offset"][:, None]
+    ks["state_intercept"] = params["transition_offset"][:, None]
+    ks.initialize_known(params["initial_state_mean"], params["initial_state_covariance"])
+    reference = ks.smooth()
+    smoothed = kalman_smoother(X, **params)
+    filtered = kalman_filter(X, **params)
+    tol = dict(rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(smoothed.smoothed_means, reference.smoothed_state.T, **tol)
+    np.testing.assert_allclose(
+        smoothed.smoothed_covariances, reference.smoothed_state_cov.transpose(2, 0, 1), **tol
+    )
+    np.testing.assert_allclose(
+        smoothed.cross_covariances[1:],
+        reference.smoothed_state_autocov.transpose(2, 0, 1)[:-1],
+        **tol,
+    )
+    np.testing.assert_allclose(filtered.filtered_means, reference.filtered_state.T, **tol)
+    np.testing.assert_allclose(
+        filtered.filtered_covariances, reference.filtered_state_cov.transpose(2, 0, 1), **tol
+    )
+    assert smoothed.log_likelihood == pytest.approx(reference.llf, rel=1e-9)
+
+
+# -- validation -----------------------------------------------------------------
+
+
+def valid_arguments():
+    return dict(
+        transition_matrix=[[0.9, 0.1], [0.0, 0.8]],
+        observation_matrix=[[1.0, 0.0], [0.5, 1.0], [0.0, 2.0]],
+        transition_covariance=np.eye(2) * 0.1,
+        observation_covariance=np.eye(3) * 0.2,
+    )
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (dict(transition_matrix=np.eye(3)[:2]), "transition_matrix must be square"),
+        (dict(observation_matrix=np.ones((2, 2))), r"observation_matrix must have shape \(3, 2\)"),
+        (dict(transition_covariance=[[1.0, 0.5], [0.0, 1.0]]), "transition_covariance must be sym"),
+        (dict(transition_covariance=[[1.0, 2.0], [2.0, 1.0]]), "transition_covariance must be pos"),
+        (dict(observation_covariance=np.zeros((3, 3))), "observation_covariance must be positive"),
+        (dict(observation_covariance=np.eye(2)), r"observation_covariance .* shape \(3, 3\)"),
+        (dict(initial_state_covariance=-np.eye(2)), "initial_state_covariance must be positive"),
+        (dict(initial_state_mean=[0.0, np.nan]), "initial_state_mean contains NaN"),
+        (dict(transition_offset=np.zeros(3)), r"transition_offset must have shape \(2,\)"),
+        (dict(observation_offset=np.zeros(2)), r"observation_offset must have shape \(3,\)"),
+        (dict(control_matrix=np.ones((3, 1)), controls=np.ones((10, 1))), "control_matrix must"),
+        (dict(control_matrix=np.ones((2, 1))), "pass controls"),
+        (dict(controls=np.ones((10, 1))), "controls were given without a control_matrix"),
+        (dict(control_matrix=np.ones((2, 1)), controls=np.ones((9, 1))), "controls has 9 rows"),
+        (dict(control_matrix=np.ones((2, 2)), controls=np.ones((10, 1))), "controls has 1 col"),
+        (dict(lengths=[4, 5]), "lengths sum to 9"),
+    ],
+)
+def test_invalid_arguments_raise_a_clear_error(change, message):
+    X = np.random.default_rng(0).normal(size=(10, 3))
+    arguments = valid_arguments() | change
+    for function in (kalman_filter, kalman_smoother):
+        with pytest.raises(ValueError, match=message):
+            function(X, **arguments)
+
+
+def test_invalid_observations_raise_and_inputs_are_not_modified():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(10, 3))
+    X[2, 1] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        kalman_filter(X, **valid_arguments())
+    with pytest.raises(ValueError, match="2-D"):
+        kalman_filter(np.zeros(10), **valid_arguments())
+    with pytest.raises(ValueError, match="empty"):
+        kalman_filter(np.zeros((0, 3)), **valid_arguments())
+    with pytest.raises(ValueError, match="real"):
+        kalman_filter(np.zeros((4, 3), dtype=complex), **valid_arguments())
+    X = rng.normal(size=(10, 3))
+    X[4, 0] = np.nan
+    arguments = {key: np.array(value) for key, value in valid_arguments().items()}
+    arguments["observation_covariance"][0, 1] = arguments["observation_covariance"][1, 0] = 1e-12
+    copies = {key: value.copy() for key, value in arguments.items()}
+    X_copy = X.copy()
+    kalman_smoother(X, **arguments)
+    np.testing.assert_array_equal(X, X_copy)
+    for key, value in arguments.items():
+        np.testing.assert_array_equal(value, copies[key])

@@ -1,0 +1,687 @@
+"""LinearGaussianSSM: scikit-learn API, EM, recovery, streams, validation."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import sklearn
+from scipy.linalg import solve_discrete_lyapunov
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.model_selection import GridSearchCV, GroupKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skseq.inference.kalman import kalman_filter
+from skseq.lds import LinearGaussianSSM
+
+# -- helpers ------------------------------------------------------------------------
+
+TRUE_PARAMS = dict(
+    transition_matrix=np.array([[0.9, 0.2], [-0.15, 0.7]]),
+    observation_matrix=np.array([[1.0, 0.0], [0.6, 0.8], [-0.4, 1.2]]),
+    transition_covariance=np.array([[0.3, 0.05], [0.05, 0.2]]),
+    observation_covariance=np.array([[0.2, 0.05, 0.0], [0.05, 0.3, 0.0], [0.0, 0.0, 0.25]]),
+    transition_offset=np.array([0.1, -0.2]),
+    observation_offset=np.array([1.0, -2.0, 0.5]),
+    initial_state_mean=np.array([0.0, 0.0]),
+    initial_state_covariance=np.eye(2),
+)
+
+
+def model_with(params, n_controls=0):
+    """An estimator whose fitted parameters are exactly ``params`` (EM runs no iteration)."""
+    k = params["transition_matrix"].shape[0]
+    p = params["observation_matrix"].shape[0]
+    inits = {f"{name}_init": value for name, value in params.items()}
+    controls = np.zeros((4, n_controls)) if n_controls else None
+    return LinearGaussianSSM(k, n_iter=0, **inits).fit(np.zeros((4, p)), controls=controls)
+
+
+def sample_sequences(model, lengths, seed, controls=None):
+    blocks, start = [], 0
+    for i, length in enumerate(lengths):
+        block_controls = None if controls is None else controls[start : start + length]
+        blocks.append(model.sample(length, random_state=seed + i, controls=block_controls)[0])
+        start += length
+    return np.vstack(blocks)
+
+
+def autocovariances(params, max_lag):
+    """Stationary autocovariances Cov(x_{t+h}, x_t) of the observations, h = 0..max_lag."""
+    F, H = params["transition_matrix"], params["observation_matrix"]
+    state = solve_discrete_lyapunov(F, params["transition_covariance"])
+    out = [H @ state @ H.T + params["observation_covariance"]]
+    power = np.eye(F.shape[0])
+    for _ in range(max_lag):
+        power = F @ power
+        out.append(H @ power @ state @ H.T)
+    return np.array(out)
+
+
+def fitted_params(model):
+    return {name: getattr(model, f"{name}_") for name in TRUE_PARAMS}
+
+
+@pytest.fixture
+def routing():
+    with sklearn.config_context(enable_metadata_routing=True):
+        yield
+
+
+# -- EM ------------------------------------------------------------------------------
+
+
+def test_recovers_a_known_model():
+    """Basis-invariant comparison: held-out likelihood, stationary mean and autocovariances."""
+    truth = model_with(TRUE_PARAMS)
+    lengths = [400] * 5
+    X = sample_sequences(truth, lengths, seed=0)
+    X_test = sample_sequences(truth, [400] * 3, seed=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = LinearGaussianSSM(2, n_iter=150, tol=1e-3, random_state=0).fit(X, lengths=lengths)
+    n_test = X_test.shape[0]
+    gap = truth.score(X_test, lengths=[400] * 3) - model.score(X_test, lengths=[400] * 3)
+    # nats per row; the initialisation, or a one-state model, is 0.3 below the truth
+    assert gap / n_test < 0.02
+    fitted = fitted_params(model)
+    true_autocovariances = autocovariances(TRUE_PARAMS, 3)
+    error = np.linalg.norm(autocovariances(fitted, 3) - true_autocovariances, axis=(1, 2))
+    # relative to |Cov(x)|; the initialisation or a one-state model is off by >= 0.24
+    assert np.all(error / np.linalg.norm(true_autocovariances[0]) < 0.12)
+    F, b = fitted["transition_matrix"], fitted["transition_offset"]
+    fitted_mean = fitted["observation_matrix"] @ np.linalg.solve(np.eye(2) - F, b)
+    true_F, true_b = TRUE_PARAMS["transition_matrix"], TRUE_PARAMS["transition_offset"]
+    true_mean = TRUE_PARAMS["observation_matrix"] @ np.linalg.solve(np.eye(2) - true_F, true_b)
+    np.testing.assert_allclose(
+        fitted_mean + fitted["observation_offset"],
+        true_mean + TRUE_PARAMS["observation_offset"],
+        atol=0.15,
+    )
+
+
+def test_recovers_control_and_transition_matrices_with_the_basis_pinned():
+    """With H fixed at the truth the state basis is identified, so F and G are too."""
+    rng = np.random.default_rng(3)
+    params = dict(TRUE_PARAMS, control_matrix=np.array([[1.0, -0.5], [0.0, 0.8]]))
+    truth = model_with(params, n_controls=2)
+    lengths = [500] * 4
+    controls = rng.normal(size=(sum(lengths), 2))
+    X = sample_sequences(truth, lengths, seed=1, controls=controls)
+    learned = [
+        "transition_matrix",
+        "control_matrix",
+        "transition_offset",
+        "transition_covariance",
+        "observation_covariance",
+        "observation_offset",
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = LinearGaussianSSM(
+            2,
+            n_iter=100,
+            tol=1e-4,
+            params=learned,
+            observation_matrix_init=params["observation_matrix"],
+        ).fit(X, lengths=lengths, controls=controls)
+    np.testing.assert_array_equal(model.observation_matrix_, params["observation_matrix"])
+    np.testing.assert_allclose(model.control_matrix_, params["control_matrix"], atol=0.08)
+    np.testing.assert_allclose(model.transition_matrix_, params["transition_matrix"], atol=0.08)
+    np.testing.assert_allclose(
+        model.transition_covariance_, params["transition_covariance"], atol=0.08
+    )
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        "all",
+        ["observation_matrix", "transition_offset", "observation_covariance"],
+        ["transition_matrix", "control_matrix", "initial_state_mean", "initial_state_covariance"],
+    ],
+)
+def test_em_never_decreases_the_log_likelihood(params):
+    rng = np.random.default_rng(1)
+    controls = rng.normal(size=(300, 1))
+    truth = model_with(dict(TRUE_PARAMS, control_matrix=np.array([[0.5], [-1.0]])), n_controls=1)
+    lengths = [100, 50, 150]
+    X = sample_sequences(truth, lengths, seed=4, controls=controls)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    X[10] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = LinearGaussianSSM(2, n_iter=40, tol=0.0, params=params, random_state=0).fit(
+            X, lengths=lengths, controls=controls
+        )
+    history = np.array(model.monitor_.history)
+    assert len(history) == 40
+    assert np.all(np.diff(history) >= -1e-9 * np.abs(history[:-1]))
+    assert history[-1] > history[0] + 1.0
+
+
+def expected_complete_log_likelihood(model, statistics):
+    """E[log p(x, z)] up to a constant, from the summed statistics (what the M step maximises)."""
+
+    def gaussian_term(target, cross, regressor, weights, covariance, count):
+        residual = target - weights @ cross.T - cross @ weights.T + weights @ regressor @ weights.T
+        _, log_det = np.linalg.slogdet(covariance)
+        return -0.5 * (count * log_det + np.trace(np.linalg.solve(covariance, residual)))
+
+    k = model.n_components
+    transition = np.hstack(
+        [model.transition_matrix_, model.control_matrix_, model.transition_offset_[:, None]]
+    )
+    observation = np.hstack([model.observation_matrix_, model.observation_offset_[:, None]])
+    initial = np.hstack([np.zeros((k, k)), model.initial_state_mean_[:, None]])
+    initial_regressor = np.zeros((k + 1, k + 1))
+    initial_regressor[k, k] = statistics["n_sequences"]
+    initial_cross = np.hstack([np.zeros((k, k)), statistics["initial_sum"][:, None]])
+    return (
+        gaussian_term(
+            statistics["initial_outer"],
+            initial_cross,
+            initial_regressor,
+            initial,
+            model.initial_state_covariance_,
+            statistics["n_sequences"],
+        )
+        + gaussian_term(
+            statistics["transition_target"],
+            statistics["transition_cross"],
+            statistics["transition_regressor"],
+            transition,
+            model.transition_covariance_,
+            statistics["transition_regressor"][-1, -1],
+        )
+        + gaussian_term(
+            statistics["observation_target"],
+            statistics["observation_cross"],
+            statistics["observation_regressor"],
+            observation,
+            model.observation_covariance_,
+            statistics["observation_regressor"][-1, -1],
+        )
+    )
+
+
+def test_m_step_maximises_the_expected_complete_log_likelihood():
+    rng = np.random.default_rng(2)
+    controls = rng.normal(size=(200, 1))
+    truth = model_with(dict(TRUE_PARAMS, control_matrix=np.array([[0.5], [-1.0]])), n_controls=1)
+    X = sample_sequences(truth, [120, 80], seed=7, controls=controls)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    model = LinearGaussianSSM(
+        2, n_iter=0, params=list(TRUE_PARAMS) + ["control_matrix"], random_state=0
+    ).fit(X, lengths=[120, 80], controls=controls)
+    stacked = model._stack(X, controls)
+    offsets = np.array([0, 120, 200])
+    statistics, _ = model._estep(stacked, offsets)
+    model._mstep(statistics)
+    best = expected_complete_log_likelihood(model, statistics)
+    optimum = model._get_parameters()
+    for _ in range(20):
+        perturbed = {}
+        for name, value in optimum.items():
+            step = 1e-3 * rng.normal(size=value.shape)
+            if name.endswith("covariance"):
+                step = step @ step.T  # keeps it positive definite
+            perturbed[name] = value + step
+        model._set_parameters(perturbed)
+        assert expected_complete_log_likelihood(model, statistics) < best
+    model._set_parameters(optimum)
+
+
+def test_n_jobs_gives_the_same_fit():
+    truth = model_with(TRUE_PARAMS)
+    lengths = [60, 90, 40, 110, 70, 30]
+    X = sample_sequences(truth, lengths, seed=5)
+    X[5, 1] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        serial = LinearGaussianSSM(2, n_iter=15, random_state=0, n_jobs=1).fit(X, lengths=lengths)
+        threaded = LinearGaussianSSM(2, n_iter=15, random_state=0, n_jobs=2).fit(X, lengths=lengths)
+    np.testing.assert_allclose(serial.monitor_.history, threaded.monitor_.history, rtol=1e-10)
+    for name, value in serial._get_parameters().items():
+        np.testing.assert_allclose(value, getattr(threaded, f"{name}_"), rtol=1e-10, atol=1e-10)
+
+
+def test_n_init_keeps_the_best_initialisation():
+    X = sample_sequences(model_with(TRUE_PARAMS), [150, 150], seed=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        single = LinearGaussianSSM(2, n_iter=5, random_state=3).fit(X, lengths=[150, 150])
+        several = LinearGaussianSSM(2, n_iter=5, n_init=4, random_state=3).fit(
+            X, lengths=[150, 150]
+        )
+        again = clone(several).fit(X, lengths=[150, 150])
+    assert several.lower_bound_ >= single.lower_bound_
+    np.testing.assert_array_equal(again.observation_matrix_, several.observation_matrix_)
+
+
+def test_parameters_not_in_params_keep_their_initial_value():
+    X = sample_sequences(model_with(TRUE_PARAMS), [200], seed=8)
+    inits = {f"{name}_init": value for name, value in TRUE_PARAMS.items()}
+    model = LinearGaussianSSM(
+        2, n_iter=5, tol=0.0, params=["observation_matrix", "observation_offset"], **inits
+    )
+    with pytest.warns(ConvergenceWarning):
+        model.fit(X)
+    for name, value in TRUE_PARAMS.items():
+        if name in ("observation_matrix", "observation_offset"):
+            assert not np.allclose(getattr(model, f"{name}_"), value)
+        else:
+            np.testing.assert_array_equal(getattr(model, f"{name}_"), value)
+    assert model._n_parameters() == 3 * 2 + 3
+
+
+def test_initial_state_covariance_is_learned_only_when_named():
+    X = sample_sequences(model_with(TRUE_PARAMS), [100, 100], seed=9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        default = LinearGaussianSSM(2, n_iter=5).fit(X, lengths=[100, 100])
+        named = LinearGaussianSSM(2, n_iter=5, params=list(TRUE_PARAMS), random_state=0).fit(
+            X, lengths=[100, 100]
+        )
+    np.testing.assert_array_equal(default.initial_state_covariance_, np.eye(2))
+    assert not np.allclose(named.initial_state_covariance_, np.eye(2))
+
+
+def test_verbose_prints_progress_and_convergence_warning(capsys):
+    X = sample_sequences(model_with(TRUE_PARAMS), [100], seed=10)
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        model = LinearGaussianSSM(2, n_iter=3, tol=0.0, verbose=1).fit(X)
+    assert model.n_iter_ == 3 and not model.converged_
+    assert capsys.readouterr().err.count("EM iteration") == 3
+    converged = LinearGaussianSSM(2, n_iter=500, tol=1.0).fit(X)
+    assert converged.converged_
+
+
+# -- inference methods -------------------------------------------------------------------
+
+
+def test_score_filter_smooth_and_transform_agree_with_the_inference_functions():
+    rng = np.random.default_rng(11)
+    params = dict(TRUE_PARAMS, control_matrix=np.array([[0.3], [0.1]]))
+    model = model_with(params, n_controls=1)
+    controls = rng.normal(size=(50, 1))
+    X = sample_sequences(model, [20, 30], seed=2, controls=controls)
+    X[3, 2] = np.nan
+    reference = kalman_filter(X, **params, controls=controls, lengths=[20, 30])
+    ids = np.repeat(["a", "b"], [20, 30])
+    assert model.score(X, sequence_ids=ids, controls=controls) == pytest.approx(
+        reference.log_likelihood, rel=1e-12
+    )
+    np.testing.assert_allclose(
+        model.score_sequences(X, lengths=[20, 30], controls=controls),
+        reference.sequence_log_likelihood,
+        rtol=1e-12,
+    )
+    weights = rng.random(50)
+    assert model.score(X, lengths=[20, 30], controls=controls, sample_weight=weights) == (
+        pytest.approx(weights @ reference.log_predictive, rel=1e-12)
+    )
+    means, covariances = model.filter(X, lengths=[20, 30], controls=controls)
+    np.testing.assert_array_equal(means, reference.filtered_means)
+    np.testing.assert_array_equal(covariances, reference.filtered_covariances)
+    smoothed_means, smoothed_covariances = model.smooth(X, lengths=[20, 30], controls=controls)
+    np.testing.assert_allclose(
+        model.transform(X, lengths=[20, 30], controls=controls), smoothed_means, rtol=1e-13
+    )
+    assert smoothed_covariances.shape == (50, 2, 2)
+    np.testing.assert_allclose(smoothed_means[[19, 49]], means[[19, 49]], rtol=1e-13)
+    assert np.isfinite(model.aic(X, lengths=[20, 30], controls=controls))
+    assert model.bic(X, lengths=[20, 30], controls=controls) > model.aic(
+        X, lengths=[20, 30], controls=controls
+    )
+
+
+def test_forecast_equals_filtering_appended_missing_rows():
+    """A forecast is the one-step prediction through rows that are entirely missing."""
+    rng = np.random.default_rng(12)
+    params = dict(TRUE_PARAMS, control_matrix=np.array([[0.3], [0.1]]))
+    model = model_with(params, n_controls=1)
+    lengths = [15, 10]
+    n_steps = 3
+    controls = rng.normal(size=(25, 1))
+    X = sample_sequences(model, lengths, seed=3, controls=controls)
+    future = rng.normal(size=(2 * n_steps, 1))
+    means, covariances = model.forecast(
+        X, n_steps, lengths=lengths, controls=controls, future_controls=future
+    )
+    assert means.shape == (6, 3) and covariances.shape == (6, 3, 3)
+    extended = np.vstack([X[:15], np.full((3, 3), np.nan), X[15:], np.full((3, 3), np.nan)])
+    extended_controls = np.vstack([controls[:15], future[:3], controls[15:], future[3:]])
+    reference = kalman_filter(extended, **params, controls=extended_controls, lengths=[18, 13])
+    H, d, R = (
+        params["observation_matrix"],
+        params["observation_offset"],
+        params["observation_covariance"],
+    )
+    rows = [15, 16, 17, 28, 29, 30]
+    np.testing.assert_allclose(means, reference.predicted_means[rows] @ H.T + d, rtol=1e-12)
+    np.testing.assert_allclose(
+        covariances, H @ reference.predicted_covariances[rows] @ H.T + R, rtol=1e-12
+    )
+
+
+def test_filter_update_equals_the_batch_filter_row_by_row():
+    rng = np.random.default_rng(13)
+    params = dict(TRUE_PARAMS, control_matrix=np.array([[0.3], [0.1]]))
+    model = model_with(params, n_controls=1)
+    controls = rng.normal(size=(30, 1))
+    X = sample_sequences(model, [30], seed=4, controls=controls)
+    X[4, 0] = np.nan
+    X[7] = np.nan
+    batch_means, batch_covariances = model.filter(X, controls=controls)
+    model.reset_filter()
+    for t in range(30):
+        mean, covariance = model.filter_update(X[t], control=controls[t] if t else None)
+        np.testing.assert_array_equal(mean, batch_means[t])
+        np.testing.assert_array_equal(covariance, batch_covariances[t])
+    model.reset_filter(X[:12], controls=controls[:12])
+    for t in range(12, 30):
+        mean, covariance = model.filter_update(X[t], control=controls[t])
+        np.testing.assert_array_equal(mean, batch_means[t])
+    with pytest.raises(ValueError, match="control input"):
+        model.filter_update(X[0])
+    with pytest.raises(ValueError, match="expecting 3 features"):
+        model.filter_update(X[0, :2], control=controls[0])
+
+
+def test_sample_is_reproducible_and_shaped():
+    model = model_with(TRUE_PARAMS)
+    X, Z = model.sample(50, random_state=0)
+    assert X.shape == (50, 3) and Z.shape == (50, 2)
+    X_again, Z_again = model.sample(50, random_state=0)
+    np.testing.assert_array_equal(X, X_again)
+    np.testing.assert_array_equal(Z, Z_again)
+    long_X, long_Z = model.sample(20000, random_state=1)
+    noise = long_X - long_Z @ TRUE_PARAMS["observation_matrix"].T
+    np.testing.assert_allclose(noise.mean(axis=0), TRUE_PARAMS["observation_offset"], atol=0.02)
+    np.testing.assert_allclose(np.cov(noise.T), TRUE_PARAMS["observation_covariance"], atol=0.02)
+    innovations = long_Z[1:] - long_Z[:-1] @ TRUE_PARAMS["transition_matrix"].T
+    np.testing.assert_allclose(
+        innovations.mean(axis=0), TRUE_PARAMS["transition_offset"], atol=0.02
+    )
+    np.testing.assert_allclose(
+        np.cov(innovations.T), TRUE_PARAMS["transition_covariance"], atol=0.02
+    )
+
+
+# -- scikit-learn integration ------------------------------------------------------------
+
+
+def test_pickle_round_trip():
+    X = sample_sequences(model_with(TRUE_PARAMS), [80, 80], seed=14)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = LinearGaussianSSM(2, n_iter=5, random_state=0).fit(X, lengths=[80, 80])
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(
+        restored.transform(X, lengths=[80, 80]), model.transform(X, lengths=[80, 80])
+    )
+    assert restored.score(X) == model.score(X)
+    assert restored.monitor_.history == model.monitor_.history
+
+
+def test_pipeline_fit_transform(routing):
+    X = sample_sequences(model_with(TRUE_PARAMS), [60, 60], seed=15)
+    ids = np.repeat([1, 2], 60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        pipeline = make_pipeline(StandardScaler(), LinearGaussianSSM(2, n_iter=5, random_state=0))
+        states = pipeline.fit(X, sequence_ids=ids).transform(X, sequence_ids=ids)
+        direct = LinearGaussianSSM(2, n_iter=5, random_state=0).fit(
+            StandardScaler().fit_transform(X), lengths=[60, 60]
+        )
+    np.testing.assert_allclose(
+        states, direct.transform(StandardScaler().fit_transform(X), lengths=[60, 60]), rtol=1e-10
+    )
+    one_sequence = pipeline.transform(X, sequence_ids=np.zeros(120))
+    assert not np.allclose(one_sequence, states)  # the split reached transform
+
+
+def test_intermediate_pipeline_step_receives_sequence_ids(routing):
+    """As a middle step the model is fitted through fit_transform, with routed sequence_ids."""
+    X = sample_sequences(model_with(TRUE_PARAMS), [50, 70], seed=17)
+    ids = np.repeat(["first", "second"], [50, 70])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        pipeline = make_pipeline(LinearGaussianSSM(2, n_iter=4, random_state=0), StandardScaler())
+        pipeline.fit(X, sequence_ids=ids)
+        direct = LinearGaussianSSM(2, n_iter=4, random_state=0).fit(X, lengths=[50, 70])
+    np.testing.assert_allclose(
+        pipeline[0].observation_matrix_, direct.observation_matrix_, rtol=1e-12
+    )
+    expected = StandardScaler().fit_transform(direct.transform(X, lengths=[50, 70]))
+    np.testing.assert_allclose(pipeline.transform(X, sequence_ids=ids), expected, rtol=1e-10)
+
+
+def test_grid_search_with_group_kfold_keeps_sequences_whole(routing):
+    truth = model_with(TRUE_PARAMS)
+    lengths = [50, 70, 60, 40]
+    X = sample_sequences(truth, lengths, seed=16)
+    ids = np.repeat(np.arange(4), lengths)
+    estimator = LinearGaussianSSM(n_iter=3, tol=0.0, random_state=0)
+    search = GridSearchCV(estimator, {"n_components": [1, 2]}, cv=GroupKFold(n_splits=2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        search.fit(X, sequence_ids=ids, groups=ids)
+        for split, (train, test) in enumerate(GroupKFold(n_splits=2).split(X, groups=ids)):
+            for index, n_components in enumerate([1, 2]):
+                fold = clone(estimator).set_params(n_components=n_components)
+                fold.fit(X[train], sequence_ids=ids[train])
+                expected = fold.score(X[test], sequence_ids=ids[test])
+                assert search.cv_results_[f"split{split}_test_score"][index] == pytest.approx(
+                    expected, rel=1e-10
+                )
+    assert search.best_params_["n_components"] in (1, 2)
+
+
+# -- validation ------------------------------------------------------------------------
+
+
+NOT_PD = [[1.0, 2.0], [2.0, 1.0]]
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,message",
+    [
+        (dict(n_components=0), ValueError, "n_components must be >= 1"),
+        (dict(n_components=1.5), TypeError, "n_components must be an integer"),
+        (dict(n_iter=-1), ValueError, "n_iter must be >= 0"),
+        (dict(tol=-1.0), ValueError, "tol must be >= 0"),
+        (dict(n_init=0), ValueError, "n_init must be >= 1"),
+        (dict(params=["transition_matrix", "bogus"]), ValueError, r"unknown .*\['bogus'\]"),
+        (dict(params="nothing"), ValueError, "unknown parameter"),
+        (dict(params=3), TypeError, "params must be"),
+        (dict(transition_matrix_init=np.eye(3)), ValueError, r"transition_matrix_init .* \(2, 2\)"),
+        (
+            dict(observation_matrix_init=np.ones((2, 2))),
+            ValueError,
+            r"observation_matrix_init must have shape \(3, 2\)",
+        ),
+        (dict(transition_covariance_init=NOT_PD), ValueError, "transition_covariance_init .* pos"),
+        (
+            dict(observation_covariance_init=np.ones((3, 3)) + np.diag([0, 0, 1e-3])),
+            ValueError,
+            "observation_covariance_init must be positive definite",
+        ),
+        (
+            dict(initial_state_covariance_init=[[1.0, 0.2], [0.0, 1.0]]),
+            ValueError,
+            "initial_state_covariance_init must be symmetric",
+        ),
+        (dict(initial_state_mean_init=[np.inf, 0.0]), ValueError, "initial_state_mean_init .* inf"),
+        (dict(control_matrix_init=np.ones((2, 1))), ValueError, "fit received no controls"),
+    ],
+)
+def test_bad_hyperparameters_raise(kwargs, error, message):
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    X_copy = X.copy()
+    with pytest.raises(error, match=message):
+        LinearGaussianSSM(**({"n_components": 2} | kwargs)).fit(X)
+    np.testing.assert_array_equal(X, X_copy)
+
+
+def test_bad_data_raise_clear_errors():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 3))
+    bad = X.copy()
+    bad[3, 1] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        LinearGaussianSSM().fit(bad)
+    all_nan = X.copy()
+    all_nan[10:] = np.nan
+    with pytest.raises(ValueError, match=r"Sequence\(s\) \[1\] are entirely NaN"):
+        LinearGaussianSSM().fit(all_nan, lengths=[10, 10])
+    with pytest.raises(ValueError, match="controls has 19 rows"):
+        LinearGaussianSSM().fit(X, controls=np.ones((19, 1)))
+    with pytest.raises(TypeError, match="lengths="):
+        LinearGaussianSSM().fit(X, [10, 10])
+    with pytest.raises(ValueError, match="either lengths or sequence_ids"):
+        LinearGaussianSSM().fit(X, lengths=[20], sequence_ids=np.zeros(20))
+    with pytest.raises(NotFittedError):
+        LinearGaussianSSM().transform(X)
+    with pytest.raises(NotFittedError):
+        LinearGaussianSSM().forecast(X, 2)
+    with pytest.raises(NotFittedError):
+        LinearGaussianSSM().filter_update(X[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = LinearGaussianSSM(n_iter=2).fit(X)
+        controlled = LinearGaussianSSM(n_iter=2).fit(X, controls=rng.normal(size=(20, 2)))
+    with pytest.raises(ValueError, match="X has 2 features"):
+        model.transform(X[:, :2])
+    with pytest.raises(ValueError, match="n_steps must be >= 1"):
+        model.forecast(X, 0)
+    with pytest.raises(ValueError, match="pass controls"):
+        controlled.transform(X)
+    with pytest.raises(ValueError, match="future_controls"):
+        controlled.forecast(X, 2, controls=rng.normal(size=(20, 2)))
+    with pytest.raises(ValueError, match="controls has 3 columns"):
+        controlled.score(X, controls=np.ones((20, 3)))
+    X_copy = X.copy()
+    partly = X.copy()
+    partly[2, 0] = np.nan
+    partly_copy = partly.copy()
+    with pytest.warns(ConvergenceWarning):
+        model.fit(partly)
+    model.transform(partly)
+    np.testing.assert_array_equal(partly, partly_copy)
+    np.testing.assert_array_equal(X, X_copy)
+
+
+# -- stochastic EM -------------------------------------------------------------------
+
+
+def test_partial_fit_one_chunk_with_step_one_equals_one_em_step():
+    truth = model_with(TRUE_PARAMS)
+    X = sample_sequences(truth, [300, 200], seed=0)
+    inits = {f"{name}_init": value for name, value in TRUE_PARAMS.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        batch = LinearGaussianSSM(2, n_iter=1, **inits).fit(X, lengths=[300, 200])
+    online = LinearGaussianSSM(2, learning_offset=0.0, **inits)
+    online.partial_fit(X, lengths=[300, 200])
+    assert online.n_batch_iter_ == 1
+    for name in TRUE_PARAMS:
+        np.testing.assert_allclose(
+            getattr(online, f"{name}_"), getattr(batch, f"{name}_"), rtol=1e-9, atol=1e-12
+        )
+
+
+def test_chunks_carry_the_filtered_state_exactly():
+    """With the parameters held fixed, the stream's state after each chunk is the
+    filtered state of the whole sequence, and the first row of a continued chunk
+    is not a sequence start."""
+    truth = model_with(TRUE_PARAMS)
+    X = sample_sequences(truth, [1_000], seed=1)
+    inits = {f"{name}_init": value for name, value in TRUE_PARAMS.items()}
+    model = LinearGaussianSSM(2, params=[], **inits)
+    means, covariances = truth.filter(X)
+    for stop in range(250, 1_001, 250):
+        model.partial_fit(X[stop - 250 : stop])
+        np.testing.assert_allclose(model._stream_state[0], means[stop - 1], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(model._stream_state[1], covariances[stop - 1], rtol=1e-9)
+    continued = model._stream_estep(X[:250], np.zeros((250, 0)), np.array([0, 250]), False)
+    assert float(continued["n_sequences"]) == 0.0
+    fresh = model._stream_estep(X[:250], np.zeros((250, 0)), np.array([0, 250]), True)
+    assert float(fresh["n_sequences"]) == 1.0
+
+
+def test_stream_in_chunks_approaches_batch_em():
+    """EM for this model converges slowly (batch EM runs hundreds of iterations);
+    stochastic EM makes about one iteration of progress per chunk, so after 100
+    chunks it has closed most, not all, of the gap from its initialisation."""
+    truth = model_with(TRUE_PARAMS)
+    X = sample_sequences(truth, [50_000], seed=2)
+    held_out = sample_sequences(truth, [2_000], seed=99)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        batch = LinearGaussianSSM(2, n_iter=200, tol=1e-3, random_state=0).fit(X[:20_000])
+    online = LinearGaussianSSM(2, random_state=0, learning_decay=0.51)
+    online.partial_fit(X[:500])
+    first = online.score(held_out) / len(held_out)
+    for start in range(500, len(X), 500):
+        online.partial_fit(X[start : start + 500])
+    per_sample_batch = batch.score(held_out) / len(held_out)
+    per_sample_online = online.score(held_out) / len(held_out)
+    assert per_sample_online > first + 0.4 * (per_sample_batch - first)
+    assert abs(per_sample_online - per_sample_batch) <= 0.05 * abs(per_sample_batch)
+
+
+def test_partial_fit_pickled_mid_stream_continues_exactly():
+    truth = model_with(TRUE_PARAMS)
+    X = sample_sequences(truth, [3_000], seed=3)
+    model = LinearGaussianSSM(2, random_state=0)
+    for start in range(0, 1_500, 500):
+        model.partial_fit(X[start : start + 500])
+    restored = pickle.loads(pickle.dumps(model))
+    for start in range(1_500, 3_000, 500):
+        model.partial_fit(X[start : start + 500])
+        restored.partial_fit(X[start : start + 500])
+    for name in TRUE_PARAMS:
+        np.testing.assert_array_equal(getattr(restored, f"{name}_"), getattr(model, f"{name}_"))
+
+
+def test_online_fit_over_minibatches_of_sequences():
+    truth = model_with(TRUE_PARAMS)
+    lengths = [100] * 30
+    X = sample_sequences(truth, lengths, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        batch = LinearGaussianSSM(2, n_iter=100, random_state=0).fit(X, lengths=lengths)
+        online = LinearGaussianSSM(
+            2, learning_method="online", batch_size=10, n_iter=20, random_state=0
+        ).fit(X, lengths=lengths)
+    assert online.n_batch_iter_ == 3 * len(online.monitor_.history)
+    assert online.monitor_.history[-1] > online.monitor_.history[0]
+    np.testing.assert_allclose(
+        online.score(X, lengths=lengths), batch.score(X, lengths=lengths), rtol=0.06
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"learning_decay": 0.5}, "learning_decay"),
+        ({"learning_offset": -1.0}, "learning_offset"),
+        ({"total_samples": -3}, "total_samples"),
+        ({"batch_size": 0}, "batch_size"),
+    ],
+)
+def test_bad_stochastic_parameters(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        LinearGaussianSSM(**kwargs).partial_fit(np.zeros((10, 2)) + np.arange(10)[:, None])
+
+
+def test_partial_fit_rejects_a_different_number_of_features():
+    model = LinearGaussianSSM(random_state=0).partial_fit(
+        np.random.default_rng(0).normal(size=(50, 2))
+    )
+    with pytest.raises(ValueError, match="features"):
+        model.partial_fit(np.zeros((10, 3)))
