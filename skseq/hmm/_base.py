@@ -387,9 +387,9 @@ class BaseHMM(BaseEM):
         """One step of stochastic EM on a batch of rows.
 
         The E step runs on the batch only; its statistics are blended into
-        the running statistics, s = (1 - rho) s + rho (N / B) s_batch with
-        rho = (learning_offset + n_batch_iter_) ** -learning_decay, and the M
-        step maps them to parameters.  The first call initialises the model
+        the running statistics, ``s = (1 - rho) s + rho (N / B) s_batch`` with
+        ``rho = (learning_offset + n_batch_iter_) ** -learning_decay``, and the
+        M step maps them to parameters.  The first call initialises the model
         from its batch (as :meth:`fit` does); a model fitted with :meth:`fit`
         continues from its parameters.
 

@@ -55,15 +55,17 @@ class CategoricalHMM(BaseHMM):
         Number of initialisations; the best is kept.
     n_jobs : int, default=None
         Threads for the E step over sequences.
+    learning_method, learning_decay, learning_offset, total_samples, batch_size
+        Stochastic EM, as in :class:`GaussianHMM`.
 
     Attributes
     ----------
     startprob_, transmat_ : ndarray
-    emissionprob_ : ndarray of shape (n_components, n_symbols_)
+    emissionprob_ : ndarray of shape (n_components, ``n_symbols_``)
         p(symbol | state).
     n_symbols_ : int
         Size of the alphabet learned at fit.
-    monitor_, n_iter_, converged_, n_features_in_
+    monitor_, n_iter_, converged_, n_features_in_, n_batch_iter_, filtered_state_
         As in :class:`GaussianHMM`.
 
     Examples
@@ -257,13 +259,15 @@ class PoissonHMM(BaseHMM):
         Initial values (clone-safe).
     n_init : int, default=1
     n_jobs : int, default=None
+    learning_method, learning_decay, learning_offset, total_samples, batch_size
+        Stochastic EM, as in :class:`GaussianHMM`.
 
     Attributes
     ----------
     startprob_, transmat_ : ndarray
     lambdas_ : ndarray of shape (n_components, n_features)
         Poisson rates of each state and feature.
-    monitor_, n_iter_, converged_, n_features_in_
+    monitor_, n_iter_, converged_, n_features_in_, n_batch_iter_, filtered_state_
         As in :class:`GaussianHMM`.
 
     Examples

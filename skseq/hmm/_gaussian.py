@@ -289,6 +289,19 @@ class GaussianHMM(BaseHMM):
         log-likelihood is kept.
     n_jobs : int, default=None
         Threads for the E step over sequences (-1: all cores).
+    learning_method : {"batch", "online"}, default="batch"
+        How :meth:`fit` runs EM: classical EM over all sequences, or
+        stochastic EM over minibatches of ``batch_size`` whole sequences.
+    learning_decay : float, default=0.6
+        kappa in the stochastic-EM step ``rho_t = (learning_offset + t) ** -kappa``
+        (:meth:`partial_fit` and online fit); in (0.5, 1].
+    learning_offset : float, default=0.0
+        tau >= 0 in that step.
+    total_samples : float, default=None
+        N: the running statistics are scaled to N rows for the M step
+        (None: to the rows of the batch).  Matters when priors are used.
+    batch_size : int, default=32
+        Sequences per minibatch when ``learning_method="online"``.
 
     Attributes
     ----------
@@ -303,6 +316,11 @@ class GaussianHMM(BaseHMM):
     n_iter_ : int
     converged_ : bool
     n_features_in_ : int
+    n_batch_iter_ : int
+        Stochastic-EM steps taken (by :meth:`partial_fit` or online fit).
+    filtered_state_ : ndarray of shape (n_components,)
+        After :meth:`partial_fit` or :meth:`filter_stream`: p(z_t | stream so
+        far) for the last row seen.
 
     Examples
     --------
@@ -386,7 +404,11 @@ class GaussianHMM(BaseHMM):
 
     @property
     def covars_(self):
-        """Covariances as full matrices of shape (n_components, n_features, n_features)."""
+        """Covariances as full matrices of shape (n_components, n_features, n_features).
+
+        Reading always gives full matrices (as hmmlearn); assigning takes the
+        compact shape of ``covariance_type``.
+        """
         if not hasattr(self, "_covars_"):
             raise AttributeError("covars_ is not set; fit the model or assign covars_.")
         n_features = self.means_.shape[1] if hasattr(self, "means_") else self._covars_.shape[-1]

@@ -67,6 +67,8 @@ class GMMHMM(BaseHMM):
         Initial values (clone-safe).
     n_init : int, default=1
     n_jobs : int, default=None
+    learning_method, learning_decay, learning_offset, total_samples, batch_size
+        Stochastic EM, as in :class:`GaussianHMM`.
 
     Attributes
     ----------
@@ -77,6 +79,7 @@ class GMMHMM(BaseHMM):
         diag, (n_components, n_mix, n_features, n_features) full,
         (n_components, n_features, n_features) tied.
     startprob_, transmat_, monitor_, n_iter_, converged_, n_features_in_
+    n_batch_iter_, filtered_state_
         As in :class:`GaussianHMM`.
 
     Notes
