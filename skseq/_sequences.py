@@ -53,9 +53,17 @@ def sequence_offsets(n_samples, lengths=None, sequence_ids=None):
             raise ValueError("lengths must be whole numbers.")
     elif lengths.dtype.kind not in "iu":
         raise TypeError(f"lengths must be integers, got dtype {lengths.dtype}.")
-    lengths = lengths.astype(np.intp)
     if np.any(lengths <= 0):
         raise ValueError(f"lengths must be positive, got {lengths[lengths <= 0][:5].tolist()}.")
+    if np.any(lengths > n_samples):
+        raise ValueError(
+            f"lengths {lengths[lengths > n_samples][:5].tolist()} exceed the {n_samples} rows of X."
+        )
+    if lengths.size > n_samples:
+        raise ValueError(f"{lengths.size} lengths for {n_samples} rows: more sequences than rows.")
+    # Each length is at most n_samples and there are at most n_samples of them,
+    # so the int64 sum below cannot overflow.
+    lengths = lengths.astype(np.intp)
     total = int(lengths.sum())
     if total != n_samples:
         raise ValueError(f"lengths sum to {total} but X has {n_samples} rows; they must be equal.")
@@ -72,17 +80,27 @@ def _offsets_from_ids(n_samples, sequence_ids):
         )
     if n_samples == 0:
         raise ValueError("X is empty.")
-    if ids.dtype.kind == "f" and np.any(np.isnan(ids)):
-        raise ValueError("sequence_ids contains NaN.")
+    if _has_missing(ids):
+        raise ValueError("sequence_ids contains missing values (NaN, None or NaT).")
     starts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
     offsets = np.concatenate(([0], starts, [n_samples])).astype(np.intp)
-    labels = ids[offsets[:-1]]
-    if len(np.unique(labels)) != len(labels):
+    labels = ids[offsets[:-1]].tolist()
+    if len(set(labels)) != len(labels):
         raise ValueError(
             "sequence_ids are not contiguous: the rows of each sequence must be "
             "consecutive (sort X by sequence, keeping time order within each)."
         )
     return offsets
+
+
+def _has_missing(ids):
+    if ids.dtype.kind == "f":
+        return bool(np.isnan(ids).any())
+    if ids.dtype.kind in "mM":
+        return bool(np.isnat(ids).any())
+    if ids.dtype.kind == "O":
+        return any(value is None or value != value for value in ids.tolist())
+    return False
 
 
 def split_offsets(offsets, n_groups):

@@ -272,16 +272,20 @@ class BaseEM(BaseEstimator):
             monitor, statistics = self._run_em(X, offsets, random_state)
             final = monitor.history[-1] if monitor.history else -np.inf
             if best is None or final > best[0]:
-                running = getattr(self, "_running_statistics", None)
-                if statistics is not None:
-                    running = (1.0 / X.shape[0]) * statistics
+                if self.learning_method == "online":
+                    running = (self._running_statistics, self.n_batch_iter_)
+                elif statistics is not None:
+                    running = ((1.0 / X.shape[0]) * statistics, monitor.iter)
+                else:
+                    running = (None, 0)
                 best = (final, self._get_parameters(), monitor, running)
-        _, parameters, monitor, running = best
+        _, parameters, monitor, (running, n_steps) = best
         self._set_parameters(parameters)
-        # partial_fit after fit continues from these parameters and statistics.
+        # partial_fit after fit continues from these parameters and statistics,
+        # counting each batch EM iteration as one step (as scikit-learn's LDA).
         self._running_statistics = running
-        if self.learning_method == "batch":
-            self.n_batch_iter_ = 0
+        self.n_batch_iter_ = n_steps
+        self._n_rows_seen = X.shape[0]
         self.monitor_ = monitor
         self.n_iter_ = monitor.iter
         self.converged_ = monitor.converged
@@ -316,6 +320,16 @@ class BaseEM(BaseEstimator):
         if self.total_samples is not None:
             check_scalar_param(self.total_samples, "total_samples", "real", low=0, low_open=True)
         check_scalar_param(self.batch_size, "batch_size", "int", low=1)
+
+    def _partial_fit_reference_rows(self, n_rows):
+        """Count a partial_fit batch of ``n_rows``; return N for its M step.
+
+        N is ``total_samples`` when given, else every row seen so far (by
+        ``fit`` and ``partial_fit``), so that priors weigh against all data
+        rather than against one batch.
+        """
+        self._n_rows_seen = getattr(self, "_n_rows_seen", 0) + n_rows
+        return self.total_samples or self._n_rows_seen
 
     def _stochastic_step(self, statistics, n_rows, reference_rows):
         """Blend one batch's statistics into the running ones, then the M step.

@@ -789,3 +789,128 @@ def test_categorical_unknown_symbol_and_alphabet():
 def test_poisson_rejects_bad_counts(X, message):
     with pytest.raises(ValueError, match=message):
         PoissonHMM(2).fit(X)
+
+
+# -- defects found in review: each reproduces the original failure ------------
+
+
+def hand_set_model():
+    model = GaussianHMM(3, covariance_type="full")
+    model.startprob_ = np.array([0.6, 0.3, 0.1])
+    model.transmat_ = np.array([[0.7, 0.2, 0.1], [0.3, 0.5, 0.2], [0.3, 0.3, 0.4]])
+    model.means_ = np.array([[0.0, 0.0], [3.0, -3.0], [5.0, 10.0]])
+    model.covars_ = np.tile(np.eye(2), (3, 1, 1))
+    return model
+
+
+def test_hand_set_or_changed_parameters_are_checked_before_the_kernels():
+    model = hand_set_model()
+    X, _ = model.sample(20, random_state=0)
+    assert model.predict_proba(X).shape == (20, 3)  # hmmlearn style works
+    model.startprob_ = np.array([1.0])
+    with pytest.raises(ValueError, match="startprob_"):
+        model.predict_proba(X)
+    model = hand_set_model()
+    model.transmat_ = np.full((30, 30), 1 / 30)
+    with pytest.raises(ValueError, match="transmat_"):
+        model.predict_proba(X)
+    model = hand_set_model()
+    model.transmat_ = np.full((3, 3), 0.5)
+    with pytest.raises(ValueError, match="sum to 1"):
+        model.score(X)
+    with pytest.raises(ValueError, match="features"):
+        hand_set_model().score(np.zeros((4, 3)))
+    fitted = GaussianHMM(4, random_state=0, n_iter=2).fit(X)
+    fitted.set_params(n_components=1)
+    with pytest.raises(ValueError, match="startprob_"):
+        fitted.partial_fit(X, new_sequence=True)
+
+
+def test_covars_copied_between_models_in_the_getter_shape():
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    for covariance_type in ("diag", "spherical", "tied", "full"):
+        fitted = GaussianHMM(2, covariance_type=covariance_type, random_state=0).fit(X)
+        copy = GaussianHMM(2, covariance_type=covariance_type, init_params="", n_iter=0)
+        copy.startprob_, copy.transmat_ = fitted.startprob_, fitted.transmat_
+        copy.means_, copy.covars_ = fitted.means_, fitted.covars_  # full matrices
+        np.testing.assert_allclose(copy.score(X), fitted.score(X))
+    with pytest.raises(ValueError, match="diagonal"):
+        GaussianHMM(2, covariance_type="diag").covars_ = np.ones((2, 2, 2))
+
+
+@pytest.mark.parametrize("model_class", [GaussianHMM, GMMHMM])
+def test_fit_is_invariant_to_a_constant_shift_of_the_data(model_class):
+    """Moments are taken about a point near the data: no cancellation far from 0."""
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(0, 0.05, (500, 1)), 1 + rng.normal(0, 0.05, (500, 1))])
+    common = dict(covars_prior=0.0, covars_weight=0.0, random_state=0, n_iter=20)
+    if model_class is GMMHMM:
+        common = dict(random_state=0, n_iter=20)
+    near = model_class(2, **common).fit(X)
+    far = model_class(2, **common).fit(X + 5.3e6)
+    np.testing.assert_allclose(far.covars_, near.covars_, rtol=1e-4)
+    np.testing.assert_allclose(far.means_ - 5.3e6, near.means_, atol=1e-6)
+
+
+def test_partial_fit_with_small_chunks_and_default_total_samples():
+    """Priors weigh against all rows seen, not against one small chunk."""
+    truth = GaussianHMM(
+        2,
+        startprob_init=[0.5, 0.5],
+        transmat_init=[[0.99, 0.01], [0.01, 0.99]],
+        means_init=[[0.0], [1.0]],
+        covars_init=[[9e-4], [9e-4]],
+        n_iter=0,
+    ).fit(np.zeros((2, 1)))
+    X, _ = truth.sample(6000, random_state=0)
+    model = GaussianHMM(2, random_state=0, means_init=[[0.1], [0.9]])
+    for start in range(0, len(X), 10):
+        model.partial_fit(X[start : start + 10])
+    np.testing.assert_allclose(np.sort(model.means_.ravel()), [0.0, 1.0], atol=0.01)
+    np.testing.assert_allclose(model._covars_.ravel(), 9e-4, rtol=0.2)
+
+
+def test_zero_probability_data_raise_instead_of_returning_junk():
+    model = CategoricalHMM(
+        2,
+        startprob_init=[0.5, 0.5],
+        transmat_init=[[0.9, 0.1], [0.1, 0.9]],
+        emissionprob_init=[[0.5, 0.5, 0.0], [0.5, 0.5, 0.0]],
+        n_iter=0,
+    ).fit(np.array([[0], [1], [2]]))
+    X = np.array([[0], [1], [2], [0], [1], [0]])
+    assert model.score(X) == -np.inf
+    for method in ("filter", "predict_proba", "predict"):
+        with pytest.raises(ValueError, match="probability zero"):
+            getattr(model, method)(X)
+    with pytest.raises(ValueError, match="probability zero"):
+        model.decode(X, algorithm="map")
+
+
+def test_all_missing_rows_are_valid_after_fit():
+    X = np.random.default_rng(0).normal(size=(50, 1))
+    model = GaussianHMM(2, random_state=0).fit(X)
+    gap = np.array([[np.nan], [np.nan]])
+    assert model.score(gap) == pytest.approx(0.0)
+    assert model.filter_stream(gap).shape == (2, 2)
+    model.partial_fit(gap)
+    assert np.all(np.isfinite(model.means_))
+
+
+@pytest.mark.parametrize("lengths", [[1, 2**63 - 1, 2**63 - 1, 4], [1e19, 3], [1, 1, 1, 1]])
+def test_lengths_that_overflow_or_outnumber_the_rows(lengths):
+    with pytest.raises(ValueError, match="exceed|more sequences|sum to"):
+        GaussianHMM(2).fit(np.zeros((3, 1)), lengths=lengths)
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        np.array([7, 7, 7, np.nan, np.nan, np.nan], dtype=object),
+        ["u1", "u1", "u1", None, None, None],
+        np.array(["2020-01-01"] * 3 + ["NaT"] * 3, dtype="datetime64[D]"),
+    ],
+)
+def test_sequence_ids_with_missing_values(ids):
+    with pytest.raises(ValueError, match="missing values"):
+        GaussianHMM(2).fit(np.zeros((6, 1)), sequence_ids=ids)

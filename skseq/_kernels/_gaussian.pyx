@@ -58,19 +58,20 @@ def log_density_diag(
 def log_density_full(
     const double[:, ::1] X,
     const double[:, :, ::1] whitening_t,
-    const double[:, ::1] whitened_means_t,
+    const double[:, ::1] means_t,
     const double[::1] log_normalisers,
     double[:, ::1] out,
     double[::1] component,
     double[::1] total,
 ):
-    """out[t, k] = log_normalisers[k] - 1/2 |W_k X[t] - W_k mu_k|^2.
+    """out[t, k] = log_normalisers[k] - 1/2 |W_k (X[t] - mu_k)|^2.
 
     ``W_k`` is the lower-triangular inverse of the Cholesky factor of
-    covariance k, so |W (x - mu)|^2 is the Mahalanobis distance.  Layouts put
-    components last for vectorisation: ``whitening_t[i, j, k] = W_k[i, j]``
-    and ``whitened_means_t[i, k] = (W_k mu_k)[i]``; ``component``
-    and ``total`` are scratch of length n_components.
+    covariance k, so |W (x - mu)|^2 is the Mahalanobis distance; the
+    difference x - mu is formed before multiplying (no cancellation for data
+    far from the origin).  Layouts put components last for vectorisation:
+    ``whitening_t[i, j, k] = W_k[i, j]`` and ``means_t[j, k] = mu_k[j]``;
+    ``component`` and ``total`` are scratch of length n_components.
     """
     cdef Py_ssize_t n_samples = X.shape[0]
     cdef Py_ssize_t n_components = whitening_t.shape[2]
@@ -87,11 +88,11 @@ def log_density_full(
                 total[k] = 0.0
             for i in range(n_features):
                 for k in range(n_components):
-                    component[k] = -whitened_means_t[i, k]
+                    component[k] = 0.0
                 for j in range(i + 1):
                     x = X[t, j]
                     for k in range(n_components):
-                        component[k] += whitening_t[i, j, k] * x
+                        component[k] += whitening_t[i, j, k] * (x - means_t[j, k])
                 for k in range(n_components):
                     total[k] += component[k] * component[k]
             for k in range(n_components):
@@ -100,6 +101,7 @@ def log_density_full(
 
 def weighted_moments(
     const double[:, ::1] X,
+    const double[::1] centre,
     const double[:, ::1] weights,
     double[::1] weight_sums,
     double[:, ::1] first_t,
@@ -108,11 +110,13 @@ def weighted_moments(
 ):
     """Accumulate weighted zeroth, first and second moments per component.
 
-    For every observed row t and component k with w = weights[t, k]:
-    ``weight_sums[k] += w``, ``first_t[:, k] += w x_t`` and
-    ``second_t[:, k] += w x_t^2`` (element-wise; ``full`` False) or the upper
-    triangle of ``w x_t x_t^T`` packed row by row (``full`` True; then
-    ``second_t`` has D (D + 1) / 2 rows).  The accumulators are transposed,
+    Moments are of y_t = x_t - centre (a fixed reference near the data, so
+    that variances computed from them do not cancel).  For every observed row
+    t and component k with w = weights[t, k]: ``weight_sums[k] += w``,
+    ``first_t[:, k] += w y_t`` and ``second_t[:, k] += w y_t^2``
+    (element-wise; ``full`` False) or the upper triangle of ``w y_t y_t^T``
+    packed row by row (``full`` True; then ``second_t`` has D (D + 1) / 2
+    rows).  The accumulators are transposed,
     components last, so the inner loops vectorise.  Rows with NaN are skipped.
     """
     cdef Py_ssize_t n_samples = X.shape[0]
@@ -122,23 +126,26 @@ def weighted_moments(
     cdef Py_ssize_t t, k, i, j, p
     cdef double value
     cdef double[::1] products = _zeros(n_pairs)
+    cdef double[::1] y = _zeros(n_features)
     with nogil:
         for t in range(n_samples):
             if _row_is_missing(X, t):
                 continue
+            for i in range(n_features):
+                y[i] = X[t, i] - centre[i]
             if full:
                 p = 0
                 for i in range(n_features):
                     for j in range(i, n_features):
-                        products[p] = X[t, i] * X[t, j]
+                        products[p] = y[i] * y[j]
                         p += 1
             else:
                 for i in range(n_features):
-                    products[i] = X[t, i] * X[t, i]
+                    products[i] = y[i] * y[i]
             for k in range(n_components):
                 weight_sums[k] += weights[t, k]
             for i in range(n_features):
-                value = X[t, i]
+                value = y[i]
                 for k in range(n_components):
                     first_t[i, k] += weights[t, k] * value
             for p in range(n_pairs):

@@ -185,12 +185,12 @@ def forward(
 
     Fills ``filtered`` (n_samples, n_states), the per-row one-step predictive
     log densities ``log_predictive`` and one log-likelihood per sequence.
-    A sequence of probability zero gets log-likelihood -inf; its rows of
-    ``filtered`` are then undefined and its ``log_predictive`` is -inf.
+    A sequence of probability zero gets log-likelihood -inf, zero rows of
+    ``filtered`` and -inf ``log_predictive``.
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
-    cdef Py_ssize_t s, first, stop
+    cdef Py_ssize_t s, t, j, first, stop
     cdef double[::1] work = _zeros(1, n_states)[0]
     with nogil:
         for s in range(n_sequences):
@@ -199,6 +199,10 @@ def forward(
             sequence_log_likelihood[s] = _run_forward(
                 start, trans, frame[first:stop], shift[first:stop], filtered[first:stop],
                 work, log_predictive[first:stop], log_predictive[first:stop])
+            if sequence_log_likelihood[s] == -INFINITY:
+                for t in range(first, stop):
+                    for j in range(n_states):
+                        filtered[t, j] = 0.0
 
 
 cdef double _run_forward(
@@ -518,9 +522,13 @@ cdef double _forward_smoothing(
                 trans_new[j, a, j] += backward[j, a]
             for p in range(n_features):
                 emission_new[j, j, p] += features[t, j, p]
-        start_stat[:, :] = start_new
-        trans_stat[:, :, :] = trans_new
-        emission_stat[:, :, :] = emission_new
+        for j in range(n_states):
+            for a in range(n_states):
+                start_stat[j, a] = start_new[j, a]
+                for b in range(n_states):
+                    trans_stat[j, a, b] = trans_new[j, a, b]
+                for p in range(n_features):
+                    emission_stat[j, a, p] = emission_new[j, a, p]
     return total
 
 

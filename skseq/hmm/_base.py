@@ -166,6 +166,13 @@ class BaseHMM(BaseEM):
     def _check_emission_params(self):
         """Validate emission-specific hyperparameters (subclasses extend)."""
 
+    def _ensure_emission_centre(self):
+        """Fix the reference point of the emission statistics if the model has none.
+
+        Models fitted here get it at initialisation; models whose parameters
+        were set by hand get it before their first ``partial_fit`` step.
+        """
+
     def _prior(self, name, shape):
         """A Dirichlet/prior hyperparameter broadcast to ``shape``, validated."""
         value = getattr(self, name)
@@ -190,7 +197,24 @@ class BaseHMM(BaseEM):
 
     def _prepare_fitted(self, X, lengths, sequence_ids):
         check_is_fitted(self)
-        return self._prepare(X, None, lengths, sequence_ids, reset=False)
+        X, offsets = self._prepare(X, None, lengths, sequence_ids, reset=False)
+        self._check_fitted_parameters(X.shape[1])
+        return X, offsets
+
+    def _check_fitted_parameters(self, n_features=None):
+        """Validate the parameters as they stand before any kernel sees them.
+
+        They may have been set by hand (hmmlearn style), or ``n_components``
+        changed with ``set_params`` after fitting: shapes must agree with
+        each other, with ``n_components`` and with ``X``; probabilities must
+        sum to one; covariances must be positive definite.
+        """
+        check_is_fitted(self)
+        check_scalar_param(self.n_components, "n_components", "int", low=1)
+        n_components = self.n_components
+        check_probability_vector(self.startprob_, "startprob_", (n_components,))
+        check_probability_vector(self.transmat_, "transmat_", (n_components, n_components))
+        self._check_emission_parameters(n_features)
 
     # -- initialisation -----------------------------------------------------
 
@@ -270,6 +294,16 @@ class BaseHMM(BaseEM):
         statistics.update(self._emission_statistics(X, result.posteriors, cache))
         return statistics, result.log_likelihood
 
+    @staticmethod
+    def _require_possible(sequence_log_likelihood):
+        """State probabilities and paths are undefined for data of probability zero."""
+        impossible = np.flatnonzero(np.asarray(sequence_log_likelihood) == -np.inf)
+        if impossible.size:
+            raise ValueError(
+                f"Sequence(s) {impossible[:5].tolist()} have probability zero under the "
+                "model (log-likelihood -inf): their state probabilities are undefined."
+            )
+
     def _compute_log_likelihood(self, X):
         """log p(x_t | z_t = k) for every row and state (hmmlearn's name)."""
         return self._emission_terms(X)[0]
@@ -336,8 +370,8 @@ class BaseHMM(BaseEM):
             stream = {name: value.copy() for name, value in stream.items()}
         log_predictive = np.empty(X.shape[0])
         log_likelihood = _hmm.forward_smoothing(
-            np.ascontiguousarray(self.startprob_),
-            np.ascontiguousarray(self.transmat_),
+            np.ascontiguousarray(self.startprob_, dtype=np.float64),
+            np.ascontiguousarray(self.transmat_, dtype=np.float64),
             frame,
             shift,
             features,
@@ -387,7 +421,8 @@ class BaseHMM(BaseEM):
         """One step of stochastic EM on a batch of rows.
 
         The E step runs on the batch only; its statistics are blended into
-        the running statistics, ``s = (1 - rho) s + rho (N / B) s_batch`` with
+        the running statistics, ``s = (1 - rho) s + rho (N / B) s_batch`` (N:
+        ``total_samples``, or all rows seen so far) with
         ``rho = (learning_offset + n_batch_iter_) ** -learning_decay``, and the
         M step maps them to parameters.  The first call initialises the model
         from its batch (as :meth:`fit` does); a model fitted with :meth:`fit`
@@ -416,6 +451,9 @@ class BaseHMM(BaseEM):
         first_call = not hasattr(self, "startprob_") or not hasattr(self, "n_features_in_")
         self._check_params()
         X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=first_call)
+        if not first_call:
+            self._check_fitted_parameters(X.shape[1])
+            self._ensure_emission_centre()
         if first_call:
             self._capture_presets()
             try:
@@ -424,9 +462,10 @@ class BaseHMM(BaseEM):
                 del self._presets
             self._running_statistics = None
             self._stream = None
+            self._n_rows_seen = 0
             self.n_batch_iter_ = 0
         statistics, _, stream = self._stream_estep(X, offsets, new_sequence)
-        reference_rows = self.total_samples or X.shape[0]
+        reference_rows = self._partial_fit_reference_rows(X.shape[0])
         self._stochastic_step(statistics, X.shape[0], reference_rows)
         self._stream = stream
         self.filtered_state_ = stream["alpha"].copy()
@@ -556,6 +595,7 @@ class BaseHMM(BaseEM):
             offsets,
             overwrite=True,
         )
+        self._require_possible(result.sequence_log_likelihood)
         return result.log_likelihood, result.posteriors
 
     def predict_proba(self, X, lengths=None, *, sequence_ids=None):
@@ -599,10 +639,13 @@ class BaseHMM(BaseEM):
             with np.errstate(divide="ignore"):
                 log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
             log_probs, states = viterbi_offsets(log_start, log_trans, log_frameprob, offsets)
+            self._require_possible(log_probs)
             return float(log_probs.sum()), states
-        posteriors = forward_backward_offsets(
+        result = forward_backward_offsets(
             self.startprob_, self.transmat_, log_frameprob, offsets, overwrite=True
-        ).posteriors
+        )
+        self._require_possible(result.sequence_log_likelihood)
+        posteriors = result.posteriors
         return float(posteriors.max(axis=1).sum()), posteriors.argmax(axis=1)
 
     def predict(self, X, lengths=None, *, sequence_ids=None):
@@ -632,7 +675,9 @@ class BaseHMM(BaseEM):
         filtered : ndarray of shape (n_samples, n_components)
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
-        return self._forward(X, offsets).filtered
+        result = self._forward(X, offsets)
+        self._require_possible(result.sequence_log_likelihood)
+        return result.filtered
 
     def _forward(self, X, offsets):
         return forward_offsets(
@@ -661,7 +706,7 @@ class BaseHMM(BaseEM):
         X : ndarray of shape (n_samples, n_features)
         states : ndarray of shape (n_samples,)
         """
-        check_is_fitted(self)
+        self._check_fitted_parameters()
         check_scalar_param(n_samples, "n_samples", "int", low=1)
         random_state = check_random_state(
             self.random_state if random_state is None else random_state
@@ -679,8 +724,8 @@ class BaseHMM(BaseEM):
             start = self.transmat_[currstate]
         states = np.empty(n_samples, dtype=np.intp)
         _hmm.sample_states(
-            np.cumsum(start),
-            np.cumsum(self.transmat_, axis=1),
+            np.cumsum(start, dtype=np.float64),
+            np.cumsum(self.transmat_, axis=1, dtype=np.float64),
             random_state.rand(n_samples),
             states,
         )

@@ -184,9 +184,22 @@ class CategoricalHMM(BaseHMM):
         )
         self.n_symbols_ = n_symbols
 
+    def _check_emission_parameters(self, n_features):
+        if n_features is not None and n_features != 1:
+            raise ValueError(f"CategoricalHMM takes one column of symbols, got {n_features}.")
+        emissionprob = np.asarray(self.emissionprob_)
+        if emissionprob.ndim != 2:
+            raise ValueError(
+                f"emissionprob_ must have shape (n_components, n_symbols), "
+                f"got {emissionprob.shape}."
+            )
+        check_probability_vector(
+            emissionprob, "emissionprob_", (self.n_components, emissionprob.shape[1])
+        )
+
     def _emission_terms(self, X):
         with np.errstate(divide="ignore"):
-            log_emission = np.log(self.emissionprob_)
+            log_emission = np.log(np.asarray(self.emissionprob_, dtype=np.float64))
         return log_emission[:, X[:, 0].astype(np.intp)].T, None
 
     def _emission_statistics(self, X, posteriors, cache):
@@ -360,10 +373,25 @@ class PoissonHMM(BaseHMM):
             raise ValueError("lambdas must be positive and finite.")
         self.lambdas_ = lambdas
 
+    def _check_emission_parameters(self, n_features):
+        lambdas = np.array(self.lambdas_, dtype=np.float64)
+        if lambdas.ndim != 2 or lambdas.shape[0] != self.n_components:
+            raise ValueError(
+                f"lambdas_ must have shape (n_components={self.n_components}, n_features), "
+                f"got {lambdas.shape}."
+            )
+        if n_features is not None and lambdas.shape[1] != n_features:
+            raise ValueError(
+                f"X has {n_features} features, but the model's lambdas_ have {lambdas.shape[1]}."
+            )
+        if not np.all(np.isfinite(lambdas)) or np.any(lambdas < 0):
+            raise ValueError("lambdas_ must be non-negative and finite.")
+
     def _emission_terms(self, X):
-        log_rates = np.log(np.maximum(self.lambdas_, 1e-300))
+        lambdas = np.asarray(self.lambdas_, dtype=np.float64)
+        log_rates = np.log(np.maximum(lambdas, 1e-300))
         log_factorials = gammaln(X + 1).sum(axis=1)
-        log_pmf = X @ log_rates.T - self.lambdas_.sum(axis=1) - log_factorials[:, None]
+        log_pmf = X @ log_rates.T - lambdas.sum(axis=1) - log_factorials[:, None]
         return log_pmf, None
 
     def _emission_statistics(self, X, posteriors, cache):

@@ -13,11 +13,15 @@ __all__ = ["GaussianHMM", "log_gaussian_density", "fill_covars", "COVARIANCE_TYP
 
 
 def validate_gaussian_X(estimator, X, reset):
-    """Float rows; NaN allowed (a missing row) but inf and all-missing are not."""
+    """Float rows; NaN allowed (a missing row), inf not.
+
+    When initialising (``reset``) at least one row must be observed; after
+    that an all-missing X is valid (e.g. a gap in a stream).
+    """
     X = validate_data(
         estimator, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan", order="C"
     )
-    if np.isnan(X).any(axis=1).all():
+    if reset and np.isnan(X).any(axis=1).all():
         raise ValueError("Every row of X contains NaN: there is no observed row.")
     return X
 
@@ -45,6 +49,30 @@ def fill_covars(covars, covariance_type, n_components, n_features):
     if covariance_type == "tied":
         return np.tile(covars, (n_components, 1, 1))
     return covars[:, None, None] * np.eye(n_features)[None]
+
+
+def compact_covars(covars, covariance_type):
+    """Covariances in the compact shape of ``covariance_type``.
+
+    Accepts the compact shape, or full matrices (as ``covars_`` returns) when
+    they are exactly representable: diagonal for "diag", multiples of the
+    identity for "spherical", all equal for "tied".
+    """
+    covars = np.array(covars, dtype=np.float64)
+    if covars.ndim != 3 or covariance_type == "full":
+        return covars
+    diagonals = np.diagonal(covars, axis1=1, axis2=2)
+    if covariance_type == "tied":
+        if not np.all(covars == covars[:1]):
+            raise ValueError("tied covariances given as full matrices must all be equal.")
+        return covars[0].copy()
+    if not np.all(covars == diagonals[:, :, None] * np.eye(covars.shape[1])):
+        raise ValueError(f"{covariance_type} covariances given as full matrices must be diagonal.")
+    if covariance_type == "diag":
+        return diagonals.copy()
+    if not np.all(diagonals == diagonals[:, :1]):
+        raise ValueError("spherical covariances given as full matrices must be multiples of I.")
+    return diagonals[:, 0].copy()
 
 
 def check_covars(covars, covariance_type, n_components, n_features, name="covars"):
@@ -92,6 +120,7 @@ def log_gaussian_density(X, means, covars, covariance_type):
     """
     n_components, n_features = means.shape
     means = np.ascontiguousarray(means, dtype=np.float64)
+    covars = np.asarray(covars, dtype=np.float64)
     log_density = np.empty((X.shape[0], n_components))
     if covariance_type in ("spherical", "diag"):
         variances = (
@@ -116,11 +145,10 @@ def log_gaussian_density(X, means, covars, covariance_type):
     log_normalisers = -0.5 * n_features * _LOG_2PI - np.sum(
         np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1
     )
-    whitened_means = np.einsum("kij,kj->ik", whitening, means)
     _gaussian.log_density_full(
         X,
         np.ascontiguousarray(whitening.transpose(1, 2, 0)),
-        np.ascontiguousarray(whitened_means),
+        np.ascontiguousarray(means.T),
         np.ascontiguousarray(log_normalisers),
         log_density,
         np.empty(n_components),
@@ -129,11 +157,13 @@ def log_gaussian_density(X, means, covars, covariance_type):
     return log_density
 
 
-def weighted_moments(X, weights, full):
-    """Weighted sums over observed rows (rows with NaN are skipped).
+def weighted_moments(X, centre, weights, full):
+    """Weighted moments of y_t = x_t - centre over observed rows (NaN rows skipped).
 
-    Returns ``(weight_sums (K,), first (K, D), second)`` where ``second`` is
-    sum_t w_tk x_t^2 (K, D) or, with ``full``, sum_t w_tk x_t x_t^T (K, D, D).
+    Returns ``(weight_sums (K,), first (K, D), second)`` where ``first`` is
+    sum_t w_tk y_t and ``second`` is sum_t w_tk y_t^2 (K, D) or, with
+    ``full``, sum_t w_tk y_t y_t^T (K, D, D).  A ``centre`` near the data keeps
+    variances computed from these moments free of cancellation.
     """
     n_components, n_features = weights.shape[1], X.shape[1]
     n_pairs = n_features * (n_features + 1) // 2 if full else n_features
@@ -141,7 +171,13 @@ def weighted_moments(X, weights, full):
     first_t = np.zeros((n_features, n_components))
     packed_t = np.zeros((n_pairs, n_components))
     _gaussian.weighted_moments(
-        X, np.ascontiguousarray(weights, dtype=np.float64), weight_sums, first_t, packed_t, full
+        X,
+        np.ascontiguousarray(centre, dtype=np.float64),
+        np.ascontiguousarray(weights, dtype=np.float64),
+        weight_sums,
+        first_t,
+        packed_t,
+        full,
     )
     first, packed = first_t.T.copy(), packed_t.T
     if not full:
@@ -158,14 +194,14 @@ def unpack_symmetric(packed, n_features):
     return matrices
 
 
-def moment_features(X, full):
-    """Per-row vectors (1, x, x^2) or (1, x, upper triangle of x x^T); zeros for missing rows.
+def moment_features(X, centre, full):
+    """Per-row vectors (1, y, y^2) or (1, y, upper triangle of y y^T), y = x - centre.
 
-    Their weighted sums are the zeroth, first and second moments that
+    Zeros for missing rows.  Their weighted sums are the moments that
     :func:`weighted_moments` accumulates.
     """
     observed = ~np.isnan(X).any(axis=1)
-    X = np.where(observed[:, None], X, 0.0)
+    X = np.where(observed[:, None], X - centre, 0.0)
     if full:
         rows, columns = np.triu_indices(X.shape[1])
         second = X[:, rows] * X[:, columns]
@@ -299,7 +335,7 @@ class GaussianHMM(BaseHMM):
         tau >= 0 in that step.
     total_samples : float, default=None
         N: the running statistics are scaled to N rows for the M step
-        (None: to the rows of the batch).  Matters when priors are used.
+        (None: to all rows seen so far).  Matters when priors are used.
     batch_size : int, default=32
         Sequences per minibatch when ``learning_method="online"``.
 
@@ -416,7 +452,7 @@ class GaussianHMM(BaseHMM):
 
     @covars_.setter
     def covars_(self, covars):
-        self._covars_ = np.array(covars, dtype=np.float64)
+        self._covars_ = compact_covars(covars, self.covariance_type)
 
     def _storage_name(self, attribute):
         return "_covars_" if attribute == "covars_" else attribute
@@ -469,14 +505,38 @@ class GaussianHMM(BaseHMM):
             covariance = initial_covariance(observed, self.min_covar)
             covars = distribute_covariance(covariance, self.covariance_type, n_components)
         self._covars_ = check_covars(covars, self.covariance_type, n_components, n_features)
+        # The emission statistics are moments about this fixed point (see
+        # weighted_moments); fixed, so that partial_fit's statistics add up.
+        self._centre = observed.mean(axis=0) if observed.shape[0] else means.mean(axis=0)
+
+    def _check_emission_parameters(self, n_features):
+        means = np.array(self.means_, dtype=np.float64)
+        if means.ndim != 2 or means.shape[0] != self.n_components:
+            raise ValueError(
+                f"means_ must have shape (n_components={self.n_components}, n_features), "
+                f"got {means.shape}."
+            )
+        if n_features is not None and means.shape[1] != n_features:
+            raise ValueError(
+                f"X has {n_features} features, but the model's means_ have {means.shape[1]}."
+            )
+        if not np.all(np.isfinite(means)):
+            raise ValueError("means_ contains NaN or inf.")
+        check_covars(
+            self._covars_, self.covariance_type, self.n_components, means.shape[1], "covars_"
+        )
+
+    def _ensure_emission_centre(self):
+        if not hasattr(self, "_centre"):
+            self._centre = np.asarray(self.means_, dtype=np.float64).mean(axis=0)
 
     def _emission_statistics(self, X, posteriors, cache):
         full = self.covariance_type in ("full", "tied")
-        post, first, second = weighted_moments(X, posteriors, full)
+        post, first, second = weighted_moments(X, self._centre, posteriors, full)
         return {"post": post, "obs": first, ("obs*obs.T" if full else "obs**2"): second}
 
     def _emission_features(self, X, cache):
-        features = moment_features(X, self.covariance_type in ("full", "tied"))
+        features = moment_features(X, self._centre, self.covariance_type in ("full", "tied"))
         return np.broadcast_to(
             features[:, None, :], (X.shape[0], self.n_components, features.shape[1])
         )
@@ -487,10 +547,13 @@ class GaussianHMM(BaseHMM):
         return {"post": post, "obs": first, ("obs*obs.T" if full else "obs**2"): second}
 
     def _emission_mstep(self, statistics):
+        # The statistics are moments about self._centre: work in coordinates
+        # centred there (means and prior means shifted alike) and shift back.
         n_components, n_features = self.means_.shape
+        centre = self._centre
         post = statistics["post"]
         responsible = post > 1e-12 * max(post.sum(), 1.0)
-        means_prior = self._prior("means_prior", (n_components, n_features))
+        means_prior = self._prior("means_prior", (n_components, n_features)) - centre
         means_weight = self._prior("means_weight", (n_components,))[:, None]
         denominator = post[:, None]
         if "m" in self.params:
@@ -498,10 +561,11 @@ class GaussianHMM(BaseHMM):
                 means = (means_weight * means_prior + statistics["obs"]) / (
                     means_weight + denominator
                 )
-            self.means_ = np.where(responsible[:, None] & np.isfinite(means), means, self.means_)
+            usable = responsible[:, None] & np.isfinite(means)
+            self.means_ = np.where(usable, means + centre, self.means_)
         if "c" not in self.params:
             return
-        means = self.means_
+        means = self.means_ - centre
         mean_offset = means - means_prior
         covars_weight = self.covars_weight
         if self.covariance_type in ("spherical", "diag"):

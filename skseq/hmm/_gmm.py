@@ -262,6 +262,39 @@ class GMMHMM(BaseHMM):
         flat_type, flat = self._flat_covars(covars)
         check_covars(flat, flat_type, flat.shape[0], n_features)
         self.covars_ = covars
+        # Emission statistics are moments about this fixed point (no cancellation).
+        self._centre = observed.mean(axis=0) if observed.shape[0] else means.mean(axis=(0, 1))
+
+    def _check_emission_parameters(self, n_features):
+        n_components, n_mix = self.n_components, self.n_mix
+        weights = np.array(self.weights_, dtype=np.float64)
+        means = np.array(self.means_, dtype=np.float64)
+        if weights.shape != (n_components, n_mix):
+            raise ValueError(
+                f"weights_ must have shape ({n_components}, {n_mix}), got {weights.shape}."
+            )
+        if np.any(weights < 0) or not np.allclose(weights.sum(axis=1), 1.0, atol=1e-8):
+            raise ValueError("weights_ must be non-negative with rows summing to 1.")
+        if means.ndim != 3 or means.shape[:2] != (n_components, n_mix):
+            raise ValueError(
+                f"means_ must have shape ({n_components}, {n_mix}, n_features), got {means.shape}."
+            )
+        if n_features is not None and means.shape[2] != n_features:
+            raise ValueError(
+                f"X has {n_features} features, but the model's means_ have {means.shape[2]}."
+            )
+        if not np.all(np.isfinite(means)):
+            raise ValueError("means_ contains NaN or inf.")
+        covars = np.array(self.covars_, dtype=np.float64)
+        shape = gmm_covars_shape(self.covariance_type, n_components, n_mix, means.shape[2])
+        if covars.shape != shape:
+            raise ValueError(f"covars_ must have shape {shape}, got {covars.shape}.")
+        flat_type, flat = self._flat_covars(covars)
+        check_covars(flat, flat_type, flat.shape[0], means.shape[2], "covars_")
+
+    def _ensure_emission_centre(self):
+        if not hasattr(self, "_centre"):
+            self._centre = np.asarray(self.means_, dtype=np.float64).mean(axis=(0, 1))
 
     def _kmeans_means(self, observed, covariance, random_state):
         """k-means states, then k-means mixture components within each state."""
@@ -319,7 +352,7 @@ class GMMHMM(BaseHMM):
         within_state = self._component_responsibilities(X, cache)
         responsibilities = (posteriors[:, :, None] * within_state).reshape(X.shape[0], -1)
         full = self.covariance_type in ("full", "tied")
-        post_mix, first, second = weighted_moments(X, responsibilities, full)
+        post_mix, first, second = weighted_moments(X, self._centre, responsibilities, full)
         return self._gmm_statistics(post_mix, first, second)
 
     def _gmm_statistics(self, post_mix, first, second):
@@ -337,7 +370,7 @@ class GMMHMM(BaseHMM):
 
     def _emission_features(self, X, cache):
         n_components, n_mix, _ = self.means_.shape
-        moments = moment_features(X, self.covariance_type in ("full", "tied"))
+        moments = moment_features(X, self._centre, self.covariance_type in ("full", "tied"))
         within_state = self._component_responsibilities(X, cache)
         features = within_state[:, :, :, None] * moments[:, None, None, :]
         return features.reshape(X.shape[0], n_components, -1)
@@ -350,7 +383,10 @@ class GMMHMM(BaseHMM):
         return self._gmm_statistics(post_mix, first, second)
 
     def _emission_mstep(self, statistics):
+        # The statistics are moments about self._centre: work in coordinates
+        # centred there (means and prior means shifted alike) and shift back.
         n_components, n_mix, n_features = self.means_.shape
+        centre = self._centre
         post_mix = statistics["post_mix_sum"]
         if "w" in self.params:
             prior = np.broadcast_to(
@@ -358,8 +394,11 @@ class GMMHMM(BaseHMM):
             )
             counts = np.maximum(post_mix + prior - 1, 0)
             self.weights_ = normalize_rows(counts, self.weights_)
-        means_prior = np.broadcast_to(
-            np.asarray(self.means_prior, dtype=np.float64), (n_components, n_mix, n_features)
+        means_prior = (
+            np.broadcast_to(
+                np.asarray(self.means_prior, dtype=np.float64), (n_components, n_mix, n_features)
+            )
+            - centre
         )
         means_weight = np.broadcast_to(
             np.asarray(self.means_weight, dtype=np.float64), (n_components, n_mix)
@@ -371,13 +410,14 @@ class GMMHMM(BaseHMM):
                     means_weight + post_mix
                 )[:, :, None]
             usable = responsible[:, :, None] & np.isfinite(means)
-            self.means_ = np.where(usable, means, self.means_)
+            self.means_ = np.where(usable, means + centre, self.means_)
         if "c" in self.params:
             self._covariance_mstep(statistics, means_prior, means_weight, responsible)
 
     def _covariance_mstep(self, statistics, means_prior, means_weight, responsible):
+        """Covariances from moments about ``_centre``; ``means_prior`` is centred too."""
         n_components, n_mix, n_features = self.means_.shape
-        means = self.means_
+        means = self.means_ - self._centre
         post_mix = statistics["post_mix_sum"]
         offset = means - means_prior
         covars_prior, covars_weight = self._covariance_priors()

@@ -210,7 +210,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         tau >= 0 in that step size.
     total_samples : float, default=None
         N, the number of rows the statistics are scaled to before the M step
-        (None: the rows of the batch).
+        (None: all rows seen so far).
     batch_size : int, default=32
         Sequences per minibatch when ``learning_method="online"``.
     Attributes
@@ -740,9 +740,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             )
             self._running_statistics = None
             self._stream_state = None
+            self._n_rows_seen = 0
             self.n_batch_iter_ = 0
         statistics = self._stream_estep(X, controls, offsets, new_sequence)
-        self._stochastic_step(statistics, X.shape[0], self.total_samples or X.shape[0])
+        reference_rows = self._partial_fit_reference_rows(X.shape[0])
+        self._stochastic_step(statistics, X.shape[0], reference_rows)
         return self
 
     def _continued_model(self, state, control):
