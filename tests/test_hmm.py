@@ -914,3 +914,17 @@ def test_lengths_that_overflow_or_outnumber_the_rows(lengths):
 def test_sequence_ids_with_missing_values(ids):
     with pytest.raises(ValueError, match="missing values"):
         GaussianHMM(2).fit(np.zeros((6, 1)), sequence_ids=ids)
+
+
+def test_left_right_model_with_extreme_emissions_has_finite_likelihood():
+    model = GaussianHMM(2, init_params="", n_iter=0)
+    model.startprob_ = np.array([1.0, 0.0])
+    model.transmat_ = np.array([[0.9, 0.1], [0.0, 1.0]])
+    model.means_ = np.array([[0.0], [40.0]])
+    model.covars_ = np.ones((2, 1))
+    X = np.array([[40.0]] * 3)
+    # Path 0 -> 1 -> 1: log N(40; 0, 1) + log 0.1 + 2 log N(40; 40, 1).
+    exact = -0.5 * 1600 + np.log(0.1) + 3 * (-0.5 * np.log(2 * np.pi))
+    np.testing.assert_allclose(model.score(X), exact, rtol=1e-12)
+    np.testing.assert_allclose(model.decode(X)[0], exact, rtol=1e-12)
+    np.testing.assert_allclose(model.predict_proba(X), [[1, 0], [0, 1], [0, 1]], atol=1e-12)

@@ -172,3 +172,45 @@ def test_bad_lengths():
         forward_backward(*arrays, lengths=[2, 3])
     with pytest.raises(ValueError, match="positive"):
         forward_backward(*arrays, lengths=[6, 0])
+
+
+def test_left_right_underflow_is_redone_in_log_space():
+    """State 1's relative mass falls to e^-1600 (below any double) and is then the
+    only possible state: the scaled recursion loses it, the log-space redo is exact."""
+    log_start = np.log([0.5, 0.5])
+    with np.errstate(divide="ignore"):
+        log_trans = np.log([[1.0, 0.0], [0.1, 0.9]])
+    log_frame = np.zeros((5, 2))
+    log_frame[:4, 1] = -400.0
+    log_frame[4] = [-np.inf, 0.0]
+    log_likelihood, posteriors, counts, paths, log_joint = brute_force_posteriors(
+        log_start, log_trans, log_frame
+    )
+    assert np.isfinite(log_likelihood)
+    result = forward_backward(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
+    np.testing.assert_allclose(result.transition_counts, counts, atol=1e-12)
+    np.testing.assert_allclose(result.log_predictive.sum(), log_likelihood, rtol=1e-12)
+    filtered = forward(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(filtered.log_likelihood, log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(filtered.filtered[-1], [0.0, 1.0])
+    # Alongside an ordinary sequence: only the underflowing one is redone.
+    rng = np.random.default_rng(8)
+    ordinary = rng.normal(size=(6, 2))
+    both = forward_backward(log_start, log_trans, np.vstack([ordinary, log_frame]), lengths=[6, 5])
+    alone = forward_backward(log_start, log_trans, ordinary)
+    np.testing.assert_allclose(both.sequence_log_likelihood, [alone.log_likelihood, log_likelihood])
+    np.testing.assert_allclose(both.transition_counts, alone.transition_counts + counts, atol=1e-12)
+
+
+def test_subnormal_start_probability():
+    log_start = np.array([0.0, -720.0])  # exp(-720) is a subnormal double
+    log_start[0] = np.log1p(-np.exp(-720.0))
+    log_trans = np.log([[0.5, 0.5], [0.5, 0.5]])
+    with np.errstate(divide="ignore"):
+        log_frame = np.log([[0.0, 1.0], [1.0, 1.0]])
+    log_likelihood = brute_force_posteriors(log_start, log_trans, log_frame)[0]
+    np.testing.assert_allclose(
+        forward_backward(log_start, log_trans, log_frame).log_likelihood, log_likelihood
+    )

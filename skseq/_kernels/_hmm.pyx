@@ -15,7 +15,8 @@ The scaled recursions normalise the forward message at every step by its sum
 ``c_t``; then ``log p(x_t | x_<t) = log c_t + shift[t]``.
 """
 
-from libc.math cimport INFINITY, log
+from libc.float cimport DBL_MIN
+from libc.math cimport INFINITY, NAN, exp, isnan, log
 from scipy.linalg.cython_blas cimport dgemm
 
 
@@ -61,8 +62,11 @@ cdef double _forward_one(
     """Scaled forward pass over the rows of one sequence.
 
     Writes the normalised forward messages into ``alpha`` and the scale
-    factors ``c_t`` into ``scale``.  Returns sum_t log c_t, or -inf when the
-    sequence has probability zero (then the rest of ``alpha`` is garbage).
+    factors ``c_t`` into ``scale``.  Returns sum_t log c_t, or NaN when a
+    scale factor falls below the smallest normal double: the sequence has
+    probability zero, or the mass of a state fell below 1e-308 relative to
+    the others (possible with zeros in the transition matrix) and was lost.
+    The caller then reruns the sequence in log space.
     """
     cdef Py_ssize_t n_rows = frame.shape[0]
     cdef Py_ssize_t n_states = trans.shape[0]
@@ -74,8 +78,8 @@ cdef double _forward_one(
     for j in range(n_states):
         alpha[0, j] = start[j] * frame[0, j]
         c += alpha[0, j]
-    if not c > 0.0:
-        return -INFINITY
+    if not c >= DBL_MIN:
+        return NAN
     inv_c = 1.0 / c
     for j in range(n_states):
         alpha[0, j] *= inv_c
@@ -94,8 +98,8 @@ cdef double _forward_one(
         for j in range(n_states):
             alpha[t, j] = work[j] * frame[t, j]
             c += alpha[t, j]
-        if not c > 0.0:
-            return -INFINITY
+        if not c >= DBL_MIN:
+            return NAN
         inv_c = 1.0 / c
         for j in range(n_states):
             alpha[t, j] *= inv_c
@@ -185,8 +189,9 @@ def forward(
 
     Fills ``filtered`` (n_samples, n_states), the per-row one-step predictive
     log densities ``log_predictive`` and one log-likelihood per sequence.
-    A sequence of probability zero gets log-likelihood -inf, zero rows of
-    ``filtered`` and -inf ``log_predictive``.
+    A sequence whose scaled recursion underflows (see ``_forward_one``) gets
+    NaN log-likelihood and ``log_predictive`` and zero ``filtered`` rows, for
+    :func:`log_forward` to redo.
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
@@ -199,8 +204,9 @@ def forward(
             sequence_log_likelihood[s] = _run_forward(
                 start, trans, frame[first:stop], shift[first:stop], filtered[first:stop],
                 work, log_predictive[first:stop], log_predictive[first:stop])
-            if sequence_log_likelihood[s] == -INFINITY:
+            if isnan(sequence_log_likelihood[s]):
                 for t in range(first, stop):
+                    log_predictive[t] = NAN
                     for j in range(n_states):
                         filtered[t, j] = 0.0
 
@@ -225,10 +231,8 @@ cdef double _run_forward(
     cdef double log_likelihood = 0.0
     if n_rows == 0:
         return 0.0
-    if _forward_one(start, trans, frame, alpha, scale, work) == -INFINITY:
-        for t in range(n_rows):
-            log_predictive[t] = -INFINITY
-        return -INFINITY
+    if isnan(_forward_one(start, trans, frame, alpha, scale, work)):
+        return NAN
     for t in range(n_rows):
         log_predictive[t] = log(scale[t]) + shift[t]
         log_likelihood += log_predictive[t]
@@ -273,8 +277,9 @@ def forward_backward(
             sequence_log_likelihood[s] = _run_forward(
                 start, trans, frame[first:stop], shift[first:stop], alpha[:stop - first],
                 vectors[0], scale[:stop - first], log_predictive[first:stop])
-            if sequence_log_likelihood[s] == -INFINITY:
+            if isnan(sequence_log_likelihood[s]):
                 for t in range(first, stop):
+                    log_predictive[t] = NAN
                     for i in range(n_states):
                         posteriors[t, i] = 0.0
                 continue
@@ -416,8 +421,9 @@ def forward_smoothing(
     otherwise the rows continue the sequence whose message is passed in.
     ``frame`` and ``shift`` are the max-shifted emission probabilities.
     Fills ``log_predictive`` and returns the log-likelihood of the rows given
-    the past (-inf when they have probability zero; the message is then
-    left unusable).
+    the past, or NaN when the scaled recursion underflows (probability zero,
+    or a state's mass below 1e-308 relative to the others); the message is
+    then unusable.
     """
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef Py_ssize_t n_features = features.shape[2]
@@ -467,8 +473,8 @@ cdef double _forward_smoothing(
         for j in range(n_states):
             alpha[j] = startprob[j] * frame[0, j]
             c += alpha[j]
-        if not c > 0.0:
-            return -INFINITY
+        if not c >= DBL_MIN:
+            return NAN
         for j in range(n_states):
             alpha[j] /= c
             for a in range(n_states):
@@ -495,8 +501,8 @@ cdef double _forward_smoothing(
         for j in range(n_states):
             alpha[j] = predicted[j] * frame[t, j]
             c += alpha[j]
-        if not c > 0.0:
-            return -INFINITY
+        if not c >= DBL_MIN:
+            return NAN
         for j in range(n_states):
             alpha[j] /= c
         log_predictive[t] = log(c) + shift[t]
@@ -535,3 +541,150 @@ cdef double _forward_smoothing(
 cdef double[:, :, ::1] _zeros3(Py_ssize_t n0, Py_ssize_t n1, Py_ssize_t n2):
     from numpy import zeros
     return zeros((n0, n1, n2))
+
+
+cdef inline double _log_add(double a, double b) noexcept nogil:
+    """log(exp(a) + exp(b)) without overflow; -inf is the identity."""
+    if a == -INFINITY:
+        return b
+    if b == -INFINITY:
+        return a
+    if a > b:
+        return a + log(1.0 + exp(b - a))
+    return b + log(1.0 + exp(a - b))
+
+
+cdef double _log_forward_one(
+    const double[::1] log_start,
+    const double[:, ::1] log_trans,
+    const double[:, ::1] log_frame,
+    double[:, ::1] log_alpha,
+) noexcept nogil:
+    """Forward pass in log space: log_alpha[t, j] = log p(x_1..x_t, z_t = j)."""
+    cdef Py_ssize_t n_rows = log_frame.shape[0]
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t t, i, j
+    cdef double total
+    for j in range(n_states):
+        log_alpha[0, j] = log_start[j] + log_frame[0, j]
+    for t in range(1, n_rows):
+        for j in range(n_states):
+            total = -INFINITY
+            for i in range(n_states):
+                total = _log_add(total, log_alpha[t - 1, i] + log_trans[i, j])
+            log_alpha[t, j] = total + log_frame[t, j]
+    total = -INFINITY
+    for j in range(n_states):
+        total = _log_add(total, log_alpha[n_rows - 1, j])
+    return total
+
+
+cdef double _log_row_total(const double[:, ::1] log_alpha, Py_ssize_t t) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef double total = -INFINITY
+    for j in range(log_alpha.shape[1]):
+        total = _log_add(total, log_alpha[t, j])
+    return total
+
+
+def log_forward(
+    const double[::1] log_start,
+    const double[:, ::1] log_trans,
+    const double[:, ::1] log_frame,
+    const Py_ssize_t[::1] offsets,
+    const Py_ssize_t[::1] sequences,
+    double[:, ::1] filtered,
+    double[::1] log_predictive,
+    double[::1] sequence_log_likelihood,
+):
+    """:func:`forward` in log space, for the listed ``sequences`` only.
+
+    Exact where the scaled recursion underflows, at the cost of a log and an
+    exp per transition term.  A sequence of probability zero gets
+    log-likelihood -inf, zero filtered rows and -inf log predictive densities.
+    """
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t index, s, t, j, first, stop
+    cdef double now, before
+    cdef double[:, ::1] log_alpha = _zeros(_longest(offsets), n_states)
+    with nogil:
+        for index in range(sequences.shape[0]):
+            s = sequences[index]
+            first = offsets[s]
+            stop = offsets[s + 1]
+            sequence_log_likelihood[s] = _log_forward_one(
+                log_start, log_trans, log_frame[first:stop], log_alpha)
+            before = 0.0
+            for t in range(stop - first):
+                now = _log_row_total(log_alpha, t)
+                log_predictive[first + t] = now - before
+                for j in range(n_states):
+                    filtered[first + t, j] = (exp(log_alpha[t, j] - now)
+                                              if now > -INFINITY else 0.0)
+                before = now
+
+
+def log_forward_backward(
+    const double[::1] log_start,
+    const double[:, ::1] log_trans,
+    const double[:, ::1] log_frame,
+    const Py_ssize_t[::1] offsets,
+    const Py_ssize_t[::1] sequences,
+    double[:, ::1] posteriors,
+    double[::1] log_predictive,
+    double[::1] sequence_log_likelihood,
+    double[::1] start_counts,
+    double[:, ::1] transition_counts,
+):
+    """:func:`forward_backward` in log space, for the listed ``sequences`` only.
+
+    Adds their start and transition counts; a sequence of probability zero
+    gets log-likelihood -inf, zero posteriors and adds nothing.
+    """
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t longest = _longest(offsets)
+    cdef Py_ssize_t index, s, t, i, j, first, stop, n_rows
+    cdef double total, now, before, log_likelihood
+    cdef double[:, ::1] log_alpha = _zeros(longest, n_states)
+    cdef double[:, ::1] log_beta = _zeros(longest, n_states)
+    with nogil:
+        for index in range(sequences.shape[0]):
+            s = sequences[index]
+            first = offsets[s]
+            stop = offsets[s + 1]
+            n_rows = stop - first
+            log_likelihood = _log_forward_one(
+                log_start, log_trans, log_frame[first:stop], log_alpha)
+            sequence_log_likelihood[s] = log_likelihood
+            before = 0.0
+            for t in range(n_rows):
+                now = _log_row_total(log_alpha, t)
+                log_predictive[first + t] = now - before
+                before = now
+            if log_likelihood == -INFINITY:
+                for t in range(first, stop):
+                    for i in range(n_states):
+                        posteriors[t, i] = 0.0
+                continue
+            for i in range(n_states):
+                log_beta[n_rows - 1, i] = 0.0
+            for t in range(n_rows - 2, -1, -1):
+                for i in range(n_states):
+                    total = -INFINITY
+                    for j in range(n_states):
+                        total = _log_add(total, log_trans[i, j] + log_frame[first + t + 1, j]
+                                         + log_beta[t + 1, j])
+                    log_beta[t, i] = total
+            for t in range(n_rows):
+                for i in range(n_states):
+                    posteriors[first + t, i] = exp(log_alpha[t, i] + log_beta[t, i]
+                                                   - log_likelihood)
+                if t + 1 < n_rows:
+                    for i in range(n_states):
+                        for j in range(n_states):
+                            transition_counts[i, j] += exp(
+                                log_alpha[t, i] + log_trans[i, j]
+                                + log_frame[first + t + 1, j] + log_beta[t + 1, j]
+                                - log_likelihood)
+            for i in range(n_states):
+                start_counts[i] += posteriors[first, i]

@@ -287,9 +287,7 @@ class BaseHMM(BaseEM):
 
     def _estep(self, X, offsets):
         log_frameprob, cache = self._emission_terms(X)
-        result = forward_backward_offsets(
-            self.startprob_, self.transmat_, log_frameprob, offsets, overwrite=cache is None
-        )
+        result = forward_backward_offsets(self.startprob_, self.transmat_, log_frameprob, offsets)
         statistics = SufficientStatistics(start=result.start_counts, trans=result.transition_counts)
         statistics.update(self._emission_statistics(X, result.posteriors, cache))
         return statistics, result.log_likelihood
@@ -355,7 +353,7 @@ class BaseHMM(BaseEM):
         """
         log_frameprob, cache = self._emission_terms(X)
         features = np.ascontiguousarray(self._emission_features(X, cache), dtype=np.float64)
-        frame, shift = shifted_frame(log_frameprob, overwrite=True)
+        frame, shift = shifted_frame(log_frameprob)
         n_components, n_features = self.n_components, features.shape[2]
         if stream is None:
             before = None
@@ -382,6 +380,12 @@ class BaseHMM(BaseEM):
             stream["emission"],
             log_predictive,
         )
+        if np.isnan(log_likelihood):
+            raise ValueError(
+                "The forward-only smoother underflowed on this chunk: the data have "
+                "probability zero, or a state's probability fell below 1e-308 relative to "
+                "the others (zeros in transmat_). Use fit on whole sequences instead."
+            )
         self._check_log_likelihood(log_likelihood)
         after = self._stream_statistics(stream)
         added = after if before is None else after + (-1.0) * before
@@ -493,9 +497,7 @@ class BaseHMM(BaseEM):
         X, offsets = self._prepare_fitted(X, None, None)
         state = getattr(self, "filtered_state_", None)
         start = self.startprob_ if new_sequence or state is None else state @ self.transmat_
-        result = forward_offsets(
-            start, self.transmat_, self._compute_log_likelihood(X), offsets, overwrite=True
-        )
+        result = forward_offsets(start, self.transmat_, self._compute_log_likelihood(X), offsets)
         self._check_log_likelihood(result.log_likelihood)
         self.filtered_state_ = result.filtered[-1].copy()
         return result.filtered
@@ -593,7 +595,6 @@ class BaseHMM(BaseEM):
             self.transmat_,
             self._compute_log_likelihood(X),
             offsets,
-            overwrite=True,
         )
         self._require_possible(result.sequence_log_likelihood)
         return result.log_likelihood, result.posteriors
@@ -641,9 +642,7 @@ class BaseHMM(BaseEM):
             log_probs, states = viterbi_offsets(log_start, log_trans, log_frameprob, offsets)
             self._require_possible(log_probs)
             return float(log_probs.sum()), states
-        result = forward_backward_offsets(
-            self.startprob_, self.transmat_, log_frameprob, offsets, overwrite=True
-        )
+        result = forward_backward_offsets(self.startprob_, self.transmat_, log_frameprob, offsets)
         self._require_possible(result.sequence_log_likelihood)
         posteriors = result.posteriors
         return float(posteriors.max(axis=1).sum()), posteriors.argmax(axis=1)
@@ -685,7 +684,6 @@ class BaseHMM(BaseEM):
             self.transmat_,
             self._compute_log_likelihood(X),
             offsets,
-            overwrite=True,
         )
 
     def sample(self, n_samples=1, random_state=None, currstate=None):

@@ -7,7 +7,11 @@ sequences are passed concatenated, with ``lengths``.
 The forward-backward recursions are scaled (MATH.md §2): each row of
 ``log_frameprob`` is shifted by its maximum and exponentiated, and the forward
 message is normalised at every step, so nothing underflows however long the
-sequence.  Viterbi runs in log space.
+sequence.  One case remains: with zeros in the transition matrix (left-right
+models) a state's probability can fall below 1e-308 relative to the others,
+be lost, and be needed later.  The kernels detect it (a scale factor below the
+smallest normal double) and only those sequences are redone in log space.
+Viterbi runs in log space.
 """
 
 from typing import NamedTuple
@@ -105,45 +109,48 @@ def _check_log_probabilities(log_startprob, log_transmat, log_frameprob):
     return log_startprob, log_transmat, log_frameprob
 
 
-def shifted_frame(log_frameprob, overwrite=False):
+def shifted_frame(log_frameprob):
     """Max-shift each row of log-emissions and exponentiate.
 
     Returns ``(frame, shift)`` with ``frame[t] = exp(log_frameprob[t] - shift[t])``
-    and ``shift[t] = max_j log_frameprob[t, j]``; with ``overwrite`` the frame is
-    computed in place in ``log_frameprob`` (C-contiguous float64).
+    and ``shift[t] = max_j log_frameprob[t, j]``; ``log_frameprob`` is left as it is.
     """
     log_frameprob = np.ascontiguousarray(log_frameprob, dtype=np.float64)
-    frame = log_frameprob if overwrite else np.empty_like(log_frameprob)
+    frame = np.empty_like(log_frameprob)
     shift = np.empty(log_frameprob.shape[0])
     _hmm.shift_rows(log_frameprob, frame, shift)
     np.exp(frame, out=frame)
     return frame, shift
 
 
-def forward_backward_offsets(startprob, transmat, log_frameprob, offsets, overwrite=False):
+def _logs(startprob, transmat):
+    with np.errstate(divide="ignore"):
+        return np.log(startprob), np.ascontiguousarray(np.log(transmat))
+
+
+def forward_backward_offsets(startprob, transmat, log_frameprob, offsets):
     """Forward-backward on validated inputs (no checks); offsets split the rows.
 
-    With ``overwrite``, ``log_frameprob`` is used as scratch and destroyed.
+    Sequences whose scaled recursion underflows are redone in log space.
     """
+    log_frameprob = np.ascontiguousarray(log_frameprob, dtype=np.float64)
     n_samples, n_states = log_frameprob.shape
-    frame, shift = shifted_frame(log_frameprob, overwrite)
+    startprob = np.ascontiguousarray(startprob, dtype=np.float64)
+    transmat = np.ascontiguousarray(transmat, dtype=np.float64)
+    frame, shift = shifted_frame(log_frameprob)
     posteriors = np.empty((n_samples, n_states))
     log_predictive = np.empty(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
     start_counts = np.zeros(n_states)
     transition_counts = np.zeros((n_states, n_states))
-    _hmm.forward_backward(
-        np.ascontiguousarray(startprob, dtype=np.float64),
-        np.ascontiguousarray(transmat, dtype=np.float64),
-        frame,
-        shift,
-        offsets,
-        posteriors,
-        log_predictive,
-        sequence_log_likelihood,
-        start_counts,
-        transition_counts,
-    )
+    arrays = (posteriors, log_predictive, sequence_log_likelihood, start_counts, transition_counts)
+    _hmm.forward_backward(startprob, transmat, frame, shift, offsets, *arrays)
+    underflowed = np.flatnonzero(np.isnan(sequence_log_likelihood))
+    if underflowed.size:
+        log_start, log_trans = _logs(startprob, transmat)
+        _hmm.log_forward_backward(
+            log_start, log_trans, log_frameprob, offsets, underflowed, *arrays
+        )
     return ForwardBackwardResult(
         float(sequence_log_likelihood.sum()),
         posteriors,
@@ -154,26 +161,25 @@ def forward_backward_offsets(startprob, transmat, log_frameprob, offsets, overwr
     )
 
 
-def forward_offsets(startprob, transmat, log_frameprob, offsets, overwrite=False):
+def forward_offsets(startprob, transmat, log_frameprob, offsets):
     """Forward pass on validated inputs (no checks); offsets split the rows.
 
-    With ``overwrite``, ``log_frameprob`` is used as scratch and destroyed.
+    Sequences whose scaled recursion underflows are redone in log space.
     """
+    log_frameprob = np.ascontiguousarray(log_frameprob, dtype=np.float64)
     n_samples, n_states = log_frameprob.shape
-    frame, shift = shifted_frame(log_frameprob, overwrite)
+    startprob = np.ascontiguousarray(startprob, dtype=np.float64)
+    transmat = np.ascontiguousarray(transmat, dtype=np.float64)
+    frame, shift = shifted_frame(log_frameprob)
     filtered = np.empty((n_samples, n_states))
     log_predictive = np.empty(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
-    _hmm.forward(
-        np.ascontiguousarray(startprob, dtype=np.float64),
-        np.ascontiguousarray(transmat, dtype=np.float64),
-        frame,
-        shift,
-        offsets,
-        filtered,
-        log_predictive,
-        sequence_log_likelihood,
-    )
+    arrays = (filtered, log_predictive, sequence_log_likelihood)
+    _hmm.forward(startprob, transmat, frame, shift, offsets, *arrays)
+    underflowed = np.flatnonzero(np.isnan(sequence_log_likelihood))
+    if underflowed.size:
+        log_start, log_trans = _logs(startprob, transmat)
+        _hmm.log_forward(log_start, log_trans, log_frameprob, offsets, underflowed, *arrays)
     return ForwardResult(
         float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
     )
