@@ -2,7 +2,16 @@
 
 from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
 from .lds import LinearGaussianSSM
+from .neural import SelectiveSSMClassifier, SelectiveSSMRegressor
 
 __version__ = "0.1.0"
 
-__all__ = ["GaussianHMM", "CategoricalHMM", "PoissonHMM", "GMMHMM", "LinearGaussianSSM"]
+__all__ = [
+    "GaussianHMM",
+    "CategoricalHMM",
+    "PoissonHMM",
+    "GMMHMM",
+    "LinearGaussianSSM",
+    "SelectiveSSMRegressor",
+    "SelectiveSSMClassifier",
+]

@@ -27,6 +27,7 @@ import numbers
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
@@ -176,6 +177,29 @@ class BaseEM(BaseEstimator):
 
     # -- the E step over sequences, in threads -------------------------------
 
+    def __getstate__(self):
+        state = dict(super().__getstate__())  # a copy: the base may return __dict__ itself
+        state.pop("_pool", None)  # a live thread pool (during fit) is not data
+        return state
+
+    @contextmanager
+    def _threads(self):
+        """One joblib pool (and one BLAS thread cap) for a whole fit.
+
+        Starting a pool costs milliseconds: far too much to pay on every E
+        step.  Inside this context, :meth:`_estep_parallel` reuses the pool.
+        """
+        n_jobs = effective_n_jobs(self.n_jobs)
+        if n_jobs == 1 or getattr(self, "_pool", None) is not None:
+            yield
+            return
+        with threadpool_limits(limits=1), Parallel(n_jobs=n_jobs, prefer="threads") as pool:
+            self._pool = pool
+            try:
+                yield
+            finally:
+                del self._pool
+
     def _estep_parallel(self, X, offsets):
         """Sum the E-step statistics of all sequences, splitting them over threads.
 
@@ -183,8 +207,7 @@ class BaseEM(BaseEstimator):
         release the GIL.  The sum is taken in block order, so the result
         equals the one-thread result up to rounding.
         """
-        n_jobs = effective_n_jobs(self.n_jobs)
-        groups = split_offsets(offsets, n_jobs)
+        groups = split_offsets(offsets, effective_n_jobs(self.n_jobs))
         if len(groups) == 1:
             return self._estep(X, offsets)
 
@@ -192,10 +215,8 @@ class BaseEM(BaseEstimator):
             start_row, stop_row = offsets[first], offsets[stop]
             return self._estep(X[start_row:stop_row], offsets[first : stop + 1] - start_row)
 
-        with threadpool_limits(limits=1):
-            results = Parallel(n_jobs=len(groups), prefer="threads")(
-                delayed(block)(first, stop) for first, stop in groups
-            )
+        with self._threads():
+            results = self._pool(delayed(block)(first, stop) for first, stop in groups)
         statistics, log_likelihood = results[0]
         for more_statistics, more_log_likelihood in results[1:]:
             statistics = statistics + more_statistics
@@ -269,7 +290,8 @@ class BaseEM(BaseEstimator):
             if self.verbose and self.n_init > 1:
                 print(f"Initialisation {init + 1} of {self.n_init}", file=sys.stderr)
             self._initialize(X, offsets, random_state)
-            monitor, statistics = self._run_em(X, offsets, random_state)
+            with self._threads():
+                monitor, statistics = self._run_em(X, offsets, random_state)
             final = monitor.history[-1] if monitor.history else -np.inf
             if best is None or final > best[0]:
                 if self.learning_method == "online":

@@ -38,6 +38,9 @@ def log_density_diag(
     cdef Py_ssize_t n_features = X.shape[1]
     cdef Py_ssize_t t, k, d
     cdef double x, difference
+    cdef const double* mean_row
+    cdef const double* precision_row
+    cdef double* sums = &total[0]
     with nogil:
         for t in range(n_samples):
             if _row_is_missing(X, t):
@@ -45,14 +48,17 @@ def log_density_diag(
                     out[t, k] = 0.0
                 continue
             for k in range(n_components):
-                total[k] = 0.0
+                sums[k] = 0.0
             for d in range(n_features):
+                # Row pointers keep the inner loop a plain contiguous loop (vectorised).
                 x = X[t, d]
+                mean_row = &means_t[d, 0]
+                precision_row = &precisions_t[d, 0]
                 for k in range(n_components):
-                    difference = x - means_t[d, k]
-                    total[k] += precisions_t[d, k] * difference * difference
+                    difference = x - mean_row[k]
+                    sums[k] += precision_row[k] * difference * difference
             for k in range(n_components):
-                out[t, k] = log_normalisers[k] - 0.5 * total[k]
+                out[t, k] = log_normalisers[k] - 0.5 * sums[k]
 
 
 def log_density_full(
@@ -78,6 +84,10 @@ def log_density_full(
     cdef Py_ssize_t n_features = X.shape[1]
     cdef Py_ssize_t t, k, i, j
     cdef double x
+    cdef const double* mean_row
+    cdef const double* whitening_row
+    cdef double* sums = &total[0]
+    cdef double* parts = &component[0]
     with nogil:
         for t in range(n_samples):
             if _row_is_missing(X, t):
@@ -85,18 +95,20 @@ def log_density_full(
                     out[t, k] = 0.0
                 continue
             for k in range(n_components):
-                total[k] = 0.0
+                sums[k] = 0.0
             for i in range(n_features):
                 for k in range(n_components):
-                    component[k] = 0.0
+                    parts[k] = 0.0
                 for j in range(i + 1):
                     x = X[t, j]
+                    mean_row = &means_t[j, 0]
+                    whitening_row = &whitening_t[i, j, 0]
                     for k in range(n_components):
-                        component[k] += whitening_t[i, j, k] * (x - means_t[j, k])
+                        parts[k] += whitening_row[k] * (x - mean_row[k])
                 for k in range(n_components):
-                    total[k] += component[k] * component[k]
+                    sums[k] += parts[k] * parts[k]
             for k in range(n_components):
-                out[t, k] = log_normalisers[k] - 0.5 * total[k]
+                out[t, k] = log_normalisers[k] - 0.5 * sums[k]
 
 
 def weighted_moments(
@@ -125,6 +137,8 @@ def weighted_moments(
     cdef Py_ssize_t n_pairs = second_t.shape[0]
     cdef Py_ssize_t t, k, i, j, p
     cdef double value
+    cdef const double* weight_row
+    cdef double* accumulator
     cdef double[::1] products = _zeros(n_pairs)
     cdef double[::1] y = _zeros(n_features)
     with nogil:
@@ -142,16 +156,19 @@ def weighted_moments(
             else:
                 for i in range(n_features):
                     products[i] = y[i] * y[i]
+            weight_row = &weights[t, 0]
             for k in range(n_components):
-                weight_sums[k] += weights[t, k]
+                weight_sums[k] += weight_row[k]
             for i in range(n_features):
                 value = y[i]
+                accumulator = &first_t[i, 0]
                 for k in range(n_components):
-                    first_t[i, k] += weights[t, k] * value
+                    accumulator[k] += weight_row[k] * value
             for p in range(n_pairs):
                 value = products[p]
+                accumulator = &second_t[p, 0]
                 for k in range(n_components):
-                    second_t[p, k] += weights[t, k] * value
+                    accumulator[k] += weight_row[k] * value
 
 
 cdef double[::1] _zeros(Py_ssize_t n):

@@ -62,7 +62,8 @@ cdef double _forward_one(
     """Scaled forward pass over the rows of one sequence.
 
     Writes the normalised forward messages into ``alpha`` and the scale
-    factors ``c_t`` into ``scale``.  Returns sum_t log c_t, or NaN when a
+    factors ``c_t`` into ``scale`` (the caller takes their logs, vectorised).
+    Returns 0, or NaN when a
     scale factor falls below the smallest normal double: the sequence has
     probability zero, or the mass of a state fell below 1e-308 relative to
     the others (possible with zeros in the transition matrix) and was lost.
@@ -72,7 +73,6 @@ cdef double _forward_one(
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef Py_ssize_t t, i, j
     cdef double c, a_i, inv_c
-    cdef double log_sum = 0.0
 
     c = 0.0
     for j in range(n_states):
@@ -84,7 +84,6 @@ cdef double _forward_one(
     for j in range(n_states):
         alpha[0, j] *= inv_c
     scale[0] = c
-    log_sum += log(c)
 
     for t in range(1, n_rows):
         # work = alpha[t-1] @ trans, written as axpy rows so it vectorises.
@@ -104,8 +103,7 @@ cdef double _forward_one(
         for j in range(n_states):
             alpha[t, j] *= inv_c
         scale[t] = c
-        log_sum += log(c)
-    return log_sum
+    return 0.0
 
 
 cdef void _backward_one(
@@ -179,19 +177,17 @@ def forward(
     const double[::1] start,
     const double[:, ::1] trans,
     const double[:, ::1] frame,
-    const double[::1] shift,
     const Py_ssize_t[::1] offsets,
     double[:, ::1] filtered,
-    double[::1] log_predictive,
-    double[::1] sequence_log_likelihood,
+    double[::1] scale,
+    double[::1] sequence_status,
 ):
     """Filtered state distributions (normalised forward messages).
 
-    Fills ``filtered`` (n_samples, n_states), the per-row one-step predictive
-    log densities ``log_predictive`` and one log-likelihood per sequence.
-    A sequence whose scaled recursion underflows (see ``_forward_one``) gets
-    NaN log-likelihood and ``log_predictive`` and zero ``filtered`` rows, for
-    :func:`log_forward` to redo.
+    Fills ``filtered`` (n_samples, n_states) and the scale factors ``c_t``
+    (n_samples,): log c_t + shift_t is log p(x_t | x_<t).  ``sequence_status``
+    gets 0 per sequence, or NaN when its scaled recursion underflowed (see
+    ``_forward_one``; its rows are then zero, for :func:`log_forward` to redo).
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
@@ -201,62 +197,35 @@ def forward(
         for s in range(n_sequences):
             first = offsets[s]
             stop = offsets[s + 1]
-            sequence_log_likelihood[s] = _run_forward(
-                start, trans, frame[first:stop], shift[first:stop], filtered[first:stop],
-                work, log_predictive[first:stop], log_predictive[first:stop])
-            if isnan(sequence_log_likelihood[s]):
+            sequence_status[s] = _forward_one(
+                start, trans, frame[first:stop], filtered[first:stop], scale[first:stop], work)
+            if isnan(sequence_status[s]):
                 for t in range(first, stop):
-                    log_predictive[t] = NAN
+                    scale[t] = NAN
                     for j in range(n_states):
                         filtered[t, j] = 0.0
-
-
-cdef double _run_forward(
-    const double[::1] start,
-    const double[:, ::1] trans,
-    const double[:, ::1] frame,
-    const double[::1] shift,
-    double[:, ::1] alpha,
-    double[::1] work,
-    double[::1] scale,
-    double[::1] log_predictive,
-) noexcept nogil:
-    """Forward pass and per-row log predictive densities of one sequence.
-
-    The scale factors c_t go to ``scale``, then log c_t + shift_t to
-    ``log_predictive`` (which may be the same buffer as ``scale``).
-    """
-    cdef Py_ssize_t n_rows = frame.shape[0]
-    cdef Py_ssize_t t
-    cdef double log_likelihood = 0.0
-    if n_rows == 0:
-        return 0.0
-    if isnan(_forward_one(start, trans, frame, alpha, scale, work)):
-        return NAN
-    for t in range(n_rows):
-        log_predictive[t] = log(scale[t]) + shift[t]
-        log_likelihood += log_predictive[t]
-    return log_likelihood
 
 
 def forward_backward(
     const double[::1] start,
     const double[:, ::1] trans,
     double[:, ::1] frame,
-    const double[::1] shift,
     const Py_ssize_t[::1] offsets,
     double[:, ::1] posteriors,
-    double[::1] log_predictive,
-    double[::1] sequence_log_likelihood,
+    double[::1] scale,
+    double[::1] sequence_status,
     double[::1] start_counts,
     double[:, ::1] transition_counts,
 ):
-    """Posteriors, log-likelihoods and summed expected counts.
+    """Posteriors, scale factors and summed expected counts.
 
-    ``frame`` is overwritten (used as scratch by the backward pass).  Adds the
-    posterior of each sequence's first row to ``start_counts`` and
-    sum_t xi_t to ``transition_counts``.  A sequence of probability zero gets
-    log-likelihood -inf, zero posteriors, and adds nothing to the counts.
+    ``frame`` is overwritten (used as scratch by the backward pass).  Fills
+    the scale factors ``c_t`` (log c_t + shift_t is log p(x_t | x_<t)), adds
+    the posterior of each sequence's first row to ``start_counts`` and
+    sum_t xi_t to ``transition_counts``.  ``sequence_status`` gets 0 per
+    sequence, or NaN when its scaled recursion underflowed (see
+    ``_forward_one``): zero posteriors, nothing added to the counts, for
+    :func:`log_forward_backward` to redo.
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
@@ -266,24 +235,20 @@ def forward_backward(
     cdef double[:, ::1] xi_unscaled = _zeros(n_states, n_states)
     cdef double[:, ::1] alpha = _zeros(longest, n_states)
     cdef double[:, ::1] vectors = _zeros(3, n_states)
-    cdef double[::1] scale = _zeros(1, longest)[0]
     with nogil:
         for s in range(n_sequences):
             first = offsets[s]
             stop = offsets[s + 1]
-            if stop == first:
-                sequence_log_likelihood[s] = 0.0
-                continue
-            sequence_log_likelihood[s] = _run_forward(
-                start, trans, frame[first:stop], shift[first:stop], alpha[:stop - first],
-                vectors[0], scale[:stop - first], log_predictive[first:stop])
-            if isnan(sequence_log_likelihood[s]):
+            sequence_status[s] = _forward_one(
+                start, trans, frame[first:stop], alpha[:stop - first], scale[first:stop],
+                vectors[0])
+            if isnan(sequence_status[s]):
                 for t in range(first, stop):
-                    log_predictive[t] = NAN
+                    scale[t] = NAN
                     for i in range(n_states):
                         posteriors[t, i] = 0.0
                 continue
-            _backward_one(trans_t, frame[first:stop], alpha[:stop - first], scale,
+            _backward_one(trans_t, frame[first:stop], alpha[:stop - first], scale[first:stop],
                           posteriors[first:stop], xi_unscaled, vectors[1], vectors[2])
             for i in range(n_states):
                 start_counts[i] += posteriors[first, i]

@@ -128,6 +128,19 @@ def _logs(startprob, transmat):
         return np.log(startprob), np.ascontiguousarray(np.log(transmat))
 
 
+def _log_predictive(scale, shift, offsets, sequence_log_likelihood):
+    """log p(x_t | x_<t) = log c_t + shift_t in place of ``scale``, and per-sequence sums.
+
+    Sequences marked NaN (underflowed) are left to the log-space redo.
+    """
+    with np.errstate(invalid="ignore"):
+        np.log(scale, out=scale)
+    scale += shift
+    finite = ~np.isnan(sequence_log_likelihood)
+    sequence_log_likelihood[finite] = np.add.reduceat(scale, offsets[:-1])[finite]
+    return np.flatnonzero(~finite)
+
+
 def forward_backward_offsets(startprob, transmat, log_frameprob, offsets):
     """Forward-backward on validated inputs (no checks); offsets split the rows.
 
@@ -144,8 +157,8 @@ def forward_backward_offsets(startprob, transmat, log_frameprob, offsets):
     start_counts = np.zeros(n_states)
     transition_counts = np.zeros((n_states, n_states))
     arrays = (posteriors, log_predictive, sequence_log_likelihood, start_counts, transition_counts)
-    _hmm.forward_backward(startprob, transmat, frame, shift, offsets, *arrays)
-    underflowed = np.flatnonzero(np.isnan(sequence_log_likelihood))
+    _hmm.forward_backward(startprob, transmat, frame, offsets, *arrays)
+    underflowed = _log_predictive(log_predictive, shift, offsets, sequence_log_likelihood)
     if underflowed.size:
         log_start, log_trans = _logs(startprob, transmat)
         _hmm.log_forward_backward(
@@ -175,8 +188,8 @@ def forward_offsets(startprob, transmat, log_frameprob, offsets):
     log_predictive = np.empty(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
     arrays = (filtered, log_predictive, sequence_log_likelihood)
-    _hmm.forward(startprob, transmat, frame, shift, offsets, *arrays)
-    underflowed = np.flatnonzero(np.isnan(sequence_log_likelihood))
+    _hmm.forward(startprob, transmat, frame, offsets, *arrays)
+    underflowed = _log_predictive(log_predictive, shift, offsets, sequence_log_likelihood)
     if underflowed.size:
         log_start, log_trans = _logs(startprob, transmat)
         _hmm.log_forward(log_start, log_trans, log_frameprob, offsets, underflowed, *arrays)

@@ -1,0 +1,1025 @@
+# cython: language_level=3
+"""Fused selective-scan kernels (the S6 / Mamba recurrence) and their gradients.
+
+Pure numeric code on typed memoryviews; nothing here validates its inputs (the
+callers in :mod:`skseq.inference.scan` do).  For every (batch b, channel d)
+pair and time step t, with ``r = delta[b, d, t] + delta_bias[d]`` and
+``dt = softplus(r)`` (or ``dt = r``)::
+
+    a[n]  = exp(dt * A[d, n])
+    h[n]  = a[n] * h[n] + dt * B[n] * u[b, d, t]          (h = 0 before t = 0)
+    y     = sum_n C[n] * h[n] + D[d] * u[b, d, t]
+    out   = y * silu(z[b, d, t])       (or out = y without a gate)
+
+where ``B[n]`` / ``C[n]`` are ``B[d, n]`` (time-invariant) or ``B[b, n, t]``
+(selective).  The state ``h`` of a pair is a vector of ``N`` numbers; it is
+never stored for all steps at once.
+
+Layout and vectorisation
+------------------------
+Every hot loop runs over contiguous memory with no branch and no call, so GCC
+vectorises it with baseline SSE2 (2 lanes for float64, 4 for float32):
+
+* per-step loops run over the state index ``n``; the state dimension is
+  padded to ``n_pad``, a multiple of ``LANES``, with ``A = B = C = 0`` in the
+  padding, so padded states stay exactly zero and add nothing;
+* selective ``B`` and ``C`` (stored ``(batch, N, length)``) are transposed one
+  time chunk at a time into ``(chunk, n_pad)`` buffers shared by the channels
+  of the batch element;
+* the per-step scalars (softplus steps, gates and their slopes) are computed
+  for a whole chunk at once, in loops over time;
+* ``exp(dt A)`` skips its range checks for a (channel, chunk) whose largest
+  |dt| * max |A| keeps every exponent in range (always, for Mamba's scales);
+* sums over ``n`` use ``LANES`` partial sums added by a fixed tree (GCC may
+  not reassociate a scalar reduction without ``-ffast-math``), so the result
+  does not depend on the vector width;
+* ``exp`` and ``log1p`` are inline polynomials whose range tests read sign
+  bits: a libm call or a floating-point comparison (which may trap under the
+  default ``-ftrapping-math``) would stop vectorisation;
+* the pointers of the hot loops are ``__restrict__``: with more than a few
+  streams GCC gives up on run-time alias checks and does not vectorise.
+
+Backward pass
+-------------
+Gradients follow MATH.md §5, backwards in time with
+``g_t = dL/dh_t = C_t dy_t + a_{t+1} g_{t+1}``, carried as ``a_{t+1} g_{t+1}``.
+The states ``h_{t-1}`` it needs are recomputed, never recovered by dividing by
+``a`` (which underflows): a first sweep stores ``h`` at the start of every
+time chunk (checkpoints); the reverse sweep recomputes the states and ``a``
+inside one chunk into ``(chunk + 1, n_pad)`` and ``(chunk, n_pad)`` buffers,
+then runs the gradient recurrence over that chunk.  Channels are processed
+in groups of ``CHANNEL_GROUP``, sharing the transposed ``B``/``C`` chunks
+while keeping the checkpoints small.
+
+Memory
+------
+Scratch buffers are per call (one call per thread) and never scale with the
+batch or the number of channels: the forward pass holds
+``(3 * FORWARD_GROUP + 2 * chunk) * n_pad`` numbers, the backward pass
+``(CHANNEL_GROUP * ceil(length / chunk) + 6 * chunk + 6 * CHANNEL_GROUP)
+* n_pad`` (checkpoints, per-chunk buffers, per-group rows).  With the
+default chunk of 64 steps this is below one ``length * N`` buffer from
+length 1024 up.
+"""
+
+from libc.math cimport INFINITY
+from libc.stdint cimport uint32_t, uint64_t
+
+from cython cimport floating
+
+import numpy as np
+
+cdef enum:
+    # Width of the partial sums and multiple of the padded state size.
+    LANES = 8
+    # Channels of one batch element that share one sweep in the backward pass.
+    CHANNEL_GROUP = 16
+    # Channels of one batch element that share the forward pass's transposed
+    # B / C chunks (the forward keeps no checkpoints, so the group can be large).
+    FORWARD_GROUP = 64
+    # Alignment of the scratch buffers, in bytes.
+    CACHE_LINE = 64
+
+
+# Pointers that do not alias any other pointer of the same loop.
+cdef extern from *:
+    ctypedef float* float_out "float * __restrict__"
+    ctypedef double* double_out "double * __restrict__"
+    ctypedef const float* float_in "const float * __restrict__"
+    ctypedef const double* double_in "const double * __restrict__"
+
+ctypedef fused floating_out:
+    float_out
+    double_out
+
+ctypedef fused floating_in:
+    float_in
+    double_in
+
+
+cdef union _Bits64:
+    double real
+    uint64_t integer
+
+
+cdef union _Bits32:
+    float real
+    uint32_t integer
+
+
+# ------------------------------------------------------ elementary functions
+
+
+# Bounds on |x| within which the unchecked exponentials below are exact to
+# about 1 ulp: 2**k must stay a normal number.
+cdef double EXP_SAFE_BOUND64 = 708.0
+cdef float EXP_SAFE_BOUND32 = 86.0
+
+
+cdef inline double _exp_in_range64(double x) noexcept nogil:
+    """exp(x) for |x| <= 708, to about 1 ulp.
+
+    x = k ln2 + r with |r| <= ln2 / 2 (Cody-Waite reduction with a two-part
+    ln2), exp(r) by a degree-11 polynomial (Chebyshev fit, error 3e-18)
+    evaluated by Estrin's scheme, whose short dependency chains let the
+    processor overlap neighbouring elements, times 2**k built in the exponent
+    bits.
+    """
+    cdef _Bits64 scale
+    cdef double k, r, r2, r4
+    # Adding 1.5 * 2**52 rounds to an integer held in the low mantissa bits.
+    k = x * 1.4426950408889634 + 6755399441055744.0
+    scale.real = k
+    k = k - 6755399441055744.0
+    r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
+    r2 = r * r
+    r4 = r2 * r2
+    # The low bits of scale.integer hold k; shifted into the exponent field
+    # with bias 1022 they make 2**(k - 1).
+    scale.integer = (scale.integer + 1022) << 52
+    return (
+        ((1.0 + r) + r2 * (0.50000000000000183855 + 0.16666666666666680806 * r))
+        + r4 * (
+            ((0.041666666666488095495 + 0.0083333333333196006109 * r)
+             + r2 * (0.0013888888952314774652 + 0.00019841269890047113707 * r))
+            + r4 * ((0.000024801485482328492419 + 2.7557240918578969823e-6 * r)
+                    + r2 * (2.7632639639041029749e-7 + 2.5110037605963777712e-8 * r)))
+    ) * 2.0 * scale.real
+
+
+cdef inline float _exp_in_range32(float x) noexcept nogil:
+    """exp(x) for |x| <= 86 in single precision (degree-6 fit, error 2e-9)."""
+    cdef _Bits32 scale
+    cdef float k, r, r2, r4
+    k = x * <float>1.44269504 + <float>12582912.0
+    scale.real = k
+    k = k - <float>12582912.0
+    r = (x - k * <float>0.693359375) - k * <float>-2.12194440e-4
+    r2 = r * r
+    r4 = r2 * r2
+    scale.integer = (scale.integer + 126) << 23
+    return (
+        ((<float>1.0 + <float>1.0000000377162138 * r)
+         + r2 * (<float>0.50000000471177577 + <float>0.16666415514653275 * r))
+        + r4 * ((<float>0.041666352896775157 + <float>0.0083751263981533357 * r)
+                + r2 * <float>0.0013941108433972675)
+    ) * <float>2.0 * scale.real
+
+
+cdef inline double _exp64(double x) noexcept nogil:
+    """exp(x) for any x but NaN, without branches or comparisons.
+
+    x < -708 gives 0 (the true value is below 2**-1021) and x > 709.78 gives
+    inf.  The range tests read the sign bit of x - bound: a floating-point
+    comparison would keep GCC from vectorising under -ftrapping-math.
+    """
+    cdef _Bits64 clamped, below, above, bound, result
+    cdef uint64_t below_mask, above_mask
+    below.real = x + 708.0
+    above.real = 709.78 - x
+    below_mask = 0 - (below.integer >> 63)
+    above_mask = 0 - (above.integer >> 63)
+    clamped.real = x
+    bound.real = -708.0
+    clamped.integer = (clamped.integer & ~below_mask) | (bound.integer & below_mask)
+    bound.real = 709.78
+    clamped.integer = (clamped.integer & ~above_mask) | (bound.integer & above_mask)
+    result.real = _exp_in_range64(clamped.real)
+    bound.real = INFINITY
+    result.integer = (result.integer & ~(below_mask | above_mask)) | (bound.integer & above_mask)
+    return result.real
+
+
+cdef inline float _exp32(float x) noexcept nogil:
+    """exp(x) in single precision for any x but NaN; x < -86 gives 0, x > 88.72 inf."""
+    cdef _Bits32 clamped, below, above, bound, result
+    cdef uint32_t below_mask, above_mask
+    below.real = x + <float>86.0
+    above.real = <float>88.72 - x
+    below_mask = 0 - (below.integer >> 31)
+    above_mask = 0 - (above.integer >> 31)
+    clamped.real = x
+    bound.real = <float>-86.0
+    clamped.integer = (clamped.integer & ~below_mask) | (bound.integer & below_mask)
+    bound.real = <float>88.72
+    clamped.integer = (clamped.integer & ~above_mask) | (bound.integer & above_mask)
+    result.real = _exp_in_range32(clamped.real)
+    bound.real = <float>INFINITY
+    result.integer = (result.integer & ~(below_mask | above_mask)) | (bound.integer & above_mask)
+    return result.real
+
+
+cdef inline double _exp_nonpositive64(double x) noexcept nogil:
+    """exp(x) for x <= 0 (not NaN): only the underflow test of :func:`_exp64`."""
+    cdef _Bits64 clamped, below, bound, result
+    cdef uint64_t below_mask
+    below.real = x + 708.0
+    below_mask = 0 - (below.integer >> 63)
+    clamped.real = x
+    bound.real = -708.0
+    clamped.integer = (clamped.integer & ~below_mask) | (bound.integer & below_mask)
+    result.real = _exp_in_range64(clamped.real)
+    result.integer = result.integer & ~below_mask
+    return result.real
+
+
+cdef inline float _exp_nonpositive32(float x) noexcept nogil:
+    """exp(x) for x <= 0 (not NaN) in single precision; x < -86 gives 0."""
+    cdef _Bits32 clamped, below, bound, result
+    cdef uint32_t below_mask
+    below.real = x + <float>86.0
+    below_mask = 0 - (below.integer >> 31)
+    clamped.real = x
+    bound.real = <float>-86.0
+    clamped.integer = (clamped.integer & ~below_mask) | (bound.integer & below_mask)
+    result.real = _exp_in_range32(clamped.real)
+    result.integer = result.integer & ~below_mask
+    return result.real
+
+
+cdef inline double _log1p_unit64(double e) noexcept nogil:
+    """log(1 + e) for 0 <= e <= 1, to about 1 ulp, without branches.
+
+    log(1 + e) = 2 atanh(s) with s = e / (2 + e); for e > sqrt(2) - 1 it is
+    ln 2 + 2 atanh(s) with s = (e - 1) / (e + 3) instead, so |s| < 0.1716 and
+    the odd series of atanh needs terms up to s**23 (error below 1e-18).
+    """
+    cdef _Bits64 upper, numerator, denominator, high, offset
+    cdef uint64_t upper_mask
+    cdef double s, w, p
+    upper.real = 0.41421356237309503 - e
+    upper_mask = 0 - (upper.integer >> 63)
+    numerator.real = e
+    high.real = e - 1.0
+    numerator.integer = (numerator.integer & ~upper_mask) | (high.integer & upper_mask)
+    denominator.real = e + 2.0
+    high.real = e + 3.0
+    denominator.integer = (denominator.integer & ~upper_mask) | (high.integer & upper_mask)
+    s = numerator.real / denominator.real
+    offset.real = 0.6931471805599453
+    offset.integer = offset.integer & upper_mask
+    w = s * s
+    p = 1.0 / 23.0
+    p = p * w + 1.0 / 21.0
+    p = p * w + 1.0 / 19.0
+    p = p * w + 1.0 / 17.0
+    p = p * w + 1.0 / 15.0
+    p = p * w + 1.0 / 13.0
+    p = p * w + 1.0 / 11.0
+    p = p * w + 1.0 / 9.0
+    p = p * w + 1.0 / 7.0
+    p = p * w + 1.0 / 5.0
+    p = p * w + 1.0 / 3.0
+    return offset.real + 2.0 * (s + s * (w * p))
+
+
+cdef inline float _log1p_unit32(float e) noexcept nogil:
+    """log(1 + e) for 0 <= e <= 1 in single precision (see :func:`_log1p_unit64`)."""
+    cdef _Bits32 upper, numerator, denominator, high, offset
+    cdef uint32_t upper_mask
+    cdef float s, w, p
+    upper.real = <float>0.41421356 - e
+    upper_mask = 0 - (upper.integer >> 31)
+    numerator.real = e
+    high.real = e - <float>1.0
+    numerator.integer = (numerator.integer & ~upper_mask) | (high.integer & upper_mask)
+    denominator.real = e + <float>2.0
+    high.real = e + <float>3.0
+    denominator.integer = (denominator.integer & ~upper_mask) | (high.integer & upper_mask)
+    s = numerator.real / denominator.real
+    offset.real = <float>0.69314718
+    offset.integer = offset.integer & upper_mask
+    w = s * s
+    p = <float>(1.0 / 11.0)
+    p = p * w + <float>(1.0 / 9.0)
+    p = p * w + <float>(1.0 / 7.0)
+    p = p * w + <float>(1.0 / 5.0)
+    p = p * w + <float>(1.0 / 3.0)
+    return offset.real + <float>2.0 * (s + s * (w * p))
+
+
+cdef inline floating _exp(floating x) noexcept nogil:
+    if floating is float:
+        return _exp32(x)
+    else:
+        return _exp64(x)
+
+
+cdef inline floating _exp_in_range(floating x) noexcept nogil:
+    """exp(x) for |x| <= EXP_SAFE_BOUND (unchecked)."""
+    if floating is float:
+        return _exp_in_range32(x)
+    else:
+        return _exp_in_range64(x)
+
+
+cdef inline floating _exp_safe_bound(floating x) noexcept nogil:
+    """EXP_SAFE_BOUND of the precision of ``x``."""
+    if floating is float:
+        return EXP_SAFE_BOUND32
+    else:
+        return EXP_SAFE_BOUND64
+
+
+cdef inline floating _where_negative(floating r, floating if_negative, floating otherwise
+                                    ) noexcept nogil:
+    """``if_negative`` when the sign bit of r is set, else ``otherwise``; no branch."""
+    cdef _Bits64 r64, yes64, no64
+    cdef _Bits32 r32, yes32, no32
+    cdef uint64_t mask64
+    cdef uint32_t mask32
+    if floating is float:
+        r32.real = r
+        yes32.real = if_negative
+        no32.real = otherwise
+        mask32 = 0 - (r32.integer >> 31)
+        no32.integer = (no32.integer & ~mask32) | (yes32.integer & mask32)
+        return no32.real
+    else:
+        r64.real = r
+        yes64.real = if_negative
+        no64.real = otherwise
+        mask64 = 0 - (r64.integer >> 63)
+        no64.integer = (no64.integer & ~mask64) | (yes64.integer & mask64)
+        return no64.real
+
+
+cdef inline floating _log1p_unit(floating e) noexcept nogil:
+    if floating is float:
+        return _log1p_unit32(e)
+    else:
+        return _log1p_unit64(e)
+
+
+cdef inline floating _softplus_from(floating r, floating e) noexcept nogil:
+    """log(1 + exp(r)) = max(r, 0) + log1p(exp(-|r|)), given e = exp(-|r|)."""
+    return _where_negative(r, <floating>0, r) + _log1p_unit(e)
+
+
+cdef inline floating _exp_minus_abs(floating r) noexcept nogil:
+    """exp(-|r|), in (0, 1]."""
+    if floating is float:
+        return _exp_nonpositive32(_where_negative(r, r, -r))
+    else:
+        return _exp_nonpositive64(_where_negative(r, r, -r))
+
+
+cdef inline floating _sigmoid_from(floating r, floating e) noexcept nogil:
+    """1 / (1 + exp(-r)) given e = exp(-|r|): 1 / (1 + e) for r >= 0, e / (1 + e) else."""
+    return _where_negative(r, e, <floating>1) / (1 + e)
+
+
+# ------------------------------------------------ per-chunk scalar sequences
+
+
+cdef inline void _steps_chunk(
+    floating_in delta_row,
+    floating bias,
+    bint softplus,
+    floating_out dt_out,
+    Py_ssize_t count,
+) noexcept nogil:
+    """dt = softplus(delta + bias), or delta + bias, for ``count`` steps."""
+    cdef Py_ssize_t t
+    cdef floating r
+    if softplus:
+        for t in range(count):
+            r = delta_row[t] + bias
+            dt_out[t] = _softplus_from(r, _exp_minus_abs(r))
+    else:
+        for t in range(count):
+            dt_out[t] = delta_row[t] + bias
+
+
+cdef inline void _steps_and_slopes_chunk(
+    floating_in delta_row,
+    floating bias,
+    bint softplus,
+    floating_out dt_out,
+    floating_out slope_out,
+    Py_ssize_t count,
+) noexcept nogil:
+    """The steps of :func:`_steps_chunk` and d dt / d delta.
+
+    With the softplus the slope is sigmoid(r) = 1 / (1 + e) for r >= 0 and
+    e / (1 + e) for r < 0, with the same e = exp(-|r|) as the step.
+    """
+    cdef Py_ssize_t t
+    cdef floating r, e
+    if softplus:
+        for t in range(count):
+            r = delta_row[t] + bias
+            e = _exp_minus_abs(r)
+            dt_out[t] = _softplus_from(r, e)
+            slope_out[t] = _sigmoid_from(r, e)
+    else:
+        for t in range(count):
+            dt_out[t] = delta_row[t] + bias
+            slope_out[t] = 1
+
+
+cdef inline void _gates_chunk(floating_in z_row, floating_out gate_out, Py_ssize_t count
+                              ) noexcept nogil:
+    """silu(z) = z sigmoid(z)."""
+    cdef Py_ssize_t t
+    for t in range(count):
+        gate_out[t] = z_row[t] * _sigmoid_from(z_row[t], _exp_minus_abs(z_row[t]))
+
+
+cdef inline void _gate_backward_chunk(
+    floating_in z_row,
+    floating_in dout_row,
+    floating_in u_row,
+    floating_in y_row,
+    floating skip,
+    floating_out dz_out,
+    floating_out dy_out,
+    Py_ssize_t count,
+) noexcept nogil:
+    """Through out = (y + D u) silu(z): dz and dy = dout silu(z).
+
+    silu'(z) = sigmoid(z) (1 + z (1 - sigmoid(z))); ``y_row`` is C_t . h_t.
+    """
+    cdef Py_ssize_t t
+    cdef floating sig
+    for t in range(count):
+        sig = _sigmoid_from(z_row[t], _exp_minus_abs(z_row[t]))
+        dz_out[t] = dout_row[t] * (y_row[t] + skip * u_row[t]) * (sig * (1 + z_row[t] * (1 - sig)))
+        dy_out[t] = dout_row[t] * (z_row[t] * sig)
+
+
+# ------------------------------------------------------------ per-step loops
+
+
+cdef inline floating _step(
+    floating_out state,
+    floating_in a_row,
+    floating_in b_row,
+    floating_in c_row,
+    floating dt,
+    floating dt_u,
+    Py_ssize_t n_pad,
+    bint in_range,
+) noexcept nogil:
+    """One step of the recurrence in place; returns C_t . h_t.
+
+    ``in_range``: every |dt A[n]| is within the unchecked exponential's range.
+    The sum over n is accumulated in LANES partial sums (lane l takes the n
+    with n % LANES == l) added by a fixed tree, so it does not depend on the
+    vector width.
+    """
+    cdef floating partial[LANES]
+    cdef Py_ssize_t block, lane, n
+    cdef floating h
+    for lane in range(LANES):
+        partial[lane] = 0
+    if in_range:
+        for block in range(n_pad // LANES):
+            for lane in range(LANES):
+                n = block * LANES + lane
+                h = _exp_in_range(dt * a_row[n]) * state[n] + dt_u * b_row[n]
+                state[n] = h
+                partial[lane] += h * c_row[n]
+    else:
+        for block in range(n_pad // LANES):
+            for lane in range(LANES):
+                n = block * LANES + lane
+                h = _exp(dt * a_row[n]) * state[n] + dt_u * b_row[n]
+                state[n] = h
+                partial[lane] += h * c_row[n]
+    return (((partial[0] + partial[1]) + (partial[2] + partial[3]))
+            + ((partial[4] + partial[5]) + (partial[6] + partial[7])))
+
+
+cdef inline void _step_state_only(
+    floating_out state,
+    floating_in a_row,
+    floating_in b_row,
+    floating dt,
+    floating dt_u,
+    Py_ssize_t n_pad,
+    bint in_range,
+) noexcept nogil:
+    """One step of the recurrence in place, without the output."""
+    cdef Py_ssize_t n
+    if in_range:
+        for n in range(n_pad):
+            state[n] = _exp_in_range(dt * a_row[n]) * state[n] + dt_u * b_row[n]
+    else:
+        for n in range(n_pad):
+            state[n] = _exp(dt * a_row[n]) * state[n] + dt_u * b_row[n]
+
+
+cdef inline floating _step_stored(
+    floating_in previous,
+    floating_out current,
+    floating_out decay,
+    floating_in a_row,
+    floating_in b_row,
+    floating_in c_row,
+    floating dt,
+    floating dt_u,
+    Py_ssize_t n_pad,
+    bint in_range,
+    bint with_output,
+) noexcept nogil:
+    """One step from ``previous`` into ``current``, keeping exp(dt A) in ``decay``.
+
+    Returns C_t . h_t (summed as in :func:`_step`) when ``with_output``, else 0.
+    """
+    cdef floating partial[LANES]
+    cdef Py_ssize_t block, lane, n
+    cdef floating h
+    if in_range:
+        for n in range(n_pad):
+            decay[n] = _exp_in_range(dt * a_row[n])
+    else:
+        for n in range(n_pad):
+            decay[n] = _exp(dt * a_row[n])
+    if not with_output:
+        for n in range(n_pad):
+            current[n] = decay[n] * previous[n] + dt_u * b_row[n]
+        return 0
+    for lane in range(LANES):
+        partial[lane] = 0
+    for block in range(n_pad // LANES):
+        for lane in range(LANES):
+            n = block * LANES + lane
+            h = decay[n] * previous[n] + dt_u * b_row[n]
+            current[n] = h
+            partial[lane] += h * c_row[n]
+    return (((partial[0] + partial[1]) + (partial[2] + partial[3]))
+            + ((partial[4] + partial[5]) + (partial[6] + partial[7])))
+
+
+cdef inline bint _in_exp_range(
+    const floating* dt_chunk, Py_ssize_t count, floating a_max_abs
+) noexcept nogil:
+    """Whether |dt A| stays within the unchecked exponential's range over a chunk."""
+    cdef Py_ssize_t t
+    cdef floating dt_max_abs = 0
+    for t in range(count):
+        if dt_chunk[t] > dt_max_abs:
+            dt_max_abs = dt_chunk[t]
+        elif -dt_chunk[t] > dt_max_abs:
+            dt_max_abs = -dt_chunk[t]
+    return dt_max_abs * a_max_abs <= _exp_safe_bound(a_max_abs)
+
+
+cdef inline void _step_backward(
+    floating_out carried,
+    floating_out grad_a_row,
+    floating_out grad_b_row,
+    floating_out grad_c_row,
+    floating_in previous,
+    floating_in current,
+    floating_in decay,
+    floating_in a_row,
+    floating_in b_row,
+    floating_in c_row,
+    floating dy,
+    floating dt,
+    floating dt_u,
+    Py_ssize_t n_pad,
+    floating* sum_g_h_a_a,
+    floating* sum_g_b,
+) noexcept nogil:
+    """One reverse step of the gradient recurrence (MATH.md §5).
+
+    ``carried`` holds a_{t+1} g_{t+1} on entry and a_t g_t on exit.  Adds
+    g h_{t-1} a dt to ``grad_a_row``, g dt u to ``grad_b_row`` and dy h_t to
+    ``grad_c_row``; writes sum_n g h_{t-1} a A to ``sum_g_h_a_a`` and
+    sum_n g B to ``sum_g_b`` (summed as in :func:`_step`).
+    """
+    cdef floating partial_a[LANES]
+    cdef floating partial_b[LANES]
+    cdef Py_ssize_t block, lane, n
+    cdef floating g, g_h_a
+    for lane in range(LANES):
+        partial_a[lane] = 0
+        partial_b[lane] = 0
+    for block in range(n_pad // LANES):
+        for lane in range(LANES):
+            n = block * LANES + lane
+            g = c_row[n] * dy + carried[n]
+            g_h_a = g * previous[n] * decay[n]
+            grad_a_row[n] += g_h_a * dt
+            partial_a[lane] += g_h_a * a_row[n]
+            partial_b[lane] += g * b_row[n]
+            grad_b_row[n] += g * dt_u
+            grad_c_row[n] += dy * current[n]
+            carried[n] = decay[n] * g
+    sum_g_h_a_a[0] = (((partial_a[0] + partial_a[1]) + (partial_a[2] + partial_a[3]))
+                      + ((partial_a[4] + partial_a[5]) + (partial_a[6] + partial_a[7])))
+    sum_g_b[0] = (((partial_b[0] + partial_b[1]) + (partial_b[2] + partial_b[3]))
+                  + ((partial_b[4] + partial_b[5]) + (partial_b[6] + partial_b[7])))
+
+
+# ------------------------------------------------------- layout and buffers
+
+
+cdef void _transpose_chunk(
+    const floating[:, :, ::1] source,
+    Py_ssize_t b,
+    Py_ssize_t t_start,
+    Py_ssize_t t_stop,
+    floating[:, ::1] target,
+) noexcept nogil:
+    """target[t - t_start, n] = source[b, n, t] for t in [t_start, t_stop)."""
+    cdef Py_ssize_t n, t
+    for n in range(source.shape[1]):
+        for t in range(t_start, t_stop):
+            target[t - t_start, n] = source[b, n, t]
+
+
+cdef void _add_transposed_chunk(
+    const floating[:, ::1] source,
+    Py_ssize_t b,
+    Py_ssize_t t_start,
+    Py_ssize_t t_stop,
+    floating[:, :, ::1] target,
+) noexcept nogil:
+    """target[b, n, t] += source[t - t_start, n] for t in [t_start, t_stop)."""
+    cdef Py_ssize_t n, t
+    for n in range(target.shape[1]):
+        for t in range(t_start, t_stop):
+            target[b, n, t] += source[t - t_start, n]
+
+
+cdef void _clear_rows(floating[:, ::1] rows, Py_ssize_t n_rows) noexcept nogil:
+    cdef Py_ssize_t i, n
+    for i in range(n_rows):
+        for n in range(rows.shape[1]):
+            rows[i, n] = 0
+
+
+cdef floating[:, ::1] _zeros(const floating[:, ::1] like, Py_ssize_t n_rows,
+                             Py_ssize_t n_columns):
+    """Zero (n_rows, n_columns) array of the dtype of ``like``, 64-byte aligned.
+
+    Rows of a padded state (a multiple of 8 numbers) then never straddle two
+    cache lines more than they must; numpy only guarantees 16 bytes.
+    """
+    dtype = np.float32 if floating is float else np.float64
+    cdef Py_ssize_t itemsize = sizeof(floating)
+    cdef Py_ssize_t size = n_rows * n_columns
+    buffer = np.zeros(size + CACHE_LINE // itemsize, dtype=dtype)
+    cdef Py_ssize_t offset = (-buffer.ctypes.data % CACHE_LINE) // itemsize
+    return buffer[offset : offset + size].reshape(n_rows, n_columns)
+
+
+cdef void _copy_rows(
+    const floating[:, ::1] source,
+    Py_ssize_t row_start,
+    Py_ssize_t row_stop,
+    floating[:, ::1] target,
+) noexcept nogil:
+    """target[i, :N] = source[row_start + i] for the rows of a channel group.
+
+    The padding columns of ``target`` are never written, so they stay zero.
+    """
+    cdef Py_ssize_t i, n
+    for i in range(row_stop - row_start):
+        for n in range(source.shape[1]):
+            target[i, n] = source[row_start + i, n]
+
+
+cdef void _add_rows(
+    const floating[:, ::1] source,
+    Py_ssize_t row_start,
+    Py_ssize_t row_stop,
+    floating[:, ::1] target,
+) noexcept nogil:
+    """target[row_start + i] += source[i, :N] for the rows of a channel group."""
+    cdef Py_ssize_t i, n
+    for i in range(row_stop - row_start):
+        for n in range(target.shape[1]):
+            target[row_start + i, n] += source[i, n]
+
+
+cdef floating _row_max_abs(const floating* row, Py_ssize_t n_pad) noexcept nogil:
+    """max_n |row[n]|."""
+    cdef Py_ssize_t n
+    cdef floating largest = 0
+    for n in range(n_pad):
+        if row[n] > largest:
+            largest = row[n]
+        elif -row[n] > largest:
+            largest = -row[n]
+    return largest
+
+
+def padded_state_size(Py_ssize_t n_state):
+    """Size of the padded state vector the kernels work on."""
+    return ((n_state + LANES - 1) // LANES) * LANES
+
+
+# ------------------------------------------------------------------ kernels
+
+
+def forward(
+    const floating[:, :, ::1] u,
+    const floating[:, :, ::1] delta,
+    const floating[:, ::1] A,
+    const floating[:, :, ::1] B,
+    const floating[:, :, ::1] C,
+    const floating[::1] D,
+    const floating[:, :, ::1] z,
+    const floating[::1] delta_bias,
+    floating[:, :, ::1] out,
+    floating[:, :, ::1] last_state,
+    bint selective_B,
+    bint selective_C,
+    bint gated,
+    bint softplus,
+    bint store_last_state,
+    Py_ssize_t pair_start,
+    Py_ssize_t pair_stop,
+    Py_ssize_t chunk_size,
+):
+    """Selective scan over the (batch, channel) pairs [pair_start, pair_stop).
+
+    Pair p is (p // n_channels, p % n_channels).  ``B``/``C`` are
+    ``(batch, N, length)`` when selective, else ``(1, n_channels, N)``.
+    ``D`` and ``delta_bias`` are zeros when absent; ``z`` is read only when
+    ``gated``; ``last_state`` (batch, n_channels, N) is written only when
+    ``store_last_state``.  Writes ``out`` for the pairs of the range.
+
+    Channels are taken in groups of FORWARD_GROUP; the scratch memory is
+    ``(3 * FORWARD_GROUP + 2 * chunk) * n_pad + 2 * chunk`` numbers whatever
+    the number of channels and the length.
+    """
+    cdef Py_ssize_t n_channels = u.shape[1]
+    cdef Py_ssize_t length = u.shape[2]
+    cdef Py_ssize_t n_state = A.shape[1]
+    cdef Py_ssize_t n_pad = padded_state_size(n_state)
+    cdef Py_ssize_t chunk = chunk_size if chunk_size < length else length
+    cdef Py_ssize_t n_chunks = (length + chunk - 1) // chunk
+    cdef floating[:, ::1] a_rows = _zeros(A, FORWARD_GROUP, n_pad)
+    # Selective B / C: one transposed chunk, advanced by n_pad per step;
+    # time-invariant: one padded row per channel of the group, fixed over time.
+    cdef floating[:, ::1] b_rows = _zeros(A, chunk if selective_B else FORWARD_GROUP, n_pad)
+    cdef floating[:, ::1] c_rows = _zeros(A, chunk if selective_C else FORWARD_GROUP, n_pad)
+    cdef Py_ssize_t b_step = n_pad if selective_B else 0
+    cdef Py_ssize_t c_step = n_pad if selective_C else 0
+    cdef floating[:, ::1] states = _zeros(A, FORWARD_GROUP, n_pad)
+    cdef floating[:, ::1] vectors = _zeros(A, 3, chunk if chunk > FORWARD_GROUP else FORWARD_GROUP)
+    cdef floating[::1] dt_chunk = vectors[0]
+    cdef floating[::1] gate_chunk = vectors[1]
+    cdef floating[::1] a_max_abs = vectors[2]
+    cdef Py_ssize_t b, d, d_start, d_stop, group, group_start, group_stop, slot
+    cdef Py_ssize_t t, t_start, t_stop, count, n, k
+    cdef bint in_range
+    cdef floating dt, u_t, y
+    cdef const floating* b_row
+    cdef const floating* c_row
+    with nogil:
+        b = pair_start // n_channels
+        while b * n_channels < pair_stop:
+            d_start = pair_start - b * n_channels if pair_start > b * n_channels else 0
+            d_stop = pair_stop - b * n_channels if pair_stop < (b + 1) * n_channels else n_channels
+            for group in range((d_stop - d_start + FORWARD_GROUP - 1) // FORWARD_GROUP):
+                group_start = d_start + group * FORWARD_GROUP
+                group_stop = group_start + FORWARD_GROUP
+                if group_stop > d_stop:
+                    group_stop = d_stop
+                _copy_rows(A, group_start, group_stop, a_rows)
+                for slot in range(group_stop - group_start):
+                    a_max_abs[slot] = _row_max_abs(&a_rows[slot, 0], n_pad)
+                if not selective_B:
+                    _copy_rows(B[0], group_start, group_stop, b_rows)
+                if not selective_C:
+                    _copy_rows(C[0], group_start, group_stop, c_rows)
+                _clear_rows(states, group_stop - group_start)
+                for k in range(n_chunks):
+                    t_start = k * chunk
+                    t_stop = t_start + chunk if t_start + chunk < length else length
+                    count = t_stop - t_start
+                    if selective_B:
+                        _transpose_chunk(B, b, t_start, t_stop, b_rows)
+                    if selective_C:
+                        _transpose_chunk(C, b, t_start, t_stop, c_rows)
+                    for d in range(group_start, group_stop):
+                        slot = d - group_start
+                        _steps_chunk(&delta[b, d, t_start], delta_bias[d], softplus,
+                                     &dt_chunk[0], count)
+                        in_range = _in_exp_range(&dt_chunk[0], count, a_max_abs[slot])
+                        if gated:
+                            _gates_chunk(&z[b, d, t_start], &gate_chunk[0], count)
+                        b_row = &b_rows[0, 0] if selective_B else &b_rows[slot, 0]
+                        c_row = &c_rows[0, 0] if selective_C else &c_rows[slot, 0]
+                        for t in range(count):
+                            dt = dt_chunk[t]
+                            u_t = u[b, d, t_start + t]
+                            y = _step(&states[slot, 0], &a_rows[slot, 0], b_row, c_row,
+                                      dt, dt * u_t, n_pad, in_range)
+                            y = y + D[d] * u_t
+                            if gated:
+                                y = y * gate_chunk[t]
+                            out[b, d, t_start + t] = y
+                            b_row += b_step
+                            c_row += c_step
+                if store_last_state:
+                    for d in range(group_start, group_stop):
+                        for n in range(n_state):
+                            last_state[b, d, n] = states[d - group_start, n]
+            b += 1
+
+
+def backward(
+    const floating[:, :, ::1] dout,
+    const floating[:, :, ::1] u,
+    const floating[:, :, ::1] delta,
+    const floating[:, ::1] A,
+    const floating[:, :, ::1] B,
+    const floating[:, :, ::1] C,
+    const floating[::1] D,
+    const floating[:, :, ::1] z,
+    const floating[::1] delta_bias,
+    floating[:, :, ::1] du,
+    floating[:, :, ::1] ddelta,
+    floating[:, ::1] dA,
+    floating[:, :, ::1] dB,
+    floating[:, :, ::1] dC,
+    floating[::1] dD,
+    floating[:, :, ::1] dz,
+    floating[::1] ddelta_bias,
+    bint selective_B,
+    bint selective_C,
+    bint gated,
+    bint softplus,
+    Py_ssize_t pair_start,
+    Py_ssize_t pair_stop,
+    Py_ssize_t chunk_size,
+    Py_ssize_t batch_offset,
+):
+    """Gradients of sum(dout * out) over the pairs [pair_start, pair_stop).
+
+    Writes ``du``, ``ddelta`` (and ``dz`` when ``gated``) for the pairs of
+    the range; adds into ``dA``, ``dD``, ``ddelta_bias`` and ``dB``/``dC``.
+    Selective ``dB``/``dC`` rows are indexed ``b - batch_offset``, so a caller
+    can hand each thread its own accumulator for the batch elements it shares
+    with another thread; time-invariant ones are ``(1, n_channels, N)``.
+
+    The scratch memory is ``CHANNEL_GROUP * n_chunks * n_pad`` numbers of
+    checkpoints, ``(6 * chunk + 1) * n_pad`` of per-chunk buffers (fewer with
+    time-invariant B / C), ``6 * CHANNEL_GROUP * n_pad`` of per-group rows
+    and ``4 * chunk``, whatever the number of channels.
+    """
+    cdef Py_ssize_t n_channels = u.shape[1]
+    cdef Py_ssize_t length = u.shape[2]
+    cdef Py_ssize_t n_state = A.shape[1]
+    cdef Py_ssize_t n_pad = padded_state_size(n_state)
+    cdef Py_ssize_t chunk = chunk_size if chunk_size < length else length
+    cdef Py_ssize_t n_chunks = (length + chunk - 1) // chunk
+    cdef floating[:, ::1] a_rows = _zeros(A, CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] grad_a_rows = _zeros(A, CHANNEL_GROUP, n_pad)
+    # B / C and their gradients: one transposed chunk when selective, one
+    # padded row per channel of the group when time-invariant (see forward).
+    cdef floating[:, ::1] b_rows = _zeros(A, chunk if selective_B else CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] c_rows = _zeros(A, chunk if selective_C else CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] grad_b_rows = _zeros(A, chunk if selective_B else CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] grad_c_rows = _zeros(A, chunk if selective_C else CHANNEL_GROUP, n_pad)
+    cdef Py_ssize_t b_step = n_pad if selective_B else 0
+    cdef Py_ssize_t c_step = n_pad if selective_C else 0
+    cdef floating[:, ::1] states = _zeros(A, chunk + 1, n_pad)
+    cdef floating[:, ::1] decays = _zeros(A, chunk, n_pad)
+    cdef floating[:, ::1] checkpoints = _zeros(A, CHANNEL_GROUP * n_chunks, n_pad)
+    cdef floating[:, ::1] carried = _zeros(A, CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] vectors = _zeros(A, 5, chunk if chunk > CHANNEL_GROUP else CHANNEL_GROUP)
+    cdef floating[::1] dt_chunk = vectors[0]
+    cdef floating[::1] slope_chunk = vectors[1]
+    cdef floating[::1] y_chunk = vectors[2]
+    cdef floating[::1] dy_chunk = vectors[3]
+    cdef floating[::1] a_max_abs = vectors[4]
+    cdef Py_ssize_t b, d, d_start, d_stop, group, group_start, group_stop, slot
+    cdef Py_ssize_t t, t_start, t_stop, count, k, n, row
+    cdef bint in_range
+    cdef floating dt, u_t, dy, sum_a, sum_b, grad_r, grad_d, grad_bias
+    cdef const floating* b_row
+    cdef const floating* c_row
+    cdef const floating* dy_row
+    cdef floating* grad_b_row
+    cdef floating* grad_c_row
+    with nogil:
+        b = pair_start // n_channels
+        while b * n_channels < pair_stop:
+            d_start = pair_start - b * n_channels if pair_start > b * n_channels else 0
+            d_stop = pair_stop - b * n_channels if pair_stop < (b + 1) * n_channels else n_channels
+            for group in range((d_stop - d_start + CHANNEL_GROUP - 1) // CHANNEL_GROUP):
+                group_start = d_start + group * CHANNEL_GROUP
+                group_stop = group_start + CHANNEL_GROUP
+                if group_stop > d_stop:
+                    group_stop = d_stop
+                _copy_rows(A, group_start, group_stop, a_rows)
+                for slot in range(group_stop - group_start):
+                    a_max_abs[slot] = _row_max_abs(&a_rows[slot, 0], n_pad)
+                _clear_rows(grad_a_rows, group_stop - group_start)
+                if not selective_B:
+                    _copy_rows(B[0], group_start, group_stop, b_rows)
+                    _clear_rows(grad_b_rows, group_stop - group_start)
+                if not selective_C:
+                    _copy_rows(C[0], group_start, group_stop, c_rows)
+                    _clear_rows(grad_c_rows, group_stop - group_start)
+                # Sweep 1: the state at the start of every chunk.
+                _clear_rows(carried, group_stop - group_start)
+                for k in range(n_chunks):
+                    t_start = k * chunk
+                    t_stop = t_start + chunk if t_start + chunk < length else length
+                    count = t_stop - t_start
+                    if selective_B and k < n_chunks - 1:
+                        _transpose_chunk(B, b, t_start, t_stop, b_rows)
+                    for d in range(group_start, group_stop):
+                        slot = d - group_start
+                        row = slot * n_chunks + k
+                        for n in range(n_pad):
+                            checkpoints[row, n] = carried[slot, n]
+                        if k == n_chunks - 1:
+                            continue
+                        _steps_chunk(&delta[b, d, t_start], delta_bias[d], softplus,
+                                     &dt_chunk[0], count)
+                        in_range = _in_exp_range(&dt_chunk[0], count, a_max_abs[slot])
+                        b_row = &b_rows[0, 0] if selective_B else &b_rows[slot, 0]
+                        for t in range(count):
+                            dt = dt_chunk[t]
+                            _step_state_only(&carried[slot, 0], &a_rows[slot, 0], b_row,
+                                             dt, dt * u[b, d, t_start + t], n_pad, in_range)
+                            b_row += b_step
+                # Sweep 2: chunks in reverse; carried = a_{t+1} g_{t+1}.
+                _clear_rows(carried, group_stop - group_start)
+                for k in range(n_chunks - 1, -1, -1):
+                    t_start = k * chunk
+                    t_stop = t_start + chunk if t_start + chunk < length else length
+                    count = t_stop - t_start
+                    if selective_B:
+                        _transpose_chunk(B, b, t_start, t_stop, b_rows)
+                        _clear_rows(grad_b_rows, count)
+                    if selective_C:
+                        _transpose_chunk(C, b, t_start, t_stop, c_rows)
+                        _clear_rows(grad_c_rows, count)
+                    for d in range(group_start, group_stop):
+                        slot = d - group_start
+                        _steps_and_slopes_chunk(&delta[b, d, t_start], delta_bias[d], softplus,
+                                                &dt_chunk[0], &slope_chunk[0], count)
+                        in_range = _in_exp_range(&dt_chunk[0], count, a_max_abs[slot])
+                        # Recompute h_{t_start - 1} .. h_{t_stop - 1} into states[0..count].
+                        row = slot * n_chunks + k
+                        for n in range(n_pad):
+                            states[0, n] = checkpoints[row, n]
+                        b_row = &b_rows[0, 0] if selective_B else &b_rows[slot, 0]
+                        c_row = &c_rows[0, 0] if selective_C else &c_rows[slot, 0]
+                        for t in range(count):
+                            dt = dt_chunk[t]
+                            y_chunk[t] = _step_stored(
+                                &states[t, 0], &states[t + 1, 0], &decays[t, 0],
+                                &a_rows[slot, 0], b_row, c_row, dt, dt * u[b, d, t_start + t],
+                                n_pad, in_range, gated)
+                            b_row += b_step
+                            c_row += c_step
+                        if gated:
+                            _gate_backward_chunk(
+                                &z[b, d, t_start], &dout[b, d, t_start], &u[b, d, t_start],
+                                &y_chunk[0], D[d], &dz[b, d, t_start], &dy_chunk[0], count)
+                            dy_row = &dy_chunk[0]
+                        else:
+                            dy_row = &dout[b, d, t_start]
+                        grad_d = 0
+                        grad_bias = 0
+                        for t in range(count - 1, -1, -1):
+                            u_t = u[b, d, t_start + t]
+                            dt = dt_chunk[t]
+                            dy = dy_row[t]
+                            if selective_B:
+                                b_row = &b_rows[t, 0]
+                                grad_b_row = &grad_b_rows[t, 0]
+                            else:
+                                b_row = &b_rows[slot, 0]
+                                grad_b_row = &grad_b_rows[slot, 0]
+                            if selective_C:
+                                c_row = &c_rows[t, 0]
+                                grad_c_row = &grad_c_rows[t, 0]
+                            else:
+                                c_row = &c_rows[slot, 0]
+                                grad_c_row = &grad_c_rows[slot, 0]
+                            _step_backward(
+                                &carried[slot, 0], &grad_a_rows[slot, 0], grad_b_row,
+                                grad_c_row, &states[t, 0], &states[t + 1, 0], &decays[t, 0],
+                                &a_rows[slot, 0], b_row, c_row, dy, dt, dt * u_t, n_pad,
+                                &sum_a, &sum_b)
+                            du[b, d, t_start + t] = D[d] * dy + dt * sum_b
+                            grad_r = (sum_a + u_t * sum_b) * slope_chunk[t]
+                            ddelta[b, d, t_start + t] = grad_r
+                            grad_bias = grad_bias + grad_r
+                            grad_d = grad_d + dy * u_t
+                        dD[d] += grad_d
+                        ddelta_bias[d] += grad_bias
+                    if selective_B:
+                        _add_transposed_chunk(grad_b_rows, b - batch_offset, t_start, t_stop, dB)
+                    if selective_C:
+                        _add_transposed_chunk(grad_c_rows, b - batch_offset, t_start, t_stop, dC)
+                _add_rows(grad_a_rows, group_start, group_stop, dA)
+                if not selective_B:
+                    _add_rows(grad_b_rows, group_start, group_stop, dB[0])
+                if not selective_C:
+                    _add_rows(grad_c_rows, group_start, group_stop, dC[0])
+            b += 1

@@ -1,0 +1,294 @@
+"""Network layers with explicit forward and backward passes, in numpy.
+
+Every layer follows one small protocol, so that networks are plain
+compositions and the trainer needs no autograd framework:
+
+* ``init_parameters(random_state, dtype)`` returns a dict of freshly
+  initialised parameter arrays, keyed ``"<layer name>.<parameter>"``;
+* ``decayed_parameters()`` lists the keys that weight decay applies to
+  (matrices and convolution filters, never biases, gains or SSM constants);
+* ``forward(parameters, inputs)`` returns ``(outputs, cache)``, where
+  ``cache`` holds what the backward pass needs;
+* ``backward(parameters, grad_outputs, cache)`` returns
+  ``(grad_inputs, grads)``, where ``grads`` maps parameter keys to
+  gradients of the same shape.
+
+Parameters are passed in rather than held by the layer: one set of layer
+objects serves several threads at once (each computing the gradient of its
+own minibatch shard) and finite-difference tests can perturb any entry.
+
+Activations are laid out ``(batch, length, features)`` and the layers act on
+the last axis; nothing loops over time.
+"""
+
+import numpy as np
+from scipy.special import expit
+
+__all__ = [
+    "Layer",
+    "Linear",
+    "CausalDepthwiseConv1d",
+    "SiLU",
+    "RMSNorm",
+    "softplus",
+    "inverse_softplus",
+]
+
+
+def softplus(x):
+    """log(1 + exp(x)), computed without overflow; keeps the dtype of ``x``."""
+    return np.logaddexp(x, np.zeros((), dtype=np.result_type(x, np.float32)))
+
+
+def inverse_softplus(y):
+    """The x with softplus(x) = y, for y > 0: x = log(exp(y) - 1)."""
+    return np.log(np.expm1(y))
+
+
+class Layer:
+    """A named function of its input and of parameters passed alongside it.
+
+    Parameters
+    ----------
+    name : str
+        Prefix of the layer's parameter keys.
+    """
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.name!r})"
+
+    def key(self, parameter):
+        """The full key of one of this layer's parameters."""
+        return f"{self.name}.{parameter}"
+
+    def init_parameters(self, random_state, dtype):
+        """Fresh parameters; ``random_state`` is a ``numpy.random.RandomState``."""
+        return {}
+
+    def decayed_parameters(self):
+        """Keys of the parameters that decoupled weight decay shrinks."""
+        return []
+
+    def forward(self, parameters, inputs):
+        raise NotImplementedError
+
+    def backward(self, parameters, grad_outputs, cache):
+        raise NotImplementedError
+
+
+class Linear(Layer):
+    """Affine map on the last axis: ``y = x @ weight + bias``.
+
+    ``weight`` has shape ``(in_features, out_features)`` and is initialised
+    uniform in ``±init_scale / sqrt(in_features)``; ``bias`` starts at zero.
+
+    Parameters
+    ----------
+    name : str
+    in_features, out_features : int
+    bias : bool, default=True
+    init_scale : float, default=1.0
+        Multiplies the initial weight range (residual output projections use
+        ``1 / sqrt(n_layers)`` so the residual stream does not grow with depth).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> layer = Linear("proj", 3, 2)
+    >>> parameters = layer.init_parameters(np.random.RandomState(0), np.float64)
+    >>> y, cache = layer.forward(parameters, np.ones((4, 5, 3)))
+    >>> y.shape
+    (4, 5, 2)
+    """
+
+    def __init__(self, name, in_features, out_features, *, bias=True, init_scale=1.0):
+        super().__init__(name)
+        self.in_features = in_features
+        self.out_features = out_features
+        self.bias = bias
+        self.init_scale = init_scale
+
+    def init_parameters(self, random_state, dtype):
+        bound = self.init_scale / np.sqrt(self.in_features)
+        parameters = {
+            self.key("weight"): random_state.uniform(
+                -bound, bound, size=(self.in_features, self.out_features)
+            ).astype(dtype)
+        }
+        if self.bias:
+            parameters[self.key("bias")] = np.zeros(self.out_features, dtype=dtype)
+        return parameters
+
+    def decayed_parameters(self):
+        return [self.key("weight")]
+
+    def forward(self, parameters, inputs):
+        # One matrix product over all (batch, step) rows rather than one per batch element.
+        flat_inputs = inputs.reshape(-1, self.in_features)
+        outputs = flat_inputs @ parameters[self.key("weight")]
+        if self.bias:
+            outputs += parameters[self.key("bias")]
+        return outputs.reshape(inputs.shape[:-1] + (self.out_features,)), flat_inputs
+
+    def backward(self, parameters, grad_outputs, cache, *, need_grad_inputs=True):
+        flat_inputs = cache
+        flat_grad_outputs = grad_outputs.reshape(-1, self.out_features)
+        grads = {self.key("weight"): flat_inputs.T @ flat_grad_outputs}
+        if self.bias:
+            grads[self.key("bias")] = flat_grad_outputs.sum(axis=0)
+        grad_inputs = None
+        if need_grad_inputs:
+            grad_inputs = (flat_grad_outputs @ parameters[self.key("weight")].T).reshape(
+                grad_outputs.shape[:-1] + (self.in_features,)
+            )
+        return grad_inputs, grads
+
+
+class CausalDepthwiseConv1d(Layer):
+    """Causal convolution along time, one filter per channel.
+
+    ``y[b, t, c] = bias[c] + sum_k weight[c, k] * x[b, t - (K - 1) + k, c]``
+    with ``x`` zero before the first step, so the output at ``t`` sees only
+    steps ``t - K + 1 .. t``.  The loop runs over the ``K`` filter taps, each
+    a whole-array operation.
+
+    Parameters
+    ----------
+    name : str
+    channels : int
+    kernel_size : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> conv = CausalDepthwiseConv1d("conv", channels=2, kernel_size=3)
+    >>> parameters = {"conv.weight": np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]),
+    ...               "conv.bias": np.zeros(2)}
+    >>> x = np.arange(8.0).reshape(1, 4, 2)
+    >>> conv.forward(parameters, x)[0][0]     # channel 1 is delayed by two steps
+    array([[0., 0.],
+           [2., 0.],
+           [4., 1.],
+           [6., 3.]])
+    """
+
+    def __init__(self, name, channels, kernel_size):
+        super().__init__(name)
+        self.channels = channels
+        self.kernel_size = kernel_size
+
+    def init_parameters(self, random_state, dtype):
+        bound = 1.0 / np.sqrt(self.kernel_size)
+        return {
+            self.key("weight"): random_state.uniform(
+                -bound, bound, size=(self.channels, self.kernel_size)
+            ).astype(dtype),
+            self.key("bias"): np.zeros(self.channels, dtype=dtype),
+        }
+
+    def decayed_parameters(self):
+        return [self.key("weight")]
+
+    def _pad(self, inputs):
+        batch, length, channels = inputs.shape
+        padded = np.zeros((batch, length + self.kernel_size - 1, channels), dtype=inputs.dtype)
+        padded[:, self.kernel_size - 1 :] = inputs
+        return padded
+
+    def forward(self, parameters, inputs):
+        weight = parameters[self.key("weight")]
+        length = inputs.shape[1]
+        padded = self._pad(inputs)
+        outputs = np.empty_like(inputs)
+        outputs[...] = parameters[self.key("bias")]
+        for tap in range(self.kernel_size):
+            outputs += weight[:, tap] * padded[:, tap : tap + length]
+        return outputs, padded
+
+    def backward(self, parameters, grad_outputs, cache):
+        padded = cache
+        weight = parameters[self.key("weight")]
+        length = grad_outputs.shape[1]
+        grad_weight = np.empty_like(weight)
+        grad_padded = np.zeros_like(padded)
+        flat_grad_outputs = grad_outputs.reshape(-1, self.channels)
+        for tap in range(self.kernel_size):
+            window = padded[:, tap : tap + length].reshape(-1, self.channels)
+            grad_weight[:, tap] = np.einsum("ic,ic->c", flat_grad_outputs, window)
+            grad_padded[:, tap : tap + length] += weight[:, tap] * grad_outputs
+        grads = {
+            self.key("weight"): grad_weight,
+            self.key("bias"): flat_grad_outputs.sum(axis=0),
+        }
+        return grad_padded[:, self.kernel_size - 1 :], grads
+
+
+class SiLU(Layer):
+    """``y = x * sigmoid(x)``, elementwise; no parameters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> SiLU("act").forward({}, np.array([0.0, 1.0]))[0]
+    array([0.        , 0.73105858])
+    """
+
+    def __init__(self, name="silu"):
+        super().__init__(name)
+
+    def forward(self, parameters, inputs):
+        sigmoid = expit(inputs)
+        return inputs * sigmoid, (inputs, sigmoid)
+
+    def backward(self, parameters, grad_outputs, cache):
+        inputs, sigmoid = cache
+        return grad_outputs * sigmoid * (1 + inputs * (1 - sigmoid)), {}
+
+
+class RMSNorm(Layer):
+    """Root-mean-square normalisation of the last axis with a learned gain.
+
+    ``y = gain * x / sqrt(mean(x ** 2) + eps)``; the gain starts at one.
+
+    Parameters
+    ----------
+    name : str
+    dim : int
+    eps : float, default=1e-5
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> norm = RMSNorm("norm", 2)
+    >>> parameters = norm.init_parameters(np.random.RandomState(0), np.float64)
+    >>> np.round(norm.forward(parameters, np.array([[3.0, 4.0]]))[0], 4)
+    array([[0.8485, 1.1314]])
+    """
+
+    def __init__(self, name, dim, eps=1e-5):
+        super().__init__(name)
+        self.dim = dim
+        self.eps = eps
+
+    def init_parameters(self, random_state, dtype):
+        return {self.key("gain"): np.ones(self.dim, dtype=dtype)}
+
+    def forward(self, parameters, inputs):
+        inverse_rms = 1.0 / np.sqrt(np.mean(inputs * inputs, axis=-1, keepdims=True) + self.eps)
+        normalised = inputs * inverse_rms
+        return normalised * parameters[self.key("gain")], (normalised, inverse_rms)
+
+    def backward(self, parameters, grad_outputs, cache):
+        normalised, inverse_rms = cache
+        grad_normalised = grad_outputs * parameters[self.key("gain")]
+        grad_gain = np.einsum(
+            "id,id->d",
+            grad_outputs.reshape(-1, self.dim),
+            normalised.reshape(-1, self.dim),
+        )
+        projection = np.mean(grad_normalised * normalised, axis=-1, keepdims=True)
+        grad_inputs = inverse_rms * (grad_normalised - normalised * projection)
+        return grad_inputs, {self.key("gain"): grad_gain}

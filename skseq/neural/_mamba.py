@@ -1,0 +1,238 @@
+"""The Mamba block: a gated, selective state-space sequence mixer (MATH.md §5).
+
+For an input ``x`` of shape ``(batch, length, d_model)`` and
+``d_inner = expand * d_model``:
+
+1. ``in_proj`` maps ``x`` to ``2 * d_inner`` channels, split into the SSM
+   input ``v`` and the gate ``z``;
+2. a causal depthwise convolution (``d_conv`` taps) and SiLU give
+   ``u = silu(conv(v))``;
+3. ``x_proj`` maps ``u`` at every step to ``(dt_rank, N, N)`` numbers: the
+   low-rank step-size input ``r``, and the selective ``B_t`` and ``C_t``;
+4. ``dt_proj`` lifts ``r`` back to ``d_inner`` channels; its bias ``b_Δ`` is
+   handed to the scan, which forms ``Δ = softplus(dt_proj(r) + b_Δ)``;
+5. the selective scan (:func:`skseq.inference.scan.selective_scan`) runs
+   ``h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t``, ``y_t = C_t·h_t + D u_t`` and
+   gates ``y_t * silu(z_t)``;
+6. ``out_proj`` maps the ``d_inner`` channels back to ``d_model``.
+
+``A = -exp(A_log)`` with ``A_log = log(1..N)`` in every channel (S4D-Real),
+``D = 1``, and ``b_Δ = softplus⁻¹(Δ₀)`` with ``Δ₀`` log-uniform in
+[1e-3, 1e-1].  The scan kernel does the recurrence (and, in its backward
+pass, recomputes the states); everything here is matmuls on whole arrays.
+"""
+
+import numpy as np
+
+from ..inference.scan import selective_scan, selective_scan_backward
+from ._layers import CausalDepthwiseConv1d, Layer, Linear, SiLU, inverse_softplus
+from ._network import ResidualSequenceNetwork
+
+__all__ = ["MambaBlock", "make_mamba_network", "resolve_dt_rank"]
+
+DT_MIN = 1e-3
+DT_MAX = 1e-1
+
+
+def resolve_dt_rank(dt_rank, d_model):
+    """``"auto"`` means ``ceil(d_model / 16)``."""
+    if isinstance(dt_rank, str) and dt_rank == "auto":
+        return -(-d_model // 16)
+    return int(dt_rank)
+
+
+def _channels_major(array):
+    """(batch, length, channels) -> contiguous (batch, channels, length), the scan's layout."""
+    return np.ascontiguousarray(array.transpose(0, 2, 1))
+
+
+class MambaBlock(Layer):
+    """One Mamba mixer, without its residual connection and norm.
+
+    Parameters
+    ----------
+    name : str
+    d_model : int
+        Width of the residual stream.
+    d_state : int
+        State size N of every channel's SSM.
+    d_conv : int
+        Taps of the causal depthwise convolution.
+    expand : int
+        ``d_inner = expand * d_model`` channels inside the block.
+    dt_rank : int
+        Rank of the step-size projection.
+    out_init_scale : float, default=1.0
+        Multiplies the initial range of ``out_proj``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> block = MambaBlock("mixer", d_model=4, d_state=3, d_conv=4, expand=2, dt_rank=1)
+    >>> parameters = block.init_parameters(np.random.RandomState(0), np.float64)
+    >>> sorted(parameters)[:3]
+    ['mixer.A_log', 'mixer.D', 'mixer.conv.bias']
+    >>> y, cache = block.forward(parameters, np.ones((2, 5, 4)))
+    >>> y.shape
+    (2, 5, 4)
+    """
+
+    def __init__(self, name, d_model, d_state, d_conv, expand, dt_rank, *, out_init_scale=1.0):
+        super().__init__(name)
+        self.d_model = d_model
+        self.d_state = d_state
+        self.d_conv = d_conv
+        self.expand = expand
+        self.dt_rank = dt_rank
+        self.d_inner = expand * d_model
+        self.in_proj = Linear(self.key("in_proj"), d_model, 2 * self.d_inner, bias=False)
+        self.conv = CausalDepthwiseConv1d(self.key("conv"), self.d_inner, d_conv)
+        self.activation = SiLU(self.key("silu"))
+        self.x_proj = Linear(self.key("x_proj"), self.d_inner, dt_rank + 2 * d_state, bias=False)
+        self.dt_proj = Linear(self.key("dt_proj"), dt_rank, self.d_inner, bias=False)
+        self.out_proj = Linear(
+            self.key("out_proj"), self.d_inner, d_model, bias=False, init_scale=out_init_scale
+        )
+        self._linear_layers = [self.in_proj, self.conv, self.x_proj, self.dt_proj, self.out_proj]
+
+    def init_parameters(self, random_state, dtype):
+        parameters = {}
+        for layer in self._linear_layers:
+            parameters.update(layer.init_parameters(random_state, dtype))
+        log_dt = random_state.uniform(np.log(DT_MIN), np.log(DT_MAX), size=self.d_inner)
+        parameters[self.key("dt_bias")] = inverse_softplus(np.exp(log_dt)).astype(dtype)
+        state_index = np.arange(1, self.d_state + 1, dtype=np.float64)
+        parameters[self.key("A_log")] = np.tile(np.log(state_index), (self.d_inner, 1)).astype(
+            dtype
+        )
+        parameters[self.key("D")] = np.ones(self.d_inner, dtype=dtype)
+        return parameters
+
+    def decayed_parameters(self):
+        return [key for layer in self._linear_layers for key in layer.decayed_parameters()]
+
+    def forward(self, parameters, inputs):
+        d_inner, dt_rank, d_state = self.d_inner, self.dt_rank, self.d_state
+        projected, in_cache = self.in_proj.forward(parameters, inputs)
+        ssm_input, gate = projected[..., :d_inner], projected[..., d_inner:]
+        convolved, conv_cache = self.conv.forward(parameters, ssm_input)
+        activated, activation_cache = self.activation.forward(parameters, convolved)
+        selection, x_proj_cache = self.x_proj.forward(parameters, activated)
+        step_input = selection[..., :dt_rank]
+        delta, dt_proj_cache = self.dt_proj.forward(parameters, step_input)
+
+        A = -np.exp(parameters[self.key("A_log")])
+        scan_inputs = dict(
+            u=_channels_major(activated),
+            delta=_channels_major(delta),
+            A=A,
+            B=_channels_major(selection[..., dt_rank : dt_rank + d_state]),
+            C=_channels_major(selection[..., dt_rank + d_state :]),
+            D=parameters[self.key("D")],
+            z=_channels_major(gate),
+            delta_bias=parameters[self.key("dt_bias")],
+        )
+        scanned, _ = selective_scan(**scan_inputs, delta_softplus=True)
+        outputs, out_cache = self.out_proj.forward(
+            parameters, np.ascontiguousarray(scanned.transpose(0, 2, 1))
+        )
+        cache = (
+            in_cache,
+            conv_cache,
+            activation_cache,
+            x_proj_cache,
+            dt_proj_cache,
+            scan_inputs,
+            out_cache,
+        )
+        return outputs, cache
+
+    def backward(self, parameters, grad_outputs, cache):
+        (
+            in_cache,
+            conv_cache,
+            activation_cache,
+            x_proj_cache,
+            dt_proj_cache,
+            scan_inputs,
+            out_cache,
+        ) = cache
+        grads = {}
+        grad_scanned, layer_grads = self.out_proj.backward(parameters, grad_outputs, out_cache)
+        grads.update(layer_grads)
+
+        scan_grads = selective_scan_backward(
+            _channels_major(grad_scanned), **scan_inputs, delta_softplus=True
+        )
+        grads[self.key("A_log")] = scan_grads.dA * scan_inputs["A"]
+        grads[self.key("D")] = scan_grads.dD
+        grads[self.key("dt_bias")] = scan_grads.ddelta_bias
+
+        grad_step_input, layer_grads = self.dt_proj.backward(
+            parameters, scan_grads.ddelta.transpose(0, 2, 1), dt_proj_cache
+        )
+        grads.update(layer_grads)
+        grad_selection = np.concatenate(
+            [
+                grad_step_input,
+                scan_grads.dB.transpose(0, 2, 1),
+                scan_grads.dC.transpose(0, 2, 1),
+            ],
+            axis=-1,
+        )
+        grad_activated, layer_grads = self.x_proj.backward(parameters, grad_selection, x_proj_cache)
+        grads.update(layer_grads)
+        grad_activated += scan_grads.du.transpose(0, 2, 1)
+        grad_convolved, _ = self.activation.backward(parameters, grad_activated, activation_cache)
+        grad_ssm_input, layer_grads = self.conv.backward(parameters, grad_convolved, conv_cache)
+        grads.update(layer_grads)
+        grad_projected = np.concatenate([grad_ssm_input, scan_grads.dz.transpose(0, 2, 1)], axis=-1)
+        grad_inputs, layer_grads = self.in_proj.backward(parameters, grad_projected, in_cache)
+        grads.update(layer_grads)
+        return grad_inputs, grads
+
+
+def make_mamba_network(
+    n_features, n_outputs, *, per_step, d_model, n_layers, d_state, d_conv, expand, dt_rank
+):
+    """A residual stack of Mamba blocks with input projection, final norm and head.
+
+    Parameters
+    ----------
+    n_features : int
+        Features per time step of the input.
+    n_outputs : int
+        Outputs per read-out position (targets, or classes for logits).
+    per_step : bool
+        Read out every step, or only the last one.
+    d_model, n_layers, d_state, d_conv, expand : int
+    dt_rank : int or "auto"
+
+    Returns
+    -------
+    network : ResidualSequenceNetwork
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> network = make_mamba_network(3, 2, per_step=False, d_model=8, n_layers=2,
+    ...                              d_state=4, d_conv=4, expand=2, dt_rank="auto")
+    >>> parameters = network.init_parameters(np.random.RandomState(0), np.float32)
+    >>> outputs, cache = network.forward(parameters, np.ones((5, 7, 3), dtype=np.float32))
+    >>> outputs.shape, outputs.dtype
+    ((5, 2), dtype('float32'))
+    """
+    dt_rank = resolve_dt_rank(dt_rank, d_model)
+    blocks = [
+        MambaBlock(
+            f"layers.{index}.mixer",
+            d_model,
+            d_state,
+            d_conv,
+            expand,
+            dt_rank,
+            out_init_scale=1.0 / np.sqrt(n_layers),
+        )
+        for index in range(n_layers)
+    ]
+    return ResidualSequenceNetwork(n_features, d_model, n_outputs, blocks, per_step=per_step)

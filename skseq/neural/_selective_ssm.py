@@ -1,0 +1,353 @@
+"""Selective state-space (Mamba) estimators: SelectiveSSMRegressor and SelectiveSSMClassifier."""
+
+from ..base import check_scalar_param
+from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
+from ._mamba import make_mamba_network
+from ._validation import check_positive_int
+
+__all__ = ["SelectiveSSMRegressor", "SelectiveSSMClassifier"]
+
+
+_COMMON_PARAMETERS = """\
+    d_model : int, default=32
+        Width of the residual stream; the input is projected from
+        ``n_features`` to ``d_model`` channels.
+    n_layers : int, default=2
+        Number of residual Mamba blocks.
+    d_state : int, default=16
+        State size N of each channel's selective SSM.
+    d_conv : int, default=4
+        Taps of the causal depthwise convolution before the SSM.
+    expand : int, default=2
+        Channels inside a block: ``d_inner = expand * d_model``.
+    dt_rank : int or "auto", default="auto"
+        Rank of the step-size projection; "auto" is ``ceil(d_model / 16)``.
+    learning_rate_init : float, default=1e-3
+        Adam's step size.
+    beta_1, beta_2 : float, default=0.9, 0.999
+        Adam's decay rates of the first and second moment estimates, in [0, 1).
+    epsilon : float, default=1e-8
+        Adam's denominator offset.
+    weight_decay : float, default=0.0
+        Decoupled (AdamW) weight decay: each update also multiplies the
+        projection matrices and convolution filters by
+        ``1 - learning_rate_init * weight_decay``, outside the adaptive
+        moments. Biases, norm gains and the SSM's ``A_log``, ``D`` and step
+        bias are not decayed.
+    batch_size : int, default=32
+        Sequences per minibatch (capped at the number of sequences).
+    max_iter : int, default=200
+        Maximum number of epochs (passes over the data) of :meth:`fit`.
+    shuffle : bool, default=True
+        Shuffle the sequences before every epoch.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initial weights, the shuffling and the validation split; an
+        int gives bitwise-identical fits (for a fixed ``n_jobs``).
+    max_grad_norm : float or None, default=1.0
+        Clip the gradient of each minibatch to this global Euclidean norm;
+        None disables clipping.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the sequences (stratified for
+        per-sequence labels) and stop when the validation score has not
+        improved by ``tol`` for ``n_iter_no_change`` epochs; the weights of
+        the best epoch are kept.  Ignored by :meth:`partial_fit`.
+    validation_fraction : float, default=0.1
+        Share of the sequences held out for early stopping, in (0, 1).
+    n_iter_no_change : int, default=10
+        Epochs without improvement by ``tol`` (of the training loss, or of the
+        validation score with early stopping) after which :meth:`fit` stops.
+    tol : float, default=1e-4
+        Improvement threshold of the stopping rule.
+    verbose : int, default=0
+        1 prints the loss (and validation score) of every epoch and its time
+        to stderr; 2 also prints every minibatch.
+    warm_start : bool, default=False
+        Let :meth:`fit` continue from the previous weights and optimiser state.
+    n_jobs : int or None, default=None
+        Threads (joblib) over shards of each minibatch, whose gradients are
+        summed, and over chunks of sequences in prediction. The result equals
+        ``n_jobs=1`` up to floating-point rounding. None means 1. BLAS is held
+        to one thread inside fit and predict: the matrices are small, and a
+        multi-threaded BLAS only slows them down.
+    dtype : {"float32", "float64"}, default="float32"
+        Working precision of the network: float32 trains about twice as fast,
+        float64 serves gradient checks."""
+
+_COMMON_ATTRIBUTES = """\
+    n_features_in_ : int
+        Columns of 2-D ``X`` (each a time step, as scikit-learn counts
+        features; :meth:`predict` then needs as many), or features per step of
+        3-D ``X`` (any sequence length can then be predicted).
+    feature_names_in_ : ndarray of str
+        Column names of a 2-D ``X`` given as a DataFrame with string column
+        names.
+    per_step_ : bool
+        Whether the model reads out every step (per-step targets) or only the
+        last one.
+    n_outputs_ : int
+        Outputs of the read-out head at each read-out position.
+    network_ : ResidualSequenceNetwork
+        The layers (input projection, Mamba blocks, final RMSNorm, head).
+    parameters_ : dict of ndarray
+        The network's weights, keyed by layer and parameter name.
+    loss_curve_ : list of float
+        Mean training loss of each epoch.
+    best_loss_ : float or None
+        Lowest training loss reached (None with early stopping).
+    validation_scores_ : list of float or None
+        Validation score of each epoch with early stopping, else None.
+    best_validation_score_ : float or None
+        Best validation score with early stopping, else None.
+    n_iter_ : int
+        Epochs run (fit and partial_fit together).
+    t_ : int
+        Training sequences processed."""
+
+_MODEL_NOTES = """\
+    Each Mamba block maps the normalised residual stream through an input
+    projection to ``x`` and a gate ``z`` (``expand * d_model`` channels each),
+    a causal depthwise convolution and SiLU on ``x``, a per-step projection of
+    ``x`` to the step-size input, ``B_t`` and ``C_t``, and the selective scan
+    ``h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t x_t``, ``y_t = C_t·h_t + D x_t``,
+    gated by ``silu(z_t)``, back to ``d_model`` channels.  The recurrence runs
+    in the Cython kernel :func:`skseq.inference.scan.selective_scan`;
+    gradients are computed by explicit backward passes and the weights
+    trained with Adam on minibatches of sequences."""
+
+
+class _SelectiveSSMArchitecture:
+    """Hyperparameter checks and network factory shared by the two estimators."""
+
+    def _check_architecture_params(self):
+        check_positive_int(self.d_model, "d_model")
+        check_positive_int(self.n_layers, "n_layers")
+        check_positive_int(self.d_state, "d_state")
+        check_positive_int(self.d_conv, "d_conv")
+        check_positive_int(self.expand, "expand")
+        if not (isinstance(self.dt_rank, str) and self.dt_rank == "auto"):
+            if isinstance(self.dt_rank, str):
+                raise ValueError(f"dt_rank must be 'auto' or a positive int, got {self.dt_rank!r}.")
+            check_scalar_param(self.dt_rank, "dt_rank", "int", low=1)
+
+    def _make_network(self, n_features, n_outputs, per_step):
+        return make_mamba_network(
+            n_features,
+            n_outputs,
+            per_step=per_step,
+            d_model=self.d_model,
+            n_layers=self.n_layers,
+            d_state=self.d_state,
+            d_conv=self.d_conv,
+            expand=self.expand,
+            dt_rank=self.dt_rank,
+        )
+
+
+class SelectiveSSMRegressor(_SelectiveSSMArchitecture, SequenceNetworkRegressor):
+    def __init__(
+        self,
+        *,
+        d_model=32,
+        n_layers=2,
+        d_state=16,
+        d_conv=4,
+        expand=2,
+        dt_rank="auto",
+        learning_rate_init=1e-3,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        weight_decay=0.0,
+        batch_size=32,
+        max_iter=200,
+        shuffle=True,
+        random_state=None,
+        max_grad_norm=1.0,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        tol=1e-4,
+        verbose=0,
+        warm_start=False,
+        n_jobs=None,
+        dtype="float32",
+    ):
+        self.d_model = d_model
+        self.n_layers = n_layers
+        self.d_state = d_state
+        self.d_conv = d_conv
+        self.expand = expand
+        self.dt_rank = dt_rank
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.max_grad_norm = max_grad_norm
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.n_jobs = n_jobs
+        self.dtype = dtype
+
+
+SelectiveSSMRegressor.__doc__ = f"""Selective state-space (Mamba) network for sequence regression.
+
+    Minimises half the mean squared error of one target vector per sequence
+    (read out at its last step) or one per step.
+
+{_MODEL_NOTES}
+
+    Parameters
+    ----------
+{_COMMON_PARAMETERS}
+
+    Attributes
+    ----------
+{_COMMON_ATTRIBUTES}
+
+    See Also
+    --------
+    SelectiveSSMClassifier : The same network with a softmax read-out.
+
+    Notes
+    -----
+    The kind of target follows from ``y``'s shape, with ``X`` of shape
+    ``(n_sequences, seq_len[, n_features])``: ``(n_sequences,)`` is one target
+    per sequence, ``(n_sequences, seq_len)`` one per step,
+    ``(n_sequences, k)`` with ``k != seq_len`` is ``k`` targets per sequence,
+    ``(n_sequences, seq_len, k)`` is ``k`` per step.  NaN in per-step targets,
+    or zero entries of a ``(n_sequences, seq_len)`` ``sample_weight``, mask
+    steps out of the loss.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.neural import SelectiveSSMRegressor
+
+    Per-step targets: at every step, the scaled sum of the steps so far.
+
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.normal(size=(300, 16))          # 300 sequences of 16 steps
+    >>> y = np.cumsum(X, axis=1) / np.sqrt(np.arange(1, 17))
+    >>> model = SelectiveSSMRegressor(d_model=8, n_layers=1, d_state=4,
+    ...                               learning_rate_init=1e-2, max_iter=30,
+    ...                               random_state=0).fit(X[:200], y[:200])
+    >>> model.predict(X[200:202]).shape
+    (2, 16)
+    >>> model.score(X[200:], y[200:]) > 0.9     # R² on sequences not seen in fit
+    True
+    """
+
+
+class SelectiveSSMClassifier(_SelectiveSSMArchitecture, SequenceNetworkClassifier):
+    def __init__(
+        self,
+        *,
+        d_model=32,
+        n_layers=2,
+        d_state=16,
+        d_conv=4,
+        expand=2,
+        dt_rank="auto",
+        learning_rate_init=1e-3,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        weight_decay=0.0,
+        batch_size=32,
+        max_iter=200,
+        shuffle=True,
+        random_state=None,
+        max_grad_norm=1.0,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        tol=1e-4,
+        verbose=0,
+        warm_start=False,
+        n_jobs=None,
+        dtype="float32",
+    ):
+        self.d_model = d_model
+        self.n_layers = n_layers
+        self.d_state = d_state
+        self.d_conv = d_conv
+        self.expand = expand
+        self.dt_rank = dt_rank
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.max_grad_norm = max_grad_norm
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.n_jobs = n_jobs
+        self.dtype = dtype
+
+
+SelectiveSSMClassifier.__doc__ = f"""Selective state-space (Mamba) network for classification.
+
+    Minimises the cross-entropy of a softmax over ``classes_``, for one label
+    per sequence (read out at its last step) or one per step.
+
+{_MODEL_NOTES}
+
+    Parameters
+    ----------
+{_COMMON_PARAMETERS}
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The labels, sorted.
+{_COMMON_ATTRIBUTES}
+
+    See Also
+    --------
+    SelectiveSSMRegressor : The same network with a squared-error read-out.
+
+    Notes
+    -----
+    ``y`` of shape ``(n_sequences,)`` is one label per sequence,
+    ``(n_sequences, seq_len)`` one label per step; a ``sample_weight`` of
+    shape ``(n_sequences, seq_len)`` masks steps (weight 0) out of the loss.
+    Labels may be any sortable type (strings included).  Every entry of ``y``,
+    masked or not, must be a label: ``classes_`` is built from all of them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.neural import SelectiveSSMClassifier
+
+    One label per sequence: whether its steps sum to more than zero.
+
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.normal(size=(500, 12))
+    >>> y = np.where(X.sum(axis=1) > 0, "up", "down")
+    >>> model = SelectiveSSMClassifier(d_model=8, n_layers=1, d_state=4,
+    ...                                learning_rate_init=1e-2, max_iter=30,
+    ...                                random_state=0).fit(X[:400], y[:400])
+    >>> model.classes_
+    array(['down', 'up'], dtype='<U4')
+    >>> model.predict_proba(X[400:403]).shape
+    (3, 2)
+    >>> model.score(X[400:], y[400:]) > 0.8     # accuracy on unseen sequences
+    True
+    """

@@ -1,0 +1,443 @@
+"""The minibatch trainer shared by every neural sequence estimator.
+
+:class:`BaseSequenceNetwork` owns what does not depend on the architecture:
+hyperparameter checks of the optimiser, the epoch loop over shuffled
+minibatches, Adam with decoupled weight decay, gradient clipping by global
+norm, early stopping on a held-out fraction, warm starts, ``partial_fit``,
+progress output, and the splitting of each minibatch over ``n_jobs``
+threads.  A concrete estimator supplies the network (``_make_network``) and
+the regressor / classifier bases in :mod:`skseq.neural._base` supply targets,
+loss and score.
+
+A network is any object with ``init_parameters(random_state, dtype)``,
+``decayed_parameters()``, ``forward(parameters, X) -> (outputs, cache)`` and
+``backward(parameters, grad_outputs, cache) -> grads`` (see
+:class:`~skseq.neural._network.ResidualSequenceNetwork`).
+"""
+
+import sys
+import time
+import warnings
+
+import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
+
+from ..base import check_scalar_param
+from ._validation import check_bool_param, check_positive_int, check_sequences
+
+__all__ = ["Adam", "clip_by_global_norm", "global_norm", "BaseSequenceNetwork"]
+
+# Positions (sequences x steps) per forward pass at prediction time: bounds memory.
+# BLAS runs on one thread throughout (threadpoolctl): the matrices are small, a
+# multi-threaded BLAS slows them down, and parallelism comes from ``n_jobs``.
+PREDICTION_CHUNK_POSITIONS = 1 << 16
+
+
+def global_norm(grads):
+    """Euclidean norm of all gradient arrays taken together (float64)."""
+    return float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads.values())))
+
+
+def clip_by_global_norm(grads, max_norm):
+    """Scale all gradients in place by one factor so their global norm is at most ``max_norm``.
+
+    Returns the norm before clipping.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> grads = {"a": np.array([3.0]), "b": np.array([4.0])}
+    >>> clip_by_global_norm(grads, 1.0)
+    5.0
+    >>> grads["a"], grads["b"]
+    (array([0.6]), array([0.8]))
+    """
+    norm = global_norm(grads)
+    if norm > max_norm:
+        scale = max_norm / norm
+        for gradient in grads.values():
+            gradient *= scale
+    return norm
+
+
+class Adam:
+    """Adam moments for a dict of parameter arrays, with decoupled weight decay.
+
+    One step with gradient ``g`` (t counts steps from 1)::
+
+        m = beta_1 m + (1 - beta_1) g          v = beta_2 v + (1 - beta_2) g**2
+        theta -= lr * (m / (1 - beta_1**t)) / (sqrt(v / (1 - beta_2**t)) + epsilon)
+        theta -= lr * weight_decay * theta     (decayed parameters only; AdamW)
+
+    The decay term does not pass through the moments, so it shrinks every
+    decayed weight by the same factor whatever its gradient history.
+    Hyperparameters are arguments of :meth:`step`, so changing them between
+    ``partial_fit`` calls takes effect.
+
+    Parameters
+    ----------
+    parameters : dict of ndarray
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> theta = {"w": np.array([1.0])}
+    >>> adam = Adam(theta)
+    >>> adam.step(theta, {"w": np.array([10.0])}, learning_rate=0.1, beta_1=0.9,
+    ...           beta_2=0.999, epsilon=1e-8, weight_decay=0.0, decayed=())
+    >>> np.round(theta["w"], 6)     # the first step moves by the learning rate
+    array([0.9])
+    """
+
+    def __init__(self, parameters):
+        self.first_moments = {key: np.zeros_like(value) for key, value in parameters.items()}
+        self.second_moments = {key: np.zeros_like(value) for key, value in parameters.items()}
+        self.n_steps = 0
+
+    def astype(self, dtype):
+        """Cast the moments (when a warm start changes the working precision)."""
+        for moments in (self.first_moments, self.second_moments):
+            for key in moments:
+                moments[key] = moments[key].astype(dtype, copy=False)
+
+    def step(
+        self, parameters, grads, *, learning_rate, beta_1, beta_2, epsilon, weight_decay, decayed
+    ):
+        """Update ``parameters`` in place from ``grads``."""
+        self.n_steps += 1
+        first_correction = 1.0 - beta_1**self.n_steps
+        second_correction = 1.0 - beta_2**self.n_steps
+        for key, gradient in grads.items():
+            first = self.first_moments[key]
+            second = self.second_moments[key]
+            first *= beta_1
+            first += (1.0 - beta_1) * gradient
+            second *= beta_2
+            second += (1.0 - beta_2) * (gradient * gradient)
+            update = (first / first_correction) / (np.sqrt(second / second_correction) + epsilon)
+            parameters[key] -= learning_rate * update
+        if weight_decay > 0:
+            shrink = 1.0 - learning_rate * weight_decay
+            for key in decayed:
+                parameters[key] *= shrink
+
+
+def _sum_dicts(dicts):
+    total = dict(dicts[0])
+    for more in dicts[1:]:
+        for key, value in more.items():
+            total[key] = total[key] + value
+    return total
+
+
+def _shard_slices(n_items, n_shards):
+    bounds = np.linspace(0, n_items, n_shards + 1).round().astype(int)
+    return [slice(bounds[i], bounds[i + 1]) for i in range(n_shards) if bounds[i + 1] > bounds[i]]
+
+
+class BaseSequenceNetwork(BaseEstimator):
+    """Training loop of the neural sequence estimators.
+
+    Subclasses define ``_make_network(n_features, n_outputs, per_step)``,
+    ``_check_architecture_params()``, and (through the regressor/classifier
+    bases) ``_prepare_targets``, ``_loss`` and ``_score_outputs``.  They
+    expose the hyperparameters read here: ``learning_rate_init``, ``beta_1``,
+    ``beta_2``, ``epsilon``, ``weight_decay``, ``batch_size``, ``max_iter``,
+    ``shuffle``, ``random_state``, ``max_grad_norm``, ``early_stopping``,
+    ``validation_fraction``, ``n_iter_no_change``, ``tol``, ``verbose``,
+    ``warm_start``, ``n_jobs`` and ``dtype``.
+
+    ``sample_weight`` is requested by default in ``fit``, ``partial_fit`` and
+    ``score`` (metadata routing): for per-step targets it is the mask that
+    says which steps count, so meta-estimators pass it on without a
+    ``set_*_request`` call.
+    """
+
+    __metadata_request__fit = {"sample_weight": True}
+    __metadata_request__partial_fit = {"sample_weight": True}
+    __metadata_request__score = {"sample_weight": True}
+
+    # -- hyperparameters ---------------------------------------------------------
+
+    def _check_trainer_params(self):
+        check_scalar_param(
+            self.learning_rate_init, "learning_rate_init", "real", low=0, low_open=True
+        )
+        check_scalar_param(self.beta_1, "beta_1", "real", low=0, high=1, high_open=True)
+        check_scalar_param(self.beta_2, "beta_2", "real", low=0, high=1, high_open=True)
+        check_scalar_param(self.epsilon, "epsilon", "real", low=0, low_open=True)
+        check_scalar_param(self.weight_decay, "weight_decay", "real", low=0)
+        check_positive_int(self.batch_size, "batch_size")
+        check_positive_int(self.max_iter, "max_iter")
+        check_bool_param(self.shuffle, "shuffle")
+        if self.max_grad_norm is not None:
+            check_scalar_param(self.max_grad_norm, "max_grad_norm", "real", low=0, low_open=True)
+        check_bool_param(self.early_stopping, "early_stopping")
+        check_scalar_param(
+            self.validation_fraction,
+            "validation_fraction",
+            "real",
+            low=0,
+            high=1,
+            low_open=True,
+            high_open=True,
+        )
+        check_positive_int(self.n_iter_no_change, "n_iter_no_change")
+        check_scalar_param(self.tol, "tol", "real", low=0)
+        if not isinstance(self.verbose, bool | np.bool_):
+            check_scalar_param(self.verbose, "verbose", "int", low=0)
+        check_bool_param(self.warm_start, "warm_start")
+        if self.n_jobs is not None:
+            check_scalar_param(self.n_jobs, "n_jobs", "int")
+            if self.n_jobs == 0:
+                raise ValueError("n_jobs == 0 has no meaning; use None, a positive int or -1.")
+        self._working_dtype()
+
+    def _working_dtype(self):
+        try:
+            dtype = np.dtype(self.dtype)
+        except TypeError as error:
+            raise TypeError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}.") from error
+        if dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}.")
+        return dtype
+
+    # -- the forward pass over many sequences --------------------------------------
+
+    def _n_threads(self, n_items):
+        return max(1, min(effective_n_jobs(self.n_jobs), n_items))
+
+    def _network_outputs(self, X):
+        """Outputs of the fitted network for prepared ``X``, in chunks over threads."""
+        n_sequences, seq_len, _ = X.shape
+        chunk = max(1, PREDICTION_CHUNK_POSITIONS // seq_len)
+        n_threads = self._n_threads(n_sequences)
+        chunk = min(chunk, -(-n_sequences // n_threads))
+        slices = [slice(start, start + chunk) for start in range(0, n_sequences, chunk)]
+
+        def forward(part):
+            return self.network_.forward(self.parameters_, X[part])[0]
+
+        with threadpool_limits(limits=1):
+            if n_threads == 1:
+                outputs = [forward(part) for part in slices]
+            else:
+                outputs = Parallel(n_jobs=n_threads, prefer="threads")(
+                    delayed(forward)(part) for part in slices
+                )
+        return np.concatenate(outputs, axis=0)
+
+    def _prepare_X(self, X):
+        check_is_fitted(self)
+        return check_sequences(
+            self, X, reset=False, dtype=next(iter(self.parameters_.values())).dtype
+        )
+
+    # -- one minibatch ---------------------------------------------------------------
+
+    def _loss_and_gradients(self, X, targets, weights, normaliser, parallel):
+        """Loss and gradient of one minibatch; shards of sequences go to threads."""
+
+        def shard(part):
+            outputs, cache = self.network_.forward(self.parameters_, X[part])
+            loss, grad_outputs = self._loss(outputs, targets[part], weights[part], normaliser)
+            return loss, self.network_.backward(self.parameters_, grad_outputs, cache)
+
+        n_shards = self._n_threads(X.shape[0]) if parallel is not None else 1
+        if n_shards == 1:
+            return shard(slice(None))
+        results = parallel(delayed(shard)(part) for part in _shard_slices(X.shape[0], n_shards))
+        return sum(loss for loss, _ in results), _sum_dicts([grads for _, grads in results])
+
+    def _train_step(self, X, targets, weights, parallel):
+        normaliser = float(np.sum(weights, dtype=np.float64))
+        if normaliser <= 0:
+            return 0.0, 0.0
+        loss, grads = self._loss_and_gradients(X, targets, weights, normaliser, parallel)
+        if self.max_grad_norm is not None:
+            clip_by_global_norm(grads, self.max_grad_norm)
+        self._optimizer.step(
+            self.parameters_,
+            grads,
+            learning_rate=self.learning_rate_init,
+            beta_1=self.beta_1,
+            beta_2=self.beta_2,
+            epsilon=self.epsilon,
+            weight_decay=self.weight_decay,
+            decayed=self._decayed_parameters,
+        )
+        return loss, normaliser
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def _initialize(self, n_features, dtype):
+        self._random_state = check_random_state(self.random_state)
+        self.network_ = self._make_network(n_features, self.n_outputs_, self.per_step_)
+        self.parameters_ = self.network_.init_parameters(self._random_state, dtype)
+        self._decayed_parameters = tuple(self.network_.decayed_parameters())
+        self._optimizer = Adam(self.parameters_)
+        self.n_iter_ = 0
+        self.t_ = 0
+        self.loss_curve_ = []
+        self.best_loss_ = np.inf
+        self.validation_scores_ = None
+        self.best_validation_score_ = None
+        self._no_improvement_count = 0
+
+    def _fit(self, X, y, sample_weight, *, incremental, classes=None):
+        self._check_trainer_params()
+        self._check_architecture_params()
+        dtype = self._working_dtype()
+        first_call = not hasattr(self, "parameters_") or (not incremental and not self.warm_start)
+        X = check_sequences(self, X, reset=first_call, dtype=dtype)
+        targets, weights = self._prepare_targets(
+            X, y, sample_weight, first_call=first_call, classes=classes
+        )
+        weights = weights.astype(dtype, copy=False)
+        if first_call:
+            self._initialize(X.shape[2], dtype)
+        elif next(iter(self.parameters_.values())).dtype != dtype:
+            self.parameters_ = {key: value.astype(dtype) for key, value in self.parameters_.items()}
+            self._optimizer.astype(dtype)
+
+        early_stopping = self.early_stopping and not incremental
+        if early_stopping:
+            X, X_val, targets, targets_val, weights, weights_val = self._validation_split(
+                X, targets, weights
+            )
+            self.validation_scores_ = list(self.validation_scores_ or [])
+            self.best_validation_score_ = -np.inf
+            best_parameters = None
+        else:
+            self.best_validation_score_ = None
+        if not incremental:
+            self._no_improvement_count = 0
+            self.best_loss_ = np.inf
+
+        batch_size = min(self.batch_size, X.shape[0])
+        n_threads = self._n_threads(batch_size)
+        started = time.perf_counter()
+        converged = False
+        with threadpool_limits(limits=1), Parallel(n_jobs=n_threads, prefer="threads") as parallel:
+            for _ in range(1 if incremental else self.max_iter):
+                loss = self._run_epoch(
+                    X, targets, weights, batch_size, parallel if n_threads > 1 else None
+                )
+                message = f"Epoch {self.n_iter_}: loss {loss:.6f}"
+                if early_stopping:
+                    score = self._score_outputs(
+                        self._network_outputs(X_val), targets_val, weights_val
+                    )
+                    message += f", validation score {score:.6f}"
+                    if self._record_validation_score(score):
+                        best_parameters = {k: v.copy() for k, v in self.parameters_.items()}
+                else:
+                    self._record_training_loss(loss)
+                if self.verbose:
+                    print(f"{message}, {time.perf_counter() - started:.2f} s", file=sys.stderr)
+                if not incremental and self._no_improvement_count >= self.n_iter_no_change:
+                    converged = True
+                    if self.verbose:
+                        criterion = "validation score" if early_stopping else "training loss"
+                        print(
+                            f"The {criterion} did not improve by more than tol={self.tol} "
+                            f"for {self.n_iter_no_change} consecutive epochs; stopping.",
+                            file=sys.stderr,
+                        )
+                    break
+        if early_stopping:
+            self.best_loss_ = None
+            if best_parameters is not None:
+                self.parameters_ = best_parameters
+        if not incremental and not converged:
+            warnings.warn(
+                f"{type(self).__name__}: reached max_iter={self.max_iter} epochs without "
+                "convergence; increase max_iter.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return self
+
+    def _run_epoch(self, X, targets, weights, batch_size, parallel):
+        """One pass of minibatch updates; returns the weighted mean loss of the pass."""
+        n_sequences = X.shape[0]
+        if self.shuffle:
+            order = self._random_state.permutation(n_sequences)
+        else:
+            order = np.arange(n_sequences)
+        total_loss = 0.0
+        total_weight = 0.0
+        for start in range(0, n_sequences, batch_size):
+            batch = order[start : start + batch_size]
+            loss, weight = self._train_step(X[batch], targets[batch], weights[batch], parallel)
+            total_loss += loss * weight
+            total_weight += weight
+            if self.verbose >= 2:
+                print(f"  minibatch {start // batch_size + 1}: loss {loss:.6f}", file=sys.stderr)
+        self.n_iter_ += 1
+        self.t_ += n_sequences
+        loss = total_loss / total_weight if total_weight > 0 else 0.0
+        if not np.isfinite(loss):
+            raise ValueError(
+                f"The training loss became {loss} at epoch {self.n_iter_}; "
+                "lower learning_rate_init or set max_grad_norm."
+            )
+        self.loss_curve_.append(loss)
+        return loss
+
+    def _record_training_loss(self, loss):
+        """Count epochs without a loss decrease of ``tol``."""
+        if self.best_loss_ is None:  # the previous fit used early stopping
+            self.best_loss_ = np.inf
+        if loss > self.best_loss_ - self.tol:
+            self._no_improvement_count += 1
+        else:
+            self._no_improvement_count = 0
+        self.best_loss_ = min(self.best_loss_, loss)
+
+    def _record_validation_score(self, score):
+        """Count epochs without a score gain of ``tol``; True if ``score`` is the best yet."""
+        self.validation_scores_.append(score)
+        if score < self.best_validation_score_ + self.tol:
+            self._no_improvement_count += 1
+        else:
+            self._no_improvement_count = 0
+        if score > self.best_validation_score_:
+            self.best_validation_score_ = score
+            return True
+        return False
+
+    def _validation_split(self, X, targets, weights):
+        n_sequences = X.shape[0]
+        n_validation = int(np.ceil(self.validation_fraction * n_sequences))
+        if n_validation < 1 or n_sequences - n_validation < 1:
+            raise ValueError(
+                f"early_stopping needs at least one training and one validation sequence; "
+                f"with {n_sequences} sequences and validation_fraction="
+                f"{self.validation_fraction} there are not enough."
+            )
+        stratify = self._stratify_labels(targets)
+        indices = np.arange(n_sequences)
+        train, validation = train_test_split(
+            indices,
+            test_size=n_validation,
+            random_state=self._random_state,
+            stratify=stratify,
+        )
+        return (
+            X[train],
+            X[validation],
+            targets[train],
+            targets[validation],
+            weights[train],
+            weights[validation],
+        )
+
+    def _stratify_labels(self, targets):
+        return None

@@ -1,0 +1,162 @@
+"""Input checks shared by the supervised sequence estimators.
+
+``X`` is ``(n_sequences, seq_len)`` -- a table whose columns are time steps
+with one feature each, validated by scikit-learn's ``validate_data`` so that
+``n_features_in_`` counts the columns as every scikit-learn tool expects --
+or ``(n_sequences, seq_len, n_features)``, where ``n_features_in_`` counts
+the features per step and any ``seq_len`` may be predicted.
+"""
+
+import numbers
+
+import numpy as np
+from scipy import sparse
+from sklearn.utils import check_array
+from sklearn.utils.validation import validate_data
+
+from ..base import check_scalar_param
+
+__all__ = [
+    "check_sequences",
+    "check_sequence_weights",
+    "check_bool_param",
+    "check_positive_int",
+]
+
+
+def check_bool_param(value, name):
+    """Accept a Python or numpy bool; raise TypeError naming ``name`` otherwise."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be a bool, got {value!r} of type {type(value).__name__}.")
+    return bool(value)
+
+
+def check_positive_int(value, name):
+    """An integer >= 1."""
+    return check_scalar_param(value, name, "int", low=1)
+
+
+def _input_ndim(X):
+    if sparse.issparse(X) or hasattr(X, "ndim"):
+        return X.ndim
+    try:
+        return np.asarray(X).ndim
+    except ValueError as error:
+        raise ValueError(
+            "X must be a rectangular array of shape (n_sequences, seq_len) or "
+            "(n_sequences, seq_len, n_features); pad sequences of different lengths "
+            f"to one length and mask the padding with sample_weight ({error})."
+        ) from error
+
+
+def check_sequences(estimator, X, *, reset, dtype):
+    """Validate ``X`` and return it as an array of shape (n_sequences, seq_len, n_features).
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        Receives ``n_features_in_`` (and ``feature_names_in_``) when ``reset``.
+    X : array-like of shape (n_sequences, seq_len) or (n_sequences, seq_len, n_features)
+    reset : bool
+        True in the first fit; False checks ``X`` against what fit saw.
+    dtype : numpy dtype
+        Floating type of the returned array (a copy when a cast is needed;
+        ``X`` itself is never modified).
+
+    Returns
+    -------
+    X : ndarray of shape (n_sequences, seq_len, n_features)
+    """
+    ndim = _input_ndim(X)
+    fitted_ndim = getattr(estimator, "_n_input_dims", None)
+    if not reset and fitted_ndim is not None and ndim in (2, 3) and ndim != fitted_ndim:
+        raise ValueError(
+            f"X has {ndim} dimensions but {type(estimator).__name__} was fitted on "
+            f"{fitted_ndim}-dimensional X; pass X of the same layout "
+            "((n_sequences, seq_len) or (n_sequences, seq_len, n_features))."
+        )
+    if ndim == 3:
+        X = check_array(
+            X,
+            dtype=[np.float64, np.float32],
+            allow_nd=True,
+            ensure_all_finite=True,
+            input_name="X",
+        )
+        n_sequences, seq_len, n_features = X.shape
+        if seq_len == 0 or n_features == 0:
+            raise ValueError(
+                f"X of shape {X.shape} is empty: it needs at least one step and one feature."
+            )
+        if reset:
+            estimator.n_features_in_ = n_features
+            if hasattr(estimator, "feature_names_in_"):
+                del estimator.feature_names_in_
+        elif n_features != estimator.n_features_in_:
+            raise ValueError(
+                f"X has {n_features} features per step, but {type(estimator).__name__} "
+                f"is expecting {estimator.n_features_in_} features per step as input."
+            )
+    else:
+        X = validate_data(
+            estimator,
+            X,
+            reset=reset,
+            dtype=[np.float64, np.float32],
+            ensure_all_finite=True,
+        )
+        X = X[:, :, None]
+    if reset:
+        estimator._n_input_dims = ndim
+    return X.astype(dtype, copy=False)
+
+
+def check_sequence_weights(sample_weight, n_sequences, seq_len, *, per_step):
+    """Validate ``sample_weight`` and return it as float64 of shape (n_sequences, seq_len) or (n,).
+
+    Per-sequence targets take weights of shape ``(n_sequences,)``; per-step
+    targets take ``(n_sequences, seq_len)`` (one weight per step, 0 masks the
+    step) or ``(n_sequences,)`` (one weight per sequence, spread over its
+    steps).  ``None`` means all ones.  Weights must be finite and
+    non-negative.
+    """
+    if sample_weight is None:
+        shape = (n_sequences, seq_len) if per_step else (n_sequences,)
+        return np.ones(shape, dtype=np.float64)
+    if isinstance(sample_weight, numbers.Number):
+        sample_weight = np.full(n_sequences, sample_weight, dtype=np.float64)
+    sample_weight = check_array(
+        sample_weight,
+        ensure_2d=False,
+        dtype=np.float64,
+        ensure_all_finite=True,
+        input_name="sample_weight",
+        copy=True,
+    )
+    if sample_weight.ndim == 1:
+        if sample_weight.shape[0] != n_sequences:
+            raise ValueError(
+                f"sample_weight has {sample_weight.shape[0]} entries but X has "
+                f"{n_sequences} sequences; expected shape ({n_sequences},)"
+                + (f" or ({n_sequences}, {seq_len})." if per_step else ".")
+            )
+        if per_step:
+            sample_weight = np.repeat(sample_weight[:, None], seq_len, axis=1)
+    elif sample_weight.ndim == 2 and per_step:
+        if sample_weight.shape != (n_sequences, seq_len):
+            raise ValueError(
+                f"sample_weight has shape {sample_weight.shape} but per-step targets need "
+                f"({n_sequences}, {seq_len}) (one weight per step) or ({n_sequences},)."
+            )
+    else:
+        expected = (
+            f"({n_sequences},) or ({n_sequences}, {seq_len})" if per_step else f"({n_sequences},)"
+        )
+        kind = "per-step" if per_step else "per-sequence"
+        raise ValueError(
+            f"sample_weight has shape {sample_weight.shape}; with {kind} targets it must "
+            f"have shape {expected}."
+        )
+    if np.any(sample_weight < 0):
+        raise ValueError("sample_weight must be non-negative.")
+    return sample_weight
