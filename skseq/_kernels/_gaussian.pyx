@@ -18,6 +18,19 @@ cdef inline bint _row_is_missing(const double[:, ::1] X, Py_ssize_t t) noexcept 
     return False
 
 
+cdef inline void _subtract_row_max(
+    double[:, ::1] out, Py_ssize_t t, double[::1] shift
+) noexcept nogil:
+    cdef Py_ssize_t k
+    cdef double m = out[t, 0]
+    for k in range(1, out.shape[1]):
+        if out[t, k] > m:
+            m = out[t, k]
+    shift[t] = m
+    for k in range(out.shape[1]):
+        out[t, k] -= m
+
+
 def log_density_diag(
     const double[:, ::1] X,
     const double[:, ::1] means_t,
@@ -25,8 +38,14 @@ def log_density_diag(
     const double[::1] log_normalisers,
     double[:, ::1] out,
     double[::1] total,
+    double[::1] shift,
+    bint subtract_max,
 ):
     """out[t, k] = log_normalisers[k] - 1/2 sum_d precisions[k, d] (X[t, d] - means[k, d])^2.
+
+    With ``subtract_max`` each row is shifted by its maximum, stored in
+    ``shift[t]`` (the forward-backward frame, see ``_hmm.shift_rows``; fused
+    here while the row is in cache).  Missing rows get 0 and shift 0.
 
     ``means_t`` and ``precisions_t`` are transposed, (n_features, n_components),
     so the inner loop runs over components, contiguously (it vectorises);
@@ -46,6 +65,7 @@ def log_density_diag(
             if _row_is_missing(X, t):
                 for k in range(n_components):
                     out[t, k] = 0.0
+                shift[t] = 0.0
                 continue
             for k in range(n_components):
                 sums[k] = 0.0
@@ -59,6 +79,8 @@ def log_density_diag(
                     sums[k] += precision_row[k] * difference * difference
             for k in range(n_components):
                 out[t, k] = log_normalisers[k] - 0.5 * sums[k]
+            if subtract_max:
+                _subtract_row_max(out, t, shift)
 
 
 def log_density_full(
@@ -69,8 +91,12 @@ def log_density_full(
     double[:, ::1] out,
     double[::1] component,
     double[::1] total,
+    double[::1] shift,
+    bint subtract_max,
 ):
     """out[t, k] = log_normalisers[k] - 1/2 |W_k (X[t] - mu_k)|^2.
+
+    ``subtract_max`` and ``shift`` as in :func:`log_density_diag`.
 
     ``W_k`` is the lower-triangular inverse of the Cholesky factor of
     covariance k, so |W (x - mu)|^2 is the Mahalanobis distance; the
@@ -93,6 +119,7 @@ def log_density_full(
             if _row_is_missing(X, t):
                 for k in range(n_components):
                     out[t, k] = 0.0
+                shift[t] = 0.0
                 continue
             for k in range(n_components):
                 sums[k] = 0.0
@@ -109,6 +136,8 @@ def log_density_full(
                     sums[k] += parts[k] * parts[k]
             for k in range(n_components):
                 out[t, k] = log_normalisers[k] - 0.5 * sums[k]
+            if subtract_max:
+                _subtract_row_max(out, t, shift)
 
 
 def weighted_moments(

@@ -73,6 +73,8 @@ cdef double _forward_one(
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef Py_ssize_t t, i, j
     cdef double c, a_i, inv_c
+    cdef const double* row
+    cdef double* accumulator = &work[0]
 
     c = 0.0
     for j in range(n_states):
@@ -86,13 +88,15 @@ cdef double _forward_one(
     scale[0] = c
 
     for t in range(1, n_rows):
-        # work = alpha[t-1] @ trans, written as axpy rows so it vectorises.
+        # work = alpha[t-1] @ trans, written as axpy rows over row pointers
+        # (plain contiguous loops, which GCC vectorises).
         for j in range(n_states):
-            work[j] = 0.0
+            accumulator[j] = 0.0
         for i in range(n_states):
             a_i = alpha[t - 1, i]
+            row = &trans[i, 0]
             for j in range(n_states):
-                work[j] += a_i * trans[i, j]
+                accumulator[j] += a_i * row[j]
         c = 0.0
         for j in range(n_states):
             alpha[t, j] = work[j] * frame[t, j]
@@ -129,6 +133,8 @@ cdef void _backward_one(
     cdef Py_ssize_t n_states = trans_t.shape[0]
     cdef Py_ssize_t t, i, j
     cdef double w_j, total, inv_total, inv_c
+    cdef const double* row
+    cdef double* accumulator = &beta[0]
     cdef int m, k
     cdef double one = 1.0
 
@@ -144,8 +150,9 @@ cdef void _backward_one(
         # beta_t(i) = sum_j A_ij w_{t+1}(j), as axpy over rows of A^T.
         for j in range(n_states):
             w_j = frame[t + 1, j]
+            row = &trans_t[j, 0]
             for i in range(n_states):
-                beta[i] += trans_t[j, i] * w_j
+                accumulator[i] += row[i] * w_j
         total = 0.0
         for i in range(n_states):
             posteriors[t, i] = alpha[t, i] * beta[i]

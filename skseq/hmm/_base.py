@@ -12,6 +12,8 @@ An emission model subclass adds:
 * ``_emission_terms(X)`` -> ``(log_frameprob, cache)``: the log-likelihood of
   every row under every state, (n_samples, n_components), and whatever the
   statistics can reuse;
+* optionally ``_shifted_emissions(X)`` -> ``(shifted, shift, cache)``, the
+  same with each row already shifted by its maximum (saves a pass);
 * ``_initialize_emissions(X, random_state)`` (``_initial_value(attribute)``
   gives the user's ``<name>_init`` or hand-set value);
 * ``_emission_statistics(X, posteriors, cache)``, ``_emission_mstep(statistics)``;
@@ -286,11 +288,18 @@ class BaseHMM(BaseEM):
     # -- EM -----------------------------------------------------------------
 
     def _estep(self, X, offsets):
-        log_frameprob, cache = self._emission_terms(X)
-        result = forward_backward_offsets(self.startprob_, self.transmat_, log_frameprob, offsets)
+        log_frameprob, shift, cache = self._shifted_emissions(X)
+        result = forward_backward_offsets(
+            self.startprob_, self.transmat_, log_frameprob, offsets, shift
+        )
         statistics = SufficientStatistics(start=result.start_counts, trans=result.transition_counts)
         statistics.update(self._emission_statistics(X, result.posteriors, cache))
         return statistics, result.log_likelihood
+
+    def _shifted_emissions(self, X):
+        """``(log_frameprob, shift, cache)``; ``shift`` None: rows not pre-shifted."""
+        log_frameprob, cache = self._emission_terms(X)
+        return log_frameprob, None, cache
 
     @staticmethod
     def _require_possible(sequence_log_likelihood):
@@ -590,11 +599,9 @@ class BaseHMM(BaseEM):
         posteriors : ndarray of shape (n_samples, n_components)
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
+        log_frameprob, shift, _ = self._shifted_emissions(X)
         result = forward_backward_offsets(
-            self.startprob_,
-            self.transmat_,
-            self._compute_log_likelihood(X),
-            offsets,
+            self.startprob_, self.transmat_, log_frameprob, offsets, shift
         )
         self._require_possible(result.sequence_log_likelihood)
         return result.log_likelihood, result.posteriors
@@ -679,12 +686,8 @@ class BaseHMM(BaseEM):
         return result.filtered
 
     def _forward(self, X, offsets):
-        return forward_offsets(
-            self.startprob_,
-            self.transmat_,
-            self._compute_log_likelihood(X),
-            offsets,
-        )
+        log_frameprob, shift, _ = self._shifted_emissions(X)
+        return forward_offsets(self.startprob_, self.transmat_, log_frameprob, offsets, shift)
 
     def sample(self, n_samples=1, random_state=None, currstate=None):
         """Draw a sequence from the model.

@@ -101,8 +101,12 @@ def check_covars(covars, covariance_type, n_components, n_features, name="covars
     return covars
 
 
-def log_gaussian_density(X, means, covars, covariance_type):
+def log_gaussian_density(X, means, covars, covariance_type, shift=None):
     """log N(x_t; mean_k, covar_k) for every row t and component k.
+
+    With ``shift`` (an array of n_samples) each row is returned minus its
+    maximum, which goes to ``shift`` (the frame of forward-backward, fused
+    into the same pass).
 
     Parameters
     ----------
@@ -134,6 +138,8 @@ def log_gaussian_density(X, means, covars, covariance_type):
             np.ascontiguousarray(log_normalisers),
             log_density,
             np.empty(n_components),
+            np.empty(0) if shift is None else shift,
+            shift is not None,
         )
         return log_density
     matrices = np.broadcast_to(covars, (n_components, n_features, n_features))
@@ -153,6 +159,8 @@ def log_gaussian_density(X, means, covars, covariance_type):
         log_density,
         np.empty(n_components),
         np.empty(n_components),
+        np.empty(0) if shift is None else shift,
+        shift is not None,
     )
     return log_density
 
@@ -479,6 +487,13 @@ class GaussianHMM(BaseHMM):
     def _emission_terms(self, X):
         # Rows with NaN get log-density 0 in the kernel: a missing observation.
         return log_gaussian_density(X, self.means_, self._covars_, self.covariance_type), None
+
+    def _shifted_emissions(self, X):
+        shift = np.empty(X.shape[0])
+        shifted = log_gaussian_density(
+            X, self.means_, self._covars_, self.covariance_type, shift=shift
+        )
+        return shifted, shift, None
 
     def _initialize_emissions(self, X, random_state):
         n_components, n_features = self.n_components, X.shape[1]

@@ -141,16 +141,26 @@ def _log_predictive(scale, shift, offsets, sequence_log_likelihood):
     return np.flatnonzero(~finite)
 
 
-def forward_backward_offsets(startprob, transmat, log_frameprob, offsets):
+def _frame(log_frameprob, shift):
+    """The exponentiated frame, and the log-emissions for a log-space redo."""
+    log_frameprob = np.ascontiguousarray(log_frameprob, dtype=np.float64)
+    if shift is None:
+        frame, shift = shifted_frame(log_frameprob)
+        return frame, shift, lambda: log_frameprob
+    return np.exp(log_frameprob), shift, lambda: log_frameprob + shift[:, None]
+
+
+def forward_backward_offsets(startprob, transmat, log_frameprob, offsets, shift=None):
     """Forward-backward on validated inputs (no checks); offsets split the rows.
 
-    Sequences whose scaled recursion underflows are redone in log space.
+    ``shift``, when given, says that each row of ``log_frameprob`` is already
+    shifted by its maximum (``shift[t]``).  Sequences whose scaled recursion
+    underflows are redone in log space.
     """
-    log_frameprob = np.ascontiguousarray(log_frameprob, dtype=np.float64)
-    n_samples, n_states = log_frameprob.shape
+    frame, shift, unshifted = _frame(log_frameprob, shift)
+    n_samples, n_states = frame.shape
     startprob = np.ascontiguousarray(startprob, dtype=np.float64)
     transmat = np.ascontiguousarray(transmat, dtype=np.float64)
-    frame, shift = shifted_frame(log_frameprob)
     posteriors = np.empty((n_samples, n_states))
     log_predictive = np.empty(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
@@ -161,9 +171,7 @@ def forward_backward_offsets(startprob, transmat, log_frameprob, offsets):
     underflowed = _log_predictive(log_predictive, shift, offsets, sequence_log_likelihood)
     if underflowed.size:
         log_start, log_trans = _logs(startprob, transmat)
-        _hmm.log_forward_backward(
-            log_start, log_trans, log_frameprob, offsets, underflowed, *arrays
-        )
+        _hmm.log_forward_backward(log_start, log_trans, unshifted(), offsets, underflowed, *arrays)
     return ForwardBackwardResult(
         float(sequence_log_likelihood.sum()),
         posteriors,
@@ -174,16 +182,16 @@ def forward_backward_offsets(startprob, transmat, log_frameprob, offsets):
     )
 
 
-def forward_offsets(startprob, transmat, log_frameprob, offsets):
+def forward_offsets(startprob, transmat, log_frameprob, offsets, shift=None):
     """Forward pass on validated inputs (no checks); offsets split the rows.
 
-    Sequences whose scaled recursion underflows are redone in log space.
+    ``shift`` as in :func:`forward_backward_offsets`.  Sequences whose scaled
+    recursion underflows are redone in log space.
     """
-    log_frameprob = np.ascontiguousarray(log_frameprob, dtype=np.float64)
-    n_samples, n_states = log_frameprob.shape
+    frame, shift, unshifted = _frame(log_frameprob, shift)
+    n_samples, n_states = frame.shape
     startprob = np.ascontiguousarray(startprob, dtype=np.float64)
     transmat = np.ascontiguousarray(transmat, dtype=np.float64)
-    frame, shift = shifted_frame(log_frameprob)
     filtered = np.empty((n_samples, n_states))
     log_predictive = np.empty(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
@@ -192,7 +200,7 @@ def forward_offsets(startprob, transmat, log_frameprob, offsets):
     underflowed = _log_predictive(log_predictive, shift, offsets, sequence_log_likelihood)
     if underflowed.size:
         log_start, log_trans = _logs(startprob, transmat)
-        _hmm.log_forward(log_start, log_trans, log_frameprob, offsets, underflowed, *arrays)
+        _hmm.log_forward(log_start, log_trans, unshifted(), offsets, underflowed, *arrays)
     return ForwardResult(
         float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
     )
