@@ -65,7 +65,8 @@ def log_density_diag(
             if _row_is_missing(X, t):
                 for k in range(n_components):
                     out[t, k] = 0.0
-                shift[t] = 0.0
+                if subtract_max:
+                    shift[t] = 0.0
                 continue
             for k in range(n_components):
                 sums[k] = 0.0
@@ -119,7 +120,8 @@ def log_density_full(
             if _row_is_missing(X, t):
                 for k in range(n_components):
                     out[t, k] = 0.0
-                shift[t] = 0.0
+                if subtract_max:
+                    shift[t] = 0.0
                 continue
             for k in range(n_components):
                 sums[k] = 0.0
