@@ -28,7 +28,7 @@ COMPILER_DIRECTIVES = {
 # setting errno, which nothing reads, and lets exp/log be vectorised.
 COMPILE_ARGS = ["-O3", "-fno-math-errno"]
 if DEBUG:
-    COMPILE_ARGS = ["-O0", "-g"]
+    COMPILE_ARGS = ["-O2", "-g", "-fno-math-errno"]
 
 extensions = [
     Extension(
