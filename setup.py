@@ -6,6 +6,8 @@ and wrap-around checks switched on (slow; for hunting memory errors).
 """
 
 import os
+import platform
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,15 +32,28 @@ COMPILE_ARGS = ["-O3", "-fno-math-errno"]
 if DEBUG:
     COMPILE_ARGS = ["-O2", "-g", "-fno-math-errno"]
 
+# ``<name>_avx2.pyx`` includes ``<name>.pyx``: the same kernels compiled with
+# AVX2 and FMA, picked at run time by skseq._kernels.load on CPUs that have
+# them.  Built on x86-64 with GCC-style compilers only.
+BUILD_AVX2 = platform.machine().lower() in ("x86_64", "amd64") and sys.platform != "win32"
+
+
+def compile_args(path):
+    if path.stem.endswith("_avx2"):
+        return COMPILE_ARGS + ["-mavx2", "-mfma"]
+    return COMPILE_ARGS
+
+
 extensions = [
     Extension(
         f"skseq._kernels.{path.stem}",
         [str(path)],
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=COMPILE_ARGS,
+        extra_compile_args=compile_args(path),
     )
     for path in sorted(Path("skseq/_kernels").glob("*.pyx"))
+    if BUILD_AVX2 or not path.stem.endswith("_avx2")
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives=COMPILER_DIRECTIVES))

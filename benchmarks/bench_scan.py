@@ -18,6 +18,7 @@ import tracemalloc
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from skseq.inference import scan as scan_module
 from skseq.inference.scan import selective_scan, selective_scan_backward
 
 try:
@@ -159,6 +160,10 @@ def main():
         f"best of {args.repeats}: wall time / CPU time."
     )
     print("mamba: selective B and C, D, z, delta_bias, softplus; plain: selective B and C only.")
+    print(
+        f"kernel build: {scan_module._scan.__name__} "
+        "(SKSEQ_KERNELS=baseline forces the portable one)"
+    )
     with threadpool_limits(limits=1):
         for length in args.lengths:
             all_inputs = make_inputs(args.batch, args.channels, length, args.n_state, dtype)

@@ -523,3 +523,44 @@ def test_bad_dout_and_chunk_size_raise():
     for chunk_size in (0, -3, 2.5):
         with pytest.raises(ValueError, match="_chunk_size must be a positive integer"):
             selective_scan_backward(np.ones((2, 3, 9)), **inputs, _chunk_size=chunk_size)
+
+
+# -- the AVX2 build ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-11), (np.float32, 2e-5)])
+def test_avx2_build_equals_the_portable_build(dtype, rtol):
+    """Both builds of the kernel (see skseq._kernels.load) give the same results."""
+    import importlib
+
+    from skseq import _kernels
+    from skseq.inference import scan as scan_module
+
+    if not _kernels.cpu_has_avx2_fma():
+        pytest.skip("this CPU has no AVX2/FMA")
+    try:
+        importlib.import_module("skseq._kernels._scan_avx2")
+    except ImportError:
+        pytest.skip("the AVX2 build is not available on this platform")
+    portable = importlib.import_module("skseq._kernels._scan")
+    assert scan_module._scan.__name__ == "skseq._kernels._scan_avx2"
+    rng = np.random.default_rng(11)
+    inputs = make_inputs(rng, batch=2, channels=4, length=200, n_state=16, dtype=dtype)
+    dout = rng.normal(size=inputs["u"].shape).astype(dtype)
+    results = {}
+    for build in ("avx2", "portable"):
+        if build == "portable":
+            scan_module._scan = portable
+        try:
+            out, last = selective_scan(**inputs, delta_softplus=True, return_last_state=True)
+            grads = selective_scan_backward(dout, **inputs, delta_softplus=True)
+        finally:
+            scan_module._scan = _kernels.load("_scan")
+        results[build] = (out, last, grads)
+    (out_a, last_a, grads_a), (out_p, last_p, grads_p) = results["avx2"], results["portable"]
+    np.testing.assert_allclose(out_a, out_p, rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(last_a, last_p, rtol=rtol, atol=rtol)
+    for name, value in grads_a._asdict().items():
+        np.testing.assert_allclose(
+            value, getattr(grads_p, name), rtol=rtol, atol=rtol, err_msg=name
+        )

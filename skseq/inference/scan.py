@@ -25,7 +25,9 @@ from typing import NamedTuple
 import joblib
 import numpy as np
 
-from .._kernels import _scan
+from .._kernels import load
+
+_scan = load("_scan")
 
 __all__ = ["selective_scan", "selective_scan_backward", "ScanResult", "ScanGradients"]
 
