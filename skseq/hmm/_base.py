@@ -31,7 +31,7 @@ from scipy import linalg
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._kernels import _hmm
+from .._kernels import load
 from .._sequences import check_y_is_not_lengths, sequence_offsets
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.hmm import (
@@ -40,6 +40,8 @@ from ..inference.hmm import (
     shifted_frame,
     viterbi_offsets,
 )
+
+_hmm = load("_hmm")
 
 __all__ = ["BaseHMM"]
 

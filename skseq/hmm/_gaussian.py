@@ -5,9 +5,11 @@ from scipy import linalg
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import validate_data
 
-from .._kernels import _gaussian
+from .._kernels import load
 from ..base import check_scalar_param
 from ._base import BaseHMM
+
+_gaussian = load("_gaussian")
 
 __all__ = ["GaussianHMM", "log_gaussian_density", "fill_covars", "COVARIANCE_TYPES"]
 

@@ -18,8 +18,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._kernels import _hmm
+from .._kernels import load
 from .._sequences import sequence_offsets
+
+_hmm = load("_hmm")
 
 __all__ = ["forward_backward", "forward", "viterbi", "ForwardBackwardResult", "ForwardResult"]
 

@@ -1,0 +1,58 @@
+"""The AVX2 builds of the kernels (skseq._kernels.load) against the portable ones."""
+
+import importlib
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from skseq import GaussianHMM, _kernels
+from skseq.hmm import _base as hmm_base
+from skseq.hmm import _gaussian as hmm_gaussian
+from skseq.inference import hmm as inference_hmm
+
+
+def portable_and_fast(name):
+    if not _kernels.cpu_has_avx2_fma():
+        pytest.skip("this CPU has no AVX2/FMA")
+    try:
+        fast = importlib.import_module(f"skseq._kernels.{name}_avx2")
+    except ImportError:
+        pytest.skip("the AVX2 build is not available on this platform")
+    return importlib.import_module(f"skseq._kernels.{name}"), fast
+
+
+def test_load_picks_the_fast_build_and_can_be_forced_portable(monkeypatch):
+    _, fast = portable_and_fast("_hmm")
+    assert _kernels.load("_hmm") is fast
+    monkeypatch.setenv("SKSEQ_KERNELS", "baseline")
+    assert _kernels.load("_hmm").__name__ == "skseq._kernels._hmm"
+
+
+@pytest.mark.parametrize("covariance_type", ["diag", "full"])
+def test_hmm_fit_is_the_same_with_either_build(monkeypatch, covariance_type):
+    hmm_portable, hmm_fast = portable_and_fast("_hmm")
+    gaussian_portable, gaussian_fast = portable_and_fast("_gaussian")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    X[200:400] += 3
+    X[17] = np.nan
+    results = []
+    for hmm_kernels, gaussian_kernels in (
+        (hmm_fast, gaussian_fast),
+        (hmm_portable, gaussian_portable),
+    ):
+        monkeypatch.setattr(inference_hmm, "_hmm", hmm_kernels)
+        monkeypatch.setattr(hmm_base, "_hmm", hmm_kernels)
+        monkeypatch.setattr(hmm_gaussian, "_gaussian", gaussian_kernels)
+        model = GaussianHMM(4, covariance_type=covariance_type, n_iter=5, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, lengths=[300, 300])
+        results.append((model, model.score(X), model.predict_proba(X)))
+    (fast_model, fast_score, fast_posteriors), (model, score, posteriors) = results
+    np.testing.assert_allclose(fast_score, score, rtol=1e-10)
+    np.testing.assert_allclose(fast_posteriors, posteriors, atol=1e-9)
+    np.testing.assert_allclose(fast_model.means_, model.means_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(fast_model.covars_, model.covars_, rtol=1e-9, atol=1e-12)
