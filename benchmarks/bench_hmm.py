@@ -72,7 +72,7 @@ def build(cls, parameters, covariance_type, n_iter, **extra):
     return model
 
 
-def time_call(cls, what, parameters, covariance_type, X, lengths, repeats, n_iter=3, **extra):
+def time_call(cls, what, parameters, covariance_type, X, lengths, repeats, n_iter=10, **extra):
     """Seconds for one EM iteration (``what="fit"``), or one score / predict call."""
     if what == "fit":
 
