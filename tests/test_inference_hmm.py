@@ -214,3 +214,36 @@ def test_subnormal_start_probability():
     np.testing.assert_allclose(
         forward_backward(log_start, log_trans, log_frame).log_likelihood, log_likelihood
     )
+
+
+def log_space_reference(log_start, log_trans, log_frame):
+    """Forward-backward in log space with numpy (no scaling): a second method."""
+    n_samples, n_states = log_frame.shape
+    log_alpha = np.empty((n_samples, n_states))
+    log_beta = np.zeros((n_samples, n_states))
+    log_alpha[0] = log_start + log_frame[0]
+    for t in range(1, n_samples):
+        log_alpha[t] = logsumexp(log_alpha[t - 1][:, None] + log_trans, axis=0) + log_frame[t]
+    for t in range(n_samples - 2, -1, -1):
+        log_beta[t] = logsumexp(log_trans + log_frame[t + 1] + log_beta[t + 1], axis=1)
+    log_likelihood = logsumexp(log_alpha[-1])
+    posteriors = np.exp(log_alpha + log_beta - log_likelihood)
+    counts = np.zeros((n_states, n_states))
+    for t in range(n_samples - 1):
+        counts += np.exp(
+            log_alpha[t][:, None] + log_trans + log_frame[t + 1] + log_beta[t + 1] - log_likelihood
+        )
+    return log_likelihood, posteriors, counts
+
+
+@pytest.mark.parametrize("n_states", [5, 12, 33])  # both loop orders of the kernels
+def test_forward_backward_matches_a_log_space_reference(n_states):
+    rng = np.random.default_rng(n_states)
+    log_start, log_trans, log_frame = random_model(rng, n_states, 40, sparsity=True)
+    log_likelihood, posteriors, counts = log_space_reference(log_start, log_trans, log_frame)
+    result = forward_backward(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
+    np.testing.assert_allclose(result.transition_counts, counts, atol=1e-10)
+    filtered = forward(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(filtered.log_likelihood, log_likelihood, rtol=1e-12)

@@ -9,6 +9,10 @@ adds nothing to the moments.  These functions release the GIL.
 
 from libc.math cimport isnan
 
+# Below this many components the density loops run component by component
+# (short scalar sums); above it, component-innermost vector loops win.
+cdef Py_ssize_t _FEW_COMPONENTS = 8
+
 
 cdef inline bint _row_is_missing(const double[:, ::1] X, Py_ssize_t t) noexcept nogil:
     cdef Py_ssize_t d
@@ -56,7 +60,7 @@ def log_density_diag(
     cdef Py_ssize_t n_components = means_t.shape[1]
     cdef Py_ssize_t n_features = X.shape[1]
     cdef Py_ssize_t t, k, d
-    cdef double x, difference
+    cdef double x, difference, sum_k
     cdef const double* mean_row
     cdef const double* precision_row
     cdef double* sums = &total[0]
@@ -68,18 +72,28 @@ def log_density_diag(
                 if subtract_max:
                     shift[t] = 0.0
                 continue
-            for k in range(n_components):
-                sums[k] = 0.0
-            for d in range(n_features):
-                # Row pointers keep the inner loop a plain contiguous loop (vectorised).
-                x = X[t, d]
-                mean_row = &means_t[d, 0]
-                precision_row = &precisions_t[d, 0]
+            if n_components < _FEW_COMPONENTS:
+                # Few components: one short scalar sum per component; the
+                # components' sums are independent and overlap in the CPU.
                 for k in range(n_components):
-                    difference = x - mean_row[k]
-                    sums[k] += precision_row[k] * difference * difference
-            for k in range(n_components):
-                out[t, k] = log_normalisers[k] - 0.5 * sums[k]
+                    sum_k = 0.0
+                    for d in range(n_features):
+                        difference = X[t, d] - means_t[d, k]
+                        sum_k = sum_k + precisions_t[d, k] * difference * difference
+                    out[t, k] = log_normalisers[k] - 0.5 * sum_k
+            else:
+                for k in range(n_components):
+                    sums[k] = 0.0
+                for d in range(n_features):
+                    # Row pointers keep the inner loop a plain contiguous loop (vectorised).
+                    x = X[t, d]
+                    mean_row = &means_t[d, 0]
+                    precision_row = &precisions_t[d, 0]
+                    for k in range(n_components):
+                        difference = x - mean_row[k]
+                        sums[k] += precision_row[k] * difference * difference
+                for k in range(n_components):
+                    out[t, k] = log_normalisers[k] - 0.5 * sums[k]
             if subtract_max:
                 _subtract_row_max(out, t, shift)
 
@@ -110,7 +124,7 @@ def log_density_full(
     cdef Py_ssize_t n_components = whitening_t.shape[2]
     cdef Py_ssize_t n_features = X.shape[1]
     cdef Py_ssize_t t, k, i, j
-    cdef double x
+    cdef double x, part, sum_k
     cdef const double* mean_row
     cdef const double* whitening_row
     cdef double* sums = &total[0]
@@ -123,21 +137,31 @@ def log_density_full(
                 if subtract_max:
                     shift[t] = 0.0
                 continue
-            for k in range(n_components):
-                sums[k] = 0.0
-            for i in range(n_features):
+            if n_components < _FEW_COMPONENTS:
                 for k in range(n_components):
-                    parts[k] = 0.0
-                for j in range(i + 1):
-                    x = X[t, j]
-                    mean_row = &means_t[j, 0]
-                    whitening_row = &whitening_t[i, j, 0]
+                    sum_k = 0.0
+                    for i in range(n_features):
+                        part = 0.0
+                        for j in range(i + 1):
+                            part = part + whitening_t[i, j, k] * (X[t, j] - means_t[j, k])
+                        sum_k = sum_k + part * part
+                    out[t, k] = log_normalisers[k] - 0.5 * sum_k
+            else:
+                for k in range(n_components):
+                    sums[k] = 0.0
+                for i in range(n_features):
                     for k in range(n_components):
-                        parts[k] += whitening_row[k] * (x - mean_row[k])
+                        parts[k] = 0.0
+                    for j in range(i + 1):
+                        x = X[t, j]
+                        mean_row = &means_t[j, 0]
+                        whitening_row = &whitening_t[i, j, 0]
+                        for k in range(n_components):
+                            parts[k] += whitening_row[k] * (x - mean_row[k])
+                    for k in range(n_components):
+                        sums[k] += parts[k] * parts[k]
                 for k in range(n_components):
-                    sums[k] += parts[k] * parts[k]
-            for k in range(n_components):
-                out[t, k] = log_normalisers[k] - 0.5 * sums[k]
+                    out[t, k] = log_normalisers[k] - 0.5 * sums[k]
             if subtract_max:
                 _subtract_row_max(out, t, shift)
 

@@ -17,6 +17,10 @@ The scaled recursions normalise the forward message at every step by its sum
 
 from libc.float cimport DBL_MIN
 from libc.math cimport INFINITY, NAN, exp, isnan, log
+
+# Below this many states the K x K products run as one scalar sum per state;
+# above it, as vectorised axpy loops.
+cdef Py_ssize_t _FEW_STATES = 8
 from scipy.linalg.cython_blas cimport dgemm
 
 
@@ -88,15 +92,24 @@ cdef double _forward_one(
     scale[0] = c
 
     for t in range(1, n_rows):
-        # work = alpha[t-1] @ trans, written as axpy rows over row pointers
-        # (plain contiguous loops, which GCC vectorises).
-        for j in range(n_states):
-            accumulator[j] = 0.0
-        for i in range(n_states):
-            a_i = alpha[t - 1, i]
-            row = &trans[i, 0]
+        if n_states < _FEW_STATES:
+            # Few states: one short scalar sum per state (they overlap in the
+            # CPU), cheaper than setting up vector loops this short.
             for j in range(n_states):
-                accumulator[j] += a_i * row[j]
+                a_i = 0.0
+                for i in range(n_states):
+                    a_i = a_i + alpha[t - 1, i] * trans[i, j]
+                accumulator[j] = a_i
+        else:
+            # work = alpha[t-1] @ trans, written as axpy rows over row pointers
+            # (plain contiguous loops, which GCC vectorises).
+            for j in range(n_states):
+                accumulator[j] = 0.0
+            for i in range(n_states):
+                a_i = alpha[t - 1, i]
+                row = &trans[i, 0]
+                for j in range(n_states):
+                    accumulator[j] += a_i * row[j]
         c = 0.0
         for j in range(n_states):
             alpha[t, j] = work[j] * frame[t, j]
@@ -147,12 +160,20 @@ cdef void _backward_one(
         for j in range(n_states):
             frame[t + 1, j] = frame[t + 1, j] * beta_next[j] * inv_c
             beta[j] = 0.0
-        # beta_t(i) = sum_j A_ij w_{t+1}(j), as axpy over rows of A^T.
-        for j in range(n_states):
-            w_j = frame[t + 1, j]
-            row = &trans_t[j, 0]
+        if n_states < _FEW_STATES:
+            # Few states: one short scalar sum per state (see _forward_one).
             for i in range(n_states):
-                accumulator[i] += row[i] * w_j
+                w_j = 0.0
+                for j in range(n_states):
+                    w_j = w_j + trans_t[j, i] * frame[t + 1, j]
+                accumulator[i] = w_j
+        else:
+            # beta_t(i) = sum_j A_ij w_{t+1}(j), as axpy over rows of A^T.
+            for j in range(n_states):
+                w_j = frame[t + 1, j]
+                row = &trans_t[j, 0]
+                for i in range(n_states):
+                    accumulator[i] += row[i] * w_j
         total = 0.0
         for i in range(n_states):
             posteriors[t, i] = alpha[t, i] * beta[i]
