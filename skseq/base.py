@@ -180,6 +180,7 @@ class BaseEM(BaseEstimator):
     def __getstate__(self):
         state = dict(super().__getstate__())  # a copy: the base may return __dict__ itself
         state.pop("_pool", None)  # a live thread pool (during fit) is not data
+        state.pop("_workspace", None)  # nor are work arrays
         return state
 
     @contextmanager

@@ -952,3 +952,26 @@ def test_log_gaussian_density_matches_scipy(n_components, covariance_type):
     )
     np.testing.assert_allclose(shifted + shift[:, None], expected, rtol=1e-12, atol=1e-12)
     assert np.all(shifted.max(axis=1) == 0.0)
+
+
+def test_work_arrays_live_only_during_a_batch_fit():
+    _, X, _, lengths = sample_true_model(n_sequences=4, length=100)
+    seen = []
+
+    class Spy(GaussianHMM):
+        def _estep(self, X, offsets):
+            seen.append(getattr(self, "_workspace", None) is not None)
+            return super()._estep(X, offsets)
+
+    model = Spy(3, n_iter=3, random_state=0, n_jobs=2).fit(X, lengths=lengths)
+    assert seen and all(seen)
+    assert not hasattr(model, "_workspace")
+    reference = GaussianHMM(3, n_iter=3, random_state=0).fit(X, lengths=lengths)
+    np.testing.assert_allclose(model.means_, reference.means_, rtol=1e-10)
+    # Reused arrays never leak into results: the posteriors are fresh each call.
+    first = model.predict_proba(X, lengths=lengths)
+    model.predict_proba(X[::-1].copy(), lengths=lengths[::-1])
+    np.testing.assert_allclose(first, reference.predict_proba(X, lengths=lengths), atol=1e-10)
+    seen.clear()
+    Spy(3, n_iter=2, random_state=0, learning_method="online", batch_size=2).fit(X, lengths=lengths)
+    assert seen and not any(seen)

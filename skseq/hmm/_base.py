@@ -234,10 +234,15 @@ class BaseHMM(BaseEM):
 
     def _fit_em(self, X, offsets):
         self._capture_presets()
+        if self.learning_method == "batch":
+            # Batch EM revisits the same blocks every iteration; online EM's
+            # minibatches are new arrays each time, so nothing to keep.
+            self._workspace = {}
         try:
             result = super()._fit_em(X, offsets)
         finally:
             del self._presets
+            self.__dict__.pop("_workspace", None)
         self._stream = None
         self.__dict__.pop("filtered_state_", None)
         return result
@@ -290,16 +295,27 @@ class BaseHMM(BaseEM):
     # -- EM -----------------------------------------------------------------
 
     def _estep(self, X, offsets):
-        log_frameprob, shift, cache = self._shifted_emissions(X)
+        # During fit, each block of sequences keeps its work arrays from one EM
+        # iteration to the next (keyed by where its rows are; one thread at a
+        # time works on a block).
+        workspace = getattr(self, "_workspace", None)
+        buffers = None
+        if workspace is not None:
+            buffers = workspace.setdefault((X.__array_interface__["data"][0], X.shape), {})
+        log_frameprob, shift, cache = self._shifted_emissions(X, buffers)
         result = forward_backward_offsets(
-            self.startprob_, self.transmat_, log_frameprob, offsets, shift
+            self.startprob_, self.transmat_, log_frameprob, offsets, shift, buffers
         )
         statistics = SufficientStatistics(start=result.start_counts, trans=result.transition_counts)
         statistics.update(self._emission_statistics(X, result.posteriors, cache))
         return statistics, result.log_likelihood
 
-    def _shifted_emissions(self, X):
-        """``(log_frameprob, shift, cache)``; ``shift`` None: rows not pre-shifted."""
+    def _shifted_emissions(self, X, buffers=None):
+        """``(log_frameprob, shift, cache)``; ``shift`` None: rows not pre-shifted.
+
+        ``buffers`` (see :func:`skseq.inference.hmm.work_array`) may hold the
+        arrays between calls.
+        """
         log_frameprob, cache = self._emission_terms(X)
         return log_frameprob, None, cache
 

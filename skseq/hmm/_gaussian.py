@@ -7,6 +7,7 @@ from sklearn.utils.validation import validate_data
 
 from .._kernels import load
 from ..base import check_scalar_param
+from ..inference.hmm import work_array
 from ._base import BaseHMM
 
 _gaussian = load("_gaussian")
@@ -103,7 +104,7 @@ def check_covars(covars, covariance_type, n_components, n_features, name="covars
     return covars
 
 
-def log_gaussian_density(X, means, covars, covariance_type, shift=None):
+def log_gaussian_density(X, means, covars, covariance_type, shift=None, out=None):
     """log N(x_t; mean_k, covar_k) for every row t and component k.
 
     With ``shift`` (an array of n_samples) each row is returned minus its
@@ -123,11 +124,12 @@ def log_gaussian_density(X, means, covars, covariance_type, shift=None):
     Returns
     -------
     log_density : ndarray of shape (n_samples, n_components)
+        ``out`` when given (C-contiguous float64 of that shape).
     """
     n_components, n_features = means.shape
     means = np.ascontiguousarray(means, dtype=np.float64)
     covars = np.asarray(covars, dtype=np.float64)
-    log_density = np.empty((X.shape[0], n_components))
+    log_density = np.empty((X.shape[0], n_components)) if out is None else out
     if covariance_type in ("spherical", "diag"):
         variances = (
             covars[:, None] * np.ones(n_features) if covariance_type == "spherical" else covars
@@ -490,10 +492,11 @@ class GaussianHMM(BaseHMM):
         # Rows with NaN get log-density 0 in the kernel: a missing observation.
         return log_gaussian_density(X, self.means_, self._covars_, self.covariance_type), None
 
-    def _shifted_emissions(self, X):
-        shift = np.empty(X.shape[0])
+    def _shifted_emissions(self, X, buffers=None):
+        shift = work_array(buffers, "shift", (X.shape[0],))
+        out = work_array(buffers, "log_frameprob", (X.shape[0], self.n_components))
         shifted = log_gaussian_density(
-            X, self.means_, self._covars_, self.covariance_type, shift=shift
+            X, self.means_, self._covars_, self.covariance_type, shift=shift, out=out
         )
         return shifted, shift, None
 
