@@ -283,8 +283,11 @@ class BaseEM(BaseEstimator):
         return monitor, None
 
     def _fit_em(self, X, offsets):
-        """Run ``n_init`` initialisations + EM; keep the best by log-likelihood."""
-        self._check_stochastic_params()
+        """Run ``n_init`` initialisations + EM; keep the best by log-likelihood.
+
+        The caller has validated the hyperparameters (``_check_params``, which
+        includes ``_check_stochastic_params``).
+        """
         random_state = check_random_state(self.random_state)
         best = None
         for init in range(self.n_init):

@@ -29,7 +29,7 @@ import numbers
 import numpy as np
 from scipy import linalg
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from .._kernels import load
 from .._sequences import check_y_is_not_lengths, sequence_offsets
@@ -579,13 +579,7 @@ class BaseHMM(BaseEM):
         result = self._forward(X, offsets)
         if sample_weight is None:
             return result.log_likelihood
-        sample_weight = np.asarray(sample_weight, dtype=np.float64)
-        if sample_weight.shape != (X.shape[0],):
-            raise ValueError(
-                f"sample_weight must have shape ({X.shape[0]},), got {sample_weight.shape}."
-            )
-        if not np.all(np.isfinite(sample_weight)):
-            raise ValueError("sample_weight contains NaN or inf.")
+        sample_weight = _check_sample_weight(sample_weight, X)
         return float(np.dot(sample_weight, result.log_predictive))
 
     def score_sequences(self, X, *, lengths=None, sequence_ids=None):

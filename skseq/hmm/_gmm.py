@@ -10,6 +10,7 @@ from ._gaussian import (
     COVARIANCE_TYPES,
     check_covars,
     distribute_covariance,
+    fill_covars,
     initial_covariance,
     log_gaussian_density,
     moment_features,
@@ -336,15 +337,15 @@ class GMMHMM(BaseHMM):
         log_frameprob = logsumexp(log_component, axis=2)
         missing = np.isnan(X).any(axis=1)
         log_frameprob[missing] = 0.0
-        return log_frameprob, (log_component, log_frameprob)
+        return log_frameprob, (log_component, log_frameprob, missing)
 
     def _component_responsibilities(self, X, cache):
         """p(mixture component | state, x_t): (n_samples, n_components, n_mix), 0 when missing."""
-        log_component, log_frameprob = cache
+        log_component, log_frameprob, missing = cache
         with np.errstate(invalid="ignore", under="ignore"):
             within_state = np.exp(log_component - log_frameprob[:, :, None])
         within_state = np.nan_to_num(within_state, nan=0.0)
-        within_state[np.isnan(X).any(axis=1)] = 0.0
+        within_state[missing] = 0.0
         return within_state
 
     def _emission_statistics(self, X, posteriors, cache):
@@ -491,11 +492,7 @@ class GMMHMM(BaseHMM):
             (random_state.rand(len(states), 1) >= cumulative).sum(axis=1), n_mix - 1
         )
         flat_type, flat_covars = self._flat_covars()
-        full = {
-            "spherical": lambda c: c[:, None, None] * np.eye(n_features),
-            "diag": lambda c: np.stack([np.diag(v) for v in c]),
-            "full": lambda c: c,
-        }[flat_type](flat_covars)
+        full = fill_covars(flat_covars, flat_type, n_components * n_mix, n_features)
         return sample_gaussians(
             self.means_.reshape(-1, n_features), full, states * n_mix + components, random_state
         )
