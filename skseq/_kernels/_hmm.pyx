@@ -11,16 +11,15 @@ Emissions come in max-shifted: ``frame[t, j] = exp(log b_j(x_t) - shift[t])``
 with ``shift[t] = max_j log b_j(x_t)``, so the largest entry of each row is 1.
 :func:`shift_rows` computes ``log b - shift`` and the caller exponentiates
 (numpy's vectorised exp is several times faster than calling libm per entry).
-The scaled recursions normalise the forward message at every step by its sum
-``c_t``; then ``log p(x_t | x_<t) = log c_t + shift[t]``.
+The scaled recursions divide the forward message of every row by its sum
+(the stored filtered distribution) and record the scale ``c_t``, with
+``log p(x_t | x_<t) = log c_t + shift[t]``; the message carried to the next
+row is rescaled only when its mass falls below 2^-64 (see ``_forward_one``).
 """
 
 from libc.float cimport DBL_MIN
 from libc.math cimport INFINITY, NAN, exp, isnan, log
 
-# Below this many states the K x K products run as one scalar sum per state;
-# above it, as vectorised axpy loops.
-cdef Py_ssize_t _FEW_STATES = 8
 from scipy.linalg.cython_blas cimport dgemm
 
 
@@ -55,71 +54,148 @@ def shift_rows(
                     shifted[t, j] = log_frame[t, j] - m
 
 
+cdef inline double _vector_matrix(
+    const double* vector, const double* matrix, const double* factors, Py_ssize_t n,
+    double* out
+) noexcept nogil:
+    """out[j] = factors[j] sum_i vector[i] matrix[i, j] for a row-major n x n ``matrix``.
+
+    Returns sum_j out[j].  The forward and backward recursions are chains of
+    these products, so the latency of one product is the cost of a row.
+    Columns go four at a time into local accumulators (registers, which GCC
+    packs into one vector), even ``i`` into one set and odd ``i`` into
+    another: two independent chains of n / 2 multiply-adds instead of one
+    chain of n through memory.
+    """
+    cdef Py_ssize_t i, j = 0
+    cdef double total = 0.0
+    cdef double a0, a1, a2, a3, b0, b1, b2, b3, v, w
+    cdef const double* row
+    while j + 4 <= n:
+        a0 = a1 = a2 = a3 = 0.0
+        b0 = b1 = b2 = b3 = 0.0
+        i = 0
+        while i + 2 <= n:
+            row = matrix + i * n + j
+            v = vector[i]
+            w = vector[i + 1]
+            a0 = a0 + v * row[0]
+            a1 = a1 + v * row[1]
+            a2 = a2 + v * row[2]
+            a3 = a3 + v * row[3]
+            b0 = b0 + w * row[n]
+            b1 = b1 + w * row[n + 1]
+            b2 = b2 + w * row[n + 2]
+            b3 = b3 + w * row[n + 3]
+            i += 2
+        if i < n:
+            row = matrix + i * n + j
+            v = vector[i]
+            a0 = a0 + v * row[0]
+            a1 = a1 + v * row[1]
+            a2 = a2 + v * row[2]
+            a3 = a3 + v * row[3]
+        a0 = (a0 + b0) * factors[j]
+        a1 = (a1 + b1) * factors[j + 1]
+        a2 = (a2 + b2) * factors[j + 2]
+        a3 = (a3 + b3) * factors[j + 3]
+        out[j] = a0
+        out[j + 1] = a1
+        out[j + 2] = a2
+        out[j + 3] = a3
+        total = total + ((a0 + a1) + (a2 + a3))
+        j += 4
+    while j < n:
+        a0 = 0.0
+        b0 = 0.0
+        i = 0
+        while i + 2 <= n:
+            a0 = a0 + vector[i] * matrix[i * n + j]
+            b0 = b0 + vector[i + 1] * matrix[(i + 1) * n + j]
+            i += 2
+        if i < n:
+            a0 = a0 + vector[i] * matrix[i * n + j]
+        a0 = (a0 + b0) * factors[j]
+        out[j] = a0
+        total = total + a0
+        j += 1
+    return total
+
+
+# The forward recursion carries an unnormalised message and rescales it only
+# when its mass falls below this (2^-64): the division by the row sum then
+# stays off the chain of dependent operations from one row to the next.
+cdef double _RESCALE_BELOW = 5.421010862427522e-20
+
+
 cdef double _forward_one(
     const double[::1] start,
     const double[:, ::1] trans,
     const double[:, ::1] frame,
     double[:, ::1] alpha,
     double[::1] scale,
-    double[::1] work,
+    double[:, ::1] work,
 ) noexcept nogil:
     """Scaled forward pass over the rows of one sequence.
 
     Writes the normalised forward messages into ``alpha`` and the scale
-    factors ``c_t`` into ``scale`` (the caller takes their logs, vectorised).
-    Returns 0, or NaN when a
-    scale factor falls below the smallest normal double: the sequence has
-    probability zero, or the mass of a state fell below 1e-308 relative to
-    the others (possible with zeros in the transition matrix) and was lost.
-    The caller then reruns the sequence in log space.
+    factors ``c_t = p(x_t | x_<t) / exp(shift_t)`` into ``scale`` (the caller
+    takes their logs, vectorised).  ``work`` is scratch of shape (2, n_states).
+    Returns 0, or NaN when a row's mass falls below the smallest normal double
+    (times the carried message's mass, at least 2^-64): the sequence has
+    probability zero, or the mass of a state fell below about 1e-289 relative
+    to the others (possible with zeros in the transition matrix) and was
+    lost.  The caller then reruns the sequence in log space.
+
+    The message carried from row to row is a_t = (a_{t-1} A) * frame_t with
+    mass m_t = sum(a_t), so c_t = m_t / m_{t-1}; it is reset to the normalised
+    alpha_t when m_t < 2^-64.  Since A's rows sum to one and frame <= 1, the
+    mass never grows.
     """
     cdef Py_ssize_t n_rows = frame.shape[0]
     cdef Py_ssize_t n_states = trans.shape[0]
-    cdef Py_ssize_t t, i, j
-    cdef double c, a_i, inv_c
-    cdef const double* row
-    cdef double* accumulator = &work[0]
+    cdef Py_ssize_t t, j
+    cdef double mass, inv_mass, previous_inv_mass
+    cdef const double* transition = &trans[0, 0]
+    cdef const double* frame_row
+    cdef double* alpha_row
+    cdef double* message = &work[0, 0]
+    cdef double* following = &work[1, 0]
+    cdef double* swap
 
-    c = 0.0
+    mass = 0.0
+    frame_row = &frame[0, 0]
     for j in range(n_states):
-        alpha[0, j] = start[j] * frame[0, j]
-        c += alpha[0, j]
-    if not c >= DBL_MIN:
+        message[j] = start[j] * frame_row[j]
+        mass = mass + message[j]
+    if not mass >= DBL_MIN:
         return NAN
-    inv_c = 1.0 / c
+    previous_inv_mass = 1.0 / mass
+    alpha_row = &alpha[0, 0]
     for j in range(n_states):
-        alpha[0, j] *= inv_c
-    scale[0] = c
+        message[j] = message[j] * previous_inv_mass
+        alpha_row[j] = message[j]
+    scale[0] = mass
+    previous_inv_mass = 1.0
 
     for t in range(1, n_rows):
-        if n_states < _FEW_STATES:
-            # Few states: one short scalar sum per state (they overlap in the
-            # CPU), cheaper than setting up vector loops this short.
-            for j in range(n_states):
-                a_i = 0.0
-                for i in range(n_states):
-                    a_i = a_i + alpha[t - 1, i] * trans[i, j]
-                accumulator[j] = a_i
-        else:
-            # work = alpha[t-1] @ trans, written as axpy rows over row pointers
-            # (plain contiguous loops, which GCC vectorises).
-            for j in range(n_states):
-                accumulator[j] = 0.0
-            for i in range(n_states):
-                a_i = alpha[t - 1, i]
-                row = &trans[i, 0]
-                for j in range(n_states):
-                    accumulator[j] += a_i * row[j]
-        c = 0.0
-        for j in range(n_states):
-            alpha[t, j] = work[j] * frame[t, j]
-            c += alpha[t, j]
-        if not c >= DBL_MIN:
+        mass = _vector_matrix(message, transition, &frame[t, 0], n_states, following)
+        if not mass >= DBL_MIN:
             return NAN
-        inv_c = 1.0 / c
+        inv_mass = 1.0 / mass
+        alpha_row = &alpha[t, 0]
         for j in range(n_states):
-            alpha[t, j] *= inv_c
-        scale[t] = c
+            alpha_row[j] = following[j] * inv_mass
+        scale[t] = mass * previous_inv_mass
+        if mass < _RESCALE_BELOW:
+            for j in range(n_states):
+                following[j] = alpha_row[j]
+            previous_inv_mass = 1.0
+        else:
+            previous_inv_mass = inv_mass
+        swap = message
+        message = following
+        following = swap
     return 0.0
 
 
@@ -131,7 +207,7 @@ cdef void _backward_one(
     double[:, ::1] posteriors,
     double[:, ::1] xi_unscaled,
     double[::1] beta,
-    double[::1] beta_next,
+    const double[::1] ones,
 ) noexcept nogil:
     """Scaled backward pass over one sequence, fused with the posterior sums.
 
@@ -139,50 +215,44 @@ cdef void _backward_one(
     gamma_t = alpha_t * beta_t go to ``posteriors``.  The transition counts are
     xi_t(i, j) = alpha_t(i) A_ij w_{t+1}(j) with w_{t+1} = frame_{t+1}
     beta_{t+1} / c_{t+1}.  Each w_{t+1} overwrites row t+1 of ``frame`` (no
-    longer needed), and sum_t alpha_t w_{t+1}^T is added to ``xi_unscaled``
+    longer needed) and is the next vector of the recursion
+    beta_t = A w_{t+1}; sum_t alpha_t w_{t+1}^T is added to ``xi_unscaled``
     by one matrix product at the end; the caller multiplies by A_ij.
+    ``beta`` is scratch of length n_states; ``ones`` a vector of ones as long.
     """
     cdef Py_ssize_t n_rows = frame.shape[0]
     cdef Py_ssize_t n_states = trans_t.shape[0]
-    cdef Py_ssize_t t, i, j
-    cdef double w_j, total, inv_total, inv_c
-    cdef const double* row
-    cdef double* accumulator = &beta[0]
+    cdef Py_ssize_t t, i
+    cdef double total, inv_total, inv_c
+    cdef const double* transition_t = &trans_t[0, 0]
+    cdef const double* alpha_row
+    cdef double* posterior_row
+    cdef double* w = &beta[0]
+    cdef double* b = &beta[0]
     cdef int m, k
     cdef double one = 1.0
 
     for i in range(n_states):
-        beta_next[i] = 1.0
+        b[i] = 1.0
         posteriors[n_rows - 1, i] = alpha[n_rows - 1, i]
 
     for t in range(n_rows - 2, -1, -1):
         inv_c = 1.0 / scale[t + 1]
-        for j in range(n_states):
-            frame[t + 1, j] = frame[t + 1, j] * beta_next[j] * inv_c
-            beta[j] = 0.0
-        if n_states < _FEW_STATES:
-            # Few states: one short scalar sum per state (see _forward_one).
-            for i in range(n_states):
-                w_j = 0.0
-                for j in range(n_states):
-                    w_j = w_j + trans_t[j, i] * frame[t + 1, j]
-                accumulator[i] = w_j
-        else:
-            # beta_t(i) = sum_j A_ij w_{t+1}(j), as axpy over rows of A^T.
-            for j in range(n_states):
-                w_j = frame[t + 1, j]
-                row = &trans_t[j, 0]
-                for i in range(n_states):
-                    accumulator[i] += row[i] * w_j
+        w = &frame[t + 1, 0]
+        for i in range(n_states):
+            w[i] = w[i] * b[i] * inv_c
+        b = &beta[0]
+        _vector_matrix(w, transition_t, &ones[0], n_states, b)
+        alpha_row = &alpha[t, 0]
+        posterior_row = &posteriors[t, 0]
         total = 0.0
         for i in range(n_states):
-            posteriors[t, i] = alpha[t, i] * beta[i]
-            total += posteriors[t, i]
+            posterior_row[i] = alpha_row[i] * b[i]
+            total = total + posterior_row[i]
         # gamma_t sums to one in exact arithmetic; renormalise the rounding.
         inv_total = 1.0 / total
         for i in range(n_states):
-            posteriors[t, i] *= inv_total
-            beta_next[i] = beta[i]
+            posterior_row[i] = posterior_row[i] * inv_total
 
     if n_rows < 2:
         return
@@ -220,7 +290,7 @@ def forward(
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef Py_ssize_t s, t, j, first, stop
-    cdef double[::1] work = _zeros(1, n_states)[0]
+    cdef double[:, ::1] work = _zeros(2, n_states)
     with nogil:
         for s in range(n_sequences):
             first = offsets[s]
@@ -262,14 +332,16 @@ def forward_backward(
     cdef double[:, ::1] trans_t = trans.T.copy()
     cdef double[:, ::1] xi_unscaled = _zeros(n_states, n_states)
     cdef double[:, ::1] alpha = _zeros(longest, n_states)
-    cdef double[:, ::1] vectors = _zeros(3, n_states)
+    cdef double[:, ::1] work = _zeros(2, n_states)
+    cdef double[::1] beta = _zeros(1, n_states)[0]
+    cdef double[::1] ones = _zeros(1, n_states)[0]
+    ones[:] = 1.0
     with nogil:
         for s in range(n_sequences):
             first = offsets[s]
             stop = offsets[s + 1]
             sequence_status[s] = _forward_one(
-                start, trans, frame[first:stop], alpha[:stop - first], scale[first:stop],
-                vectors[0])
+                start, trans, frame[first:stop], alpha[:stop - first], scale[first:stop], work)
             if isnan(sequence_status[s]):
                 for t in range(first, stop):
                     scale[t] = NAN
@@ -277,7 +349,7 @@ def forward_backward(
                         posteriors[t, i] = 0.0
                 continue
             _backward_one(trans_t, frame[first:stop], alpha[:stop - first], scale[first:stop],
-                          posteriors[first:stop], xi_unscaled, vectors[1], vectors[2])
+                          posteriors[first:stop], xi_unscaled, beta, ones)
             for i in range(n_states):
                 start_counts[i] += posteriors[first, i]
         for i in range(n_states):

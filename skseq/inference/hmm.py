@@ -6,11 +6,12 @@ sequences are passed concatenated, with ``lengths``.
 
 The forward-backward recursions are scaled (MATH.md §2): each row of
 ``log_frameprob`` is shifted by its maximum and exponentiated, and the forward
-message is normalised at every step, so nothing underflows however long the
-sequence.  One case remains: with zeros in the transition matrix (left-right
-models) a state's probability can fall below 1e-308 relative to the others,
-be lost, and be needed later.  The kernels detect it (a scale factor below the
-smallest normal double) and only those sequences are redone in log space.
+message is rescaled whenever its mass falls below 2^-64, so nothing underflows
+however long the sequence.  One case remains: with zeros in the transition
+matrix (left-right models) a state's probability can fall below about 1e-289
+relative to the others, be lost, and be needed later.  The kernels detect it
+(a row's mass below the smallest normal double) and only those sequences are
+redone in log space.
 Viterbi runs in log space.
 """
 
