@@ -9,11 +9,6 @@ adds nothing to the moments.  These functions release the GIL.
 
 from libc.math cimport isnan
 
-# Below this many components the density loops run component by component
-# (short scalar sums); above it, component-innermost vector loops win.
-cdef Py_ssize_t _FEW_COMPONENTS = 8
-
-
 cdef inline bint _row_is_missing(const double[:, ::1] X, Py_ssize_t t) noexcept nogil:
     cdef Py_ssize_t d
     for d in range(X.shape[1]):
@@ -22,26 +17,75 @@ cdef inline bint _row_is_missing(const double[:, ::1] X, Py_ssize_t t) noexcept 
     return False
 
 
-cdef inline void _subtract_row_max(
-    double[:, ::1] out, Py_ssize_t t, double[::1] shift
+# Densities are computed for blocks of this many rows at a time, with the
+# rows innermost: every loop then runs over a block-long contiguous array
+# (vectorised whatever the number of components and features), and the
+# block's scratch stays in the L1 cache.
+cdef enum:
+    _BLOCK = 256
+
+
+cdef Py_ssize_t _transpose_block(
+    const double[:, ::1] X, Py_ssize_t first, Py_ssize_t rows, double* columns,
+    unsigned char* missing,
 ) noexcept nogil:
-    cdef Py_ssize_t k
-    cdef double m = out[t, 0]
-    for k in range(1, out.shape[1]):
-        if out[t, k] > m:
-            m = out[t, k]
-    shift[t] = m
-    for k in range(out.shape[1]):
-        out[t, k] -= m
+    """columns[d * _BLOCK + r] = X[first + r, d]; a row with NaN is marked
+    missing and enters as zeros.  Returns the number of missing rows."""
+    cdef Py_ssize_t n_features = X.shape[1]
+    cdef Py_ssize_t r, d, n_missing = 0
+    cdef const double* row
+    for r in range(rows):
+        row = &X[first + r, 0]
+        missing[r] = 0
+        for d in range(n_features):
+            if isnan(row[d]):
+                missing[r] = 1
+        n_missing += missing[r]
+        for d in range(n_features):
+            columns[d * _BLOCK + r] = 0.0 if missing[r] else row[d]
+    return n_missing
+
+
+cdef void _finish_block(
+    double[:, ::1] out, Py_ssize_t first, Py_ssize_t rows, const unsigned char* missing,
+    Py_ssize_t n_missing, double[::1] shift, bint subtract_max,
+) noexcept nogil:
+    """Missing rows get log-density 0; with ``subtract_max`` every row is
+    shifted by its maximum, stored in ``shift`` (0 for missing rows)."""
+    cdef Py_ssize_t n_components = out.shape[1]
+    cdef Py_ssize_t r, k
+    cdef double m
+    cdef double* row
+    for r in range(rows):
+        row = &out[first + r, 0]
+        if n_missing and missing[r]:
+            for k in range(n_components):
+                row[k] = 0.0
+        if subtract_max:
+            m = row[0]
+            for k in range(1, n_components):
+                if row[k] > m:
+                    m = row[k]
+            shift[first + r] = m
+            for k in range(n_components):
+                row[k] = row[k] - m
+
+
+cdef void _store_column(
+    double[:, ::1] out, Py_ssize_t first, Py_ssize_t rows, Py_ssize_t k,
+    double log_normaliser, const double* quadratic,
+) noexcept nogil:
+    cdef Py_ssize_t r
+    for r in range(rows):
+        out[first + r, k] = log_normaliser - 0.5 * quadratic[r]
 
 
 def log_density_diag(
     const double[:, ::1] X,
-    const double[:, ::1] means_t,
-    const double[:, ::1] precisions_t,
+    const double[:, ::1] means,
+    const double[:, ::1] precisions,
     const double[::1] log_normalisers,
     double[:, ::1] out,
-    double[::1] total,
     double[::1] shift,
     bint subtract_max,
 ):
@@ -50,120 +94,99 @@ def log_density_diag(
     With ``subtract_max`` each row is shifted by its maximum, stored in
     ``shift[t]`` (the forward-backward frame, see ``_hmm.shift_rows``; fused
     here while the row is in cache).  Missing rows get 0 and shift 0.
-
-    ``means_t`` and ``precisions_t`` are transposed, (n_features, n_components),
-    so the inner loop runs over components, contiguously (it vectorises);
-    ``total`` is scratch of length n_components.
     ``log_normalisers[k] = -1/2 (D log 2 pi + sum_d log variance[k, d])``.
     """
     cdef Py_ssize_t n_samples = X.shape[0]
-    cdef Py_ssize_t n_components = means_t.shape[1]
+    cdef Py_ssize_t n_components = means.shape[0]
     cdef Py_ssize_t n_features = X.shape[1]
-    cdef Py_ssize_t t, k, d
-    cdef double x, difference, sum_k
-    cdef const double* mean_row
-    cdef const double* precision_row
-    cdef double* sums = &total[0]
+    cdef Py_ssize_t first, rows, k, d, r, n_missing
+    cdef double mean, precision, difference
+    cdef const double* column
+    cdef double[::1] columns_buffer = _zeros(max(n_features, 1) * _BLOCK)
+    cdef double[::1] quadratic_buffer = _zeros(_BLOCK)
+    cdef unsigned char missing[_BLOCK]
+    cdef double* columns = &columns_buffer[0]
+    cdef double* quadratic = &quadratic_buffer[0]
     with nogil:
-        for t in range(n_samples):
-            if _row_is_missing(X, t):
-                for k in range(n_components):
-                    out[t, k] = 0.0
-                if subtract_max:
-                    shift[t] = 0.0
-                continue
-            if n_components < _FEW_COMPONENTS:
-                # Few components: one short scalar sum per component; the
-                # components' sums are independent and overlap in the CPU.
-                for k in range(n_components):
-                    sum_k = 0.0
-                    for d in range(n_features):
-                        difference = X[t, d] - means_t[d, k]
-                        sum_k = sum_k + precisions_t[d, k] * difference * difference
-                    out[t, k] = log_normalisers[k] - 0.5 * sum_k
-            else:
-                for k in range(n_components):
-                    sums[k] = 0.0
+        first = 0
+        while first < n_samples:
+            rows = min(<Py_ssize_t>_BLOCK, n_samples - first)
+            n_missing = _transpose_block(X, first, rows, columns, missing)
+            for k in range(n_components):
+                for r in range(rows):
+                    quadratic[r] = 0.0
                 for d in range(n_features):
-                    # Row pointers keep the inner loop a plain contiguous loop (vectorised).
-                    x = X[t, d]
-                    mean_row = &means_t[d, 0]
-                    precision_row = &precisions_t[d, 0]
-                    for k in range(n_components):
-                        difference = x - mean_row[k]
-                        sums[k] += precision_row[k] * difference * difference
-                for k in range(n_components):
-                    out[t, k] = log_normalisers[k] - 0.5 * sums[k]
-            if subtract_max:
-                _subtract_row_max(out, t, shift)
+                    mean = means[k, d]
+                    precision = precisions[k, d]
+                    column = columns + d * _BLOCK
+                    for r in range(rows):
+                        difference = column[r] - mean
+                        quadratic[r] = quadratic[r] + precision * difference * difference
+                _store_column(out, first, rows, k, log_normalisers[k], quadratic)
+            _finish_block(out, first, rows, missing, n_missing, shift, subtract_max)
+            first += rows
 
 
 def log_density_full(
     const double[:, ::1] X,
-    const double[:, :, ::1] whitening_t,
-    const double[:, ::1] means_t,
+    const double[:, :, ::1] whitening,
+    const double[:, ::1] means,
     const double[::1] log_normalisers,
     double[:, ::1] out,
-    double[::1] component,
-    double[::1] total,
     double[::1] shift,
     bint subtract_max,
 ):
     """out[t, k] = log_normalisers[k] - 1/2 |W_k (X[t] - mu_k)|^2.
 
     ``subtract_max`` and ``shift`` as in :func:`log_density_diag`.
-
-    ``W_k`` is the lower-triangular inverse of the Cholesky factor of
-    covariance k, so |W (x - mu)|^2 is the Mahalanobis distance; the
-    difference x - mu is formed before multiplying (no cancellation for data
-    far from the origin).  Layouts put components last for vectorisation:
-    ``whitening_t[i, j, k] = W_k[i, j]`` and ``means_t[j, k] = mu_k[j]``;
-    ``component`` and ``total`` are scratch of length n_components.
+    ``whitening[k]`` is W_k, the lower-triangular inverse of the Cholesky
+    factor of covariance k, so |W (x - mu)|^2 is the Mahalanobis distance;
+    the difference x - mu is formed before multiplying (no cancellation for
+    data far from the origin).
     """
     cdef Py_ssize_t n_samples = X.shape[0]
-    cdef Py_ssize_t n_components = whitening_t.shape[2]
+    cdef Py_ssize_t n_components = means.shape[0]
     cdef Py_ssize_t n_features = X.shape[1]
-    cdef Py_ssize_t t, k, i, j
-    cdef double x, part, sum_k
-    cdef const double* mean_row
-    cdef const double* whitening_row
-    cdef double* sums = &total[0]
-    cdef double* parts = &component[0]
+    cdef Py_ssize_t first, rows, k, i, j, d, r, n_missing
+    cdef double mean, weight
+    cdef const double* column
+    cdef double* centred_column
+    cdef double[::1] columns_buffer = _zeros(max(n_features, 1) * _BLOCK)
+    cdef double[::1] centred_buffer = _zeros(max(n_features, 1) * _BLOCK)
+    cdef double[::1] quadratic_buffer = _zeros(_BLOCK)
+    cdef double[::1] whitened_buffer = _zeros(_BLOCK)
+    cdef unsigned char missing[_BLOCK]
+    cdef double* columns = &columns_buffer[0]
+    cdef double* centred = &centred_buffer[0]
+    cdef double* quadratic = &quadratic_buffer[0]
+    cdef double* whitened = &whitened_buffer[0]
     with nogil:
-        for t in range(n_samples):
-            if _row_is_missing(X, t):
-                for k in range(n_components):
-                    out[t, k] = 0.0
-                if subtract_max:
-                    shift[t] = 0.0
-                continue
-            if n_components < _FEW_COMPONENTS:
-                for k in range(n_components):
-                    sum_k = 0.0
-                    for i in range(n_features):
-                        part = 0.0
-                        for j in range(i + 1):
-                            part = part + whitening_t[i, j, k] * (X[t, j] - means_t[j, k])
-                        sum_k = sum_k + part * part
-                    out[t, k] = log_normalisers[k] - 0.5 * sum_k
-            else:
-                for k in range(n_components):
-                    sums[k] = 0.0
+        first = 0
+        while first < n_samples:
+            rows = min(<Py_ssize_t>_BLOCK, n_samples - first)
+            n_missing = _transpose_block(X, first, rows, columns, missing)
+            for k in range(n_components):
+                for d in range(n_features):
+                    mean = means[k, d]
+                    column = columns + d * _BLOCK
+                    centred_column = centred + d * _BLOCK
+                    for r in range(rows):
+                        centred_column[r] = column[r] - mean
+                for r in range(rows):
+                    quadratic[r] = 0.0
                 for i in range(n_features):
-                    for k in range(n_components):
-                        parts[k] = 0.0
+                    for r in range(rows):
+                        whitened[r] = 0.0
                     for j in range(i + 1):
-                        x = X[t, j]
-                        mean_row = &means_t[j, 0]
-                        whitening_row = &whitening_t[i, j, 0]
-                        for k in range(n_components):
-                            parts[k] += whitening_row[k] * (x - mean_row[k])
-                    for k in range(n_components):
-                        sums[k] += parts[k] * parts[k]
-                for k in range(n_components):
-                    out[t, k] = log_normalisers[k] - 0.5 * sums[k]
-            if subtract_max:
-                _subtract_row_max(out, t, shift)
+                        weight = whitening[k, i, j]
+                        centred_column = centred + j * _BLOCK
+                        for r in range(rows):
+                            whitened[r] = whitened[r] + weight * centred_column[r]
+                    for r in range(rows):
+                        quadratic[r] = quadratic[r] + whitened[r] * whitened[r]
+                _store_column(out, first, rows, k, log_normalisers[k], quadratic)
+            _finish_block(out, first, rows, missing, n_missing, shift, subtract_max)
+            first += rows
 
 
 def weighted_moments(

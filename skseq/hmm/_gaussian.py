@@ -137,11 +137,10 @@ def log_gaussian_density(X, means, covars, covariance_type, shift=None, out=None
         log_normalisers = -0.5 * (n_features * _LOG_2PI + np.sum(np.log(variances), axis=1))
         _gaussian.log_density_diag(
             X,
-            np.ascontiguousarray(means.T),
-            np.ascontiguousarray((1.0 / variances).T),
+            means,
+            np.ascontiguousarray(1.0 / variances),
             np.ascontiguousarray(log_normalisers),
             log_density,
-            np.empty(n_components),
             np.empty(0) if shift is None else shift,
             shift is not None,
         )
@@ -157,12 +156,10 @@ def log_gaussian_density(X, means, covars, covariance_type, shift=None, out=None
     )
     _gaussian.log_density_full(
         X,
-        np.ascontiguousarray(whitening.transpose(1, 2, 0)),
-        np.ascontiguousarray(means.T),
+        np.ascontiguousarray(whitening),
+        means,
         np.ascontiguousarray(log_normalisers),
         log_density,
-        np.empty(n_components),
-        np.empty(n_components),
         np.empty(0) if shift is None else shift,
         shift is not None,
     )
