@@ -8,6 +8,7 @@ adds nothing to the moments.  These functions release the GIL.
 """
 
 from libc.math cimport isnan
+from scipy.linalg.cython_blas cimport dgemm
 
 cdef inline bint _row_is_missing(const double[:, ::1] X, Py_ssize_t t) noexcept nogil:
     cdef Py_ssize_t d
@@ -193,60 +194,63 @@ def weighted_moments(
     const double[:, ::1] X,
     const double[::1] centre,
     const double[:, ::1] weights,
-    double[::1] weight_sums,
-    double[:, ::1] first_t,
-    double[:, ::1] second_t,
+    double[:, ::1] moments_t,
     bint full,
 ):
     """Accumulate weighted zeroth, first and second moments per component.
 
     Moments are of y_t = x_t - centre (a fixed reference near the data, so
-    that variances computed from them do not cancel).  For every observed row
-    t and component k with w = weights[t, k]: ``weight_sums[k] += w``,
-    ``first_t[:, k] += w y_t`` and ``second_t[:, k] += w y_t^2``
-    (element-wise; ``full`` False) or the upper triangle of ``w y_t y_t^T``
-    packed row by row (``full`` True; then ``second_t`` has D (D + 1) / 2
-    rows).  The accumulators are transposed,
-    components last, so the inner loops vectorise.  Rows with NaN are skipped.
+    that variances computed from them do not cancel).  Each observed row t
+    has the features f_t = (1, y_t, y_t^2) (element-wise; ``full`` False) or
+    (1, y_t, upper triangle of y_t y_t^T packed row by row; ``full`` True);
+    ``moments_t[p, k] += sum_t weights[t, k] f_t[p]``, so ``moments_t`` has
+    1 + D + D or 1 + D + D (D + 1) / 2 rows.  Rows with NaN add nothing.
+
+    The features of a block of rows are laid out feature by feature, and the
+    block's sums are one matrix product (BLAS dgemm).
     """
     cdef Py_ssize_t n_samples = X.shape[0]
     cdef Py_ssize_t n_components = weights.shape[1]
     cdef Py_ssize_t n_features = X.shape[1]
-    cdef Py_ssize_t n_pairs = second_t.shape[0]
-    cdef Py_ssize_t t, k, i, j, p
-    cdef double value
-    cdef const double* weight_row
-    cdef double* accumulator
-    cdef double[::1] products = _zeros(n_pairs)
-    cdef double[::1] y = _zeros(n_features)
+    cdef Py_ssize_t n_moments = moments_t.shape[0]
+    cdef Py_ssize_t first, rows, r, i, j, p
+    cdef const double* row
+    cdef double* y
+    cdef double[::1] features_buffer = _zeros(n_moments * _BLOCK)
+    cdef double[::1] y_buffer = _zeros(n_features)
+    cdef double* features = &features_buffer[0]
+    cdef int m = <int>n_components, n = <int>n_moments, k
+    cdef int leading = <int>_BLOCK
+    cdef double one = 1.0
+    y = &y_buffer[0]
     with nogil:
-        for t in range(n_samples):
-            if _row_is_missing(X, t):
-                continue
-            for i in range(n_features):
-                y[i] = X[t, i] - centre[i]
-            if full:
-                p = 0
+        first = 0
+        while first < n_samples:
+            rows = min(<Py_ssize_t>_BLOCK, n_samples - first)
+            for r in range(rows):
+                row = &X[first + r, 0]
+                if _row_is_missing(X, first + r):
+                    for p in range(n_moments):
+                        features[p * _BLOCK + r] = 0.0
+                    continue
+                features[r] = 1.0
                 for i in range(n_features):
-                    for j in range(i, n_features):
-                        products[p] = y[i] * y[j]
+                    y[i] = row[i] - centre[i]
+                    features[(1 + i) * _BLOCK + r] = y[i]
+                p = 1 + n_features
+                for i in range(n_features):
+                    if full:
+                        for j in range(i, n_features):
+                            features[p * _BLOCK + r] = y[i] * y[j]
+                            p += 1
+                    else:
+                        features[p * _BLOCK + r] = y[i] * y[i]
                         p += 1
-            else:
-                for i in range(n_features):
-                    products[i] = y[i] * y[i]
-            weight_row = &weights[t, 0]
-            for k in range(n_components):
-                weight_sums[k] += weight_row[k]
-            for i in range(n_features):
-                value = y[i]
-                accumulator = &first_t[i, 0]
-                for k in range(n_components):
-                    accumulator[k] += weight_row[k] * value
-            for p in range(n_pairs):
-                value = products[p]
-                accumulator = &second_t[p, 0]
-                for k in range(n_components):
-                    accumulator[k] += weight_row[k] * value
+            # Column-major to BLAS: moments_t^T (K x P) += W^T (K x rows) F (rows x P).
+            k = <int>rows
+            dgemm(b"N", b"N", &m, &n, &k, &one, &weights[first, 0], &m, features, &leading,
+                  &one, &moments_t[0, 0], &m)
+            first += rows
 
 
 cdef double[::1] _zeros(Py_ssize_t n):

@@ -176,22 +176,15 @@ def weighted_moments(X, centre, weights, full):
     """
     n_components, n_features = weights.shape[1], X.shape[1]
     n_pairs = n_features * (n_features + 1) // 2 if full else n_features
-    weight_sums = np.zeros(n_components)
-    first_t = np.zeros((n_features, n_components))
-    packed_t = np.zeros((n_pairs, n_components))
+    moments_t = np.zeros((1 + n_features + n_pairs, n_components))
     _gaussian.weighted_moments(
         X,
         np.ascontiguousarray(centre, dtype=np.float64),
         np.ascontiguousarray(weights, dtype=np.float64),
-        weight_sums,
-        first_t,
-        packed_t,
+        moments_t,
         full,
     )
-    first, packed = first_t.T.copy(), packed_t.T
-    if not full:
-        return weight_sums, first, packed.copy()
-    return weight_sums, first, unpack_symmetric(packed, n_features)
+    return moments_from_features(moments_t.T.copy(), n_features, full)
 
 
 def unpack_symmetric(packed, n_features):
