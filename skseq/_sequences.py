@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["sequence_offsets", "split_offsets", "check_y_is_not_lengths"]
+__all__ = ["sequence_offsets", "split_offsets", "blocks_of_rows", "check_y_is_not_lengths"]
 
 
 def sequence_offsets(n_samples, lengths=None, sequence_ids=None):
@@ -118,6 +118,24 @@ def split_offsets(offsets, n_groups):
     cuts = np.unique(np.clip(cuts, 1, n_sequences - 1))
     bounds = np.concatenate(([0], cuts, [n_sequences]))
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def blocks_of_rows(offsets, rows_per_block):
+    """Group consecutive whole sequences into blocks of about ``rows_per_block`` rows.
+
+    Returns a list of ``(first_sequence, stop_sequence)`` pairs covering all
+    sequences in order.  A block closes as soon as it holds at least
+    ``rows_per_block`` rows, so only a single sequence can exceed it.
+    """
+    n_sequences = len(offsets) - 1
+    blocks = []
+    first = 0
+    while first < n_sequences:
+        stop = int(np.searchsorted(offsets, offsets[first] + rows_per_block, side="left"))
+        stop = min(max(stop, first + 1), n_sequences)
+        blocks.append((first, stop))
+        first = stop
+    return blocks
 
 
 def check_y_is_not_lengths(y, n_samples):

@@ -978,3 +978,44 @@ def test_work_arrays_live_only_during_a_batch_fit():
     seen.clear()
     Spy(3, n_iter=2, random_state=0, learning_method="online", batch_size=2).fit(X, lengths=lengths)
     assert seen and not any(seen)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        GaussianHMM(3, covariance_type="diag", n_iter=2, random_state=0),
+        GaussianHMM(3, covariance_type="full", n_iter=2, random_state=0),
+        GMMHMM(2, n_mix=2, n_iter=2, random_state=0),
+    ],
+    ids=["gaussian-diag", "gaussian-full", "gmm"],
+)
+def test_inference_block_by_block_equals_one_block(model, monkeypatch):
+    """score, filter, predict and predict_proba over blocks of whole sequences
+    give what one block over all rows gives (blocks hold reused work arrays)."""
+    import skseq.hmm._base as hmm_base
+
+    _, X, _, lengths = sample_true_model(n_sequences=5, length=120)
+    lengths = [120, 1, 239, 60, 180]  # uneven, with a one-row sequence
+    X[[5, 130, 450]] = np.nan  # missing rows, in several blocks
+    model.fit(X, lengths=lengths)
+
+    def everything():
+        return (
+            model.score(X, lengths=lengths),
+            model.score_sequences(X, lengths=lengths),
+            model.filter(X, lengths=lengths),
+            model.predict(X, lengths=lengths),
+            model.decode(X, lengths=lengths, algorithm="map"),
+            model.score_samples(X, lengths=lengths),
+        )
+
+    monkeypatch.setattr(hmm_base, "_BLOCK_CELLS", 10**9)
+    one_block = everything()
+    monkeypatch.setattr(hmm_base, "_BLOCK_CELLS", 3 * 100)  # about 100 rows a block
+    assert len(list(model._row_blocks(np.cumsum([0] + lengths)))) >= 2
+    for got, expected in zip(everything(), one_block):
+        for got_part, expected_part in zip(
+            got if isinstance(got, tuple) else (got,),
+            expected if isinstance(expected, tuple) else (expected,),
+        ):
+            np.testing.assert_allclose(got_part, expected_part, rtol=1e-12, atol=1e-12)

@@ -12,8 +12,11 @@ An emission model subclass adds:
 * ``_emission_terms(X)`` -> ``(log_frameprob, cache)``: the log-likelihood of
   every row under every state, (n_samples, n_components), and whatever the
   statistics can reuse;
-* optionally ``_shifted_emissions(X)`` -> ``(shifted, shift, cache)``, the
-  same with each row already shifted by its maximum (saves a pass);
+* optionally ``_emissions(shifted)``: a function ``(X, buffers) -> (log_frameprob,
+  shift, cache)`` with the parameters prepared once for many blocks of rows;
+  with ``shifted`` each row comes already shifted by its maximum ``shift``
+  (saves a pass), and ``buffers`` (see :func:`skseq.inference.hmm.work_array`)
+  may hold the arrays;
 * ``_initialize_emissions(X, random_state)`` (``_initial_value(attribute)``
   gives the user's ``<name>_init`` or hand-set value);
 * ``_emission_statistics(X, posteriors, cache)``, ``_emission_mstep(statistics)``;
@@ -32,9 +35,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from .._kernels import load
-from .._sequences import check_y_is_not_lengths, sequence_offsets
+from .._sequences import blocks_of_rows, check_y_is_not_lengths, sequence_offsets
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.hmm import (
+    ForwardResult,
     forward_backward_offsets,
     forward_offsets,
     shifted_frame,
@@ -46,6 +50,12 @@ _hmm = load("_hmm")
 __all__ = ["BaseHMM"]
 
 _PROBABILITY_ATOL = 1e-8
+
+# Inference on new data (score, filter, predict, predict_proba) runs over
+# blocks of whole sequences of about this many rows x states, so that the
+# work arrays stay in the caches and are reused from block to block instead
+# of being allocated, and page-faulted, at the size of all of X.
+_BLOCK_CELLS = 2**15
 
 
 def normalize_rows(counts, previous):
@@ -302,7 +312,7 @@ class BaseHMM(BaseEM):
         buffers = None
         if workspace is not None:
             buffers = workspace.setdefault((X.__array_interface__["data"][0], X.shape), {})
-        log_frameprob, shift, cache = self._shifted_emissions(X, buffers)
+        log_frameprob, shift, cache = self._emissions()(X, buffers)
         result = forward_backward_offsets(
             self.startprob_, self.transmat_, log_frameprob, offsets, shift, buffers
         )
@@ -310,14 +320,31 @@ class BaseHMM(BaseEM):
         statistics.update(self._emission_statistics(X, result.posteriors, cache))
         return statistics, result.log_likelihood
 
-    def _shifted_emissions(self, X, buffers=None):
-        """``(log_frameprob, shift, cache)``; ``shift`` None: rows not pre-shifted.
+    def _emissions(self, shifted=True):
+        """A function ``(X, buffers=None) -> (log_frameprob, shift, cache)``.
 
-        ``buffers`` (see :func:`skseq.inference.hmm.work_array`) may hold the
-        arrays between calls.
+        ``shift`` None: the rows are not pre-shifted (always so here; an
+        emission model may fuse the shift when ``shifted``).  ``buffers``
+        (see :func:`skseq.inference.hmm.work_array`) may hold the arrays
+        between calls.
         """
-        log_frameprob, cache = self._emission_terms(X)
-        return log_frameprob, None, cache
+
+        def emissions(X, buffers=None):
+            log_frameprob, cache = self._emission_terms(X)
+            return log_frameprob, None, cache
+
+        return emissions
+
+    def _row_blocks(self, offsets):
+        """``(sequences, rows, local_offsets)`` for blocks of whole sequences."""
+        rows_per_block = max(1, _BLOCK_CELLS // self.n_components)
+        for first, stop in blocks_of_rows(offsets, rows_per_block):
+            start_row = offsets[first]
+            yield (
+                slice(first, stop),
+                slice(start_row, offsets[stop]),
+                offsets[first : stop + 1] - start_row,
+            )
 
     @staticmethod
     def _require_possible(sequence_log_likelihood):
@@ -576,7 +603,7 @@ class BaseHMM(BaseEM):
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
         check_y_is_not_lengths(y, X.shape[0])
-        result = self._forward(X, offsets)
+        result = self._forward(X, offsets, keep_filtered=False)
         if sample_weight is None:
             return result.log_likelihood
         sample_weight = _check_sample_weight(sample_weight, X)
@@ -595,7 +622,7 @@ class BaseHMM(BaseEM):
         log_likelihoods : ndarray of shape (n_sequences,)
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
-        return self._forward(X, offsets).sequence_log_likelihood
+        return self._forward(X, offsets, keep_filtered=False).sequence_log_likelihood
 
     def score_samples(self, X, lengths=None, *, sequence_ids=None):
         """Log-likelihood of ``X`` and posterior state probabilities (as hmmlearn).
@@ -611,12 +638,29 @@ class BaseHMM(BaseEM):
         posteriors : ndarray of shape (n_samples, n_components)
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
-        log_frameprob, shift, _ = self._shifted_emissions(X)
-        result = forward_backward_offsets(
-            self.startprob_, self.transmat_, log_frameprob, offsets, shift
-        )
-        self._require_possible(result.sequence_log_likelihood)
-        return result.log_likelihood, result.posteriors
+        sequence_log_likelihood, posteriors = self._posteriors(X, offsets)
+        return float(sequence_log_likelihood.sum()), posteriors
+
+    def _posteriors(self, X, offsets):
+        """Per-sequence log-likelihoods and posteriors, block by block."""
+        emissions = self._emissions()
+        posteriors = np.empty((X.shape[0], self.n_components))
+        sequence_log_likelihood = np.empty(len(offsets) - 1)
+        buffers = {}
+        for sequences, rows, local_offsets in self._row_blocks(offsets):
+            log_frameprob, shift, _ = emissions(X[rows], buffers)
+            forward_backward_offsets(
+                self.startprob_,
+                self.transmat_,
+                log_frameprob,
+                local_offsets,
+                shift,
+                buffers,
+                posteriors=posteriors[rows],
+                sequence_log_likelihood=sequence_log_likelihood[sequences],
+            )
+        self._require_possible(sequence_log_likelihood)
+        return sequence_log_likelihood, posteriors
 
     def predict_proba(self, X, lengths=None, *, sequence_ids=None):
         """Posterior probability of each state at each row.
@@ -654,17 +698,26 @@ class BaseHMM(BaseEM):
         if algorithm not in ("viterbi", "map"):
             raise ValueError(f"algorithm must be 'viterbi' or 'map', got {algorithm!r}.")
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
-        log_frameprob = self._compute_log_likelihood(X)
-        if algorithm == "viterbi":
-            with np.errstate(divide="ignore"):
-                log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
-            log_probs, states = viterbi_offsets(log_start, log_trans, log_frameprob, offsets)
-            self._require_possible(log_probs)
-            return float(log_probs.sum()), states
-        result = forward_backward_offsets(self.startprob_, self.transmat_, log_frameprob, offsets)
-        self._require_possible(result.sequence_log_likelihood)
-        posteriors = result.posteriors
-        return float(posteriors.max(axis=1).sum()), posteriors.argmax(axis=1)
+        if algorithm == "map":
+            posteriors = self._posteriors(X, offsets)[1]
+            return float(posteriors.max(axis=1).sum()), posteriors.argmax(axis=1)
+        with np.errstate(divide="ignore"):
+            log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
+        emissions = self._emissions(shifted=False)
+        states = np.empty(X.shape[0], dtype=np.intp)
+        log_probs = np.empty(len(offsets) - 1)
+        buffers = {}
+        for sequences, rows, local_offsets in self._row_blocks(offsets):
+            viterbi_offsets(
+                log_start,
+                log_trans,
+                emissions(X[rows], buffers)[0],
+                local_offsets,
+                states=states[rows],
+                sequence_log_prob=log_probs[sequences],
+            )
+        self._require_possible(log_probs)
+        return float(log_probs.sum()), states
 
     def predict(self, X, lengths=None, *, sequence_ids=None):
         """Most likely state of each row, by the estimator's ``algorithm``.
@@ -697,9 +750,29 @@ class BaseHMM(BaseEM):
         self._require_possible(result.sequence_log_likelihood)
         return result.filtered
 
-    def _forward(self, X, offsets):
-        log_frameprob, shift, _ = self._shifted_emissions(X)
-        return forward_offsets(self.startprob_, self.transmat_, log_frameprob, offsets, shift)
+    def _forward(self, X, offsets, keep_filtered=True):
+        """Forward pass block by block; ``filtered`` is None unless ``keep_filtered``."""
+        emissions = self._emissions()
+        filtered = np.empty((X.shape[0], self.n_components)) if keep_filtered else None
+        log_predictive = np.empty(X.shape[0])
+        sequence_log_likelihood = np.empty(len(offsets) - 1)
+        buffers = {}
+        for sequences, rows, local_offsets in self._row_blocks(offsets):
+            log_frameprob, shift, _ = emissions(X[rows], buffers)
+            forward_offsets(
+                self.startprob_,
+                self.transmat_,
+                log_frameprob,
+                local_offsets,
+                shift,
+                buffers,
+                filtered=None if filtered is None else filtered[rows],
+                log_predictive=log_predictive[rows],
+                sequence_log_likelihood=sequence_log_likelihood[sequences],
+            )
+        return ForwardResult(
+            float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
+        )
 
     def sample(self, n_samples=1, random_state=None, currstate=None):
         """Draw a sequence from the model.

@@ -126,44 +126,54 @@ def log_gaussian_density(X, means, covars, covariance_type, shift=None, out=None
     log_density : ndarray of shape (n_samples, n_components)
         ``out`` when given (C-contiguous float64 of that shape).
     """
+    return gaussian_density(means, covars, covariance_type)(X, shift, out)
+
+
+def gaussian_density(means, covars, covariance_type):
+    """:func:`log_gaussian_density` with the parameters prepared once.
+
+    Returns ``density(X, shift=None, out=None)``; calling it on many blocks of
+    rows repeats none of the per-parameter work (inverses, logarithms).
+    """
     n_components, n_features = means.shape
     means = np.ascontiguousarray(means, dtype=np.float64)
     covars = np.asarray(covars, dtype=np.float64)
-    log_density = np.empty((X.shape[0], n_components)) if out is None else out
     if covariance_type in ("spherical", "diag"):
         variances = (
             covars[:, None] * np.ones(n_features) if covariance_type == "spherical" else covars
         )
+        kernel = _gaussian.log_density_diag
+        weights = np.ascontiguousarray(1.0 / variances)
         log_normalisers = -0.5 * (n_features * _LOG_2PI + np.sum(np.log(variances), axis=1))
-        _gaussian.log_density_diag(
+        arguments = (means, weights)
+    else:
+        matrices = np.broadcast_to(covars, (n_components, n_features, n_features))
+        choleskys = np.linalg.cholesky(matrices)
+        # W_k = L_k^{-1}, lower triangular.  One batched call: scipy's triangular
+        # solve goes through threaded BLAS, which costs milliseconds per tiny
+        # matrix when the cores are busy.
+        kernel = _gaussian.log_density_full
+        whitening = np.ascontiguousarray(np.tril(np.linalg.inv(choleskys)))
+        log_normalisers = -0.5 * n_features * _LOG_2PI - np.sum(
+            np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1
+        )
+        arguments = (whitening, means)
+    log_normalisers = np.ascontiguousarray(log_normalisers)
+    no_shift = np.empty(0)
+
+    def density(X, shift=None, out=None):
+        log_density = np.empty((X.shape[0], n_components)) if out is None else out
+        kernel(
             X,
-            means,
-            np.ascontiguousarray(1.0 / variances),
-            np.ascontiguousarray(log_normalisers),
+            *arguments,
+            log_normalisers,
             log_density,
-            np.empty(0) if shift is None else shift,
+            no_shift if shift is None else shift,
             shift is not None,
         )
         return log_density
-    matrices = np.broadcast_to(covars, (n_components, n_features, n_features))
-    choleskys = np.linalg.cholesky(matrices)
-    # W_k = L_k^{-1}, lower triangular.  One batched call: scipy's triangular
-    # solve goes through threaded BLAS, which costs milliseconds per tiny
-    # matrix when the cores are busy.
-    whitening = np.tril(np.linalg.inv(choleskys))
-    log_normalisers = -0.5 * n_features * _LOG_2PI - np.sum(
-        np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1
-    )
-    _gaussian.log_density_full(
-        X,
-        np.ascontiguousarray(whitening),
-        means,
-        np.ascontiguousarray(log_normalisers),
-        log_density,
-        np.empty(0) if shift is None else shift,
-        shift is not None,
-    )
-    return log_density
+
+    return density
 
 
 def weighted_moments(X, centre, weights, full):
@@ -482,13 +492,18 @@ class GaussianHMM(BaseHMM):
         # Rows with NaN get log-density 0 in the kernel: a missing observation.
         return log_gaussian_density(X, self.means_, self._covars_, self.covariance_type), None
 
-    def _shifted_emissions(self, X, buffers=None):
-        shift = work_array(buffers, "shift", (X.shape[0],))
-        out = work_array(buffers, "log_frameprob", (X.shape[0], self.n_components))
-        shifted = log_gaussian_density(
-            X, self.means_, self._covars_, self.covariance_type, shift=shift, out=out
-        )
-        return shifted, shift, None
+    def _emissions(self, shifted=True):
+        density = gaussian_density(self.means_, self._covars_, self.covariance_type)
+        n_components = self.n_components
+
+        def emissions(X, buffers=None):
+            out = work_array(buffers, "log_frameprob", (X.shape[0], n_components))
+            if not shifted:
+                return density(X, None, out), None, None
+            shift = work_array(buffers, "shift", (X.shape[0],))
+            return density(X, shift, out), shift, None
+
+        return emissions
 
     def _initialize_emissions(self, X, random_state):
         n_components, n_features = self.n_components, X.shape[1]

@@ -112,15 +112,16 @@ def _check_log_probabilities(log_startprob, log_transmat, log_frameprob):
     return log_startprob, log_transmat, log_frameprob
 
 
-def shifted_frame(log_frameprob):
+def shifted_frame(log_frameprob, buffers=None):
     """Max-shift each row of log-emissions and exponentiate.
 
     Returns ``(frame, shift)`` with ``frame[t] = exp(log_frameprob[t] - shift[t])``
-    and ``shift[t] = max_j log_frameprob[t, j]``; ``log_frameprob`` is left as it is.
+    and ``shift[t] = max_j log_frameprob[t, j]``; ``log_frameprob`` is left as it
+    is.  ``buffers`` as in :func:`work_array`.
     """
     log_frameprob = np.ascontiguousarray(log_frameprob, dtype=np.float64)
-    frame = np.empty_like(log_frameprob)
-    shift = np.empty(log_frameprob.shape[0])
+    frame = work_array(buffers, "frame", log_frameprob.shape)
+    shift = work_array(buffers, "frame_shift", log_frameprob.shape[:1])
     _hmm.shift_rows(log_frameprob, frame, shift)
     np.exp(frame, out=frame)
     return frame, shift
@@ -148,43 +149,59 @@ def work_array(buffers, name, shape):
     """An uninitialised array for scratch or results that the caller consumes at once.
 
     ``buffers`` (a dict, or None) keeps arrays from call to call: EM calls the
-    E step on the same blocks every iteration, and a fresh array of that size
-    costs a page fault per 4 KiB on first touch, as much as the arithmetic.
+    E step on the same blocks every iteration, inference runs block after
+    block, and a fresh array of that size costs a page fault per 4 KiB on
+    first touch, as much as the arithmetic.  A kept array with at least
+    ``shape[0]`` rows is reused through a view of its first rows.
     """
     if buffers is None:
         return np.empty(shape)
     array = buffers.get(name)
-    if array is None or array.shape != shape:
+    if array is None or array.shape[1:] != shape[1:] or array.shape[0] < shape[0]:
         array = buffers[name] = np.empty(shape)
-    return array
+    return array[: shape[0]]
 
 
 def _frame(log_frameprob, shift, buffers=None):
     """The exponentiated frame, and the log-emissions for a log-space redo."""
     log_frameprob = np.ascontiguousarray(log_frameprob, dtype=np.float64)
     if shift is None:
-        frame, shift = shifted_frame(log_frameprob)
+        frame, shift = shifted_frame(log_frameprob, buffers)
         return frame, shift, lambda: log_frameprob
     frame = np.exp(log_frameprob, out=work_array(buffers, "frame", log_frameprob.shape))
     return frame, shift, lambda: log_frameprob + shift[:, None]
 
 
-def forward_backward_offsets(startprob, transmat, log_frameprob, offsets, shift=None, buffers=None):
+def forward_backward_offsets(
+    startprob,
+    transmat,
+    log_frameprob,
+    offsets,
+    shift=None,
+    buffers=None,
+    *,
+    posteriors=None,
+    sequence_log_likelihood=None,
+):
     """Forward-backward on validated inputs (no checks); offsets split the rows.
 
     ``shift``, when given, says that each row of ``log_frameprob`` is already
     shifted by its maximum (``shift[t]``).  With ``buffers`` (see
-    :func:`work_array`) the posteriors and log predictive densities are kept
-    in reused arrays: the caller must consume them before the next call.
+    :func:`work_array`) the scratch, and the posteriors and log predictive
+    densities unless ``posteriors`` is given, are kept in reused arrays: the
+    caller must consume them before the next call.  ``posteriors`` and
+    ``sequence_log_likelihood``, when given, are filled in place.
     Sequences whose scaled recursion underflows are redone in log space.
     """
     frame, shift, unshifted = _frame(log_frameprob, shift, buffers)
     n_samples, n_states = frame.shape
     startprob = np.ascontiguousarray(startprob, dtype=np.float64)
     transmat = np.ascontiguousarray(transmat, dtype=np.float64)
-    posteriors = work_array(buffers, "posteriors", (n_samples, n_states))
+    if posteriors is None:
+        posteriors = work_array(buffers, "posteriors", (n_samples, n_states))
     log_predictive = work_array(buffers, "log_predictive", (n_samples,))
-    sequence_log_likelihood = np.empty(len(offsets) - 1)
+    if sequence_log_likelihood is None:
+        sequence_log_likelihood = np.empty(len(offsets) - 1)
     start_counts = np.zeros(n_states)
     transition_counts = np.zeros((n_states, n_states))
     arrays = (posteriors, log_predictive, sequence_log_likelihood, start_counts, transition_counts)
@@ -203,19 +220,35 @@ def forward_backward_offsets(startprob, transmat, log_frameprob, offsets, shift=
     )
 
 
-def forward_offsets(startprob, transmat, log_frameprob, offsets, shift=None):
+def forward_offsets(
+    startprob,
+    transmat,
+    log_frameprob,
+    offsets,
+    shift=None,
+    buffers=None,
+    *,
+    filtered=None,
+    log_predictive=None,
+    sequence_log_likelihood=None,
+):
     """Forward pass on validated inputs (no checks); offsets split the rows.
 
-    ``shift`` as in :func:`forward_backward_offsets`.  Sequences whose scaled
-    recursion underflows are redone in log space.
+    ``shift`` and ``buffers`` as in :func:`forward_backward_offsets`; the
+    outputs ``filtered``, ``log_predictive`` and ``sequence_log_likelihood``,
+    when given, are filled in place (otherwise ``filtered`` is a work array).
+    Sequences whose scaled recursion underflows are redone in log space.
     """
-    frame, shift, unshifted = _frame(log_frameprob, shift)
+    frame, shift, unshifted = _frame(log_frameprob, shift, buffers)
     n_samples, n_states = frame.shape
     startprob = np.ascontiguousarray(startprob, dtype=np.float64)
     transmat = np.ascontiguousarray(transmat, dtype=np.float64)
-    filtered = np.empty((n_samples, n_states))
-    log_predictive = np.empty(n_samples)
-    sequence_log_likelihood = np.empty(len(offsets) - 1)
+    if filtered is None:
+        filtered = work_array(buffers, "filtered", (n_samples, n_states))
+    if log_predictive is None:
+        log_predictive = np.empty(n_samples)
+    if sequence_log_likelihood is None:
+        sequence_log_likelihood = np.empty(len(offsets) - 1)
     arrays = (filtered, log_predictive, sequence_log_likelihood)
     _hmm.forward(startprob, transmat, frame, offsets, *arrays)
     underflowed = _log_predictive(log_predictive, shift, offsets, sequence_log_likelihood)
@@ -227,10 +260,17 @@ def forward_offsets(startprob, transmat, log_frameprob, offsets, shift=None):
     )
 
 
-def viterbi_offsets(log_startprob, log_transmat, log_frameprob, offsets):
-    """Viterbi on validated inputs (no checks); returns (log_probs, states)."""
-    states = np.empty(log_frameprob.shape[0], dtype=np.intp)
-    sequence_log_prob = np.empty(len(offsets) - 1)
+def viterbi_offsets(
+    log_startprob, log_transmat, log_frameprob, offsets, *, states=None, sequence_log_prob=None
+):
+    """Viterbi on validated inputs (no checks); returns (log_probs, states).
+
+    ``states`` and ``sequence_log_prob``, when given, are filled in place.
+    """
+    if states is None:
+        states = np.empty(log_frameprob.shape[0], dtype=np.intp)
+    if sequence_log_prob is None:
+        sequence_log_prob = np.empty(len(offsets) - 1)
     _hmm.viterbi(
         np.ascontiguousarray(log_startprob, dtype=np.float64),
         np.ascontiguousarray(log_transmat, dtype=np.float64),
