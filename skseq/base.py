@@ -11,7 +11,7 @@ An EM estimator here is defined by four things:
 * ``_n_parameters()`` counts free parameters (for AIC / BIC).
 
 :class:`BaseEM` runs the loop: initialisation (with ``n_init`` restarts), the
-E step over sequences in joblib threads, the convergence monitor, warnings
+E step over sequences in threads (:mod:`skseq._parallel`), the convergence monitor, warnings
 and progress output.  It also runs stochastic EM (MATH.md section 1): each
 batch's statistics are blended into running statistics with the
 Robbins-Monro step rho_t = (learning_offset + t) ** -learning_decay, then the
@@ -30,13 +30,14 @@ import warnings
 from contextlib import contextmanager
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
+from ._parallel import ThreadRunner
 from ._sequences import split_offsets
 
 __all__ = ["ConvergenceMonitor", "SufficientStatistics", "BaseEM", "check_scalar_param"]
@@ -194,7 +195,7 @@ class BaseEM(BaseEstimator):
         if n_jobs == 1 or getattr(self, "_pool", None) is not None:
             yield
             return
-        with threadpool_limits(limits=1), Parallel(n_jobs=n_jobs, prefer="threads") as pool:
+        with threadpool_limits(limits=1), ThreadRunner(n_jobs) as pool:
             self._pool = pool
             try:
                 yield
@@ -214,10 +215,10 @@ class BaseEM(BaseEstimator):
 
         def block(first, stop):
             start_row, stop_row = offsets[first], offsets[stop]
-            return self._estep(X[start_row:stop_row], offsets[first : stop + 1] - start_row)
+            return lambda: self._estep(X[start_row:stop_row], offsets[first : stop + 1] - start_row)
 
         with self._threads():
-            results = self._pool(delayed(block)(first, stop) for first, stop in groups)
+            results = self._pool([block(first, stop) for first, stop in groups])
         statistics, log_likelihood = results[0]
         for more_statistics, more_log_likelihood in results[1:]:
             statistics = statistics + more_statistics

@@ -1019,3 +1019,19 @@ def test_inference_block_by_block_equals_one_block(model, monkeypatch):
             expected if isinstance(expected, tuple) else (expected,),
         ):
             np.testing.assert_allclose(got_part, expected_part, rtol=1e-12, atol=1e-12)
+
+
+def test_thread_runner_returns_results_in_order_and_raises_errors():
+    from joblib import parallel_config
+
+    from skseq._parallel import ThreadRunner
+
+    def fail():
+        raise RuntimeError("boom")
+
+    for backend in ("threading", "loky"):  # a plain pool, then through joblib
+        with parallel_config(backend=backend), ThreadRunner(2) as run:
+            assert (run._executor is not None) == (backend == "threading")
+            assert run([lambda i=i: i * i for i in range(5)]) == [0, 1, 4, 9, 16]
+            with pytest.raises(RuntimeError, match="boom"):
+                run([lambda: 1, fail])

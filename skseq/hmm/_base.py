@@ -56,6 +56,9 @@ _PROBABILITY_ATOL = 1e-8
 # work arrays stay in the caches and are reused from block to block instead
 # of being allocated, and page-faulted, at the size of all of X.
 _BLOCK_CELLS = 2**15
+# The E step does the same with larger blocks: its statistics cost a little
+# Python per block.
+_ESTEP_BLOCK_CELLS = 2**17
 
 
 def normalize_rows(counts, previous):
@@ -308,17 +311,23 @@ class BaseHMM(BaseEM):
         # During fit, each block of sequences keeps its work arrays from one EM
         # iteration to the next (keyed by where its rows are; one thread at a
         # time works on a block).
+        # Within a call, the sequences go in blocks that share the arrays.
         workspace = getattr(self, "_workspace", None)
-        buffers = None
+        buffers = {}
         if workspace is not None:
             buffers = workspace.setdefault((X.__array_interface__["data"][0], X.shape), {})
-        log_frameprob, shift, cache = self._emissions()(X, buffers)
-        result = forward_backward_offsets(
-            self.startprob_, self.transmat_, log_frameprob, offsets, shift, buffers
-        )
-        statistics = SufficientStatistics(start=result.start_counts, trans=result.transition_counts)
-        statistics.update(self._emission_statistics(X, result.posteriors, cache))
-        return statistics, result.log_likelihood
+        emissions = self._emissions()
+        statistics, log_likelihood = None, 0.0
+        for _, rows, local_offsets in self._row_blocks(offsets, _ESTEP_BLOCK_CELLS):
+            log_frameprob, shift, cache = emissions(X[rows], buffers)
+            result = forward_backward_offsets(
+                self.startprob_, self.transmat_, log_frameprob, local_offsets, shift, buffers
+            )
+            block = SufficientStatistics(start=result.start_counts, trans=result.transition_counts)
+            block.update(self._emission_statistics(X[rows], result.posteriors, cache))
+            statistics = block if statistics is None else statistics + block
+            log_likelihood += result.log_likelihood
+        return statistics, log_likelihood
 
     def _emissions(self, shifted=True):
         """A function ``(X, buffers=None) -> (log_frameprob, shift, cache)``.
@@ -335,9 +344,13 @@ class BaseHMM(BaseEM):
 
         return emissions
 
-    def _row_blocks(self, offsets):
-        """``(sequences, rows, local_offsets)`` for blocks of whole sequences."""
-        rows_per_block = max(1, _BLOCK_CELLS // self.n_components)
+    def _row_blocks(self, offsets, cells=None):
+        """``(sequences, rows, local_offsets)`` for blocks of whole sequences.
+
+        A block holds about ``cells`` (default ``_BLOCK_CELLS``) rows x states.
+        """
+        cells = _BLOCK_CELLS if cells is None else cells
+        rows_per_block = max(1, cells // self.n_components)
         for first, stop in blocks_of_rows(offsets, rows_per_block):
             start_row = offsets[first]
             yield (

@@ -20,12 +20,14 @@ threads with ``n_jobs``.
 """
 
 import numbers
+from functools import partial
 from typing import NamedTuple
 
 import joblib
 import numpy as np
 
 from .._kernels import load
+from .._parallel import ThreadRunner
 
 _scan = load("_scan")
 
@@ -182,9 +184,8 @@ def _run_blocks(function, blocks):
     if len(blocks) == 1:
         return [function(*blocks[0])]
     # The kernels write into shared output arrays: threads, never processes.
-    return joblib.Parallel(n_jobs=len(blocks), prefer="threads", require="sharedmem")(
-        joblib.delayed(function)(start, stop) for start, stop in blocks
-    )
+    with ThreadRunner(len(blocks), sharedmem=True) as run:
+        return run([partial(function, start, stop) for start, stop in blocks])
 
 
 def selective_scan(
