@@ -314,10 +314,13 @@ def forward_backward(
     double[::1] sequence_status,
     double[::1] start_counts,
     double[:, ::1] transition_counts,
+    double[:, ::1] alpha,
 ):
     """Posteriors, scale factors and summed expected counts.
 
-    ``frame`` is overwritten (used as scratch by the backward pass).  Fills
+    ``frame`` is overwritten (used as scratch by the backward pass), and
+    ``alpha`` is scratch with at least as many rows as the longest sequence
+    (the caller keeps it between calls: fresh arrays cost page faults).  Fills
     the scale factors ``c_t`` (log c_t + shift_t is log p(x_t | x_<t)), adds
     the posterior of each sequence's first row to ``start_counts`` and
     sum_t xi_t to ``transition_counts``.  ``sequence_status`` gets 0 per
@@ -327,11 +330,9 @@ def forward_backward(
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
-    cdef Py_ssize_t longest = _longest(offsets)
     cdef Py_ssize_t s, t, i, j, first, stop
     cdef double[:, ::1] trans_t = trans.T.copy()
     cdef double[:, ::1] xi_unscaled = _zeros(n_states, n_states)
-    cdef double[:, ::1] alpha = _zeros(longest, n_states)
     cdef double[:, ::1] work = _zeros(2, n_states)
     cdef double[::1] beta = _zeros(1, n_states)[0]
     cdef double[::1] ones = _zeros(1, n_states)[0]
@@ -364,18 +365,20 @@ def viterbi(
     const Py_ssize_t[::1] offsets,
     Py_ssize_t[::1] states,
     double[::1] sequence_log_prob,
+    int[:, ::1] backpointer,
 ):
     """Most likely state path of each sequence, by max-sum in log space.
 
     Writes the path into ``states`` and its joint log-probability into
     ``sequence_log_prob``.  Ties go to the lowest state index.
+    ``backpointer`` is scratch with at least as many rows as the longest
+    sequence.
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t s, t, i, j, first, stop, best_state
     cdef double best, value
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
-    cdef int[:, ::1] backpointer = _zeros_int(_longest(offsets), n_states)
     cdef double[:, ::1] delta = _zeros(2, n_states)
     cdef Py_ssize_t now, before
     with nogil:
@@ -417,11 +420,6 @@ def viterbi(
 cdef double[:, ::1] _zeros(Py_ssize_t n_rows, Py_ssize_t n_columns):
     from numpy import zeros
     return zeros((n_rows, n_columns))
-
-
-cdef int[:, ::1] _zeros_int(Py_ssize_t n_rows, Py_ssize_t n_columns):
-    from numpy import intc, zeros
-    return zeros((n_rows, n_columns), dtype=intc)
 
 
 def sample_states(

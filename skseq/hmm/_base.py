@@ -726,6 +726,7 @@ class BaseHMM(BaseEM):
                 log_trans,
                 emissions(X[rows], buffers)[0],
                 local_offsets,
+                buffers,
                 states=states[rows],
                 sequence_log_prob=log_probs[sequences],
             )

@@ -145,7 +145,7 @@ def _log_predictive(scale, shift, offsets, sequence_log_likelihood):
     return np.flatnonzero(~finite)
 
 
-def work_array(buffers, name, shape):
+def work_array(buffers, name, shape, dtype=np.float64):
     """An uninitialised array for scratch or results that the caller consumes at once.
 
     ``buffers`` (a dict, or None) keeps arrays from call to call: EM calls the
@@ -155,11 +155,15 @@ def work_array(buffers, name, shape):
     ``shape[0]`` rows is reused through a view of its first rows.
     """
     if buffers is None:
-        return np.empty(shape)
+        return np.empty(shape, dtype=dtype)
     array = buffers.get(name)
     if array is None or array.shape[1:] != shape[1:] or array.shape[0] < shape[0]:
-        array = buffers[name] = np.empty(shape)
+        array = buffers[name] = np.empty(shape, dtype=dtype)
     return array[: shape[0]]
+
+
+def _longest(offsets):
+    return int(np.diff(offsets).max())
 
 
 def _frame(log_frameprob, shift, buffers=None):
@@ -205,7 +209,8 @@ def forward_backward_offsets(
     start_counts = np.zeros(n_states)
     transition_counts = np.zeros((n_states, n_states))
     arrays = (posteriors, log_predictive, sequence_log_likelihood, start_counts, transition_counts)
-    _hmm.forward_backward(startprob, transmat, frame, offsets, *arrays)
+    alpha = work_array(buffers, "alpha", (_longest(offsets), n_states))
+    _hmm.forward_backward(startprob, transmat, frame, offsets, *arrays, alpha)
     underflowed = _log_predictive(log_predictive, shift, offsets, sequence_log_likelihood)
     if underflowed.size:
         log_start, log_trans = _logs(startprob, transmat)
@@ -261,11 +266,19 @@ def forward_offsets(
 
 
 def viterbi_offsets(
-    log_startprob, log_transmat, log_frameprob, offsets, *, states=None, sequence_log_prob=None
+    log_startprob,
+    log_transmat,
+    log_frameprob,
+    offsets,
+    buffers=None,
+    *,
+    states=None,
+    sequence_log_prob=None,
 ):
     """Viterbi on validated inputs (no checks); returns (log_probs, states).
 
-    ``states`` and ``sequence_log_prob``, when given, are filled in place.
+    ``buffers`` as in :func:`work_array`; ``states`` and
+    ``sequence_log_prob``, when given, are filled in place.
     """
     if states is None:
         states = np.empty(log_frameprob.shape[0], dtype=np.intp)
@@ -278,6 +291,7 @@ def viterbi_offsets(
         offsets,
         states,
         sequence_log_prob,
+        work_array(buffers, "backpointer", (_longest(offsets), len(log_startprob)), np.intc),
     )
     return sequence_log_prob, states
 
