@@ -14,8 +14,25 @@ from concurrent.futures import ThreadPoolExecutor
 
 from joblib import Parallel, delayed, effective_n_jobs
 from joblib.parallel import ThreadingBackend, get_active_backend
+from threadpoolctl import ThreadpoolController
 
-__all__ = ["ThreadRunner"]
+__all__ = ["ThreadRunner", "single_threaded_blas"]
+
+_blas_controller = None
+
+
+def single_threaded_blas():
+    """A context in which BLAS runs on one thread (``threadpoolctl``).
+
+    Parallelism comes from ``n_jobs`` over blocks; the matrices are small and
+    a threaded BLAS inside each block only slows them down.  The BLAS
+    libraries are looked up once per process (a lookup costs milliseconds,
+    too much for every fit).
+    """
+    global _blas_controller
+    if _blas_controller is None:
+        _blas_controller = ThreadpoolController()
+    return _blas_controller.limit(limits=1)
 
 
 class ThreadRunner:

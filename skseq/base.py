@@ -35,9 +35,8 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
-from ._parallel import ThreadRunner
+from ._parallel import ThreadRunner, single_threaded_blas
 from ._sequences import split_offsets
 
 __all__ = ["ConvergenceMonitor", "SufficientStatistics", "BaseEM", "check_scalar_param"]
@@ -195,7 +194,7 @@ class BaseEM(BaseEstimator):
         if n_jobs == 1 or getattr(self, "_pool", None) is not None:
             yield
             return
-        with threadpool_limits(limits=1), ThreadRunner(n_jobs) as pool:
+        with single_threaded_blas(), ThreadRunner(n_jobs) as pool:
             self._pool = pool
             try:
                 yield

@@ -18,24 +18,25 @@ A network is any object with ``init_parameters(random_state, dtype)``,
 import sys
 import time
 import warnings
+from functools import partial
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
+from .._parallel import ThreadRunner, single_threaded_blas
 from ..base import check_scalar_param
 from ._validation import check_bool_param, check_positive_int, check_sequences
 
 __all__ = ["Adam", "clip_by_global_norm", "global_norm", "BaseSequenceNetwork"]
 
 # Positions (sequences x steps) per forward pass at prediction time: bounds memory.
-# BLAS runs on one thread throughout (threadpoolctl): the matrices are small, a
-# multi-threaded BLAS slows them down, and parallelism comes from ``n_jobs``.
+# BLAS runs on one thread throughout (``single_threaded_blas``): the matrices are
+# small, a multi-threaded BLAS slows them down, and parallelism comes from ``n_jobs``.
 PREDICTION_CHUNK_POSITIONS = 1 << 16
 
 
@@ -224,13 +225,12 @@ class BaseSequenceNetwork(BaseEstimator):
         def forward(part):
             return self.network_.forward(self.parameters_, X[part])[0]
 
-        with threadpool_limits(limits=1):
+        with single_threaded_blas():
             if n_threads == 1:
                 outputs = [forward(part) for part in slices]
             else:
-                outputs = Parallel(n_jobs=n_threads, prefer="threads")(
-                    delayed(forward)(part) for part in slices
-                )
+                with ThreadRunner(n_threads) as run:
+                    outputs = run([partial(forward, part) for part in slices])
         return np.concatenate(outputs, axis=0)
 
     def _prepare_X(self, X):
@@ -252,7 +252,7 @@ class BaseSequenceNetwork(BaseEstimator):
         n_shards = self._n_threads(X.shape[0]) if parallel is not None else 1
         if n_shards == 1:
             return shard(slice(None))
-        results = parallel(delayed(shard)(part) for part in _shard_slices(X.shape[0], n_shards))
+        results = parallel([partial(shard, part) for part in _shard_slices(X.shape[0], n_shards)])
         return sum(loss for loss, _ in results), _sum_dicts([grads for _, grads in results])
 
     def _train_step(self, X, targets, weights, parallel):
@@ -324,7 +324,7 @@ class BaseSequenceNetwork(BaseEstimator):
         n_threads = self._n_threads(batch_size)
         started = time.perf_counter()
         converged = False
-        with threadpool_limits(limits=1), Parallel(n_jobs=n_threads, prefer="threads") as parallel:
+        with single_threaded_blas(), ThreadRunner(n_threads) as parallel:
             for _ in range(1 if incremental else self.max_iter):
                 loss = self._run_epoch(
                     X, targets, weights, batch_size, parallel if n_threads > 1 else None
