@@ -10,7 +10,7 @@ would add up to 10 ms to every E step of an EM fit (whose E steps take a few
 milliseconds).
 """
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from joblib import Parallel, delayed, effective_n_jobs
 from joblib.parallel import ThreadingBackend, get_active_backend
@@ -60,7 +60,8 @@ class ThreadRunner:
     def __enter__(self):
         backend, _ = get_active_backend(prefer="threads", require=self.require)
         if isinstance(backend, ThreadingBackend):
-            self._executor = ThreadPoolExecutor(self.n_jobs)
+            # The calling thread runs one share itself (see __call__).
+            self._executor = ThreadPoolExecutor(max(1, self.n_jobs - 1))
             self._parallel = None
         else:
             self._executor = None
@@ -69,9 +70,19 @@ class ThreadRunner:
         return self
 
     def __call__(self, calls):
-        if self._executor is not None:
-            return [future.result() for future in [self._executor.submit(c) for c in calls]]
-        return self._parallel(delayed(call)() for call in calls)
+        if self._parallel is not None:
+            return self._parallel(delayed(call)() for call in calls)
+        if len(calls) == 0:
+            return []
+        # The first call runs in this thread, which is awake already, while
+        # the pool's threads wake up for the others (on a virtual machine,
+        # waking an idle CPU can take a good part of a millisecond).
+        futures = [self._executor.submit(call) for call in calls[1:]]
+        try:
+            first = calls[0]()
+        finally:
+            wait(futures)
+        return [first] + [future.result() for future in futures]
 
     def __exit__(self, *exception):
         if self._executor is not None:

@@ -24,9 +24,38 @@ def validate_gaussian_X(estimator, X, reset):
     X = validate_data(
         estimator, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan", order="C"
     )
-    if reset and np.isnan(X).any(axis=1).all():
+    if reset and missing_rows(X).all():
         raise ValueError("Every row of X contains NaN: there is no observed row.")
     return X
+
+
+def missing_rows(X):
+    """Mask of the rows of ``X`` that contain NaN (missing observations).
+
+    Data without any NaN, the common case, cost one fast pass.
+    """
+    if not np.isnan(X).any():
+        return np.zeros(X.shape[0], dtype=bool)
+    return np.isnan(X).any(axis=1)
+
+
+def moments_centre(observed, means):
+    """The point about which the emission moments are taken: the data mean.
+
+    Computed as a matrix-vector product (numpy's column means of a tall,
+    narrow array are several times slower); any point near the data would do.
+    Without observed rows, the mean of ``means`` (any shape ending in D).
+    """
+    n_observed = observed.shape[0]
+    if n_observed == 0:
+        return np.asarray(means, dtype=np.float64).reshape(-1, observed.shape[1]).mean(axis=0)
+    return np.ones(n_observed) @ observed / n_observed
+
+
+def observed_rows(X):
+    """The rows of ``X`` without NaN (``X`` itself when there are no missing rows)."""
+    missing = missing_rows(X)
+    return X[~missing] if missing.any() else X
 
 
 COVARIANCE_TYPES = ("spherical", "diag", "full", "tied")
@@ -212,7 +241,7 @@ def moment_features(X, centre, full):
     Zeros for missing rows.  Their weighted sums are the moments that
     :func:`weighted_moments` accumulates.
     """
-    observed = ~np.isnan(X).any(axis=1)
+    observed = ~missing_rows(X)
     X = np.where(observed[:, None], X - centre, 0.0)
     if full:
         rows, columns = np.triu_indices(X.shape[1])
@@ -507,7 +536,7 @@ class GaussianHMM(BaseHMM):
 
     def _initialize_emissions(self, X, random_state):
         n_components, n_features = self.n_components, X.shape[1]
-        observed = X[~np.isnan(X).any(axis=1)]
+        observed = observed_rows(X)
         means = self._initial_value("means_")
         if means is None:
             if observed.shape[0] < n_components:
@@ -532,7 +561,7 @@ class GaussianHMM(BaseHMM):
         self._covars_ = check_covars(covars, self.covariance_type, n_components, n_features)
         # The emission statistics are moments about this fixed point (see
         # weighted_moments); fixed, so that partial_fit's statistics add up.
-        self._centre = observed.mean(axis=0) if observed.shape[0] else means.mean(axis=0)
+        self._centre = moments_centre(observed, means)
 
     def _check_emission_parameters(self, n_features):
         means = np.array(self.means_, dtype=np.float64)

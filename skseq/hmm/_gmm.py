@@ -13,8 +13,11 @@ from ._gaussian import (
     fill_covars,
     initial_covariance,
     log_gaussian_density,
+    missing_rows,
     moment_features,
+    moments_centre,
     moments_from_features,
+    observed_rows,
     positive_definite_or_previous,
     sample_gaussians,
     validate_gaussian_X,
@@ -215,7 +218,7 @@ class GMMHMM(BaseHMM):
 
     def _initialize_emissions(self, X, random_state):
         n_components, n_mix, n_features = self.n_components, self.n_mix, X.shape[1]
-        observed = X[~np.isnan(X).any(axis=1)]
+        observed = observed_rows(X)
         if observed.shape[0] < n_components * n_mix and self._initial_value("means_") is None:
             raise ValueError(
                 f"n_components * n_mix = {n_components * n_mix} components need at least as "
@@ -264,7 +267,7 @@ class GMMHMM(BaseHMM):
         check_covars(flat, flat_type, flat.shape[0], n_features)
         self.covars_ = covars
         # Emission statistics are moments about this fixed point (no cancellation).
-        self._centre = observed.mean(axis=0) if observed.shape[0] else means.mean(axis=(0, 1))
+        self._centre = moments_centre(observed, means)
 
     def _check_emission_parameters(self, n_features):
         n_components, n_mix = self.n_components, self.n_mix
@@ -335,7 +338,7 @@ class GMMHMM(BaseHMM):
         with np.errstate(divide="ignore"):
             log_component += np.log(self.weights_)
         log_frameprob = logsumexp(log_component, axis=2)
-        missing = np.isnan(X).any(axis=1)
+        missing = missing_rows(X)
         log_frameprob[missing] = 0.0
         return log_frameprob, (log_component, log_frameprob, missing)
 
