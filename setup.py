@@ -51,6 +51,7 @@ extensions = [
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=compile_args(path),
+        depends=[str(header) for header in Path("skseq/_kernels").glob("*.h")],
     )
     for path in sorted(Path("skseq/_kernels").glob("*.pyx"))
     if BUILD_AVX2 or not path.stem.endswith("_avx2")

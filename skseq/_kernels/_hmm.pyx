@@ -54,72 +54,13 @@ def shift_rows(
                     shifted[t, j] = log_frame[t, j] - m
 
 
-cdef inline double _vector_matrix(
-    const double* vector, const double* matrix, const double* factors, Py_ssize_t n,
-    double* out
-) noexcept nogil:
-    """out[j] = factors[j] sum_i vector[i] matrix[i, j] for a row-major n x n ``matrix``.
-
-    Returns sum_j out[j].  The forward and backward recursions are chains of
-    these products, so the latency of one product is the cost of a row.
-    Columns go four at a time into local accumulators (registers, which GCC
-    packs into one vector), even ``i`` into one set and odd ``i`` into
-    another: two independent chains of n / 2 multiply-adds instead of one
-    chain of n through memory.
-    """
-    cdef Py_ssize_t i, j = 0
-    cdef double total = 0.0
-    cdef double a0, a1, a2, a3, b0, b1, b2, b3, v, w
-    cdef const double* row
-    while j + 4 <= n:
-        a0 = a1 = a2 = a3 = 0.0
-        b0 = b1 = b2 = b3 = 0.0
-        i = 0
-        while i + 2 <= n:
-            row = matrix + i * n + j
-            v = vector[i]
-            w = vector[i + 1]
-            a0 = a0 + v * row[0]
-            a1 = a1 + v * row[1]
-            a2 = a2 + v * row[2]
-            a3 = a3 + v * row[3]
-            b0 = b0 + w * row[n]
-            b1 = b1 + w * row[n + 1]
-            b2 = b2 + w * row[n + 2]
-            b3 = b3 + w * row[n + 3]
-            i += 2
-        if i < n:
-            row = matrix + i * n + j
-            v = vector[i]
-            a0 = a0 + v * row[0]
-            a1 = a1 + v * row[1]
-            a2 = a2 + v * row[2]
-            a3 = a3 + v * row[3]
-        a0 = (a0 + b0) * factors[j]
-        a1 = (a1 + b1) * factors[j + 1]
-        a2 = (a2 + b2) * factors[j + 2]
-        a3 = (a3 + b3) * factors[j + 3]
-        out[j] = a0
-        out[j + 1] = a1
-        out[j + 2] = a2
-        out[j + 3] = a3
-        total = total + ((a0 + a1) + (a2 + a3))
-        j += 4
-    while j < n:
-        a0 = 0.0
-        b0 = 0.0
-        i = 0
-        while i + 2 <= n:
-            a0 = a0 + vector[i] * matrix[i * n + j]
-            b0 = b0 + vector[i + 1] * matrix[(i + 1) * n + j]
-            i += 2
-        if i < n:
-            a0 = a0 + vector[i] * matrix[i * n + j]
-        a0 = (a0 + b0) * factors[j]
-        out[j] = a0
-        total = total + a0
-        j += 1
-    return total
+cdef extern from "_vector_matrix.h":
+    # out[j] = factors[j] sum_i vector[i] matrix[i, j] for a row-major n x n
+    # matrix; returns sum_j out[j].  The rows' K x K products, in registers
+    # (explicit AVX2 vectors in the _avx2 builds; see the header).
+    double _vector_matrix "skseq_vector_matrix" (
+        const double* vector, const double* matrix, const double* factors, Py_ssize_t n,
+        double* out) noexcept nogil
 
 
 # The forward recursion carries an unnormalised message and rescales it only

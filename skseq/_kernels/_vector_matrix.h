@@ -1,0 +1,134 @@
+/* out[j] = factors[j] * sum_i vector[i] * matrix[i * n + j]; returns sum_j out[j].
+ *
+ * The forward and backward recursions of the HMM kernels (_hmm.pyx) are
+ * chains of these K x K products, one per row, so their latency is the cost
+ * of a row.  Columns go in chunks held in registers for the whole sum over
+ * i, with even and odd i in separate accumulators: independent chains of
+ * n / 2 multiply-adds.  With AVX2 and FMA (the _avx2 builds) the chunks are
+ * explicit 4-wide vectors, 16, 8 or 4 columns at a time; otherwise portable
+ * C in chunks of 4 that compilers vectorise on their own.
+ */
+#ifndef SKSEQ_VECTOR_MATRIX_H
+#define SKSEQ_VECTOR_MATRIX_H
+
+#include <stddef.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+static inline double skseq_sum4(__m256d x) {
+    __m128d pair = _mm_add_pd(_mm256_castpd256_pd128(x), _mm256_extractf128_pd(x, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(pair, _mm_unpackhi_pd(pair, pair)));
+}
+
+#define SKSEQ_CHUNK(WIDTH)                                                              \
+    {                                                                                    \
+        __m256d even[WIDTH / 4], odd[WIDTH / 4];                                         \
+        ptrdiff_t c, i;                                                                  \
+        for (c = 0; c < WIDTH / 4; c++) {                                                \
+            even[c] = _mm256_setzero_pd();                                               \
+            odd[c] = _mm256_setzero_pd();                                                \
+        }                                                                                \
+        for (i = 0; i + 2 <= n; i += 2) {                                                \
+            const double *row = matrix + i * n + j;                                      \
+            __m256d v = _mm256_broadcast_sd(vector + i);                                 \
+            __m256d w = _mm256_broadcast_sd(vector + i + 1);                             \
+            for (c = 0; c < WIDTH / 4; c++) {                                            \
+                even[c] = _mm256_fmadd_pd(v, _mm256_loadu_pd(row + 4 * c), even[c]);     \
+                odd[c] = _mm256_fmadd_pd(w, _mm256_loadu_pd(row + n + 4 * c), odd[c]);   \
+            }                                                                            \
+        }                                                                                \
+        if (i < n) {                                                                     \
+            const double *row = matrix + i * n + j;                                      \
+            __m256d v = _mm256_broadcast_sd(vector + i);                                 \
+            for (c = 0; c < WIDTH / 4; c++)                                              \
+                even[c] = _mm256_fmadd_pd(v, _mm256_loadu_pd(row + 4 * c), even[c]);     \
+        }                                                                                \
+        for (c = 0; c < WIDTH / 4; c++) {                                                \
+            __m256d value = _mm256_mul_pd(_mm256_add_pd(even[c], odd[c]),                \
+                                          _mm256_loadu_pd(factors + j + 4 * c));         \
+            _mm256_storeu_pd(out + j + 4 * c, value);                                    \
+            sums = _mm256_add_pd(sums, value);                                           \
+        }                                                                                \
+        j += WIDTH;                                                                      \
+    }
+
+static inline double skseq_vector_matrix(const double *vector, const double *matrix,
+                                         const double *factors, ptrdiff_t n, double *out) {
+    ptrdiff_t j = 0;
+    double total;
+    __m256d sums = _mm256_setzero_pd();
+    while (j + 16 <= n) SKSEQ_CHUNK(16)
+    if (j + 8 <= n) SKSEQ_CHUNK(8)
+    if (j + 4 <= n) SKSEQ_CHUNK(4)
+    total = skseq_sum4(sums);
+    for (; j < n; j++) {
+        double a = 0.0, b = 0.0;
+        ptrdiff_t i;
+        for (i = 0; i + 2 <= n; i += 2) {
+            a += vector[i] * matrix[i * n + j];
+            b += vector[i + 1] * matrix[(i + 1) * n + j];
+        }
+        if (i < n) a += vector[i] * matrix[i * n + j];
+        out[j] = (a + b) * factors[j];
+        total += out[j];
+    }
+    return total;
+}
+
+#undef SKSEQ_CHUNK
+
+#else /* portable */
+
+static inline double skseq_vector_matrix(const double *vector, const double *matrix,
+                                         const double *factors, ptrdiff_t n, double *out) {
+    ptrdiff_t i, j = 0;
+    double total = 0.0;
+    for (; j + 4 <= n; j += 4) {
+        double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+        double b0 = 0.0, b1 = 0.0, b2 = 0.0, b3 = 0.0;
+        for (i = 0; i + 2 <= n; i += 2) {
+            const double *row = matrix + i * n + j;
+            double v = vector[i], w = vector[i + 1];
+            a0 += v * row[0];
+            a1 += v * row[1];
+            a2 += v * row[2];
+            a3 += v * row[3];
+            b0 += w * row[n];
+            b1 += w * row[n + 1];
+            b2 += w * row[n + 2];
+            b3 += w * row[n + 3];
+        }
+        if (i < n) {
+            const double *row = matrix + i * n + j;
+            double v = vector[i];
+            a0 += v * row[0];
+            a1 += v * row[1];
+            a2 += v * row[2];
+            a3 += v * row[3];
+        }
+        a0 = (a0 + b0) * factors[j];
+        a1 = (a1 + b1) * factors[j + 1];
+        a2 = (a2 + b2) * factors[j + 2];
+        a3 = (a3 + b3) * factors[j + 3];
+        out[j] = a0;
+        out[j + 1] = a1;
+        out[j + 2] = a2;
+        out[j + 3] = a3;
+        total += (a0 + a1) + (a2 + a3);
+    }
+    for (; j < n; j++) {
+        double a = 0.0, b = 0.0;
+        for (i = 0; i + 2 <= n; i += 2) {
+            a += vector[i] * matrix[i * n + j];
+            b += vector[i + 1] * matrix[(i + 1) * n + j];
+        }
+        if (i < n) a += vector[i] * matrix[i * n + j];
+        out[j] = (a + b) * factors[j];
+        total += out[j];
+    }
+    return total;
+}
+
+#endif
+#endif /* SKSEQ_VECTOR_MATRIX_H */
