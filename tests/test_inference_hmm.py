@@ -254,3 +254,37 @@ def test_forward_backward_matches_a_log_space_reference(n_states):
     np.testing.assert_allclose(result.transition_counts, counts, atol=1e-10)
     filtered = forward(log_start, log_trans, log_frame)
     np.testing.assert_allclose(filtered.log_likelihood, log_likelihood, rtol=1e-12)
+
+
+def viterbi_reference(log_start, log_trans, log_frame):
+    """Max-sum in numpy; argmax takes the lowest state on ties."""
+    n_samples, n_states = log_frame.shape
+    delta = log_start + log_frame[0]
+    backpointer = np.zeros((n_samples, n_states), dtype=int)
+    for t in range(1, n_samples):
+        candidates = delta[:, None] + log_trans
+        backpointer[t] = np.argmax(candidates, axis=0)
+        delta = candidates[backpointer[t], np.arange(n_states)] + log_frame[t]
+    states = np.empty(n_samples, dtype=int)
+    states[-1] = np.argmax(delta)
+    for t in range(n_samples - 1, 0, -1):
+        states[t - 1] = backpointer[t, states[t]]
+    return delta.max(), states
+
+
+# From 8 states the AVX2 build's Viterbi compares four columns at a time.
+@pytest.mark.parametrize("n_states", [3, 8, 13, 16])
+def test_viterbi_matches_a_reference_with_zeros_and_ties(n_states):
+    rng = np.random.default_rng(n_states)
+    log_start, log_trans, log_frame = random_model(rng, n_states, 200, sparsity=True)
+    log_frame[50:60] = 0.0  # rows that favour no state
+    log_frame[100] = -np.inf
+    log_frame[100, 1] = 0.0  # one possible state
+    expected_log_prob, expected_states = viterbi_reference(log_start, log_trans, log_frame)
+    log_prob, states = viterbi(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(log_prob, expected_log_prob, rtol=1e-12)
+    np.testing.assert_array_equal(states, expected_states)
+    # All ties: uniform transitions and identical rows give state 0 throughout.
+    uniform = np.full((n_states, n_states), -np.log(n_states))
+    _, states = viterbi(uniform[0], uniform, np.zeros((20, n_states)))
+    np.testing.assert_array_equal(states, 0)

@@ -54,13 +54,19 @@ def shift_rows(
                     shifted[t, j] = log_frame[t, j] - m
 
 
-cdef extern from "_vector_matrix.h":
-    # out[j] = factors[j] sum_i vector[i] matrix[i, j] for a row-major n x n
-    # matrix; returns sum_j out[j].  The rows' K x K products, in registers
-    # (explicit AVX2 vectors in the _avx2 builds; see the header).
+cdef extern from "_row_products.h":
+    # The rows' K x K products, in registers (explicit AVX2 vectors in the
+    # _avx2 builds; see the header).  For a row-major n x n matrix:
+    # out[j] = factors[j] sum_i vector[i] matrix[i, j], returning sum_j out[j];
     double _vector_matrix "skseq_vector_matrix" (
         const double* vector, const double* matrix, const double* factors, Py_ssize_t n,
         double* out) noexcept nogil
+    # best[j] = max_i vector[i] + matrix[i, j] and the lowest such i, for n a
+    # multiple of 4; vectorised where _VECTOR_MAX_PLUS (the AVX2 builds).
+    void _max_plus "skseq_max_plus" (
+        const double* vector, const double* matrix, Py_ssize_t n, double* best,
+        int* best_from) noexcept nogil
+    const int _VECTOR_MAX_PLUS "SKSEQ_VECTOR_MAX_PLUS"
 
 
 # The forward recursion carries an unnormalised message and rescales it only
@@ -319,9 +325,12 @@ def viterbi(
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t s, t, i, j, first, stop, best_state
     cdef double best, value
-    cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     cdef double[:, ::1] delta = _zeros(2, n_states)
+    cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     cdef Py_ssize_t now, before
+    # Columns done by the vectorised max-plus (AVX2 builds, 8 states or more).
+    cdef Py_ssize_t vector_columns = (
+        n_states - n_states % 4 if _VECTOR_MAX_PLUS and n_states >= 8 else 0)
     with nogil:
         for s in range(n_sequences):
             first = offsets[s]
@@ -335,7 +344,10 @@ def viterbi(
             for t in range(first + 1, stop):
                 before = now
                 now = 1 - now
-                for j in range(n_states):
+                if vector_columns:
+                    _max_plus(&delta[before, 0], &log_trans[0, 0], n_states, &delta[now, 0],
+                              &backpointer[t - first, 0])
+                for j in range(vector_columns, n_states):
                     best = delta[before, 0] + log_trans_t[j, 0]
                     best_state = 0
                     for i in range(1, n_states):
@@ -345,6 +357,8 @@ def viterbi(
                             best_state = i
                     delta[now, j] = best + log_frame[t, j]
                     backpointer[t - first, j] = <int>best_state
+                for j in range(vector_columns):
+                    delta[now, j] = delta[now, j] + log_frame[t, j]
             best = delta[now, 0]
             best_state = 0
             for j in range(1, n_states):

@@ -1,15 +1,21 @@
-/* out[j] = factors[j] * sum_i vector[i] * matrix[i * n + j]; returns sum_j out[j].
+/* The K x K products of the HMM kernels' row recursions (_hmm.pyx).
  *
- * The forward and backward recursions of the HMM kernels (_hmm.pyx) are
- * chains of these K x K products, one per row, so their latency is the cost
- * of a row.  Columns go in chunks held in registers for the whole sum over
- * i, with even and odd i in separate accumulators: independent chains of
- * n / 2 multiply-adds.  With AVX2 and FMA (the _avx2 builds) the chunks are
- * explicit 4-wide vectors, 16, 8 or 4 columns at a time; otherwise portable
- * C in chunks of 4 that compilers vectorise on their own.
+ * skseq_vector_matrix: out[j] = factors[j] * sum_i vector[i] * matrix[i * n + j];
+ * returns sum_j out[j] (forward and backward recursions).
+ * skseq_max_plus: best[j] = max_i vector[i] + matrix[i * n + j] and the
+ * lowest i attaining it (Viterbi), for n a multiple of 4; only vectorised
+ * (SKSEQ_VECTOR_MAX_PLUS is 1) in the AVX2 builds.  The Viterbi kernel uses
+ * it from 8 states on; below that, and in the portable build, its own
+ * scalar loop is faster (well-predicted branches: the best predecessor of a
+ * state rarely changes from row to row).
+ *
+ * The recursions are chains of these products, one per row, so their
+ * latency is the cost of a row.  With AVX2 and FMA (the _avx2 builds) they
+ * are explicit 4-wide vectors; otherwise portable C that compilers vectorise
+ * where they can.
  */
-#ifndef SKSEQ_VECTOR_MATRIX_H
-#define SKSEQ_VECTOR_MATRIX_H
+#ifndef SKSEQ_ROW_PRODUCTS_H
+#define SKSEQ_ROW_PRODUCTS_H
 
 #include <stddef.h>
 
@@ -76,9 +82,33 @@ static inline double skseq_vector_matrix(const double *vector, const double *mat
     return total;
 }
 
+/* Columns four at a time: a compare and a select per i keep the running
+ * maximum and its index in registers; the strict comparison over increasing
+ * i keeps the lowest index on ties. */
+#define SKSEQ_VECTOR_MAX_PLUS 1
+
+static inline void skseq_max_plus(const double *vector, const double *matrix, ptrdiff_t n,
+                                  double *best, int *best_from) {
+    ptrdiff_t i, j;
+    for (j = 0; j + 4 <= n; j += 4) {
+        __m256d running = _mm256_add_pd(_mm256_broadcast_sd(vector), _mm256_loadu_pd(matrix + j));
+        __m256d from = _mm256_setzero_pd();
+        for (i = 1; i < n; i++) {
+            __m256d value = _mm256_add_pd(_mm256_broadcast_sd(vector + i),
+                                          _mm256_loadu_pd(matrix + i * n + j));
+            __m256d greater = _mm256_cmp_pd(value, running, _CMP_GT_OQ);
+            running = _mm256_blendv_pd(running, value, greater);
+            from = _mm256_blendv_pd(from, _mm256_set1_pd((double)i), greater);
+        }
+        _mm256_storeu_pd(best + j, running);
+        _mm_storeu_si128((__m128i *)(best_from + j), _mm256_cvtpd_epi32(from));
+    }
+}
+
 #undef SKSEQ_CHUNK
 
 #else /* portable */
+
 
 static inline double skseq_vector_matrix(const double *vector, const double *matrix,
                                          const double *factors, ptrdiff_t n, double *out) {
@@ -130,5 +160,23 @@ static inline double skseq_vector_matrix(const double *vector, const double *mat
     return total;
 }
 
+#define SKSEQ_VECTOR_MAX_PLUS 0
+
+static inline void skseq_max_plus(const double *vector, const double *matrix, ptrdiff_t n,
+                                  double *best, int *best_from) {
+    ptrdiff_t i, j;
+    for (j = 0; j < n; j++) {
+        best[j] = vector[0] + matrix[j];
+        best_from[j] = 0;
+        for (i = 1; i < n; i++) {
+            double value = vector[i] + matrix[i * n + j];
+            if (value > best[j]) {
+                best[j] = value;
+                best_from[j] = (int)i;
+            }
+        }
+    }
+}
+
 #endif
-#endif /* SKSEQ_VECTOR_MATRIX_H */
+#endif /* SKSEQ_ROW_PRODUCTS_H */
