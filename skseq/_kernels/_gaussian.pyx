@@ -10,6 +10,17 @@ adds nothing to the moments.  These functions release the GIL.
 from libc.math cimport isnan
 from scipy.linalg.cython_blas cimport dgemm
 
+cdef extern from "_gaussian_rows.h":
+    # The quadratic forms of one component over a block of rows laid out
+    # feature by feature (columns ``stride`` apart); explicit AVX2 vectors in
+    # the _avx2 builds (see the header).
+    void _diag_quadratic "skseq_diag_quadratic" (
+        const double* columns, Py_ssize_t stride, Py_ssize_t rows, const double* mean,
+        const double* precision, Py_ssize_t n_features, double* quadratic) noexcept nogil
+    void _whitened_quadratic "skseq_whitened_quadratic" (
+        const double* centred, Py_ssize_t stride, Py_ssize_t rows, const double* whitening,
+        Py_ssize_t n_features, double* quadratic) noexcept nogil
+
 cdef inline bint _row_is_missing(const double[:, ::1] X, Py_ssize_t t) noexcept nogil:
     cdef Py_ssize_t d
     for d in range(X.shape[1]):
@@ -100,9 +111,7 @@ def log_density_diag(
     cdef Py_ssize_t n_samples = X.shape[0]
     cdef Py_ssize_t n_components = means.shape[0]
     cdef Py_ssize_t n_features = X.shape[1]
-    cdef Py_ssize_t first, rows, k, d, r, n_missing
-    cdef double mean, precision, difference
-    cdef const double* column
+    cdef Py_ssize_t first, rows, k, n_missing
     cdef double[::1] columns_buffer = _zeros(max(n_features, 1) * _BLOCK)
     cdef double[::1] quadratic_buffer = _zeros(_BLOCK)
     cdef unsigned char missing[_BLOCK]
@@ -114,15 +123,8 @@ def log_density_diag(
             rows = min(<Py_ssize_t>_BLOCK, n_samples - first)
             n_missing = _transpose_block(X, first, rows, columns, missing)
             for k in range(n_components):
-                for r in range(rows):
-                    quadratic[r] = 0.0
-                for d in range(n_features):
-                    mean = means[k, d]
-                    precision = precisions[k, d]
-                    column = columns + d * _BLOCK
-                    for r in range(rows):
-                        difference = column[r] - mean
-                        quadratic[r] = quadratic[r] + precision * difference * difference
+                _diag_quadratic(columns, _BLOCK, rows, &means[k, 0], &precisions[k, 0],
+                                n_features, quadratic)
                 _store_column(out, first, rows, k, log_normalisers[k], quadratic)
             _finish_block(out, first, rows, missing, n_missing, shift, subtract_max)
             first += rows
@@ -148,19 +150,17 @@ def log_density_full(
     cdef Py_ssize_t n_samples = X.shape[0]
     cdef Py_ssize_t n_components = means.shape[0]
     cdef Py_ssize_t n_features = X.shape[1]
-    cdef Py_ssize_t first, rows, k, i, j, d, r, n_missing
-    cdef double mean, weight
+    cdef Py_ssize_t first, rows, k, d, r, n_missing
+    cdef double mean
     cdef const double* column
     cdef double* centred_column
     cdef double[::1] columns_buffer = _zeros(max(n_features, 1) * _BLOCK)
     cdef double[::1] centred_buffer = _zeros(max(n_features, 1) * _BLOCK)
     cdef double[::1] quadratic_buffer = _zeros(_BLOCK)
-    cdef double[::1] whitened_buffer = _zeros(_BLOCK)
     cdef unsigned char missing[_BLOCK]
     cdef double* columns = &columns_buffer[0]
     cdef double* centred = &centred_buffer[0]
     cdef double* quadratic = &quadratic_buffer[0]
-    cdef double* whitened = &whitened_buffer[0]
     with nogil:
         first = 0
         while first < n_samples:
@@ -173,18 +173,8 @@ def log_density_full(
                     centred_column = centred + d * _BLOCK
                     for r in range(rows):
                         centred_column[r] = column[r] - mean
-                for r in range(rows):
-                    quadratic[r] = 0.0
-                for i in range(n_features):
-                    for r in range(rows):
-                        whitened[r] = 0.0
-                    for j in range(i + 1):
-                        weight = whitening[k, i, j]
-                        centred_column = centred + j * _BLOCK
-                        for r in range(rows):
-                            whitened[r] = whitened[r] + weight * centred_column[r]
-                    for r in range(rows):
-                        quadratic[r] = quadratic[r] + whitened[r] * whitened[r]
+                _whitened_quadratic(centred, _BLOCK, rows, &whitening[k, 0, 0], n_features,
+                                    quadratic)
                 _store_column(out, first, rows, k, log_normalisers[k], quadratic)
             _finish_block(out, first, rows, missing, n_missing, shift, subtract_max)
             first += rows
