@@ -19,6 +19,26 @@
 
 #include <stddef.h>
 
+/* skseq_vector_matrix for the columns from ``first`` on, one at a time
+ * (the columns left over by the chunks below); returns their sum. */
+static inline double skseq_vector_matrix_columns(const double *vector, const double *matrix,
+                                                 const double *factors, ptrdiff_t n,
+                                                 ptrdiff_t first, double *out) {
+    ptrdiff_t i, j;
+    double total = 0.0;
+    for (j = first; j < n; j++) {
+        double a = 0.0, b = 0.0;
+        for (i = 0; i + 2 <= n; i += 2) {
+            a += vector[i] * matrix[i * n + j];
+            b += vector[i + 1] * matrix[(i + 1) * n + j];
+        }
+        if (i < n) a += vector[i] * matrix[i * n + j];
+        out[j] = (a + b) * factors[j];
+        total += out[j];
+    }
+    return total;
+}
+
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
@@ -68,18 +88,7 @@ static inline double skseq_vector_matrix(const double *vector, const double *mat
     if (j + 8 <= n) SKSEQ_CHUNK(8)
     if (j + 4 <= n) SKSEQ_CHUNK(4)
     total = skseq_sum4(sums);
-    for (; j < n; j++) {
-        double a = 0.0, b = 0.0;
-        ptrdiff_t i;
-        for (i = 0; i + 2 <= n; i += 2) {
-            a += vector[i] * matrix[i * n + j];
-            b += vector[i + 1] * matrix[(i + 1) * n + j];
-        }
-        if (i < n) a += vector[i] * matrix[i * n + j];
-        out[j] = (a + b) * factors[j];
-        total += out[j];
-    }
-    return total;
+    return total + skseq_vector_matrix_columns(vector, matrix, factors, n, j, out);
 }
 
 /* Columns four at a time: a compare and a select per i keep the running
@@ -147,17 +156,7 @@ static inline double skseq_vector_matrix(const double *vector, const double *mat
         out[j + 3] = a3;
         total += (a0 + a1) + (a2 + a3);
     }
-    for (; j < n; j++) {
-        double a = 0.0, b = 0.0;
-        for (i = 0; i + 2 <= n; i += 2) {
-            a += vector[i] * matrix[i * n + j];
-            b += vector[i + 1] * matrix[(i + 1) * n + j];
-        }
-        if (i < n) a += vector[i] * matrix[i * n + j];
-        out[j] = (a + b) * factors[j];
-        total += out[j];
-    }
-    return total;
+    return total + skseq_vector_matrix_columns(vector, matrix, factors, n, j, out);
 }
 
 #define SKSEQ_VECTOR_MAX_PLUS 0

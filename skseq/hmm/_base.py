@@ -344,6 +344,16 @@ class BaseHMM(BaseEM):
 
         return emissions
 
+    def _blockwise(self, X, offsets, run, shifted=True):
+        """Call ``run(log_frameprob, shift, local_offsets, buffers, sequences, rows)``
+        on the emissions of each block of whole sequences (``_emissions(shifted)``),
+        with work arrays shared from block to block."""
+        emissions = self._emissions(shifted)
+        buffers = {}
+        for sequences, rows, local_offsets in self._row_blocks(offsets):
+            log_frameprob, shift, _ = emissions(X[rows], buffers)
+            run(log_frameprob, shift, local_offsets, buffers, sequences, rows)
+
     def _row_blocks(self, offsets, cells=None):
         """``(sequences, rows, local_offsets)`` for blocks of whole sequences.
 
@@ -656,12 +666,10 @@ class BaseHMM(BaseEM):
 
     def _posteriors(self, X, offsets):
         """Per-sequence log-likelihoods and posteriors, block by block."""
-        emissions = self._emissions()
         posteriors = np.empty((X.shape[0], self.n_components))
         sequence_log_likelihood = np.empty(len(offsets) - 1)
-        buffers = {}
-        for sequences, rows, local_offsets in self._row_blocks(offsets):
-            log_frameprob, shift, _ = emissions(X[rows], buffers)
+
+        def block(log_frameprob, shift, local_offsets, buffers, sequences, rows):
             forward_backward_offsets(
                 self.startprob_,
                 self.transmat_,
@@ -672,6 +680,8 @@ class BaseHMM(BaseEM):
                 posteriors=posteriors[rows],
                 sequence_log_likelihood=sequence_log_likelihood[sequences],
             )
+
+        self._blockwise(X, offsets, block)
         self._require_possible(sequence_log_likelihood)
         return sequence_log_likelihood, posteriors
 
@@ -716,20 +726,21 @@ class BaseHMM(BaseEM):
             return float(posteriors.max(axis=1).sum()), posteriors.argmax(axis=1)
         with np.errstate(divide="ignore"):
             log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
-        emissions = self._emissions(shifted=False)
         states = np.empty(X.shape[0], dtype=np.intp)
         log_probs = np.empty(len(offsets) - 1)
-        buffers = {}
-        for sequences, rows, local_offsets in self._row_blocks(offsets):
+
+        def block(log_frameprob, shift, local_offsets, buffers, sequences, rows):
             viterbi_offsets(
                 log_start,
                 log_trans,
-                emissions(X[rows], buffers)[0],
+                log_frameprob,
                 local_offsets,
                 buffers,
                 states=states[rows],
                 sequence_log_prob=log_probs[sequences],
             )
+
+        self._blockwise(X, offsets, block, shifted=False)
         self._require_possible(log_probs)
         return float(log_probs.sum()), states
 
@@ -766,13 +777,11 @@ class BaseHMM(BaseEM):
 
     def _forward(self, X, offsets, keep_filtered=True):
         """Forward pass block by block; ``filtered`` is None unless ``keep_filtered``."""
-        emissions = self._emissions()
         filtered = np.empty((X.shape[0], self.n_components)) if keep_filtered else None
         log_predictive = np.empty(X.shape[0])
         sequence_log_likelihood = np.empty(len(offsets) - 1)
-        buffers = {}
-        for sequences, rows, local_offsets in self._row_blocks(offsets):
-            log_frameprob, shift, _ = emissions(X[rows], buffers)
+
+        def block(log_frameprob, shift, local_offsets, buffers, sequences, rows):
             forward_offsets(
                 self.startprob_,
                 self.transmat_,
@@ -784,6 +793,8 @@ class BaseHMM(BaseEM):
                 log_predictive=log_predictive[rows],
                 sequence_log_likelihood=sequence_log_likelihood[sequences],
             )
+
+        self._blockwise(X, offsets, block)
         return ForwardResult(
             float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
         )
