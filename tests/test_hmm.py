@@ -1036,3 +1036,21 @@ def test_thread_runner_returns_results_in_order_and_raises_errors():
             assert run([lambda i=i: i * i for i in range(5)]) == [0, 1, 4, 9, 16]
             with pytest.raises(RuntimeError, match="boom"):
                 run([lambda: 1, fail])
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_weighted_moments_match_numpy(full):
+    from skseq.hmm._gaussian import weighted_moments
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(loc=5.0, size=(603, 4))  # three blocks of up to 256 rows
+    X[[2, 300, 602], 1] = np.nan
+    weights = rng.random((603, 3))
+    centre = np.array([5.0, 4.0, 6.0, 5.5])
+    observed = ~np.isnan(X).any(axis=1)
+    y, w = X[observed] - centre, weights[observed]
+    weight_sums, first, second = weighted_moments(X, centre, weights, full)
+    np.testing.assert_allclose(weight_sums, w.sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(first, w.T @ y, rtol=1e-12)
+    expected = np.einsum("tk,ti,tj->kij", w, y, y) if full else w.T @ y**2
+    np.testing.assert_allclose(second, expected, rtol=1e-12)

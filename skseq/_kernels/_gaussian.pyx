@@ -35,13 +35,16 @@ cdef inline bint _row_is_missing(const double[:, ::1] X, Py_ssize_t t) noexcept 
 # block's scratch stays in the L1 cache.
 cdef enum:
     _BLOCK = 256
+    # Columns of a block are this far apart: not a power of two, so that the
+    # columns do not all fall into the same few sets of the L1 cache.
+    _STRIDE = _BLOCK + 8
 
 
 cdef Py_ssize_t _transpose_block(
     const double[:, ::1] X, Py_ssize_t first, Py_ssize_t rows, double* columns,
     unsigned char* missing,
 ) noexcept nogil:
-    """columns[d * _BLOCK + r] = X[first + r, d]; a row with NaN is marked
+    """columns[d * _STRIDE + r] = X[first + r, d]; a row with NaN is marked
     missing and enters as zeros.  Returns the number of missing rows."""
     cdef Py_ssize_t n_features = X.shape[1]
     cdef Py_ssize_t r, d, n_missing = 0
@@ -54,7 +57,7 @@ cdef Py_ssize_t _transpose_block(
                 missing[r] = 1
         n_missing += missing[r]
         for d in range(n_features):
-            columns[d * _BLOCK + r] = 0.0 if missing[r] else row[d]
+            columns[d * _STRIDE + r] = 0.0 if missing[r] else row[d]
     return n_missing
 
 
@@ -112,7 +115,7 @@ def log_density_diag(
     cdef Py_ssize_t n_components = means.shape[0]
     cdef Py_ssize_t n_features = X.shape[1]
     cdef Py_ssize_t first, rows, k, n_missing
-    cdef double[::1] columns_buffer = _zeros(max(n_features, 1) * _BLOCK)
+    cdef double[::1] columns_buffer = _zeros(max(n_features, 1) * _STRIDE)
     cdef double[::1] quadratic_buffer = _zeros(_BLOCK)
     cdef unsigned char missing[_BLOCK]
     cdef double* columns = &columns_buffer[0]
@@ -123,7 +126,7 @@ def log_density_diag(
             rows = min(<Py_ssize_t>_BLOCK, n_samples - first)
             n_missing = _transpose_block(X, first, rows, columns, missing)
             for k in range(n_components):
-                _diag_quadratic(columns, _BLOCK, rows, &means[k, 0], &precisions[k, 0],
+                _diag_quadratic(columns, _STRIDE, rows, &means[k, 0], &precisions[k, 0],
                                 n_features, quadratic)
                 _store_column(out, first, rows, k, log_normalisers[k], quadratic)
             _finish_block(out, first, rows, missing, n_missing, shift, subtract_max)
@@ -154,8 +157,8 @@ def log_density_full(
     cdef double mean
     cdef const double* column
     cdef double* centred_column
-    cdef double[::1] columns_buffer = _zeros(max(n_features, 1) * _BLOCK)
-    cdef double[::1] centred_buffer = _zeros(max(n_features, 1) * _BLOCK)
+    cdef double[::1] columns_buffer = _zeros(max(n_features, 1) * _STRIDE)
+    cdef double[::1] centred_buffer = _zeros(max(n_features, 1) * _STRIDE)
     cdef double[::1] quadratic_buffer = _zeros(_BLOCK)
     cdef unsigned char missing[_BLOCK]
     cdef double* columns = &columns_buffer[0]
@@ -169,11 +172,11 @@ def log_density_full(
             for k in range(n_components):
                 for d in range(n_features):
                     mean = means[k, d]
-                    column = columns + d * _BLOCK
-                    centred_column = centred + d * _BLOCK
+                    column = columns + d * _STRIDE
+                    centred_column = centred + d * _STRIDE
                     for r in range(rows):
                         centred_column[r] = column[r] - mean
-                _whitened_quadratic(centred, _BLOCK, rows, &whitening[k, 0, 0], n_features,
+                _whitened_quadratic(centred, _STRIDE, rows, &whitening[k, 0, 0], n_features,
                                     quadratic)
                 _store_column(out, first, rows, k, log_normalisers[k], quadratic)
             _finish_block(out, first, rows, missing, n_missing, shift, subtract_max)
@@ -204,38 +207,37 @@ def weighted_moments(
     cdef Py_ssize_t n_features = X.shape[1]
     cdef Py_ssize_t n_moments = moments_t.shape[0]
     cdef Py_ssize_t first, rows, r, i, j, p
+    cdef bint missing
     cdef const double* row
-    cdef double* y
-    cdef double[::1] features_buffer = _zeros(n_moments * _BLOCK)
-    cdef double[::1] y_buffer = _zeros(n_features)
+    cdef const double* left
+    cdef const double* right
+    cdef double* product
+    cdef double[::1] features_buffer = _zeros(n_moments * _STRIDE)
     cdef double* features = &features_buffer[0]
     cdef int m = <int>n_components, n = <int>n_moments, k
-    cdef int leading = <int>_BLOCK
+    cdef int leading = <int>_STRIDE
     cdef double one = 1.0
-    y = &y_buffer[0]
     with nogil:
         first = 0
         while first < n_samples:
             rows = min(<Py_ssize_t>_BLOCK, n_samples - first)
+            # Features 0 and 1..D row by row (a missing row: all zeros) ...
             for r in range(rows):
                 row = &X[first + r, 0]
-                if _row_is_missing(X, first + r):
-                    for p in range(n_moments):
-                        features[p * _BLOCK + r] = 0.0
-                    continue
-                features[r] = 1.0
+                missing = _row_is_missing(X, first + r)
+                features[r] = 0.0 if missing else 1.0
                 for i in range(n_features):
-                    y[i] = row[i] - centre[i]
-                    features[(1 + i) * _BLOCK + r] = y[i]
-                p = 1 + n_features
-                for i in range(n_features):
-                    if full:
-                        for j in range(i, n_features):
-                            features[p * _BLOCK + r] = y[i] * y[j]
-                            p += 1
-                    else:
-                        features[p * _BLOCK + r] = y[i] * y[i]
-                        p += 1
+                    features[(1 + i) * _STRIDE + r] = 0.0 if missing else row[i] - centre[i]
+            # ... and the products column by column (contiguous, vectorised).
+            p = 1 + n_features
+            for i in range(n_features):
+                left = features + (1 + i) * _STRIDE
+                for j in range(i, n_features if full else i + 1):
+                    right = features + (1 + j) * _STRIDE
+                    product = features + p * _STRIDE
+                    for r in range(rows):
+                        product[r] = left[r] * right[r]
+                    p += 1
             # Column-major to BLAS: moments_t^T (K x P) += W^T (K x rows) F (rows x P).
             k = <int>rows
             dgemm(b"N", b"N", &m, &n, &k, &one, &weights[first, 0], &m, features, &leading,

@@ -298,6 +298,12 @@ def positive_definite_or_previous(new, previous, covariance_type):
     matrices = new[None] if covariance_type == "tied" else new
     previous_matrices = previous[None] if covariance_type == "tied" else previous
     result = matrices.copy()
+    if np.all(np.isfinite(matrices)):
+        try:
+            np.linalg.cholesky(matrices)  # all at once: the common case, every one valid
+            return new.copy()
+        except np.linalg.LinAlgError:
+            pass
     for index, matrix in enumerate(matrices):
         try:
             if not np.all(np.isfinite(matrix)):
