@@ -60,8 +60,11 @@ class ThreadRunner:
     def __enter__(self):
         backend, _ = get_active_backend(prefer="threads", require=self.require)
         if isinstance(backend, ThreadingBackend):
-            # The calling thread runs one share itself (see __call__).
+            # The calling thread runs one share itself (see __call__).  The
+            # pool's threads start now, while the caller prepares the work.
             self._executor = ThreadPoolExecutor(max(1, self.n_jobs - 1))
+            for _ in range(self.n_jobs - 1):
+                self._executor.submit(int)
             self._parallel = None
         else:
             self._executor = None
