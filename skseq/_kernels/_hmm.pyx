@@ -61,12 +61,11 @@ cdef extern from "_row_products.h":
     double _vector_matrix "skseq_vector_matrix" (
         const double* vector, const double* matrix, const double* factors, Py_ssize_t n,
         double* out) noexcept nogil
-    # best[j] = max_i vector[i] + matrix[i, j] and the lowest such i, for n a
-    # multiple of 4; vectorised where _VECTOR_MAX_PLUS (the AVX2 builds).
-    void _max_plus "skseq_max_plus" (
-        const double* vector, const double* matrix, Py_ssize_t n, double* best,
-        int* best_from) noexcept nogil
-    const int _VECTOR_MAX_PLUS "SKSEQ_VECTOR_MAX_PLUS"
+    # next[j] = max_i previous[i] + log_trans[i, j] + log_frame[j] and the
+    # lowest such i (``log_trans_t`` is the transposed matrix).
+    void _viterbi_step "skseq_viterbi_step" (
+        const double* previous, const double* log_trans, const double* log_trans_t,
+        const double* log_frame, Py_ssize_t n, double* next, int* best_from) noexcept nogil
 
 
 # The forward recursion carries an unnormalised message and rescales it only
@@ -323,14 +322,11 @@ def viterbi(
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = log_trans.shape[0]
-    cdef Py_ssize_t s, t, i, j, first, stop, best_state
-    cdef double best, value
+    cdef Py_ssize_t s, t, j, first, stop, best_state
+    cdef double best
     cdef double[:, ::1] delta = _zeros(2, n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     cdef Py_ssize_t now, before
-    # Columns done by the vectorised max-plus (AVX2 builds, 8 states or more).
-    cdef Py_ssize_t vector_columns = (
-        n_states - n_states % 4 if _VECTOR_MAX_PLUS and n_states >= 8 else 0)
     with nogil:
         for s in range(n_sequences):
             first = offsets[s]
@@ -344,21 +340,9 @@ def viterbi(
             for t in range(first + 1, stop):
                 before = now
                 now = 1 - now
-                if vector_columns:
-                    _max_plus(&delta[before, 0], &log_trans[0, 0], n_states, &delta[now, 0],
+                _viterbi_step(&delta[before, 0], &log_trans[0, 0], &log_trans_t[0, 0],
+                              &log_frame[t, 0], n_states, &delta[now, 0],
                               &backpointer[t - first, 0])
-                for j in range(vector_columns, n_states):
-                    best = delta[before, 0] + log_trans_t[j, 0]
-                    best_state = 0
-                    for i in range(1, n_states):
-                        value = delta[before, i] + log_trans_t[j, i]
-                        if value > best:
-                            best = value
-                            best_state = i
-                    delta[now, j] = best + log_frame[t, j]
-                    backpointer[t - first, j] = <int>best_state
-                for j in range(vector_columns):
-                    delta[now, j] = delta[now, j] + log_frame[t, j]
             best = delta[now, 0]
             best_state = 0
             for j in range(1, n_states):

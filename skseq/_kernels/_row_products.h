@@ -2,12 +2,8 @@
  *
  * skseq_vector_matrix: out[j] = factors[j] * sum_i vector[i] * matrix[i * n + j];
  * returns sum_j out[j] (forward and backward recursions).
- * skseq_max_plus: best[j] = max_i vector[i] + matrix[i * n + j] and the
- * lowest i attaining it (Viterbi), for n a multiple of 4; only vectorised
- * (SKSEQ_VECTOR_MAX_PLUS is 1) in the AVX2 builds.  The Viterbi kernel uses
- * it from 8 states on; below that, and in the portable build, its own
- * scalar loop is faster (well-predicted branches: the best predecessor of a
- * state rarely changes from row to row).
+ * skseq_viterbi_step: next[j] = max_i previous[i] + log_trans[i, j] + log_frame[j]
+ * and the lowest i attaining the maximum (Viterbi).
  *
  * The recursions are chains of these products, one per row, so their
  * latency is the cost of a row.  With AVX2 and FMA (the _avx2 builds) they
@@ -37,6 +33,30 @@ static inline double skseq_vector_matrix_columns(const double *vector, const dou
         total += out[j];
     }
     return total;
+}
+
+/* skseq_viterbi_step for the columns from ``first`` on, one at a time, over
+ * the transposed matrix (contiguous in i).  Below 8 states this beats the
+ * vector version: its branches are well predicted (the best predecessor of
+ * a state rarely changes from row to row). */
+static inline void skseq_viterbi_columns(const double *previous, const double *log_trans_t,
+                                         const double *log_frame, ptrdiff_t n, ptrdiff_t first,
+                                         double *next, int *best_from) {
+    ptrdiff_t i, j;
+    for (j = first; j < n; j++) {
+        const double *column = log_trans_t + j * n;
+        double best = previous[0] + column[0];
+        int best_state = 0;
+        for (i = 1; i < n; i++) {
+            double value = previous[i] + column[i];
+            if (value > best) {
+                best = value;
+                best_state = (int)i;
+            }
+        }
+        next[j] = best + log_frame[j];
+        best_from[j] = best_state;
+    }
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -91,27 +111,30 @@ static inline double skseq_vector_matrix(const double *vector, const double *mat
     return total + skseq_vector_matrix_columns(vector, matrix, factors, n, j, out);
 }
 
-/* Columns four at a time: a compare and a select per i keep the running
- * maximum and its index in registers; the strict comparison over increasing
- * i keeps the lowest index on ties. */
-#define SKSEQ_VECTOR_MAX_PLUS 1
-
-static inline void skseq_max_plus(const double *vector, const double *matrix, ptrdiff_t n,
-                                  double *best, int *best_from) {
-    ptrdiff_t i, j;
-    for (j = 0; j + 4 <= n; j += 4) {
-        __m256d running = _mm256_add_pd(_mm256_broadcast_sd(vector), _mm256_loadu_pd(matrix + j));
-        __m256d from = _mm256_setzero_pd();
-        for (i = 1; i < n; i++) {
-            __m256d value = _mm256_add_pd(_mm256_broadcast_sd(vector + i),
-                                          _mm256_loadu_pd(matrix + i * n + j));
-            __m256d greater = _mm256_cmp_pd(value, running, _CMP_GT_OQ);
-            running = _mm256_blendv_pd(running, value, greater);
-            from = _mm256_blendv_pd(from, _mm256_set1_pd((double)i), greater);
+/* From 8 states, columns four at a time: a compare and a select per i keep
+ * the running maximum and its index in registers; the strict comparison over
+ * increasing i keeps the lowest index on ties. */
+static inline void skseq_viterbi_step(const double *previous, const double *log_trans,
+                                      const double *log_trans_t, const double *log_frame,
+                                      ptrdiff_t n, double *next, int *best_from) {
+    ptrdiff_t i, j = 0;
+    if (n >= 8) {
+        for (; j + 4 <= n; j += 4) {
+            __m256d running = _mm256_add_pd(_mm256_broadcast_sd(previous),
+                                            _mm256_loadu_pd(log_trans + j));
+            __m256d from = _mm256_setzero_pd();
+            for (i = 1; i < n; i++) {
+                __m256d value = _mm256_add_pd(_mm256_broadcast_sd(previous + i),
+                                              _mm256_loadu_pd(log_trans + i * n + j));
+                __m256d greater = _mm256_cmp_pd(value, running, _CMP_GT_OQ);
+                running = _mm256_blendv_pd(running, value, greater);
+                from = _mm256_blendv_pd(from, _mm256_set1_pd((double)i), greater);
+            }
+            _mm256_storeu_pd(next + j, _mm256_add_pd(running, _mm256_loadu_pd(log_frame + j)));
+            _mm_storeu_si128((__m128i *)(best_from + j), _mm256_cvtpd_epi32(from));
         }
-        _mm256_storeu_pd(best + j, running);
-        _mm_storeu_si128((__m128i *)(best_from + j), _mm256_cvtpd_epi32(from));
     }
+    skseq_viterbi_columns(previous, log_trans_t, log_frame, n, j, next, best_from);
 }
 
 #undef SKSEQ_CHUNK
@@ -159,22 +182,11 @@ static inline double skseq_vector_matrix(const double *vector, const double *mat
     return total + skseq_vector_matrix_columns(vector, matrix, factors, n, j, out);
 }
 
-#define SKSEQ_VECTOR_MAX_PLUS 0
-
-static inline void skseq_max_plus(const double *vector, const double *matrix, ptrdiff_t n,
-                                  double *best, int *best_from) {
-    ptrdiff_t i, j;
-    for (j = 0; j < n; j++) {
-        best[j] = vector[0] + matrix[j];
-        best_from[j] = 0;
-        for (i = 1; i < n; i++) {
-            double value = vector[i] + matrix[i * n + j];
-            if (value > best[j]) {
-                best[j] = value;
-                best_from[j] = (int)i;
-            }
-        }
-    }
+static inline void skseq_viterbi_step(const double *previous, const double *log_trans,
+                                      const double *log_trans_t, const double *log_frame,
+                                      ptrdiff_t n, double *next, int *best_from) {
+    (void)log_trans;
+    skseq_viterbi_columns(previous, log_trans_t, log_frame, n, 0, next, best_from);
 }
 
 #endif
