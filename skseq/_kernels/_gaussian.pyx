@@ -21,14 +21,6 @@ cdef extern from "_gaussian_rows.h":
         const double* centred, Py_ssize_t stride, Py_ssize_t rows, const double* whitening,
         Py_ssize_t n_features, double* quadratic) noexcept nogil
 
-cdef inline bint _row_is_missing(const double[:, ::1] X, Py_ssize_t t) noexcept nogil:
-    cdef Py_ssize_t d
-    for d in range(X.shape[1]):
-        if isnan(X[t, d]):
-            return True
-    return False
-
-
 # Densities are computed for blocks of this many rows at a time, with the
 # rows innermost: every loop then runs over a block-long contiguous array
 # (vectorised whatever the number of components and features), and the
@@ -95,60 +87,28 @@ cdef void _store_column(
         out[first + r, k] = log_normaliser - 0.5 * quadratic[r]
 
 
-def log_density_diag(
+def log_density(
     const double[:, ::1] X,
     const double[:, ::1] means,
-    const double[:, ::1] precisions,
+    const double[:, :, ::1] factors,
+    bint diagonal,
     const double[::1] log_normalisers,
     double[:, ::1] out,
     double[::1] shift,
     bint subtract_max,
 ):
-    """out[t, k] = log_normalisers[k] - 1/2 sum_d precisions[k, d] (X[t, d] - means[k, d])^2.
+    """out[t, k] = log_normalisers[k] - 1/2 (quadratic form of X[t] - means[k]).
+
+    ``diagonal``: ``factors[k, 0]`` holds the precisions of component k and the
+    form is sum_d precision[d] (x_d - mu_d)^2.  Otherwise ``factors[k]`` is
+    W_k, the lower-triangular inverse of the Cholesky factor of covariance k,
+    and the form is |W_k (x - mu_k)|^2, the Mahalanobis distance.  Either way
+    the difference x - mu is formed before multiplying (no cancellation for
+    data far from the origin).
 
     With ``subtract_max`` each row is shifted by its maximum, stored in
     ``shift[t]`` (the forward-backward frame, see ``_hmm.shift_rows``; fused
     here while the row is in cache).  Missing rows get 0 and shift 0.
-    ``log_normalisers[k] = -1/2 (D log 2 pi + sum_d log variance[k, d])``.
-    """
-    cdef Py_ssize_t n_samples = X.shape[0]
-    cdef Py_ssize_t n_components = means.shape[0]
-    cdef Py_ssize_t n_features = X.shape[1]
-    cdef Py_ssize_t first, rows, k, n_missing
-    cdef double[::1] columns_buffer = _zeros(max(n_features, 1) * _STRIDE)
-    cdef double[::1] quadratic_buffer = _zeros(_BLOCK)
-    cdef unsigned char missing[_BLOCK]
-    cdef double* columns = &columns_buffer[0]
-    cdef double* quadratic = &quadratic_buffer[0]
-    with nogil:
-        first = 0
-        while first < n_samples:
-            rows = min(<Py_ssize_t>_BLOCK, n_samples - first)
-            n_missing = _transpose_block(X, first, rows, columns, missing)
-            for k in range(n_components):
-                _diag_quadratic(columns, _STRIDE, rows, &means[k, 0], &precisions[k, 0],
-                                n_features, quadratic)
-                _store_column(out, first, rows, k, log_normalisers[k], quadratic)
-            _finish_block(out, first, rows, missing, n_missing, shift, subtract_max)
-            first += rows
-
-
-def log_density_full(
-    const double[:, ::1] X,
-    const double[:, :, ::1] whitening,
-    const double[:, ::1] means,
-    const double[::1] log_normalisers,
-    double[:, ::1] out,
-    double[::1] shift,
-    bint subtract_max,
-):
-    """out[t, k] = log_normalisers[k] - 1/2 |W_k (X[t] - mu_k)|^2.
-
-    ``subtract_max`` and ``shift`` as in :func:`log_density_diag`.
-    ``whitening[k]`` is W_k, the lower-triangular inverse of the Cholesky
-    factor of covariance k, so |W (x - mu)|^2 is the Mahalanobis distance;
-    the difference x - mu is formed before multiplying (no cancellation for
-    data far from the origin).
     """
     cdef Py_ssize_t n_samples = X.shape[0]
     cdef Py_ssize_t n_components = means.shape[0]
@@ -170,14 +130,18 @@ def log_density_full(
             rows = min(<Py_ssize_t>_BLOCK, n_samples - first)
             n_missing = _transpose_block(X, first, rows, columns, missing)
             for k in range(n_components):
-                for d in range(n_features):
-                    mean = means[k, d]
-                    column = columns + d * _STRIDE
-                    centred_column = centred + d * _STRIDE
-                    for r in range(rows):
-                        centred_column[r] = column[r] - mean
-                _whitened_quadratic(centred, _STRIDE, rows, &whitening[k, 0, 0], n_features,
-                                    quadratic)
+                if diagonal:
+                    _diag_quadratic(columns, _STRIDE, rows, &means[k, 0], &factors[k, 0, 0],
+                                    n_features, quadratic)
+                else:
+                    for d in range(n_features):
+                        mean = means[k, d]
+                        column = columns + d * _STRIDE
+                        centred_column = centred + d * _STRIDE
+                        for r in range(rows):
+                            centred_column[r] = column[r] - mean
+                    _whitened_quadratic(centred, _STRIDE, rows, &factors[k, 0, 0], n_features,
+                                        quadratic)
                 _store_column(out, first, rows, k, log_normalisers[k], quadratic)
             _finish_block(out, first, rows, missing, n_missing, shift, subtract_max)
             first += rows
@@ -207,8 +171,9 @@ def weighted_moments(
     cdef Py_ssize_t n_features = X.shape[1]
     cdef Py_ssize_t n_moments = moments_t.shape[0]
     cdef Py_ssize_t first, rows, r, i, j, p
-    cdef bint missing
-    cdef const double* row
+    cdef unsigned char missing[_BLOCK]
+    cdef double centre_i
+    cdef double* y
     cdef const double* left
     cdef const double* right
     cdef double* product
@@ -221,13 +186,16 @@ def weighted_moments(
         first = 0
         while first < n_samples:
             rows = min(<Py_ssize_t>_BLOCK, n_samples - first)
-            # Features 0 and 1..D row by row (a missing row: all zeros) ...
+            # Features 1..D are the block's columns minus the centre, and
+            # feature 0 is 1 (a missing row: all features 0) ...
+            _transpose_block(X, first, rows, features + _STRIDE, missing)
             for r in range(rows):
-                row = &X[first + r, 0]
-                missing = _row_is_missing(X, first + r)
-                features[r] = 0.0 if missing else 1.0
-                for i in range(n_features):
-                    features[(1 + i) * _STRIDE + r] = 0.0 if missing else row[i] - centre[i]
+                features[r] = 1.0 - missing[r]
+            for i in range(n_features):
+                y = features + (1 + i) * _STRIDE
+                centre_i = centre[i]
+                for r in range(rows):
+                    y[r] = y[r] - centre_i * features[r]
             # ... and the products column by column (contiguous, vectorised).
             p = 1 + n_features
             for i in range(n_features):

@@ -167,34 +167,33 @@ def gaussian_density(means, covars, covariance_type):
     n_components, n_features = means.shape
     means = np.ascontiguousarray(means, dtype=np.float64)
     covars = np.asarray(covars, dtype=np.float64)
-    if covariance_type in ("spherical", "diag"):
+    diagonal = covariance_type in ("spherical", "diag")
+    if diagonal:
         variances = (
             covars[:, None] * np.ones(n_features) if covariance_type == "spherical" else covars
         )
-        kernel = _gaussian.log_density_diag
-        weights = np.ascontiguousarray(1.0 / variances)
+        factors = np.ascontiguousarray(1.0 / variances)[:, None, :]  # precisions
         log_normalisers = -0.5 * (n_features * _LOG_2PI + np.sum(np.log(variances), axis=1))
-        arguments = (means, weights)
     else:
         matrices = np.broadcast_to(covars, (n_components, n_features, n_features))
         choleskys = np.linalg.cholesky(matrices)
         # W_k = L_k^{-1}, lower triangular.  One batched call: scipy's triangular
         # solve goes through threaded BLAS, which costs milliseconds per tiny
         # matrix when the cores are busy.
-        kernel = _gaussian.log_density_full
-        whitening = np.ascontiguousarray(np.tril(np.linalg.inv(choleskys)))
+        factors = np.ascontiguousarray(np.tril(np.linalg.inv(choleskys)))  # whitening
         log_normalisers = -0.5 * n_features * _LOG_2PI - np.sum(
             np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1
         )
-        arguments = (whitening, means)
     log_normalisers = np.ascontiguousarray(log_normalisers)
     no_shift = np.empty(0)
 
     def density(X, shift=None, out=None):
         log_density = np.empty((X.shape[0], n_components)) if out is None else out
-        kernel(
+        _gaussian.log_density(
             X,
-            *arguments,
+            means,
+            factors,
+            diagonal,
             log_normalisers,
             log_density,
             no_shift if shift is None else shift,
