@@ -112,6 +112,10 @@ def _check_log_probabilities(log_startprob, log_transmat, log_frameprob):
     return log_startprob, log_transmat, log_frameprob
 
 
+def _contiguous(array):
+    return np.ascontiguousarray(array, dtype=np.float64)
+
+
 def shifted_frame(log_frameprob, buffers=None):
     """Max-shift each row of log-emissions and exponentiate.
 
@@ -119,7 +123,7 @@ def shifted_frame(log_frameprob, buffers=None):
     and ``shift[t] = max_j log_frameprob[t, j]``; ``log_frameprob`` is left as it
     is.  ``buffers`` as in :func:`work_array`.
     """
-    log_frameprob = np.ascontiguousarray(log_frameprob, dtype=np.float64)
+    log_frameprob = _contiguous(log_frameprob)
     frame = work_array(buffers, "frame", log_frameprob.shape)
     shift = work_array(buffers, "frame_shift", log_frameprob.shape[:1])
     _hmm.shift_rows(log_frameprob, frame, shift)
@@ -168,12 +172,25 @@ def _longest(offsets):
 
 def _frame(log_frameprob, shift, buffers=None):
     """The exponentiated frame, and the log-emissions for a log-space redo."""
-    log_frameprob = np.ascontiguousarray(log_frameprob, dtype=np.float64)
+    log_frameprob = _contiguous(log_frameprob)
     if shift is None:
         frame, shift = shifted_frame(log_frameprob, buffers)
         return frame, shift, lambda: log_frameprob
     frame = np.exp(log_frameprob, out=work_array(buffers, "frame", log_frameprob.shape))
     return frame, shift, lambda: log_frameprob + shift[:, None]
+
+
+def _redo_underflowed(log_kernel, startprob, transmat, unshifted, offsets, shift, arrays):
+    """Log predictive densities from the scale factors (``arrays[1]``), and the
+    sequences whose scaled recursion underflowed redone by ``log_kernel``.
+
+    ``arrays`` are the kernel's outputs, log predictive densities second and
+    per-sequence log-likelihoods third.
+    """
+    underflowed = _log_predictive(arrays[1], shift, offsets, arrays[2])
+    if underflowed.size:
+        log_start, log_trans = _logs(startprob, transmat)
+        log_kernel(log_start, log_trans, unshifted(), offsets, underflowed, *arrays)
 
 
 def forward_backward_offsets(
@@ -199,8 +216,7 @@ def forward_backward_offsets(
     """
     frame, shift, unshifted = _frame(log_frameprob, shift, buffers)
     n_samples, n_states = frame.shape
-    startprob = np.ascontiguousarray(startprob, dtype=np.float64)
-    transmat = np.ascontiguousarray(transmat, dtype=np.float64)
+    startprob, transmat = _contiguous(startprob), _contiguous(transmat)
     if posteriors is None:
         posteriors = work_array(buffers, "posteriors", (n_samples, n_states))
     log_predictive = work_array(buffers, "log_predictive", (n_samples,))
@@ -211,10 +227,9 @@ def forward_backward_offsets(
     arrays = (posteriors, log_predictive, sequence_log_likelihood, start_counts, transition_counts)
     alpha = work_array(buffers, "alpha", (_longest(offsets), n_states))
     _hmm.forward_backward(startprob, transmat, frame, offsets, *arrays, alpha)
-    underflowed = _log_predictive(log_predictive, shift, offsets, sequence_log_likelihood)
-    if underflowed.size:
-        log_start, log_trans = _logs(startprob, transmat)
-        _hmm.log_forward_backward(log_start, log_trans, unshifted(), offsets, underflowed, *arrays)
+    _redo_underflowed(
+        _hmm.log_forward_backward, startprob, transmat, unshifted, offsets, shift, arrays
+    )
     return ForwardBackwardResult(
         float(sequence_log_likelihood.sum()),
         posteriors,
@@ -246,8 +261,7 @@ def forward_offsets(
     """
     frame, shift, unshifted = _frame(log_frameprob, shift, buffers)
     n_samples, n_states = frame.shape
-    startprob = np.ascontiguousarray(startprob, dtype=np.float64)
-    transmat = np.ascontiguousarray(transmat, dtype=np.float64)
+    startprob, transmat = _contiguous(startprob), _contiguous(transmat)
     if filtered is None:
         filtered = work_array(buffers, "filtered", (n_samples, n_states))
     if log_predictive is None:
@@ -256,10 +270,7 @@ def forward_offsets(
         sequence_log_likelihood = np.empty(len(offsets) - 1)
     arrays = (filtered, log_predictive, sequence_log_likelihood)
     _hmm.forward(startprob, transmat, frame, offsets, *arrays)
-    underflowed = _log_predictive(log_predictive, shift, offsets, sequence_log_likelihood)
-    if underflowed.size:
-        log_start, log_trans = _logs(startprob, transmat)
-        _hmm.log_forward(log_start, log_trans, unshifted(), offsets, underflowed, *arrays)
+    _redo_underflowed(_hmm.log_forward, startprob, transmat, unshifted, offsets, shift, arrays)
     return ForwardResult(
         float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
     )
@@ -285,9 +296,9 @@ def viterbi_offsets(
     if sequence_log_prob is None:
         sequence_log_prob = np.empty(len(offsets) - 1)
     _hmm.viterbi(
-        np.ascontiguousarray(log_startprob, dtype=np.float64),
-        np.ascontiguousarray(log_transmat, dtype=np.float64),
-        np.ascontiguousarray(log_frameprob, dtype=np.float64),
+        _contiguous(log_startprob),
+        _contiguous(log_transmat),
+        _contiguous(log_frameprob),
         offsets,
         states,
         sequence_log_prob,
