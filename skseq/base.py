@@ -217,7 +217,11 @@ class BaseEM(BaseEstimator):
             return lambda: self._estep(X[start_row:stop_row], offsets[first : stop + 1] - start_row)
 
         with self._threads():
-            results = self._pool([block(first, stop) for first, stop in groups])
+            return self._add_up(self._pool([block(first, stop) for first, stop in groups]))
+
+    @staticmethod
+    def _add_up(results):
+        """Sum ``(statistics, log_likelihood)`` pairs in their order."""
         statistics, log_likelihood = results[0]
         for more_statistics, more_log_likelihood in results[1:]:
             statistics = statistics + more_statistics

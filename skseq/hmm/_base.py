@@ -313,21 +313,23 @@ class BaseHMM(BaseEM):
         # time works on a block).
         # Within a call, the sequences go in blocks that share the arrays.
         workspace = getattr(self, "_workspace", None)
-        buffers = {}
+        buffers = None
         if workspace is not None:
             buffers = workspace.setdefault((X.__array_interface__["data"][0], X.shape), {})
-        emissions = self._emissions()
-        statistics, log_likelihood = None, 0.0
-        for _, rows, local_offsets in self._row_blocks(offsets, _ESTEP_BLOCK_CELLS):
-            log_frameprob, shift, cache = emissions(X[rows], buffers)
+        blocks = []
+
+        def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
             result = forward_backward_offsets(
                 self.startprob_, self.transmat_, log_frameprob, local_offsets, shift, buffers
             )
-            block = SufficientStatistics(start=result.start_counts, trans=result.transition_counts)
-            block.update(self._emission_statistics(X[rows], result.posteriors, cache))
-            statistics = block if statistics is None else statistics + block
-            log_likelihood += result.log_likelihood
-        return statistics, log_likelihood
+            statistics = SufficientStatistics(
+                start=result.start_counts, trans=result.transition_counts
+            )
+            statistics.update(self._emission_statistics(X[rows], result.posteriors, cache))
+            blocks.append((statistics, result.log_likelihood))
+
+        self._blockwise(X, offsets, block, cells=_ESTEP_BLOCK_CELLS, buffers=buffers)
+        return self._add_up(blocks)
 
     def _emissions(self, shifted=True):
         """A function ``(X, buffers=None) -> (log_frameprob, shift, cache)``.
@@ -344,15 +346,17 @@ class BaseHMM(BaseEM):
 
         return emissions
 
-    def _blockwise(self, X, offsets, run, shifted=True):
-        """Call ``run(log_frameprob, shift, local_offsets, buffers, sequences, rows)``
-        on the emissions of each block of whole sequences (``_emissions(shifted)``),
-        with work arrays shared from block to block."""
+    def _blockwise(self, X, offsets, run, *, shifted=True, cells=None, buffers=None):
+        """Call ``run(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows)``
+        on the emissions of each block of whole sequences (``_emissions(shifted)``;
+        blocks of about ``cells`` rows x states, see :meth:`_row_blocks`), with
+        the work arrays of ``buffers`` (a new dict if None) shared from block to
+        block."""
         emissions = self._emissions(shifted)
-        buffers = {}
-        for sequences, rows, local_offsets in self._row_blocks(offsets):
-            log_frameprob, shift, _ = emissions(X[rows], buffers)
-            run(log_frameprob, shift, local_offsets, buffers, sequences, rows)
+        buffers = {} if buffers is None else buffers
+        for sequences, rows, local_offsets in self._row_blocks(offsets, cells):
+            log_frameprob, shift, cache = emissions(X[rows], buffers)
+            run(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows)
 
     def _row_blocks(self, offsets, cells=None):
         """``(sequences, rows, local_offsets)`` for blocks of whole sequences.
@@ -669,7 +673,7 @@ class BaseHMM(BaseEM):
         posteriors = np.empty((X.shape[0], self.n_components))
         sequence_log_likelihood = np.empty(len(offsets) - 1)
 
-        def block(log_frameprob, shift, local_offsets, buffers, sequences, rows):
+        def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
             forward_backward_offsets(
                 self.startprob_,
                 self.transmat_,
@@ -729,7 +733,7 @@ class BaseHMM(BaseEM):
         states = np.empty(X.shape[0], dtype=np.intp)
         log_probs = np.empty(len(offsets) - 1)
 
-        def block(log_frameprob, shift, local_offsets, buffers, sequences, rows):
+        def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
             viterbi_offsets(
                 log_start,
                 log_trans,
@@ -781,7 +785,7 @@ class BaseHMM(BaseEM):
         log_predictive = np.empty(X.shape[0])
         sequence_log_likelihood = np.empty(len(offsets) - 1)
 
-        def block(log_frameprob, shift, local_offsets, buffers, sequences, rows):
+        def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
             forward_offsets(
                 self.startprob_,
                 self.transmat_,
