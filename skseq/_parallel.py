@@ -58,6 +58,9 @@ class ThreadRunner:
         self.require = "sharedmem" if sharedmem else None
 
     def __enter__(self):
+        self._executor = self._parallel = None
+        if self.n_jobs == 1:
+            return self  # the calls run in this thread
         backend, _ = get_active_backend(prefer="threads", require=self.require)
         if isinstance(backend, ThreadingBackend):
             # The calling thread runs one share itself (see __call__).  The
@@ -65,9 +68,7 @@ class ThreadRunner:
             self._executor = ThreadPoolExecutor(max(1, self.n_jobs - 1))
             for _ in range(self.n_jobs - 1):
                 self._executor.submit(int)
-            self._parallel = None
         else:
-            self._executor = None
             self._parallel = Parallel(n_jobs=self.n_jobs, prefer="threads", require=self.require)
             self._parallel.__enter__()
         return self
@@ -75,8 +76,8 @@ class ThreadRunner:
     def __call__(self, calls):
         if self._parallel is not None:
             return self._parallel(delayed(call)() for call in calls)
-        if len(calls) == 0:
-            return []
+        if self._executor is None or len(calls) < 2:
+            return [call() for call in calls]
         # The first call runs in this thread, which is awake already, while
         # the pool's threads wake up for the others (on a virtual machine,
         # waking an idle CPU can take a good part of a millisecond).
@@ -90,6 +91,6 @@ class ThreadRunner:
     def __exit__(self, *exception):
         if self._executor is not None:
             self._executor.shutdown()
-        else:
+        if self._parallel is not None:
             self._parallel.__exit__(*exception)
         return False

@@ -185,7 +185,8 @@ class BaseEM(BaseEstimator):
 
     @contextmanager
     def _threads(self):
-        """One joblib pool (and one BLAS thread cap) for a whole fit.
+        """One thread pool (:class:`skseq._parallel.ThreadRunner`) and one BLAS
+        thread cap for a whole fit.
 
         Starting a pool costs milliseconds: far too much to pay on every E
         step.  Inside this context, :meth:`_estep_parallel` reuses the pool.

@@ -225,12 +225,8 @@ class BaseSequenceNetwork(BaseEstimator):
         def forward(part):
             return self.network_.forward(self.parameters_, X[part])[0]
 
-        with single_threaded_blas():
-            if n_threads == 1:
-                outputs = [forward(part) for part in slices]
-            else:
-                with ThreadRunner(n_threads) as run:
-                    outputs = run([partial(forward, part) for part in slices])
+        with single_threaded_blas(), ThreadRunner(n_threads) as run:
+            outputs = run([partial(forward, part) for part in slices])
         return np.concatenate(outputs, axis=0)
 
     def _prepare_X(self, X):
@@ -249,7 +245,7 @@ class BaseSequenceNetwork(BaseEstimator):
             loss, grad_outputs = self._loss(outputs, targets[part], weights[part], normaliser)
             return loss, self.network_.backward(self.parameters_, grad_outputs, cache)
 
-        n_shards = self._n_threads(X.shape[0]) if parallel is not None else 1
+        n_shards = self._n_threads(X.shape[0])
         if n_shards == 1:
             return shard(slice(None))
         results = parallel([partial(shard, part) for part in _shard_slices(X.shape[0], n_shards)])
@@ -326,9 +322,7 @@ class BaseSequenceNetwork(BaseEstimator):
         converged = False
         with single_threaded_blas(), ThreadRunner(n_threads) as parallel:
             for _ in range(1 if incremental else self.max_iter):
-                loss = self._run_epoch(
-                    X, targets, weights, batch_size, parallel if n_threads > 1 else None
-                )
+                loss = self._run_epoch(X, targets, weights, batch_size, parallel)
                 message = f"Epoch {self.n_iter_}: loss {loss:.6f}"
                 if early_stopping:
                     score = self._score_outputs(
