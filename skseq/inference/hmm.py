@@ -74,10 +74,25 @@ class ForwardResult(NamedTuple):
     log_predictive: np.ndarray
 
 
+def _real_array(value, name):
+    """``value`` as a float64 array; complex or non-numeric input is a TypeError.
+
+    ``np.asarray(..., dtype=np.float64)`` would drop an imaginary part with
+    only a warning.
+    """
+    array = np.asarray(value)
+    if np.iscomplexobj(array):
+        raise TypeError(f"{name} must be real, got complex values (dtype {array.dtype}).")
+    try:
+        return np.asarray(array, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be an array of real numbers: {error}") from None
+
+
 def _check_log_probabilities(log_startprob, log_transmat, log_frameprob):
-    log_startprob = np.asarray(log_startprob, dtype=np.float64)
-    log_transmat = np.asarray(log_transmat, dtype=np.float64)
-    log_frameprob = np.asarray(log_frameprob, dtype=np.float64)
+    log_startprob = _real_array(log_startprob, "log_startprob")
+    log_transmat = _real_array(log_transmat, "log_transmat")
+    log_frameprob = _real_array(log_frameprob, "log_frameprob")
     if log_startprob.ndim != 1 or log_startprob.size == 0:
         raise ValueError(
             f"log_startprob must be a non-empty 1-D array, got shape {log_startprob.shape}."
