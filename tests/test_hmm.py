@@ -1159,3 +1159,73 @@ def test_left_right_gaussian_hmm_with_outlying_rows_has_no_nan():
     model.init_params = ""
     model.fit(X)  # no "probability zero"
     assert np.all(np.isfinite(model.means_)) and np.all(np.isfinite(model.covars_))
+
+
+def extreme_models():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    X[100:] += 4
+    models = [GaussianHMM(2, covariance_type=c, n_iter=2, random_state=0) for c in COVARIANCE_TYPES]
+    models += [
+        GMMHMM(2, n_mix=2, covariance_type=c, n_iter=2, random_state=0) for c in ("diag", "full")
+    ]
+    return X, [model.fit(X) for model in models]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda X: X.__setitem__(10, 1e154),
+        lambda X: X.__imul__(1e300),
+        lambda X: X.__setitem__(slice(0, 100), 1e153),
+    ],
+    ids=["a row of 1e154", "X times 1e300", "100 rows of 1e153"],
+)
+def test_data_beyond_double_precision_get_the_same_clear_error_everywhere(change):
+    """A row of 1e154 (its squared distance to every mean overflows), data
+    times 1e300, and 100 rows of 1e153 (each row's log-density is finite, the
+    sum is not): score, predict_proba and predict raise the same error."""
+    X, models = extreme_models()
+    Y = X.copy()
+    change(Y)
+    for model in models:
+        for method in ("score", "predict_proba", "predict", "score_sequences", "decode"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)
+                with pytest.raises(ValueError, match="too far"):
+                    getattr(model, method)(Y)
+
+
+def test_data_near_the_limit_are_scored_without_nan():
+    """Rows of 1e152 and 1.2e154: every log-density is finite (down to about
+    -1.4e308); the 1/2 of the quadratic form is applied before its sum, which
+    would overflow at 2.9e308."""
+    X, models = extreme_models()
+    Y = X.copy()
+    Y[10] = 1e152
+    for model in models:
+        score = model.score(Y)
+        assert np.isfinite(score) and score < -1e303
+        assert not np.isnan(model.predict_proba(Y)).any()
+        assert model.predict(Y).shape == (200,)
+    for covariance_type in ("diag", "full"):
+        model = GaussianHMM(2, covariance_type, init_params="")
+        model.startprob_ = np.array([0.5, 0.5])
+        model.transmat_ = np.full((2, 2), 0.5)
+        model.means_ = np.array([[0.0, 0.0], [1.0, 1.0]])
+        model.covars_ = np.ones((2, 2)) if covariance_type == "diag" else np.stack([np.eye(2)] * 2)
+        row = np.full((1, 2), 1.2e154)
+        expected = -np.log(2 * np.pi) - (0.5 * (row - model.means_) ** 2).sum(axis=1)
+        assert np.all(np.isfinite(expected))
+        np.testing.assert_allclose(model._compute_log_likelihood(row)[0], expected, rtol=1e-12)
+        assert np.isfinite(model.score(np.vstack([row, [[0.0, 0.0]]])))
+        assert model.predict(row).shape == (1,)  # a tie in double precision
+
+
+@pytest.mark.parametrize("cls", [GaussianHMM, GMMHMM])
+def test_fitting_overflowing_data_names_the_data(cls):
+    X = np.random.default_rng(0).normal(size=(200, 3)) * 1e300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match="X is too large for double precision"):
+            cls(2, random_state=0).fit(X)
