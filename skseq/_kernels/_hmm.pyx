@@ -215,7 +215,7 @@ cdef double _forward_one(
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef Py_ssize_t n_words = column_masks.shape[1]
     cdef Py_ssize_t t, j, n_small
-    cdef double mass, inv_mass, previous_inv_mass, value, carried
+    cdef double mass, inv_mass, previous_inv_mass, value, smallest
     cdef double small = (n_states + 5) * _SMALL_UNIT
     cdef double charge = (n_states + 5) * _CHARGE_UNIT
     cdef bint dense = rho >= 1.0
@@ -266,7 +266,6 @@ cdef double _forward_one(
         alpha_row[j] = message[j]
     scale[0] = mass
     previous_inv_mass = 1.0
-    carried = 1.0
 
     for t in range(1, n_rows):
         frame_row = &frame[t, 0]
@@ -275,13 +274,16 @@ cdef double _forward_one(
             return NAN
         inv_mass = 1.0 / mass
         alpha_row = &alpha[t, 0]
-        n_small = 0
+        smallest = following[0]
         for j in range(n_states):
             alpha_row[j] = following[j] * inv_mass
-            n_small += following[j] < small
+            smallest = min(smallest, following[j])
         scale[t] = mass * previous_inv_mass
-        rescale = mass < _RESCALE_BELOW
-        if n_small or tracking:
+        if smallest < small or tracking:
+            rescale = mass < _RESCALE_BELOW
+            n_small = 0
+            for j in range(n_states):
+                n_small += following[j] < small
             if dense:
                 bound += n_small * charge * inv_mass
                 if bound > dense_limit:
@@ -317,20 +319,19 @@ cdef double _forward_one(
                 swap = error
                 error = error_next
                 error_next = swap
-        if rescale:
+        if mass < _RESCALE_BELOW:
             for j in range(n_states):
                 following[j] = alpha_row[j]
             previous_inv_mass = 1.0
-            carried = 1.0
         else:
             previous_inv_mass = inv_mass
-            carried = mass
         swap = message
         message = following
         following = swap
     if dense:
         return bound * rho * _UNIT
-    return error_mass * _UNIT / carried
+    # The carried message's mass is 1 / previous_inv_mass (1 after a rescale).
+    return error_mass * _UNIT * previous_inv_mass
 
 
 cdef double _backward_one(
