@@ -5,6 +5,7 @@ from scipy.special import gammaln
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import validate_data
 
+from .._validation import masked_as_nan
 from ..base import check_scalar_param
 from ._base import BaseHMM, check_probability_vector, normalize_rows
 
@@ -14,6 +15,7 @@ __all__ = ["CategoricalHMM", "PoissonHMM"]
 def validate_whole_numbers(estimator, X, reset, what):
     """Finite, non-negative whole numbers (integer or float dtype) as float64."""
     name = type(estimator).__name__
+    X = masked_as_nan(X, missing_supported=False, owner=name)
     X = validate_data(
         estimator, X, reset=reset, dtype=np.float64, order="C", ensure_all_finite=False
     )

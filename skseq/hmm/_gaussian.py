@@ -6,6 +6,7 @@ from sklearn.cluster import KMeans
 from sklearn.utils.validation import validate_data
 
 from .._kernels import load
+from .._validation import masked_as_nan
 from ..base import check_scalar_param
 from ..inference.hmm import work_array
 from ._base import BaseHMM
@@ -18,9 +19,12 @@ __all__ = ["GaussianHMM", "log_gaussian_density", "fill_covars", "COVARIANCE_TYP
 def validate_gaussian_X(estimator, X, reset):
     """Float rows; NaN allowed (a missing row), inf not.
 
-    When initialising (``reset``) at least one row must be observed; after
-    that an all-missing X is valid (e.g. a gap in a stream).
+    A masked array's masked entries are NaN too, so a row with a masked
+    entry is missing.  When initialising (``reset``) at least one row must
+    be observed; after that an all-missing X is valid (e.g. a gap in a
+    stream).
     """
+    X = masked_as_nan(X, missing_supported=True, owner=type(estimator).__name__)
     X = validate_data(
         estimator, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan", order="C"
     )
@@ -320,8 +324,8 @@ class GaussianHMM(BaseHMM):
     attributes and numbers; pass ``lengths`` by keyword), on Cython kernels,
     with scikit-learn conventions: ``fit(X, y=None, *, lengths=None,
     sequence_ids=None)``, initial values as constructor parameters, ``n_init``
-    restarts, ``n_jobs`` threads in the E step, and rows containing NaN
-    treated as missing observations.
+    restarts, ``n_jobs`` threads in the E step, and rows containing NaN (or
+    a masked entry of a masked array) treated as missing observations.
 
     Parameters
     ----------

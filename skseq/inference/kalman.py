@@ -23,6 +23,7 @@ import numpy as np
 
 from .._kernels import _kalman
 from .._sequences import sequence_offsets
+from .._validation import masked_as_nan
 
 __all__ = [
     "kalman_filter",
@@ -99,6 +100,9 @@ class KalmanSmootherResult(NamedTuple):
 def _as_float_array(value, name):
     if value is None:
         raise ValueError(f"{name} is required.")
+    # Only observations may have missing (masked) entries: check_observations
+    # turns those into NaN before this point.
+    value = masked_as_nan(value, missing_supported=False, owner="the Kalman filter", name=name)
     array = np.asarray(value)
     if np.iscomplexobj(array):
         raise ValueError(f"{name} must be real, got complex values.")
@@ -142,7 +146,11 @@ def check_covariance(value, name, dim):
 
 
 def check_observations(X, name="X"):
-    """X as a 2-D float64 array with at least one row and column; NaN allowed, inf not."""
+    """X as a 2-D float64 array with at least one row and column; NaN allowed, inf not.
+
+    A masked array's masked entries are missing values (NaN), as in pykalman.
+    """
+    X = masked_as_nan(X, missing_supported=True, owner="the Kalman filter", name=name)
     X = _as_float_array(X, name)
     if X.ndim != 2:
         raise ValueError(
@@ -495,8 +503,9 @@ def kalman_filter(
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
-        Observations of all sequences, concatenated in time order.  NaN marks
-        a missing entry; infinity is an error.
+        Observations of all sequences, concatenated in time order.  NaN (or a
+        masked entry of a :class:`numpy.ma.MaskedArray`) marks a missing
+        entry; infinity is an error.
     transition_matrix : array-like of shape (n_state, n_state)
         F.
     observation_matrix : array-like of shape (n_features, n_state)

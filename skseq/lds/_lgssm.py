@@ -28,6 +28,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from .._kernels import _kalman
 from .._sequences import check_y_is_not_lengths, sequence_offsets
+from .._validation import masked_as_nan
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
     check_controls,
@@ -149,9 +150,10 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     first row of each sequence is unused).  ``X`` holds the rows of all
     sequences concatenated in time order; ``lengths`` or ``sequence_ids``
     says which rows form a sequence (neither: one sequence).  NaN entries of
-    ``X`` are missing values, handled exactly by the filter, the smoother and
-    EM.  :meth:`transform` returns the smoothed state means, so the model is
-    a dynamic factor analysis step in a :class:`~sklearn.pipeline.Pipeline`.
+    ``X`` (and the masked entries of a masked array, as in pykalman) are
+    missing values, handled exactly by the filter, the smoother and EM.
+    :meth:`transform` returns the smoothed state means, so the model is a
+    dynamic factor analysis step in a :class:`~sklearn.pipeline.Pipeline`.
 
     Parameters
     ----------
@@ -379,6 +381,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
 
     def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset):
         """Validate X, the sequence split and the controls for any method."""
+        # Masked entries are missing values, as NaN (pykalman's convention).
+        X = masked_as_nan(X, missing_supported=True, owner=type(self).__name__)
         X = validate_data(
             self,
             X,
@@ -1095,6 +1099,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         True
         """
         check_is_fitted(self)
+        x = masked_as_nan(x, missing_supported=True, owner="filter_update", name="x")
         x = np.asarray(x, dtype=np.float64).reshape(-1)
         if x.shape[0] != self.n_features_in_:
             raise ValueError(

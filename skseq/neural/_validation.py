@@ -14,6 +14,7 @@ from scipy import sparse
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
+from .._validation import masked_as_nan
 from ..base import check_scalar_param
 
 __all__ = [
@@ -67,6 +68,7 @@ def check_sequences(estimator, X, *, reset, dtype):
     -------
     X : ndarray of shape (n_sequences, seq_len, n_features)
     """
+    X = masked_as_nan(X, missing_supported=False, owner=type(estimator).__name__)
     ndim = _input_ndim(X)
     fitted_ndim = getattr(estimator, "_n_input_dims", None)
     if not reset and fitted_ndim is not None and ndim in (2, 3) and ndim != fitted_ndim:
