@@ -2,12 +2,11 @@
 
 import numpy as np
 from scipy.special import gammaln
-from sklearn.cluster import KMeans
 from sklearn.utils.validation import validate_data
 
 from .._validation import masked_as_nan
 from ..base import check_scalar_param
-from ._base import BaseHMM, check_probability_vector, normalize_rows
+from ._base import BaseHMM, check_probability_vector, fit_kmeans, normalize_rows
 
 __all__ = ["CategoricalHMM", "PoissonHMM"]
 
@@ -274,6 +273,8 @@ class PoissonHMM(BaseHMM):
         Initial values (clone-safe).
     n_init : int, default=1
     n_jobs : int, default=None
+        Threads for the E step and the k-means initialisation, as in
+        :class:`GaussianHMM`.
     learning_method, learning_decay, learning_offset, total_samples, batch_size
         Stochastic EM, as in :class:`GaussianHMM`.
 
@@ -359,8 +360,7 @@ class PoissonHMM(BaseHMM):
         lambdas = self._initial_value("lambdas_")
         if lambdas is None:
             if np.unique(X, axis=0).shape[0] >= n_components:
-                kmeans = KMeans(n_clusters=n_components, n_init=10, random_state=random_state)
-                lambdas = kmeans.fit(X).cluster_centers_
+                lambdas = fit_kmeans(X, n_components, random_state, self.n_jobs).cluster_centers_
             else:
                 lambdas = X.mean(axis=0) * random_state.uniform(
                     0.5, 1.5, (n_components, n_features)

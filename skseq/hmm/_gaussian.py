@@ -2,14 +2,13 @@
 
 import numpy as np
 from scipy import linalg
-from sklearn.cluster import KMeans
 from sklearn.utils.validation import validate_data
 
 from .._kernels import load
 from .._validation import masked_as_nan
 from ..base import check_scalar_param
 from ..inference.hmm import work_array
-from ._base import BaseHMM
+from ._base import BaseHMM, fit_kmeans
 
 _gaussian = load("_gaussian")
 
@@ -374,7 +373,8 @@ class GaussianHMM(BaseHMM):
         Number of initialisations; the one with the best final
         log-likelihood is kept.
     n_jobs : int, default=None
-        Threads for the E step over sequences (-1: all cores).
+        Threads for the E step over sequences and for the k-means
+        initialisation (None: one; -1: all cores).
     learning_method : {"batch", "online"}, default="batch"
         How :meth:`fit` runs EM: classical EM over all sequences, or
         stochastic EM over minibatches of ``batch_size`` whole sequences.
@@ -553,8 +553,7 @@ class GaussianHMM(BaseHMM):
                     f"n_components={n_components} states need at least as many observed "
                     f"rows, got n_samples={observed.shape[0]}."
                 )
-            kmeans = KMeans(n_clusters=n_components, n_init=10, random_state=random_state)
-            means = kmeans.fit(observed).cluster_centers_
+            means = fit_kmeans(observed, n_components, random_state, self.n_jobs).cluster_centers_
         means = np.array(means, dtype=np.float64)
         if means.shape != (n_components, n_features):
             raise ValueError(

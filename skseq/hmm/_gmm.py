@@ -2,10 +2,9 @@
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.cluster import KMeans
 
 from ..base import check_scalar_param
-from ._base import BaseHMM, normalize_rows
+from ._base import BaseHMM, fit_kmeans, normalize_rows
 from ._gaussian import (
     COVARIANCE_TYPES,
     check_covars,
@@ -303,15 +302,13 @@ class GMMHMM(BaseHMM):
     def _kmeans_means(self, observed, covariance, random_state):
         """k-means states, then k-means mixture components within each state."""
         n_components, n_mix = self.n_components, self.n_mix
-        labels = KMeans(n_clusters=n_components, n_init=10, random_state=random_state).fit_predict(
-            observed
-        )
+        labels = fit_kmeans(observed, n_components, random_state, self.n_jobs).labels_
         means = []
         for state in range(n_components):
             members = observed[labels == state]
             if members.shape[0] >= n_mix:
-                kmeans = KMeans(n_clusters=n_mix, n_init=10, random_state=random_state)
-                means.append(kmeans.fit(members).cluster_centers_)
+                kmeans = fit_kmeans(members, n_mix, random_state, self.n_jobs)
+                means.append(kmeans.cluster_centers_)
             else:
                 centre = members.mean(axis=0) if members.shape[0] else observed.mean(axis=0)
                 means.append(random_state.multivariate_normal(centre, covariance, size=n_mix))
