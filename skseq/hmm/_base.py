@@ -28,6 +28,7 @@ An emission model subclass adds:
 """
 
 import numbers
+import sys
 
 import numpy as np
 from joblib import effective_n_jobs
@@ -38,8 +39,19 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from .._kernels import load
 from .._parallel import limited_threads
-from .._sequences import blocks_of_rows, check_y_is_not_lengths, sequence_offsets
-from ..base import BaseEM, SufficientStatistics, check_scalar_param
+from .._sequences import (
+    blocks_of_rows,
+    check_y_is_not_lengths,
+    lengths_by_keyword,
+    sequence_offsets,
+)
+from ..base import (
+    _PACKAGE_DIRECTORY,
+    BaseEM,
+    SufficientStatistics,
+    check_scalar_param,
+    warn_user,
+)
 from ..inference.hmm import (
     ForwardResult,
     forward_backward_offsets,
@@ -182,6 +194,53 @@ class BaseHMM(BaseEM):
         self.total_samples = total_samples
         self.batch_size = batch_size
 
+    # -- hand-set parameters (hmmlearn style) --------------------------------
+
+    def __setattr__(self, name, value):
+        # Every parameter named by a params letter is stored as a float64 array,
+        # whatever array-like is assigned.  One assigned by code outside skseq
+        # is "hand-set": fit warns when its initialisation overwrites it.
+        if name in self._all_letters.values():
+            value = as_parameter_array(value, name)
+            if not sys._getframe(1).f_code.co_filename.startswith(_PACKAGE_DIRECTORY):
+                self.__dict__.setdefault("_hand_set", set()).add(name)
+        super().__setattr__(name, value)
+
+    @property
+    def n_features(self):
+        """Number of features of ``X`` (hmmlearn's attribute).
+
+        As set by hand (``model.n_features = 4`` before setting the emission
+        parameters and calling :meth:`sample`, as in hmmlearn), else as the
+        emission parameters say, else as seen at fit (``n_features_in_``).
+        A value set by hand must agree with the emission parameters and with
+        the ``X`` given to ``fit``, which then derives it from the data.
+        """
+        n_features = self._n_features_or_none()
+        if n_features is None:
+            raise AttributeError(
+                f"{type(self).__name__} has no n_features yet: fit the model, set its "
+                "emission parameters, or assign n_features."
+            )
+        return n_features
+
+    @n_features.setter
+    def n_features(self, value):
+        self.__dict__["_n_features"] = check_scalar_param(value, "n_features", "int", low=1)
+
+    def _n_features_or_none(self):
+        """n_features as set by hand, else the last axis of the first emission
+        parameter (means_, lambdas_, ...), else ``n_features_in_``; None if none is known."""
+        declared = self.__dict__.get("_n_features")
+        if declared is not None:
+            return declared
+        for attribute in self._emission_letters.values():
+            value = getattr(self, self._storage_name(attribute), None)
+            if attribute == "covars_" or value is None:
+                continue  # covariances' compact shapes need not end in n_features
+            return int(np.shape(value)[-1])
+        return getattr(self, "n_features_in_", None)
+
     # -- hyperparameters ----------------------------------------------------
 
     @property
@@ -240,15 +299,21 @@ class BaseHMM(BaseEM):
 
     # -- data ---------------------------------------------------------------
 
-    def _prepare(self, X, y, lengths, sequence_ids, *, reset):
+    def _prepare(self, X, y, lengths, sequence_ids, *, reset, method="fit"):
         X = self._validate_X(X, reset=reset)
-        check_y_is_not_lengths(y, X.shape[0])
+        check_y_is_not_lengths(y, X.shape[0], method)
+        declared = self.__dict__.get("_n_features")
+        if reset and declared is not None and X.shape[1] != declared:
+            raise ValueError(
+                f"Unexpected number of dimensions: X has {X.shape[1]} features but "
+                f"n_features={declared} was set."
+            )
         offsets = sequence_offsets(X.shape[0], lengths=lengths, sequence_ids=sequence_ids)
         return X, offsets
 
-    def _prepare_fitted(self, X, lengths, sequence_ids):
+    def _prepare_fitted(self, X, lengths, sequence_ids, y=None, method=None):
         check_is_fitted(self)
-        X, offsets = self._prepare(X, None, lengths, sequence_ids, reset=False)
+        X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=False, method=method)
         self._check_fitted_parameters(X.shape[1])
         return X, offsets
 
@@ -257,14 +322,17 @@ class BaseHMM(BaseEM):
 
         They may have been set by hand (hmmlearn style), or ``n_components``
         changed with ``set_params`` after fitting: shapes must agree with
-        each other, with ``n_components`` and with ``X``; probabilities must
-        sum to one; covariances must be positive definite.
+        each other, with ``n_components`` and with ``X`` (without ``X``,
+        with an ``n_features`` set by hand); probabilities must sum to one;
+        covariances must be positive definite.
         """
         check_is_fitted(self)
         check_scalar_param(self.n_components, "n_components", "int", low=1)
         n_components = self.n_components
         check_probability_vector(self.startprob_, "startprob_", (n_components,))
         check_probability_vector(self.transmat_, "transmat_", (n_components, n_components))
+        if n_features is None:
+            n_features = self.__dict__.get("_n_features")
         self._check_emission_parameters(n_features)
 
     # -- initialisation -----------------------------------------------------
@@ -272,12 +340,37 @@ class BaseHMM(BaseEM):
     def _capture_presets(self):
         """Parameters set by hand (hmmlearn style: set ``means_`` and leave "m"
         out of init_params), captured once so that every one of the n_init runs
-        starts from them rather than from the previous run's result."""
-        self._presets = {
-            attribute: np.copy(getattr(self, self._storage_name(attribute)))
-            for letter, attribute in self._all_letters.items()
-            if letter not in self.init_params and hasattr(self, self._storage_name(attribute))
-        }
+        starts from them rather than from the previous run's result.
+
+        A hand-set parameter that the initialisation overwrites (its letter
+        is in ``init_params``, or its ``<name>_init`` is given) gets
+        hmmlearn's warning.
+        """
+        hand_set = self.__dict__.get("_hand_set", ())
+        self._presets = {}
+        for letter, attribute in self._all_letters.items():
+            storage = self._storage_name(attribute)
+            if not hasattr(self, storage):
+                continue
+            init_name = attribute[:-1] + "_init"
+            if getattr(self, init_name, None) is not None:
+                reason = f"{init_name} is given"
+            elif letter in self.init_params:
+                reason = f"'init_params' contains {letter!r}"
+            else:
+                self._presets[attribute] = np.copy(getattr(self, storage))
+                continue
+            if attribute in hand_set:
+                warn_user(  # hmmlearn's words
+                    f"Even though the {attribute!r} attribute is set, it will be "
+                    f"overwritten during initialization because {reason}"
+                )
+
+    def _initialized(self):
+        """After an initialisation from data: nothing is hand-set any more, and
+        ``n_features`` comes from the fitted parameters."""
+        self.__dict__.pop("_hand_set", None)
+        self.__dict__.pop("_n_features", None)
 
     def _fit_em(self, X, offsets):
         self._capture_presets()
@@ -290,9 +383,14 @@ class BaseHMM(BaseEM):
         finally:
             del self._presets
             self.__dict__.pop("_workspace", None)
+        self._initialized()
         self._stream = None
         self.__dict__.pop("filtered_state_", None)
         return result
+
+    def _n_data_points(self, X):
+        # Missing data are whole rows (a NaN anywhere in the row).
+        return X.shape[1] * int(X.shape[0] - np.count_nonzero(np.isnan(X).any(axis=1)))
 
     def _initial_value(self, attribute):
         """The user's initial value for ``attribute``: ``<name>_init``, then a preset."""
@@ -569,7 +667,9 @@ class BaseHMM(BaseEM):
         """
         first_call = not hasattr(self, "startprob_") or not hasattr(self, "n_features_in_")
         self._check_params()
-        X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=first_call)
+        X, offsets = self._prepare(
+            X, y, lengths, sequence_ids, reset=first_call, method="partial_fit"
+        )
         if not first_call:
             self._check_fitted_parameters(X.shape[1])
             self._ensure_emission_centre()
@@ -579,6 +679,7 @@ class BaseHMM(BaseEM):
                 self._initialize(X, offsets, check_random_state(self.random_state))
             finally:
                 del self._presets
+            self._initialized()
             self._running_statistics = None
             self._stream = None
             self._n_rows_seen = 0
@@ -662,14 +763,14 @@ class BaseHMM(BaseEM):
         -------
         log_likelihood : float
         """
-        X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
-        check_y_is_not_lengths(y, X.shape[0])
+        X, offsets = self._prepare_fitted(X, lengths, sequence_ids, y=y, method="score")
         result = self._forward(X, offsets, keep_filtered=False)
         if sample_weight is None:
             return result.log_likelihood
         sample_weight = _check_sample_weight(sample_weight, X)
         return float(np.dot(sample_weight, result.log_predictive))
 
+    @lengths_by_keyword
     def score_sequences(self, X, *, lengths=None, sequence_ids=None):
         """Log-likelihood of each sequence.
 
@@ -796,6 +897,7 @@ class BaseHMM(BaseEM):
         """
         return self.decode(X, lengths, sequence_ids=sequence_ids)[1]
 
+    @lengths_by_keyword
     def filter(self, X, *, lengths=None, sequence_ids=None):
         """Filtered state probabilities p(z_t | x_1..x_t) of each row.
 

@@ -82,6 +82,8 @@ class CategoricalHMM(BaseHMM):
     """
 
     _emission_letters = {"e": "emissionprob_"}
+    # A constructor parameter here (the alphabet size), not BaseHMM's property.
+    n_features = None
 
     def __init__(
         self,
@@ -283,7 +285,8 @@ class PoissonHMM(BaseHMM):
     startprob_, transmat_ : ndarray
     lambdas_ : ndarray of shape (n_components, n_features)
         Poisson rates of each state and feature.
-    monitor_, n_iter_, converged_, n_features_in_, n_batch_iter_, filtered_state_
+    monitor_, n_iter_, converged_, n_features_in_, n_features, n_batch_iter_
+    filtered_state_
         As in :class:`GaussianHMM`.
 
     Examples

@@ -91,9 +91,12 @@ def compact_covars(covars, covariance_type):
 
     Accepts the compact shape, or full matrices (as ``covars_`` returns) when
     they are exactly representable: diagonal for "diag", multiples of the
-    identity for "spherical", all equal for "tied".
+    identity for "spherical", all equal for "tied".  Spherical variances may
+    also come as a column, (n_components, 1), as hmmlearn accepts.
     """
     covars = np.array(covars, dtype=np.float64)
+    if covariance_type == "spherical" and covars.ndim == 2 and covars.shape[1] == 1:
+        return covars[:, 0].copy()
     if covars.ndim != 3 or covariance_type == "full":
         return covars
     diagonals = np.diagonal(covars, axis1=1, axis2=2)
@@ -398,10 +401,17 @@ class GaussianHMM(BaseHMM):
         Full covariance matrices, whatever ``covariance_type`` (as hmmlearn);
         assigning takes the compact shape.
     monitor_ : ConvergenceMonitor
-        ``history`` holds the log-likelihood of every EM iteration.
+        ``history`` holds the log-likelihood of every EM iteration;
+        ``converged`` is hmmlearn's (True at the iteration limit too).
+        Present before ``fit``; a monitor assigned to it is kept by ``fit``.
     n_iter_ : int
     converged_ : bool
+        Whether EM stopped on its criterion (the gain fell below ``tol``)
+        rather than at ``n_iter``.
     n_features_in_ : int
+    n_features : int
+        hmmlearn's name for the number of features; may be set by hand
+        before the parameters (e.g. to :meth:`sample` from them).
     n_batch_iter_ : int
         Stochastic-EM steps taken (by :meth:`partial_fit` or online fit).
     filtered_state_ : ndarray of shape (n_components,)
@@ -497,7 +507,14 @@ class GaussianHMM(BaseHMM):
         """
         if not hasattr(self, "_covars_"):
             raise AttributeError("covars_ is not set; fit the model or assign covars_.")
-        n_features = self.means_.shape[1] if hasattr(self, "means_") else self._covars_.shape[-1]
+        n_features = self._n_features_or_none()
+        if n_features is None:
+            if self.covariance_type == "spherical":
+                raise AttributeError(
+                    "Spherical covars_ as full matrices need the number of features: "
+                    "set means_ or n_features first."
+                )
+            n_features = self._covars_.shape[-1]
         return fill_covars(self._covars_, self.covariance_type, self.n_components, n_features)
 
     @covars_.setter
@@ -506,11 +523,6 @@ class GaussianHMM(BaseHMM):
 
     def _storage_name(self, attribute):
         return "_covars_" if attribute == "covars_" else attribute
-
-    @property
-    def n_features(self):
-        """Number of features (hmmlearn's name for ``n_features_in_``)."""
-        return self.means_.shape[1]
 
     # -- hyperparameters and data -------------------------------------------
 

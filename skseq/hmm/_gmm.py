@@ -82,7 +82,7 @@ class GMMHMM(BaseHMM):
         diag, (n_components, n_mix, n_features, n_features) full,
         (n_components, n_features, n_features) tied.
     startprob_, transmat_, monitor_, n_iter_, converged_, n_features_in_
-    n_batch_iter_, filtered_state_
+    n_features, n_batch_iter_, filtered_state_
         As in :class:`GaussianHMM`.
 
     Notes
@@ -184,11 +184,6 @@ class GMMHMM(BaseHMM):
 
     def _validate_X(self, X, reset):
         return validate_gaussian_X(self, X, reset)
-
-    @property
-    def n_features(self):
-        """Number of features (hmmlearn's name for ``n_features_in_``)."""
-        return self.means_.shape[2]
 
     # -- priors with hmmlearn's defaults ------------------------------------
 

@@ -1,4 +1,4 @@
-"""The linear-Gaussian state-space model, fitted by EM (MATH.md §4).
+"""The linear-Gaussian state-space model, fitted by EM (see ``doc/user_guide/lgssm.rst``).
 
 Model, with ``k = n_components`` states, ``p`` features and ``m`` optional
 control inputs::
@@ -24,10 +24,15 @@ import numpy as np
 import scipy.linalg
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, DensityMixin, TransformerMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    _num_samples,
+    check_is_fitted,
+    validate_data,
+)
 
 from .._kernels import _kalman
-from .._sequences import check_y_is_not_lengths, sequence_offsets
+from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
 from .._validation import masked_as_nan
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
@@ -232,8 +237,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     n_iter_ : int
         EM iterations run (E steps, for the best initialisation).
     converged_ : bool
+        Whether EM stopped because the gain fell below ``tol`` (rather than
+        at ``n_iter``).
     monitor_ : ConvergenceMonitor
-        ``monitor_.history`` is the log-likelihood computed in each E step.
+        ``monitor_.history`` is the log-likelihood computed in each E step
+        (present before ``fit``; a monitor assigned to it is kept by ``fit``).
     lower_bound_ : float
         The last value of ``monitor_.history``.
     n_features_in_ : int
@@ -379,7 +387,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 given[name] = check_matrix(value, f"{name}_init", shapes[name])
         return given
 
-    def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset):
+    def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset, method):
         """Validate X, the sequence split and the controls for any method."""
         # Masked entries are missing values, as NaN (pykalman's convention).
         X = masked_as_nan(X, missing_supported=True, owner=type(self).__name__)
@@ -391,7 +399,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             ensure_all_finite="allow-nan",
             ensure_min_samples=1,
         )
-        check_y_is_not_lengths(y, X.shape[0])
+        check_y_is_not_lengths(y, X.shape[0], method)
         offsets = sequence_offsets(X.shape[0], lengths=lengths, sequence_ids=sequence_ids)
         n_controls = self.n_controls_ if not reset else _count_controls(controls)
         controls = check_controls(controls, X.shape[0], n_controls)
@@ -633,6 +641,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         }
         return int(sum(sizes[name] for name in _check_params_argument(self.params)))
 
+    def _n_data_points(self, X):
+        # X is the stacked [X, controls]: only the observations count.
+        observations = X[:, : self.n_features_in_]
+        return int(observations.size - np.count_nonzero(np.isnan(observations)))
+
     def _get_parameters(self):
         return {name: np.copy(getattr(self, f"{name}_")) for name in PARAMETER_NAMES}
 
@@ -668,7 +681,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         """
         self._check_params()
         X, offsets, controls = self._validate_sequences(
-            X, y, lengths, sequence_ids, controls, reset=True
+            X, y, lengths, sequence_ids, controls, reset=True, method="fit"
         )
         self._reject_empty_sequences(X, offsets)
         self.n_controls_ = controls.shape[1]
@@ -733,7 +746,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         first_call = not hasattr(self, "transition_matrix_")
         self._check_params()
         X, offsets, controls = self._validate_sequences(
-            X, y, lengths, sequence_ids, controls, reset=first_call
+            X, y, lengths, sequence_ids, controls, reset=first_call, method="partial_fit"
         )
         self._reject_empty_sequences(X, offsets)
         if first_call:
@@ -809,16 +822,18 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         -------
         states : ndarray of shape (n_samples, n_components)
         """
+        if y is not None:  # named here: fit would name itself
+            check_y_is_not_lengths(y, _num_samples(X), "fit_transform")
         return self.fit(
             X, y, lengths=lengths, sequence_ids=sequence_ids, controls=controls
         ).transform(X, lengths=lengths, sequence_ids=sequence_ids, controls=controls)
 
     # -- inference with the fitted model -----------------------------------------
 
-    def _prepare(self, X, y=None, lengths=None, sequence_ids=None, controls=None):
+    def _prepare(self, X, y=None, lengths=None, sequence_ids=None, controls=None, method=None):
         check_is_fitted(self)
         X, offsets, controls = self._validate_sequences(
-            X, y, lengths, sequence_ids, controls, reset=False
+            X, y, lengths, sequence_ids, controls, reset=False, method=method
         )
         return X, offsets, controls
 
@@ -848,7 +863,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         -------
         log_likelihood : float
         """
-        X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls)
+        X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls, "score")
         _, _, sequence_log_likelihood, log_predictive = filter_last_offsets(
             self._model(), X, controls, offsets
         )
@@ -867,15 +882,18 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         -------
         log_likelihood : ndarray of shape (n_sequences,)
         """
-        X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls)
+        X, offsets, controls = self._prepare(
+            X, y, lengths, sequence_ids, controls, "score_sequences"
+        )
         _, _, sequence_log_likelihood, _ = filter_last_offsets(self._model(), X, controls, offsets)
         self._check_finite(sequence_log_likelihood)
         return sequence_log_likelihood
 
-    def aic(self, X, *, lengths=None, sequence_ids=None, controls=None):
+    def aic(self, X, lengths=None, *, sequence_ids=None, controls=None):
         """Akaike information criterion on X (lower is better).
 
-        Parameters are those of :meth:`fit`.
+        Parameters are those of :meth:`fit` (``lengths`` also positional, as
+        in hmmlearn: ``aic`` has no ``y``).
 
         Returns
         -------
@@ -886,10 +904,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         )
         return -2 * log_likelihood + 2 * self._n_parameters()
 
-    def bic(self, X, *, lengths=None, sequence_ids=None, controls=None):
+    def bic(self, X, lengths=None, *, sequence_ids=None, controls=None):
         """Bayesian information criterion on X (lower is better).
 
-        Parameters are those of :meth:`fit`.
+        Parameters are those of :meth:`fit` (``lengths`` also positional, as
+        in hmmlearn: ``bic`` has no ``y``).
 
         Returns
         -------
@@ -900,6 +919,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         )
         return -2 * log_likelihood + self._n_parameters() * np.log(np.shape(X)[0])
 
+    @lengths_by_keyword
     def transform(self, X, *, lengths=None, sequence_ids=None, controls=None):
         """Smoothed state means E[z_t | x] of every row.
 
@@ -917,6 +937,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         self._check_finite(result.sequence_log_likelihood)
         return result.smoothed_means
 
+    @lengths_by_keyword
     def filter(self, X, *, lengths=None, sequence_ids=None, controls=None):
         """Filtered states: mean and covariance of z_t given x_1..x_t.
 
@@ -932,6 +953,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         self._check_finite(result.sequence_log_likelihood)
         return result.filtered_means, result.filtered_covariances
 
+    @lengths_by_keyword
     def smooth(self, X, *, lengths=None, sequence_ids=None, controls=None):
         """Smoothed states: mean and covariance of z_t given the whole sequence.
 
@@ -947,6 +969,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         self._check_finite(result.sequence_log_likelihood)
         return result.smoothed_means, result.smoothed_covariances
 
+    @lengths_by_keyword
     def forecast(
         self, X, n_steps, *, lengths=None, sequence_ids=None, controls=None, future_controls=None
     ):
@@ -968,6 +991,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             Row ``s * n_steps + h`` is E[x_{T_s + h + 1} | sequence s].
         covariances : ndarray of shape (n_sequences * n_steps, n_features, n_features)
         """
+        if np.ndim(n_steps) == 1:
+            raise TypeError(
+                "forecast(X, n_steps) got an array for n_steps; pass sequence lengths by "
+                "keyword: forecast(X, n_steps, lengths=...)."
+            )
         check_scalar_param(n_steps, "n_steps", "int", low=1)
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
         model = self._model()
