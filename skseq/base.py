@@ -48,6 +48,7 @@ __all__ = [
     "SufficientStatistics",
     "BaseEM",
     "check_scalar_param",
+    "check_prior_param",
     "warn_user",
 ]
 
@@ -223,6 +224,33 @@ def check_scalar_param(
         bound = "<" if high_open else "<="
         raise ValueError(f"{name} must be {bound} {high}, got {value!r}.")
     return value
+
+
+def check_prior_param(value, name, *, low=None, low_open=False):
+    """Validate a prior hyperparameter, a number or an array of numbers.
+
+    Every entry must be finite and, with ``low``, at least ``low`` (more than
+    ``low`` with ``low_open``): the range in which the M step is the maximiser
+    of a proper posterior.  Shapes are checked where the prior is broadcast.
+    Raises TypeError or ValueError naming the parameter.
+    """
+    if isinstance(value, bool) or np.iscomplexobj(value):
+        raise TypeError(f"{name} must be a real number or an array of them, got {value!r}.")
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{name} must be a real number or an array of them, got {value!r}."
+        ) from None
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite, got {value!r}.")
+    if low is not None:
+        too_low = array <= low if low_open else array < low
+        if np.any(too_low):
+            bound = ">" if low_open else ">="
+            shown = value if array.ndim == 0 else f"an entry {array[too_low].flat[0]!r}"
+            raise ValueError(f"{name} must be {bound} {low}, got {shown}.")
+    return array
 
 
 class BaseEM(BaseEstimator):
@@ -525,7 +553,7 @@ class BaseEM(BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
         lengths : array-like of int, optional
-            As in :meth:`fit`; also positional, as in hmmlearn (``bic`` has
+            As in :meth:`fit`; also positional, as in hmmlearn (``aic`` has
             no ``y``).
         sequence_ids : see :meth:`fit`.
 
@@ -544,7 +572,7 @@ class BaseEM(BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
         lengths : array-like of int, optional
-            As in :meth:`fit`; also positional, as in hmmlearn (``aic`` has
+            As in :meth:`fit`; also positional, as in hmmlearn (``bic`` has
             no ``y``).
         sequence_ids : see :meth:`fit`.
 

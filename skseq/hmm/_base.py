@@ -49,6 +49,7 @@ from ..base import (
     _PACKAGE_DIRECTORY,
     BaseEM,
     SufficientStatistics,
+    check_prior_param,
     check_scalar_param,
     warn_user,
 )
@@ -275,6 +276,24 @@ class BaseHMM(BaseEM):
 
     def _check_emission_params(self):
         """Validate emission-specific hyperparameters (subclasses extend)."""
+
+    def _prior_bounds(self, n_features):
+        """``{prior hyperparameter: (low, low_open)}``: the range its M step needs
+        (``low`` None: any finite value).  Subclasses add their emission priors."""
+        # Dirichlet concentrations are positive; the M step's max(prior - 1 + counts, 0)
+        # is the MAP estimate for any of them, sparse below 1.
+        return {"startprob_prior": (0.0, True), "transmat_prior": (0.0, True)}
+
+    def _check_priors(self, n_features):
+        """Validate every prior hyperparameter at fit, before any data are used.
+
+        None stands for a default that depends on the data (GMMHMM's
+        covariance priors) and is skipped.
+        """
+        for name, (low, low_open) in self._prior_bounds(n_features).items():
+            value = getattr(self, name)
+            if value is not None:
+                check_prior_param(value, name, low=low, low_open=low_open)
 
     def _ensure_emission_centre(self):
         """Fix the reference point of the emission statistics if the model has none.
@@ -670,6 +689,7 @@ class BaseHMM(BaseEM):
         X, offsets = self._prepare(
             X, y, lengths, sequence_ids, reset=first_call, method="partial_fit"
         )
+        self._check_priors(X.shape[1])
         if not first_call:
             self._check_fitted_parameters(X.shape[1])
             self._ensure_emission_centre()
@@ -743,6 +763,7 @@ class BaseHMM(BaseEM):
         """
         self._check_params()
         X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=True)
+        self._check_priors(X.shape[1])
         return self._fit_em(X, offsets)
 
     def score(self, X, y=None, *, lengths=None, sequence_ids=None, sample_weight=None):

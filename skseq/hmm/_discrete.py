@@ -142,6 +142,9 @@ class CategoricalHMM(BaseHMM):
         if self.n_features is not None:
             check_scalar_param(self.n_features, "n_features", "int", low=1)
 
+    def _prior_bounds(self, n_features):
+        return {**super()._prior_bounds(n_features), "emissionprob_prior": (0.0, True)}
+
     def _validate_X(self, X, reset):
         X = validate_whole_numbers(self, X, reset, "symbols")
         if X.shape[1] != 1:
@@ -263,7 +266,7 @@ class PoissonHMM(BaseHMM):
     startprob_prior, transmat_prior : float or array, default=1.0
         Dirichlet priors, as in :class:`GaussianHMM`.
     lambdas_prior, lambdas_weight : float or array, default=0.0
-        Shape and rate of a gamma prior on each rate: the M step gives
+        Shape and rate (both >= 0) of a gamma prior on each rate: the M step gives
         (lambdas_prior + sum_t gamma_t x_t) / (lambdas_weight + sum_t gamma_t),
         per state.  (hmmlearn divides by the total count over all states
         instead, which is not the posterior mean; both agree without a prior.)
@@ -357,6 +360,13 @@ class PoissonHMM(BaseHMM):
 
     def _validate_X(self, X, reset):
         return validate_whole_numbers(self, X, reset, "counts")
+
+    def _prior_bounds(self, n_features):
+        # A gamma prior's shape and rate: non-negative keeps the rates
+        # (prior + sum gamma x) / (weight + sum gamma) non-negative.
+        bounds = super()._prior_bounds(n_features)
+        bounds.update(lambdas_prior=(0.0, False), lambdas_weight=(0.0, False))
+        return bounds
 
     def _initialize_emissions(self, X, random_state):
         n_components, n_features = self.n_components, X.shape[1]

@@ -139,6 +139,20 @@ def check_covars(covars, covariance_type, n_components, n_features, name="covars
     return covars
 
 
+def check_positive_semidefinite(matrices, name):
+    """Reject prior scale matrices (..., D, D) that are not symmetric positive semidefinite.
+
+    The M step adds them to scatter matrices: one with a negative eigenvalue
+    can make a covariance indefinite.
+    """
+    matrices = np.asarray(matrices, dtype=np.float64)
+    scale = max(float(np.max(np.abs(matrices), initial=0.0)), 1e-300)
+    if np.max(np.abs(matrices - np.swapaxes(matrices, -1, -2)), initial=0.0) > 1e-8 * scale:
+        raise ValueError(f"{name} must be symmetric matrices.")
+    if np.min(np.linalg.eigvalsh(matrices), initial=0.0) < -1e-10 * scale:
+        raise ValueError(f"{name} must be positive semidefinite (a scalar prior must be >= 0).")
+
+
 def log_gaussian_density(X, means, covars, covariance_type, shift=None, out=None):
     """log N(x_t; mean_k, covar_k) for every row t and component k.
 
@@ -341,14 +355,15 @@ class GaussianHMM(BaseHMM):
         Added to the diagonal of the data covariance used to initialise
         ``covars_``.
     startprob_prior : float or array of shape (n_components,), default=1.0
-        Dirichlet concentration of the prior on ``startprob_`` (1 = none).
+        Dirichlet concentration (> 0) of the prior on ``startprob_`` (1 = none).
     transmat_prior : float or array of shape (n_components, n_components), default=1.0
-        Dirichlet concentration of the prior on each row of ``transmat_``.
+        Dirichlet concentration (> 0) of the prior on each row of ``transmat_``.
     means_prior, means_weight : float or array, default=0
-        Mean and precision weight of the normal prior on ``means_``.
+        Mean and precision weight (>= 0) of the normal prior on ``means_``.
     covars_prior, covars_weight : float or array, default=1e-2 and 1
         Parameters of the (inverse) Wishart / gamma prior on ``covars_``, as
-        in hmmlearn.
+        in hmmlearn: ``covars_prior`` >= 0 (spherical, diag) or positive
+        semidefinite matrices (full, tied).
     algorithm : {"viterbi", "map"}, default="viterbi"
         Decoder used by :meth:`predict`.
     random_state : int, RandomState or None, default=None
@@ -532,6 +547,28 @@ class GaussianHMM(BaseHMM):
                 f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}."
             )
         check_scalar_param(self.min_covar, "min_covar", "real", low=0, low_open=True)
+
+    def _prior_bounds(self, n_features):
+        bounds = super()._prior_bounds(n_features)
+        # The normal prior's precision weight and the (inverse) gamma / Wishart
+        # scale must be non-negative for the M step's denominators and
+        # covariances to stay positive; covars_weight enters as max(w - 1, 0)
+        # (max(w - n_features, 0) for full matrices), so any finite value works.
+        diagonal = self.covariance_type in ("spherical", "diag")
+        bounds.update(
+            means_prior=(None, False),
+            means_weight=(0.0, False),
+            # full and tied: scale matrices, checked as such in _check_priors
+            covars_prior=(0.0, False) if diagonal else (None, False),
+            covars_weight=(None, False),
+        )
+        return bounds
+
+    def _check_priors(self, n_features):
+        super()._check_priors(n_features)
+        if self.covariance_type in ("full", "tied"):
+            shape = (self.n_components, n_features, n_features)
+            check_positive_semidefinite(self._prior("covars_prior", shape), "covars_prior")
 
     def _validate_X(self, X, reset):
         return validate_gaussian_X(self, X, reset)

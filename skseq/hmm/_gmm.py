@@ -8,6 +8,7 @@ from ._base import BaseHMM, fit_kmeans, normalize_rows
 from ._gaussian import (
     COVARIANCE_TYPES,
     check_covars,
+    check_positive_semidefinite,
     distribute_covariance,
     fill_covars,
     initial_covariance,
@@ -54,12 +55,13 @@ class GMMHMM(BaseHMM):
     startprob_prior, transmat_prior : float or array, default=1.0
         Dirichlet priors, as in :class:`GaussianHMM`.
     weights_prior : float or array of shape (n_components, n_mix), default=1.0
-        Dirichlet prior on the mixture weights of each state.
+        Dirichlet prior (> 0) on the mixture weights of each state.
     means_prior, means_weight : float or array, default=0.0
         Normal prior on the component means.
     covars_prior, covars_weight : float or array, optional
         Prior on the covariances; ``None`` takes hmmlearn's defaults for the
-        covariance type.
+        covariance type, the flattest priors, which are also the lower bounds
+        of ``covars_weight`` (full, tied) and ``covars_prior`` (diag).
     algorithm, random_state, n_iter, tol, verbose, implementation
         As in :class:`GaussianHMM`.
     covariance_type : {"diag", "spherical", "full", "tied"}, default="diag"
@@ -186,6 +188,38 @@ class GMMHMM(BaseHMM):
         return validate_gaussian_X(self, X, reset)
 
     # -- priors with hmmlearn's defaults ------------------------------------
+
+    def _prior_bounds(self, n_features):
+        # hmmlearn's covariance priors default (None) to the flattest prior of
+        # each covariance type; values below those make the M step's
+        # denominator smaller than a component's responsibility (negative for
+        # a rarely used one).  The spherical default breaks that rule itself
+        # (it counts n_mix where the denominator counts n_features), so there
+        # only finiteness is required.
+        n_mix = self.n_mix
+        covariance_bounds = {
+            "full": ((None, False), (-(n_features + 2.0), False)),
+            "tied": ((None, False), (-(n_mix + n_features + 1.0), False)),
+            "diag": ((-1.5, False), (0.0, False)),
+            "spherical": ((None, False), (0.0, False)),
+        }.get(self.covariance_type, ((None, False), (None, False)))
+        bounds = super()._prior_bounds(n_features)
+        bounds.update(
+            weights_prior=(0.0, True),
+            means_prior=(None, False),
+            means_weight=(0.0, False),
+            covars_prior=covariance_bounds[0],
+            covars_weight=covariance_bounds[1],
+        )
+        return bounds
+
+    def _check_priors(self, n_features):
+        super()._check_priors(n_features)
+        if self.covariance_type in ("full", "tied") and self.covars_prior is not None:
+            matrices = np.asarray(self.covars_prior, dtype=np.float64)
+            if matrices.ndim < 2:
+                matrices = np.broadcast_to(matrices, (n_features, n_features))
+            check_positive_semidefinite(matrices, "covars_prior")
 
     def _covariance_priors(self):
         n_components, n_mix, n_features = self.means_.shape
