@@ -469,6 +469,7 @@ class BaseEM(BaseEstimator):
         self.n_batch_iter_ = n_steps
         self._n_rows_seen = X.shape[0]
         self._keep_monitor(monitor)
+        self.__dict__.pop("batch_log_likelihood_", None)  # describes partial_fit only
         self.n_iter_ = monitor.iter
         self.converged_ = converged
         self.lower_bound_ = monitor.history[-1] if len(monitor.history) else -np.inf
@@ -518,15 +519,26 @@ class BaseEM(BaseEstimator):
             check_scalar_param(self.total_samples, "total_samples", "real", low=0, low_open=True)
         check_scalar_param(self.batch_size, "batch_size", "int", low=1)
 
-    def _partial_fit_reference_rows(self, n_rows):
-        """Count a partial_fit batch of ``n_rows``; return N for its M step.
+    def _partial_fit_step(self, statistics, log_likelihood, n_rows):
+        """The learning step of one ``partial_fit`` batch of ``n_rows``.
 
-        N is ``total_samples`` when given, else every row seen so far (by
-        ``fit`` and ``partial_fit``), so that priors weigh against all data
-        rather than against one batch.
+        Counts the rows, blends ``statistics`` in and runs the M step (N:
+        ``total_samples`` when given, else every row seen so far by ``fit``
+        and ``partial_fit``, so that priors weigh against all data rather
+        than against one batch).  Keeps the batch's log-likelihood (under the
+        parameters before this step) in ``batch_log_likelihood_`` and, with
+        ``verbose``, prints it with the rows seen so far.
         """
         self._n_rows_seen = getattr(self, "_n_rows_seen", 0) + n_rows
-        return self.total_samples or self._n_rows_seen
+        self._stochastic_step(statistics, n_rows, self.total_samples or self._n_rows_seen)
+        self.batch_log_likelihood_ = float(log_likelihood)
+        if self.verbose:
+            print(
+                f"partial_fit batch {self.n_batch_iter_:>5d}: log-likelihood "
+                f"{log_likelihood:.6f} ({log_likelihood / n_rows:.6g} per row over "
+                f"{n_rows} rows), {self._n_rows_seen} rows seen",
+                file=sys.stderr,
+            )
 
     def _stochastic_step(self, statistics, n_rows, reference_rows):
         """Blend one batch's statistics into the running ones, then the M step.

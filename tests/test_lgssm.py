@@ -607,9 +607,9 @@ def test_chunks_carry_the_filtered_state_exactly():
         model.partial_fit(X[stop - 250 : stop])
         np.testing.assert_allclose(model._stream_state[0], means[stop - 1], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(model._stream_state[1], covariances[stop - 1], rtol=1e-9)
-    continued = model._stream_estep(X[:250], np.zeros((250, 0)), np.array([0, 250]), False)
+    continued, _ = model._stream_estep(X[:250], np.zeros((250, 0)), np.array([0, 250]), False)
     assert float(continued["n_sequences"]) == 0.0
-    fresh = model._stream_estep(X[:250], np.zeros((250, 0)), np.array([0, 250]), True)
+    fresh, _ = model._stream_estep(X[:250], np.zeros((250, 0)), np.array([0, 250]), True)
     assert float(fresh["n_sequences"]) == 1.0
 
 

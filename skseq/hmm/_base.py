@@ -670,6 +670,11 @@ class BaseHMM(BaseEM):
         message whose size does not depend on how many rows have passed, so
         chunk boundaries do not restart the chain.
 
+        To watch a stream learn, ``batch_log_likelihood_`` holds the
+        log-likelihood of the last batch (given the rows before it, under the
+        parameters before its step); with ``verbose``, each call prints it
+        with the rows seen so far to stderr.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -704,9 +709,8 @@ class BaseHMM(BaseEM):
             self._stream = None
             self._n_rows_seen = 0
             self.n_batch_iter_ = 0
-        statistics, _, stream = self._stream_estep(X, offsets, new_sequence)
-        reference_rows = self._partial_fit_reference_rows(X.shape[0])
-        self._stochastic_step(statistics, X.shape[0], reference_rows)
+        statistics, log_likelihood, stream = self._stream_estep(X, offsets, new_sequence)
+        self._partial_fit_step(statistics, log_likelihood, X.shape[0])
         self._stream = stream
         self.filtered_state_ = stream["alpha"].copy()
         return self

@@ -289,7 +289,7 @@ class PoissonHMM(BaseHMM):
     lambdas_ : ndarray of shape (n_components, n_features)
         Poisson rates of each state and feature.
     monitor_, n_iter_, converged_, n_features_in_, n_features, n_batch_iter_
-    filtered_state_
+    filtered_state_, batch_log_likelihood_
         As in :class:`GaussianHMM`.
 
     Examples

@@ -373,7 +373,8 @@ class GaussianHMM(BaseHMM):
     tol : float, default=1e-2
         EM stops when the log-likelihood gains less than ``tol``.
     verbose : bool, default=False
-        Print the log-likelihood of each iteration to stderr.
+        Print the log-likelihood of each iteration (of each
+        :meth:`partial_fit` batch, with the rows seen so far) to stderr.
     params, init_params : str, default="stmc"
         Letters of the parameters updated by EM (``params``) and initialised
         from the data before EM (``init_params``): "s" startprob, "t"
@@ -432,6 +433,12 @@ class GaussianHMM(BaseHMM):
     filtered_state_ : ndarray of shape (n_components,)
         After :meth:`partial_fit` or :meth:`filter_stream`: p(z_t | stream so
         far) for the last row seen.
+    batch_log_likelihood_ : float
+        After :meth:`partial_fit`: the log-likelihood of its batch, under the
+        parameters before the step.
+
+    Hand-set parameters (``model.means_ = [[0.0], [3.0]]``) may be any
+    array-like; they are stored as float64 arrays and checked where used.
 
     Examples
     --------

@@ -84,7 +84,7 @@ class GMMHMM(BaseHMM):
         diag, (n_components, n_mix, n_features, n_features) full,
         (n_components, n_features, n_features) tied.
     startprob_, transmat_, monitor_, n_iter_, converged_, n_features_in_
-    n_features, n_batch_iter_, filtered_state_
+    n_features, n_batch_iter_, filtered_state_, batch_log_likelihood_
         As in :class:`GaussianHMM`.
 
     Notes

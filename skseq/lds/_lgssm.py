@@ -205,7 +205,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         Threads for the E step, over blocks of whole sequences (the kernel
         releases the GIL).  ``None`` means 1.
     verbose : int, default=0
-        Print one line per EM iteration to stderr.
+        Print one line per EM iteration (per :meth:`partial_fit` call: the
+        batch's log-likelihood and the rows seen so far) to stderr.
 
     learning_method : {"batch", "online"}, default="batch"
         How :meth:`fit` runs EM: classical EM over all sequences, or
@@ -244,6 +245,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         (present before ``fit``; a monitor assigned to it is kept by ``fit``).
     lower_bound_ : float
         The last value of ``monitor_.history``.
+    n_batch_iter_ : int
+        Stochastic-EM steps taken (by :meth:`partial_fit` or online fit).
+    batch_log_likelihood_ : float
+        After :meth:`partial_fit`: the log-likelihood of its batch (given the
+        stream before it), under the parameters before the step.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when X has feature names.
@@ -759,9 +765,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             self._stream_state = None
             self._n_rows_seen = 0
             self.n_batch_iter_ = 0
-        statistics = self._stream_estep(X, controls, offsets, new_sequence)
-        reference_rows = self._partial_fit_reference_rows(X.shape[0])
-        self._stochastic_step(statistics, X.shape[0], reference_rows)
+        statistics, log_likelihood = self._stream_estep(X, controls, offsets, new_sequence)
+        self._partial_fit_step(statistics, log_likelihood, X.shape[0])
         return self
 
     def _continued_model(self, state, control):
@@ -783,9 +788,13 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         )
 
     def _stream_estep(self, X, controls, offsets, new_sequence):
-        """E step of one partial_fit batch; keeps the filtered state of its last row."""
+        """E step of one partial_fit batch; keeps the filtered state of its last row.
+
+        Returns the statistics and the batch's log-likelihood (its first
+        sequence given the rows before it, when it continues a stream).
+        """
         carried = None if new_sequence else getattr(self, "_stream_state", None)
-        statistics, first = None, 0
+        statistics, first, log_likelihood = None, 0, 0.0
         continued_model = None
         if carried is not None:
             stop = offsets[1]
@@ -794,15 +803,17 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 continued_model, X[:stop], controls[:stop], np.array([0, stop], dtype=np.intp)
             )
             self._check_finite(sequence_log_likelihood)
+            log_likelihood += float(np.sum(sequence_log_likelihood))
             statistics = SufficientStatistics(values)
             for name in ("initial_sum", "initial_outer", "n_sequences"):
                 statistics[name] = np.zeros_like(statistics[name])
             first = 1
         if first < len(offsets) - 1:
             start = offsets[first]
-            rest, _ = self._estep_parallel(
+            rest, rest_log_likelihood = self._estep_parallel(
                 self._stack(X[start:], controls[start:]), offsets[first:] - start
             )
+            log_likelihood += rest_log_likelihood
             statistics = rest if statistics is None else statistics + rest
         last = offsets[-2]
         model = continued_model if (carried is not None and len(offsets) == 2) else self._model()
@@ -811,7 +822,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         )
         self._check_finite(sequence_log_likelihood)
         self._stream_state = (last_means[0], last_covariances[0])
-        return statistics
+        return statistics, log_likelihood
 
     def fit_transform(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):
         """Fit, then return the smoothed state means of X.
