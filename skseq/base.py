@@ -112,7 +112,7 @@ class ConvergenceMonitor:
     reached (``converged`` is True in both cases).  The estimators'
     ``converged_`` attribute is stricter: True only when EM stopped on the
     criterion, not on the limit.  ``history`` holds every value reported
-    since the last reset (hmmlearn keeps only the last two).
+    since the last reset.
 
     To stop EM on another criterion, subclass and redefine ``converged``,
     then assign an instance to the estimator's ``monitor_`` before ``fit``
@@ -141,17 +141,17 @@ class ConvergenceMonitor:
 
     >>> import numpy as np
     >>> from skseq import GaussianHMM
-    >>> class GainPerRow(ConvergenceMonitor):
+    >>> class LooseTolerance(ConvergenceMonitor):
     ...     @property
     ...     def converged(self):
     ...         return self.iter >= self.n_iter or (
     ...             len(self.history) >= 2 and self.history[-1] - self.history[-2] < 100 * self.tol
     ...         )
     >>> model = GaussianHMM(2, n_iter=50, random_state=0)
-    >>> model.monitor_ = GainPerRow(model.monitor_.tol, model.monitor_.n_iter, False)
+    >>> model.monitor_ = LooseTolerance(model.monitor_.tol, model.monitor_.n_iter, False)
     >>> X = np.random.default_rng(0).normal(size=(100, 1))
     >>> type(model.fit(X).monitor_).__name__
-    'GainPerRow'
+    'LooseTolerance'
     """
 
     def __init__(self, tol, n_iter, verbose):
@@ -189,13 +189,8 @@ class ConvergenceMonitor:
     @property
     def converged(self):
         """Whether EM is done: the last gain fell below ``tol``, or ``n_iter`` is reached."""
-        return self.iter >= self.n_iter or gain_below_tol(self)
-
-
-def gain_below_tol(monitor):
-    """Whether the last gain recorded by ``monitor`` is below its ``tol``."""
-    history = monitor.history
-    return len(history) >= 2 and history[-1] - history[-2] < monitor.tol
+        gain_below_tol = len(self.history) >= 2 and self.history[-1] - self.history[-2] < self.tol
+        return self.iter >= self.n_iter or gain_below_tol
 
 
 def check_scalar_param(
@@ -375,17 +370,20 @@ class BaseEM(BaseEstimator):
             self._monitor = monitor
 
     def _stops(self, monitor):
-        """Whether EM stops before its next M step.
+        """Whether EM stops before its next M step: the monitor's ``converged``.
 
-        The monitor decides (``converged``), except on the last iteration,
-        where reaching the limit alone still takes the last M step (as
-        hmmlearn, whose loop stops after it) and only a gain below ``tol``
-        stops before it.  Either way EM ends; what this decides is whether
-        the last M step runs and whether the fit counts as converged.
+        On the last iteration, reaching the limit alone still takes the last
+        M step (as hmmlearn, whose loop stops after it): there the monitor's
+        criterion is asked with its limit moved one iteration on, which
+        leaves the gain below ``tol`` (or a subclass's own test).  Either way
+        EM ends; what this decides is whether the last M step runs and
+        whether the fit counts as converged.
         """
         if monitor.iter < self.n_iter:
             return bool(monitor.converged)
-        return gain_below_tol(monitor)
+        probe = copy.copy(monitor)
+        probe.n_iter = monitor.iter + 1
+        return bool(probe.converged)
 
     # -- the EM loop ------------------------------------------------------------
 

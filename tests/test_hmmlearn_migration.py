@@ -297,6 +297,22 @@ def test_assigned_monitor_is_kept_by_fit_as_in_hmmlearn(n_init):
         GaussianHMM(2).monitor_ = "tolerance"
 
 
+def test_assigned_criterion_met_on_the_last_iteration_counts_as_converged():
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(0, 1, (100, 1)), rng.normal(5, 1, (100, 1))])
+    history = GaussianHMM(2, n_iter=3, tol=-np.inf, random_state=0).fit(X).monitor_.history
+    model = GaussianHMM(2, n_iter=3, random_state=0)
+    model.monitor_ = ThresholdMonitor(0.5 * (history[1] + history[2]), 3, False)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model.fit(X)
+    assert model.converged_ and model.n_iter_ == 3
+    assert _messages(record, ConvergenceWarning) == []
+    # Met on the last iteration, EM stops before that iteration's M step, as it
+    # does when the gain falls below tol there: the parameters are those scored.
+    assert model.score(X) == pytest.approx(model.monitor_.history[-1], rel=1e-12)
+
+
 def test_monitor_converged_at_the_iteration_limit_as_hmmlearn():
     X = np.concatenate([np.random.default_rng(1).normal(m, 1, (100, 1)) for m in (0, 4)])
     with pytest.warns(ConvergenceWarning, match="did not converge"):
