@@ -32,6 +32,7 @@ import time
 import warnings
 from contextlib import contextmanager
 
+import joblib
 import numpy as np
 import sklearn
 from joblib import effective_n_jobs
@@ -53,9 +54,12 @@ __all__ = [
 ]
 
 _PACKAGE_DIRECTORY = os.path.dirname(os.path.abspath(__file__)) + os.sep
-# scikit-learn wraps estimator methods (set_output's fit_transform, pipelines,
-# searches): the user's call is above those frames too.
-_LIBRARY_DIRECTORIES = (_PACKAGE_DIRECTORY, os.path.dirname(sklearn.__file__) + os.sep)
+# scikit-learn wraps estimator methods (set_output's fit_transform, pipelines)
+# and calls them on the user's behalf (searches, through joblib): the user's
+# call is above those frames too.
+_LIBRARY_DIRECTORIES = (_PACKAGE_DIRECTORY,) + tuple(
+    os.path.dirname(os.path.abspath(module.__file__)) + os.sep for module in (sklearn, joblib)
+)
 
 
 def warn_user(message, category=UserWarning):
@@ -63,8 +67,8 @@ def warn_user(message, category=UserWarning):
 
     A warning about a call (``fit`` did not converge, a parameter will be
     overwritten) belongs to the line of user code that made it: the first
-    frame outside skseq and scikit-learn, however many of their frames lie
-    in between.  A fixed ``stacklevel`` would point into a library whenever
+    frame outside skseq, scikit-learn and joblib, however many of their
+    frames lie in between.  A fixed ``stacklevel`` would point into a library whenever
     the depth differs (``fit`` through ``fit_transform``, a subclass's
     ``_fit_em``, a pipeline).
     """

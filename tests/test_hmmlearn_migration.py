@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.model_selection import GridSearchCV
 from sklearn.utils.validation import check_is_fitted
 
 from skseq import GMMHMM, CategoricalHMM, GaussianHMM, LinearGaussianSSM, PoissonHMM
@@ -487,10 +488,12 @@ def test_no_convergence_warning_without_a_gain_and_warnings_point_at_the_caller(
         ).fit(X, lengths=[50, 50])
         LinearGaussianSSM(n_iter=2, tol=1e-12).fit(X)
         LinearGaussianSSM(n_iter=2, tol=1e-12).fit_transform(X)
+        # a search fits on the user's behalf, through joblib
+        GridSearchCV(GaussianHMM(n_iter=2, tol=1e-12, random_state=0), {"n_components": [2]}).fit(X)
     convergence = [w for w in record if w.category is ConvergenceWarning]
-    assert len(convergence) == 5
+    assert len(convergence) == 5 + 6  # the search: five folds and the refit
     assert all("did not converge in n_iter=2" in str(w.message) for w in convergence)
-    assert [w.filename for w in convergence] == [__file__] * 5
+    assert [w.filename for w in convergence] == [__file__] * 11
 
 
 def test_pickled_model_keeps_its_assigned_monitor():
