@@ -73,6 +73,19 @@ def normalize_rows(counts, previous):
     return result
 
 
+def dirichlet_map(counts, prior, previous, support=None):
+    """MAP probabilities from expected counts under a Dirichlet prior, along the last axis.
+
+    ``max(prior - 1 + counts, 0)``, normalised; entries outside ``support``
+    (a boolean mask broadcastable to ``counts``) stay exactly zero whatever
+    the prior, and a row with nothing left keeps ``previous``.
+    """
+    counts = np.maximum(prior - 1 + counts, 0)
+    if support is not None:
+        counts = np.where(support, counts, 0)
+    return normalize_rows(counts, previous)
+
+
 def check_probability_vector(value, name, shape):
     """Validate a user-given probability vector or row-stochastic matrix."""
     try:
@@ -389,18 +402,18 @@ class BaseHMM(BaseEM):
 
     def _mstep(self, statistics):
         n_components = self.n_components
-        # MAP under Dirichlet priors: max(prior - 1 + counts, 0), normalised.
-        # Zero probabilities stay zero (a left-right topology is kept).
+        # MAP under Dirichlet priors.  Zero probabilities stay zero (a
+        # left-right topology is kept).
         if "s" in self.params:
             prior = self._prior("startprob_prior", (n_components,))
-            counts = np.maximum(prior - 1 + statistics["start"], 0)
-            counts = np.where(self.startprob_ == 0, 0, counts)
-            self.startprob_ = normalize_rows(counts, self.startprob_)[0]
+            self.startprob_ = dirichlet_map(
+                statistics["start"], prior, self.startprob_, support=self.startprob_ != 0
+            )[0]
         if "t" in self.params:
             prior = self._prior("transmat_prior", (n_components, n_components))
-            counts = np.maximum(prior - 1 + statistics["trans"], 0)
-            counts = np.where(self.transmat_ == 0, 0, counts)
-            self.transmat_ = normalize_rows(counts, self.transmat_)
+            self.transmat_ = dirichlet_map(
+                statistics["trans"], prior, self.transmat_, support=self.transmat_ != 0
+            )
         self._emission_mstep(statistics)
 
     def _n_parameters(self):

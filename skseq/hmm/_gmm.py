@@ -5,7 +5,7 @@ from scipy.special import logsumexp
 from sklearn.cluster import KMeans
 
 from ..base import check_scalar_param
-from ._base import BaseHMM, normalize_rows
+from ._base import BaseHMM, dirichlet_map
 from ._gaussian import (
     COVARIANCE_TYPES,
     check_covars,
@@ -396,8 +396,7 @@ class GMMHMM(BaseHMM):
             prior = np.broadcast_to(
                 np.asarray(self.weights_prior, dtype=np.float64), (n_components, n_mix)
             )
-            counts = np.maximum(post_mix + prior - 1, 0)
-            self.weights_ = normalize_rows(counts, self.weights_)
+            self.weights_ = dirichlet_map(post_mix, prior, self.weights_)
         means_prior = (
             np.broadcast_to(
                 np.asarray(self.means_prior, dtype=np.float64), (n_components, n_mix, n_features)
