@@ -52,6 +52,8 @@ def make_models():
     X[11] = np.nan
     counts = rng.poisson(3, (400, 2))
     symbols = rng.integers(0, 4, (400, 1))
+    # Several columns of different alphabets (padded emission table).
+    columns = np.column_stack([rng.integers(0, 2, 400), rng.integers(0, 5, 400)])
     cases = []
     for covariance_type in ("diag", "full", "spherical", "tied"):
         cases.append((GaussianHMM(3, covariance_type=covariance_type, random_state=0, n_iter=2), X))
@@ -59,6 +61,7 @@ def make_models():
     cases.append((GMMHMM(2, n_mix=2, covariance_type="diag", random_state=0, n_iter=2), X))
     cases.append((PoissonHMM(3, random_state=0, n_iter=2), counts))
     cases.append((CategoricalHMM(3, random_state=0, n_iter=2), symbols))
+    cases.append((CategoricalHMM(3, random_state=0, n_iter=2, n_features=[2, 5]), columns))
     return cases
 
 
@@ -286,3 +289,6 @@ def test_bad_batches():
     categorical = CategoricalHMM(2, random_state=0).partial_fit(np.array([[0], [1], [2], [1]]))
     with pytest.raises(ValueError, match="outside the alphabet"):
         categorical.partial_fit(np.array([[0], [5]]))
+    columns = CategoricalHMM(2, random_state=0).partial_fit(np.array([[0, 1], [1, 2], [2, 0]]))
+    with pytest.raises(ValueError, match="symbol 3 in column 1"):
+        columns.partial_fit(np.array([[0, 0], [1, 3]]))
