@@ -14,6 +14,7 @@ from skseq import (
     CategoricalHMM,
     GaussianHMM,
     LinearGaussianSSM,
+    MultinomialHMM,
     PoissonHMM,
     SelectiveSSMClassifier,
     SelectiveSSMRegressor,
@@ -58,6 +59,7 @@ ESTIMATORS = [
     GMMHMM(n_components=2, n_mix=2, random_state=0),
     PoissonHMM(n_components=2, random_state=0),
     CategoricalHMM(n_components=2, random_state=0),
+    MultinomialHMM(n_components=2, random_state=0),
     LinearGaussianSSM(),
     LinearGaussianSSM(n_components=2),
     # Small networks trained long enough for the checks that test learning.  In

@@ -1,7 +1,8 @@
-"""CategoricalHMM on several columns of symbols.
+"""CategoricalHMM on several columns of symbols, and MultinomialHMM.
 
 Exact values come from enumerating every state path of tiny models; one
-column of symbols is checked against hmmlearn in tests/test_hmm.py.
+column of symbols is checked against hmmlearn in tests/test_hmm.py, the
+multinomial model here (both skipped without hmmlearn).
 """
 
 import itertools
@@ -12,10 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import logsumexp
+from scipy.stats import multinomial
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
-from skseq import CategoricalHMM
+from skseq import CategoricalHMM, MultinomialHMM
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -320,3 +322,196 @@ def test_categorical_score_is_the_log_of_the_summed_path_probabilities(n_columns
     ]
     np.testing.assert_allclose(model.score(X), logsumexp(log_paths), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(model.predict_proba(X).sum(axis=1), 1.0, rtol=1e-12)
+
+
+# -- MultinomialHMM ------------------------------------------------------------
+
+MULTINOMIAL_EMISSIONS = np.array([[0.7, 0.2, 0.1, 0.0], [0.1, 0.2, 0.3, 0.4]])
+
+
+def multinomial_model(**parameters):
+    return MultinomialHMM(
+        2,
+        startprob_init=START,
+        transmat_init=TRANSITIONS,
+        emissionprob_init=MULTINOMIAL_EMISSIONS,
+        init_params="",
+        **parameters,
+    )
+
+
+def test_multinomial_log_pmf_matches_scipy():
+    rng = np.random.default_rng(2)
+    totals = rng.integers(0, 12, 40)
+    X = np.stack([rng.multinomial(n, [0.4, 0.3, 0.2, 0.1]) for n in totals])
+    model = fixed(multinomial_model, X)
+    expected = np.stack([multinomial.logpmf(X, totals, p) for p in MULTINOMIAL_EMISSIONS], 1)
+    got = model._compute_log_likelihood(X.astype(np.float64))
+    # A count in the category of probability zero is impossible for state 0.
+    assert np.array_equal(got[:, 0] == -np.inf, X[:, 3] > 0)
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_multinomial_matches_enumeration_of_paths():
+    X = np.array([[3, 1, 0, 0], [0, 1, 1, 2], [1, 0, 2, 1], [2, 2, 0, 0], [0, 0, 1, 3]])
+    model = fixed(multinomial_model, X, n_trials=4)
+    emission_of_row = np.stack([multinomial.pmf(X, 4, p) for p in MULTINOMIAL_EMISSIONS], 1)
+    total = 0.0
+    marginals = np.zeros((5, 2))
+    for path, p in enumerate_paths(START, TRANSITIONS, emission_of_row):
+        total += p
+        marginals[np.arange(5), path] += p
+    marginals /= total
+    np.testing.assert_allclose(model.score(X), np.log(total), rtol=1e-12)
+    np.testing.assert_allclose(model.predict_proba(X), marginals, rtol=1e-10)
+    stepped = multinomial_model(n_iter=1, n_trials=4).fit(X)
+    counts = marginals.T @ X
+    np.testing.assert_allclose(
+        stepped.emissionprob_, counts / counts.sum(axis=1, keepdims=True), rtol=1e-10
+    )
+    # Free parameters: 1 start + 2 transitions + 2 x (4 - 1) emissions.
+    np.testing.assert_allclose(model.bic(X), -2 * np.log(total) + 9 * np.log(5))
+
+
+def test_multinomial_one_em_step_equals_hmmlearn():
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    rng = np.random.default_rng(3)
+    parameters = {
+        "startprob_": rng.dirichlet(np.ones(3)),
+        "transmat_": rng.dirichlet(np.ones(3), size=3),
+        "emissionprob_": rng.dirichlet(np.ones(4), size=3),
+    }
+    X = np.concatenate(
+        [
+            rng.multinomial(10, p, size=n)
+            for p, n in zip(parameters["emissionprob_"], [90, 110, 100])
+        ]
+    )
+    lengths = [100, 150, 50]
+    models = []
+    for cls in (hmm.MultinomialHMM, MultinomialHMM):
+        model = cls(3, n_trials=10, n_iter=1, init_params="", transmat_prior=2.0)
+        for name, value in parameters.items():
+            setattr(model, name, value.copy())
+        models.append(model.fit(X, lengths=lengths))
+    theirs, ours = models
+    np.testing.assert_allclose(ours.monitor_.history[0], theirs.monitor_.history[0], rtol=1e-10)
+    for name in parameters:
+        np.testing.assert_allclose(getattr(ours, name), getattr(theirs, name), rtol=1e-8)
+    np.testing.assert_allclose(
+        ours.score(X, lengths=lengths), theirs.score(X, lengths=lengths), rtol=1e-8
+    )
+    np.testing.assert_allclose(ours.bic(X, lengths=lengths), theirs.bic(X, lengths=lengths))
+    np.testing.assert_allclose(
+        ours.decode(X, lengths=lengths)[0], theirs.decode(X, lengths=lengths)[0], rtol=1e-10
+    )
+    _, their_posteriors = theirs.score_samples(X, lengths=lengths)
+    np.testing.assert_allclose(ours.predict_proba(X, lengths=lengths), their_posteriors, atol=1e-9)
+    assert ours.n_features == theirs.n_features == 4
+
+
+def test_multinomial_with_one_trial_is_the_categorical_model():
+    """hmmlearn's pre-0.2.8 MultinomialHMM: one-hot rows of one trial = symbols."""
+    rng = np.random.default_rng(4)
+    symbols = rng.integers(0, 4, (150, 1))
+    one_hot = np.eye(4, dtype=int)[symbols[:, 0]]
+    common = dict(
+        startprob_init=START,
+        transmat_init=TRANSITIONS,
+        emissionprob_init=(MULTINOMIAL_EMISSIONS + 0.05) / 1.2,
+        emissionprob_prior=1.3,
+        n_iter=3,
+        tol=-np.inf,
+    )
+    categorical = CategoricalHMM(2, **common).fit(symbols, lengths=[50, 100])
+    counts = MultinomialHMM(2, n_trials=1, **common).fit(one_hot, lengths=[50, 100])
+    np.testing.assert_allclose(counts.monitor_.history, categorical.monitor_.history, rtol=1e-12)
+    np.testing.assert_allclose(counts.emissionprob_, categorical.emissionprob_, rtol=1e-10)
+    np.testing.assert_allclose(counts.transmat_, categorical.transmat_, rtol=1e-10)
+
+
+def test_multinomial_sample_and_recover():
+    truth = fixed(multinomial_model, np.array([[5, 0, 0, 0]]), n_trials=5)
+    X, states = truth.sample(4000, random_state=0)
+    assert X.shape == (4000, 4) and np.issubdtype(X.dtype, np.integer)
+    np.testing.assert_array_equal(X.sum(axis=1), 5)
+    assert np.all(X[states == 0, 3] == 0)  # probability zero in state 0
+    for state in range(2):
+        np.testing.assert_allclose(
+            X[states == state].mean(axis=0), 5 * MULTINOMIAL_EMISSIONS[state], atol=0.1
+        )
+    model = MultinomialHMM(2, n_trials=5, n_iter=100, tol=1e-6, random_state=0).fit(X)
+    order = np.argsort(model.emissionprob_[:, 0])[::-1]
+    np.testing.assert_allclose(model.emissionprob_[order], MULTINOMIAL_EMISSIONS, atol=0.03)
+    np.testing.assert_allclose(model.transmat_[np.ix_(order, order)], TRANSITIONS, atol=0.05)
+    # The per-row array form with one value samples too; several values cannot.
+    model.set_params(n_trials=np.full(4000, 5))
+    assert model.sample(3, random_state=1)[0].sum(axis=1).tolist() == [5, 5, 5]
+    for n_trials in (None, [4, 5]):
+        with pytest.raises(ValueError, match="set n_trials to one number"):
+            model.set_params(n_trials=n_trials).sample(3)
+
+
+def test_multinomial_rows_of_other_totals():
+    rng = np.random.default_rng(5)
+    totals = rng.integers(1, 9, 60)
+    totals[0] = 7
+    X = np.stack([rng.multinomial(n, [0.5, 0.3, 0.2]) for n in totals])
+    # Without n_trials every row is its own number of trials; with it, the rows
+    # learned from must sum to it, but any rows are scored (hmmlearn's rule).
+    model = MultinomialHMM(2, random_state=0).fit(X)
+    fixed_trials = MultinomialHMM(2, n_trials=4, random_state=0)
+    with pytest.raises(ValueError, match="row 0 sums to 7, not 4"):
+        fixed_trials.fit(X)
+    assert not hasattr(fixed_trials, "startprob_")  # rejected before any parameter was set
+    four = rng.multinomial(4, [0.5, 0.3, 0.2], size=30)
+    fixed_trials.fit(four)
+    free_trials = clone(fixed_trials).set_params(n_trials=None, n_iter=0)
+    for name in ("startprob_", "transmat_", "emissionprob_"):
+        setattr(free_trials, name, getattr(fixed_trials, name))
+    assert np.isfinite(fixed_trials.score(X))
+    np.testing.assert_allclose(fixed_trials.score(X), free_trials.score(X), rtol=1e-12)
+    with pytest.raises(ValueError, match="row 1 sums to 5, not 4"):
+        fixed_trials.partial_fit(np.array([[1, 1, 2], [5, 0, 0]]))
+    per_row = MultinomialHMM(2, n_trials=X.sum(axis=1), random_state=0).fit(X)
+    np.testing.assert_allclose(per_row.emissionprob_, model.emissionprob_)
+    with pytest.raises(ValueError, match="n_trials has 60 entries but X has 59 rows"):
+        clone(per_row).fit(X[1:])
+    wrong = X.sum(axis=1)
+    wrong[7] += 1
+    with pytest.raises(ValueError, match="row 7 sums to"):
+        clone(per_row).set_params(n_trials=wrong).fit(X)
+
+
+@pytest.mark.parametrize(
+    "parameters,X,error,message",
+    [
+        ({"n_trials": 2.5}, [[1, 1]], TypeError, "n_trials must be None, an integer"),
+        ({"n_trials": True}, [[1, 0]], TypeError, "n_trials"),
+        ({"n_trials": -1}, [[1, 0]], ValueError, "non-negative"),
+        ({"n_trials": [[1]]}, [[1, 0]], TypeError, "1-D"),
+        ({}, [[1.5, 0.5]], ValueError, "non-integer"),
+        ({}, [[-1, 2]], ValueError, "Negative"),
+        ({}, [[np.nan, 2]], ValueError, "NaN"),
+        ({"emissionprob_init": [[0.5, 0.5, 0.0]] * 2}, [[1, 1]], ValueError, "shape"),
+        ({"emissionprob_init": [[0.5, 0.6], [0.5, 0.5]]}, [[1, 1]], ValueError, "sum to 1"),
+    ],
+)
+def test_multinomial_bad_input(parameters, X, error, message):
+    X = np.array(X, dtype=np.float64)
+    copy = X.copy()
+    with pytest.raises(error, match=message):
+        MultinomialHMM(2, **parameters).fit(X)
+    np.testing.assert_array_equal(X, copy)
+
+
+def test_multinomial_partial_fit_step_equals_one_em_step():
+    rng = np.random.default_rng(6)
+    X = rng.multinomial(6, [0.3, 0.3, 0.2, 0.2], size=300)
+    lengths = [100, 120, 80]
+    batch = multinomial_model(n_iter=1).fit(X, lengths=lengths)
+    online = multinomial_model(learning_offset=0.0).partial_fit(X, lengths=lengths)
+    for name in ("startprob_", "transmat_", "emissionprob_"):
+        np.testing.assert_allclose(getattr(online, name), getattr(batch, name), rtol=1e-10)
+    with pytest.raises(ValueError, match="features"):
+        online.score(X[:, :3])

@@ -8,7 +8,8 @@ An emission model subclass adds:
 
 * ``_emission_letters``: ``{letter: attribute}`` of its parameters (hmmlearn's
   ``params`` / ``init_params`` codes, e.g. ``{"m": "means_", "c": "covars_"}``);
-* ``_validate_X(X, reset)``;
+* ``_validate_X(X, reset)``, and optionally ``_check_training_rows(X)`` for
+  what only the rows of ``fit`` and ``partial_fit`` must satisfy;
 * ``_emission_terms(X)`` -> ``(log_frameprob, cache)``: the log-likelihood of
   every row under every state, (n_samples, n_components), and whatever the
   statistics can reuse;
@@ -224,6 +225,13 @@ class BaseHMM(BaseEM):
         check_y_is_not_lengths(y, X.shape[0])
         offsets = sequence_offsets(X.shape[0], lengths=lengths, sequence_ids=sequence_ids)
         return X, offsets
+
+    def _check_training_rows(self, X):
+        """Validate rows the model learns from (fit, partial_fit) beyond ``_validate_X``.
+
+        Called before any parameter changes; subclasses extend (MultinomialHMM
+        checks the rows' totals against ``n_trials``).
+        """
 
     def _prepare_fitted(self, X, lengths, sequence_ids):
         check_is_fitted(self)
@@ -549,6 +557,7 @@ class BaseHMM(BaseEM):
         first_call = not hasattr(self, "startprob_") or not hasattr(self, "n_features_in_")
         self._check_params()
         X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=first_call)
+        self._check_training_rows(X)
         if not first_call:
             self._check_fitted_parameters(X.shape[1])
             self._ensure_emission_centre()
@@ -621,6 +630,7 @@ class BaseHMM(BaseEM):
         """
         self._check_params()
         X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=True)
+        self._check_training_rows(X)
         return self._fit_em(X, offsets)
 
     def score(self, X, y=None, *, lengths=None, sequence_ids=None, sample_weight=None):

@@ -1,4 +1,5 @@
-"""Emissions on whole numbers: CategoricalHMM (symbols) and PoissonHMM (counts)."""
+"""Emissions on whole numbers: CategoricalHMM (symbols), MultinomialHMM (counts over
+trials) and PoissonHMM (counts)."""
 
 import numpy as np
 from scipy.special import gammaln
@@ -7,7 +8,7 @@ from sklearn.utils.validation import validate_data
 
 from ._base import BaseHMM, check_probability_vector, dirichlet_map
 
-__all__ = ["CategoricalHMM", "PoissonHMM"]
+__all__ = ["CategoricalHMM", "MultinomialHMM", "PoissonHMM"]
 
 
 def validate_whole_numbers(estimator, X, reset, what):
@@ -25,6 +26,11 @@ def validate_whole_numbers(estimator, X, reset, what):
     if np.any(X != np.floor(X)):
         raise ValueError(f"{name} needs whole-number {what}; X has non-integer values.")
     return X
+
+
+def log_factorials(X):
+    """sum_f log(x_f!) of each row of whole numbers."""
+    return gammaln(X + 1).sum(axis=1)
 
 
 def perturbed_frequencies(counts, n_components, random_state, support=None):
@@ -71,6 +77,21 @@ def check_alphabet_sizes(value, name, n_columns):
             f"{name} gives {sizes.shape[0]} alphabet sizes for {n_columns} column(s) of symbols."
         )
     return np.broadcast_to(sizes, (n_columns,)).astype(np.intp)
+
+
+def check_trials(value):
+    """MultinomialHMM's ``n_trials``: None, an int >= 0, or a 1-D array of them."""
+    if value is None:
+        return None
+    trials = np.asarray(value)
+    if trials.dtype == bool or not np.issubdtype(trials.dtype, np.integer) or trials.ndim > 1:
+        raise TypeError(
+            f"n_trials must be None, an integer or a 1-D array of integers (one per row), "
+            f"got {value!r}."
+        )
+    if np.any(trials < 0):
+        raise ValueError(f"n_trials must be non-negative, got {value!r}.")
+    return trials
 
 
 class CategoricalHMM(BaseHMM):
@@ -396,6 +417,242 @@ class CategoricalHMM(BaseHMM):
         return parameters
 
 
+class MultinomialHMM(BaseHMM):
+    """Hidden Markov model with multinomial emissions: rows of counts over trials.
+
+    hmmlearn's ``MultinomialHMM`` as it is since hmmlearn 0.2.8: row x_t of
+    ``X`` counts how many of n_t trials fell into each of the ``n_features``
+    categories (columns), n_t = sum_f x_tf, and state j draws it from the
+    multinomial distribution with probabilities ``emissionprob_[j]``,
+
+        p(x_t | z_t = j) = n_t! / (prod_f x_tf!) * prod_f emissionprob_[j, f] ** x_tf,
+
+    the coefficient included (as hmmlearn and ``scipy.stats.multinomial``).
+    hmmlearn's class of this name meant something else before 0.2.8 (one
+    column of symbols, one trial per row): that model is
+    :class:`CategoricalHMM`.  It is also this one with ``n_trials=1`` and
+    one-hot rows, which gives the same likelihoods and EM steps.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        Number of hidden states.
+    n_trials : int, array-like of int of shape (n_samples,) or None, default=None
+        Number of trials of each row.  None: each row's total is its number
+        of trials, and rows may differ.  An int (or one per row of the
+        training data, hmmlearn's array form): the rows that :meth:`fit` and
+        :meth:`partial_fit` learn from must sum to it, else a ``ValueError``
+        names the first row that does not; :meth:`sample` draws rows of
+        ``n_trials`` trials and needs a single number.  Scoring and decoding
+        take each row's own total, as hmmlearn does.
+    startprob_prior, transmat_prior : float or array, default=1.0
+        Dirichlet priors, as in :class:`GaussianHMM`.
+    algorithm, random_state, n_iter, tol, verbose, implementation
+        As in :class:`GaussianHMM`.
+    params, init_params : str, default="ste"
+        "s" startprob, "t" transmat, "e" emissionprob.
+    emissionprob_prior : float or array of shape (n_components, n_features), default=1.0
+        Dirichlet concentration of the prior on the rows of ``emissionprob_``
+        (1 = no prior, hmmlearn's M step).
+    startprob_init, transmat_init, emissionprob_init : array-like, optional
+        Initial values (clone-safe), taking precedence over ``init_params``.
+    n_init : int, default=1
+        Number of initialisations; the best is kept.
+    n_jobs : int, default=None
+        Threads for the E step over sequences.
+    learning_method, learning_decay, learning_offset, total_samples, batch_size
+        Stochastic EM, as in :class:`GaussianHMM`.
+
+    Attributes
+    ----------
+    startprob_, transmat_ : ndarray
+    emissionprob_ : ndarray of shape (n_components, n_features)
+        Each state's probabilities of the categories; rows sum to 1.
+    n_features : int
+        Number of categories (hmmlearn's name, from ``emissionprob_``).
+    monitor_, n_iter_, converged_, n_features_in_, n_batch_iter_, filtered_state_
+        As in :class:`GaussianHMM`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq import MultinomialHMM
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.multinomial(10, [0.8, 0.1, 0.1], 50),
+    ...                     rng.multinomial(10, [0.1, 0.1, 0.8], 50)])
+    >>> model = MultinomialHMM(n_components=2, n_trials=10, random_state=0).fit(X)
+    >>> model.emissionprob_[np.argsort(model.emissionprob_[:, 0])].round(1)
+    array([[0.1, 0.1, 0.8],
+           [0.8, 0.1, 0.1]])
+    >>> model.sample(3, random_state=0)[0].sum(axis=1)
+    array([10, 10, 10])
+    """
+
+    _emission_letters = {"e": "emissionprob_"}
+
+    def __init__(
+        self,
+        n_components=1,
+        n_trials=None,
+        startprob_prior=1.0,
+        transmat_prior=1.0,
+        algorithm="viterbi",
+        random_state=None,
+        n_iter=10,
+        tol=1e-2,
+        verbose=False,
+        params="ste",
+        init_params="ste",
+        implementation="log",
+        *,
+        emissionprob_prior=1.0,
+        startprob_init=None,
+        transmat_init=None,
+        emissionprob_init=None,
+        n_init=1,
+        n_jobs=None,
+        learning_method="batch",
+        learning_decay=0.6,
+        learning_offset=0.0,
+        total_samples=None,
+        batch_size=32,
+    ):
+        super().__init__(
+            n_components,
+            startprob_prior=startprob_prior,
+            transmat_prior=transmat_prior,
+            algorithm=algorithm,
+            random_state=random_state,
+            n_iter=n_iter,
+            tol=tol,
+            verbose=verbose,
+            params=params,
+            init_params=init_params,
+            implementation=implementation,
+            startprob_init=startprob_init,
+            transmat_init=transmat_init,
+            n_init=n_init,
+            n_jobs=n_jobs,
+            learning_method=learning_method,
+            learning_decay=learning_decay,
+            learning_offset=learning_offset,
+            total_samples=total_samples,
+            batch_size=batch_size,
+        )
+        self.n_trials = n_trials
+        self.emissionprob_prior = emissionprob_prior
+        self.emissionprob_init = emissionprob_init
+
+    @property
+    def n_features(self):
+        """Number of categories (hmmlearn's name; the columns of ``emissionprob_``)."""
+        return np.shape(self.emissionprob_)[1]
+
+    def _check_emission_params(self):
+        check_trials(self.n_trials)
+
+    def _validate_X(self, X, reset):
+        return validate_whole_numbers(self, X, reset, "counts")
+
+    def _check_training_rows(self, X):
+        trials = check_trials(self.n_trials)
+        if trials is None:
+            return
+        if trials.ndim == 1 and trials.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"n_trials has {trials.shape[0]} entries but X has {X.shape[0]} rows: give "
+                "one number of trials per row, or one int for every row."
+            )
+        totals = X.sum(axis=1)
+        wrong = np.flatnonzero(totals != trials)
+        if wrong.size:
+            row = wrong[0]
+            expected = trials if trials.ndim == 0 else trials[row]
+            raise ValueError(
+                f"The rows of X must sum to n_trials (counts over n_trials trials): row {row} "
+                f"sums to {totals[row]:g}, not {int(expected)} ({wrong.size} of {X.shape[0]} "
+                "rows differ)."
+            )
+
+    def _initialize_emissions(self, X, random_state):
+        n_components, n_features = self.n_components, X.shape[1]
+        emissionprob = self._initial_value("emissionprob_")
+        if emissionprob is None:
+            totals = X.sum(axis=0)[None, :]
+            emissionprob = perturbed_frequencies(totals, n_components, random_state)[:, 0]
+        self.emissionprob_ = check_probability_vector(
+            emissionprob, "emissionprob", (n_components, n_features)
+        )
+
+    def _check_emission_parameters(self, n_features):
+        emissionprob = np.asarray(self.emissionprob_)
+        if emissionprob.ndim != 2:
+            raise ValueError(
+                f"emissionprob_ must have shape (n_components, n_features), "
+                f"got {emissionprob.shape}."
+            )
+        if n_features is not None and emissionprob.shape[1] != n_features:
+            raise ValueError(
+                f"X has {n_features} features (categories), but emissionprob_ has "
+                f"{emissionprob.shape[1]}."
+            )
+        check_probability_vector(
+            emissionprob, "emissionprob_", (self.n_components, emissionprob.shape[1])
+        )
+
+    def _emission_terms(self, X):
+        emissionprob = np.asarray(self.emissionprob_, dtype=np.float64)
+        impossible = emissionprob == 0
+        with np.errstate(divide="ignore"):
+            log_probabilities = np.where(impossible, 0.0, np.log(emissionprob))
+        coefficients = gammaln(X.sum(axis=1) + 1) - log_factorials(X)
+        log_pmf = X @ log_probabilities.T + coefficients[:, None]
+        if impossible.any():
+            # A count in a category of probability zero (0 ** 0 = 1 otherwise).
+            log_pmf[(X > 0).astype(np.float64) @ impossible.T > 0] = -np.inf
+        return log_pmf, None
+
+    def _emission_statistics(self, X, posteriors, cache):
+        return {"obs": posteriors.T @ X}
+
+    def _emission_features(self, X, cache):
+        return np.broadcast_to(X[:, None, :], (X.shape[0], self.n_components, X.shape[1]))
+
+    def _statistics_from_features(self, sums):
+        return {"obs": sums}
+
+    def _emission_mstep(self, statistics):
+        if "e" in self.params:
+            prior = self._prior("emissionprob_prior", np.shape(self.emissionprob_))
+            self.emissionprob_ = dirichlet_map(statistics["obs"], prior, self.emissionprob_)
+
+    def _emission_n_parameters(self):
+        n_components, n_features = np.shape(self.emissionprob_)
+        return {"e": n_components * (n_features - 1)}
+
+    def _sample_emissions(self, states, random_state):
+        trials = check_trials(self.n_trials)
+        values = np.unique(trials) if trials is not None else np.array([])
+        if values.size != 1:
+            raise ValueError(
+                "MultinomialHMM.sample draws rows of n_trials trials: set n_trials to one "
+                f"number of trials (e.g. set_params(n_trials=10)); it is {self.n_trials!r}."
+            )
+        emissionprob = np.asarray(self.emissionprob_, dtype=np.float64)
+        X = np.zeros((len(states), emissionprob.shape[1]), dtype=np.int64)
+        for state in np.unique(states):
+            rows = np.flatnonzero(states == state)
+            probabilities = emissionprob[state] / emissionprob[state].sum()
+            X[rows] = random_state.multinomial(int(values[0]), probabilities, size=rows.size)
+        return X
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.categorical = True
+        return tags
+
+
 class PoissonHMM(BaseHMM):
     """Hidden Markov model with independent Poisson emissions per feature.
 
@@ -539,8 +796,7 @@ class PoissonHMM(BaseHMM):
     def _emission_terms(self, X):
         lambdas = np.asarray(self.lambdas_, dtype=np.float64)
         log_rates = np.log(np.maximum(lambdas, 1e-300))
-        log_factorials = gammaln(X + 1).sum(axis=1)
-        log_pmf = X @ log_rates.T - lambdas.sum(axis=1) - log_factorials[:, None]
+        log_pmf = X @ log_rates.T - lambdas.sum(axis=1) - log_factorials(X)[:, None]
         return log_pmf, None
 
     def _emission_statistics(self, X, posteriors, cache):
