@@ -697,7 +697,7 @@ class PoissonHMM(BaseHMM):
     >>> X = np.concatenate([rng.poisson(2, (60, 1)), rng.poisson(20, (60, 1))])
     >>> model = PoissonHMM(n_components=2, random_state=0).fit(X)
     >>> np.sort(model.lambdas_.ravel()).round(0)
-    array([ 2., 20.])
+    array([ 2., 21.])
     """
 
     _emission_letters = {"l": "lambdas_"}
