@@ -1,6 +1,6 @@
 """skseq: scikit-learn estimators for sequence models on Cython nogil kernels."""
 
-from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
+from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, MultinomialHMM, PoissonHMM
 from .lds import LinearGaussianSSM
 from .neural import SelectiveSSMClassifier, SelectiveSSMRegressor
 
@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 __all__ = [
     "GaussianHMM",
     "CategoricalHMM",
+    "MultinomialHMM",
     "PoissonHMM",
     "GMMHMM",
     "LinearGaussianSSM",

@@ -756,7 +756,7 @@ def test_bad_input_after_fit(fitted_gaussian):
         (np.array([[0.5], [1.0]]), "non-integer"),
         (np.array([[-1], [1]]), "Negative"),
         (np.array([[np.nan], [1]]), "NaN"),
-        (np.array([[0, 1], [1, 0]]), "one column"),
+        (np.array([[0, 1], [1, np.inf]]), "inf"),
     ],
 )
 def test_categorical_rejects_bad_symbols(X, message):

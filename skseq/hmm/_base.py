@@ -8,7 +8,8 @@ An emission model subclass adds:
 
 * ``_emission_letters``: ``{letter: attribute}`` of its parameters (hmmlearn's
   ``params`` / ``init_params`` codes, e.g. ``{"m": "means_", "c": "covars_"}``);
-* ``_validate_X(X, reset)``;
+* ``_validate_X(X, reset)``, and optionally ``_check_training_rows(X)`` for
+  what only the rows of ``fit`` and ``partial_fit`` must satisfy;
 * ``_emission_terms(X)`` -> ``(log_frameprob, cache)``: the log-likelihood of
   every row under every state, (n_samples, n_components), and whatever the
   statistics can reuse;
@@ -87,6 +88,19 @@ def normalize_rows(counts, previous):
         result = counts / sums
     result[empty] = previous[empty]
     return result
+
+
+def dirichlet_map(counts, prior, previous, support=None):
+    """MAP probabilities from expected counts under a Dirichlet prior, along the last axis.
+
+    ``max(prior - 1 + counts, 0)``, normalised; entries outside ``support``
+    (a boolean mask broadcastable to ``counts``) stay exactly zero whatever
+    the prior, and a row with nothing left keeps ``previous``.
+    """
+    counts = np.maximum(prior - 1 + counts, 0)
+    if support is not None:
+        counts = np.where(support, counts, 0)
+    return normalize_rows(counts, previous)
 
 
 def check_probability_vector(value, name, shape):
@@ -330,6 +344,13 @@ class BaseHMM(BaseEM):
         offsets = sequence_offsets(X.shape[0], lengths=lengths, sequence_ids=sequence_ids)
         return X, offsets
 
+    def _check_training_rows(self, X):
+        """Validate rows the model learns from (fit, partial_fit) beyond ``_validate_X``.
+
+        Called before any parameter changes; subclasses extend (MultinomialHMM
+        checks the rows' totals against ``n_trials``).
+        """
+
     def _prepare_fitted(self, X, lengths, sequence_ids, y=None, method=None):
         check_is_fitted(self)
         X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=False, method=method)
@@ -540,18 +561,18 @@ class BaseHMM(BaseEM):
 
     def _mstep(self, statistics):
         n_components = self.n_components
-        # MAP under Dirichlet priors: max(prior - 1 + counts, 0), normalised.
-        # Zero probabilities stay zero (a left-right topology is kept).
+        # MAP under Dirichlet priors.  Zero probabilities stay zero (a
+        # left-right topology is kept).
         if "s" in self.params:
             prior = self._prior("startprob_prior", (n_components,))
-            counts = np.maximum(prior - 1 + statistics["start"], 0)
-            counts = np.where(self.startprob_ == 0, 0, counts)
-            self.startprob_ = normalize_rows(counts, self.startprob_)[0]
+            self.startprob_ = dirichlet_map(
+                statistics["start"], prior, self.startprob_, support=self.startprob_ != 0
+            )[0]
         if "t" in self.params:
             prior = self._prior("transmat_prior", (n_components, n_components))
-            counts = np.maximum(prior - 1 + statistics["trans"], 0)
-            counts = np.where(self.transmat_ == 0, 0, counts)
-            self.transmat_ = normalize_rows(counts, self.transmat_)
+            self.transmat_ = dirichlet_map(
+                statistics["trans"], prior, self.transmat_, support=self.transmat_ != 0
+            )
         self._emission_mstep(statistics)
 
     def _n_parameters(self):
@@ -694,6 +715,7 @@ class BaseHMM(BaseEM):
         X, offsets = self._prepare(
             X, y, lengths, sequence_ids, reset=first_call, method="partial_fit"
         )
+        self._check_training_rows(X)
         self._check_priors(X.shape[1])
         if not first_call:
             self._check_fitted_parameters(X.shape[1])
@@ -767,6 +789,7 @@ class BaseHMM(BaseEM):
         """
         self._check_params()
         X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=True)
+        self._check_training_rows(X)
         self._check_priors(X.shape[1])
         return self._fit_em(X, offsets)
 

@@ -4,7 +4,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ..base import check_scalar_param
-from ._base import BaseHMM, fit_kmeans, normalize_rows
+from ._base import BaseHMM, dirichlet_map, fit_kmeans
 from ._gaussian import (
     COVARIANCE_TYPES,
     check_covars,
@@ -422,8 +422,7 @@ class GMMHMM(BaseHMM):
             prior = np.broadcast_to(
                 np.asarray(self.weights_prior, dtype=np.float64), (n_components, n_mix)
             )
-            counts = np.maximum(post_mix + prior - 1, 0)
-            self.weights_ = normalize_rows(counts, self.weights_)
+            self.weights_ = dirichlet_map(post_mix, prior, self.weights_)
         means_prior = (
             np.broadcast_to(
                 np.asarray(self.means_prior, dtype=np.float64), (n_components, n_mix, n_features)
