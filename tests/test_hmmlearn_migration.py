@@ -16,7 +16,14 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils.validation import check_is_fitted
 
-from skseq import GMMHMM, CategoricalHMM, GaussianHMM, LinearGaussianSSM, PoissonHMM
+from skseq import (
+    GMMHMM,
+    CategoricalHMM,
+    GaussianHMM,
+    LinearGaussianSSM,
+    MultinomialHMM,
+    PoissonHMM,
+)
 from skseq.base import ConvergenceMonitor
 
 # Convergence within a handful of iterations is not the point here.
@@ -226,6 +233,16 @@ def test_n_features_of_poisson_gmm_and_categorical():
     model.n_features = 2
     with pytest.raises(ValueError, match="Unexpected number of dimensions"):
         model.fit(np.ones((10, 3)))
+    multinomial = MultinomialHMM(2, n_trials=5, init_params="")
+    multinomial.n_features = 3  # hmmlearn's tutorial sets it before the parameters
+    multinomial.startprob_ = [0.5, 0.5]
+    multinomial.transmat_ = [[0.9, 0.1], [0.1, 0.9]]
+    multinomial.emissionprob_ = [[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]]
+    counts, _ = multinomial.sample(10, random_state=0)
+    assert counts.shape == (10, 3) and np.all(counts.sum(axis=1) == 5)
+    multinomial.emissionprob_ = [[0.5, 0.5], [0.5, 0.5]]
+    with pytest.raises(ValueError, match="X has 3 features"):
+        multinomial.sample(3)
     # CategoricalHMM's n_features stays its constructor parameter (the alphabet size).
     categorical = CategoricalHMM(2, random_state=0, n_iter=2)
     categorical.fit(np.array([[0], [1], [2], [1]] * 5))

@@ -14,6 +14,7 @@ from skseq import (
     CategoricalHMM,
     GaussianHMM,
     LinearGaussianSSM,
+    MultinomialHMM,
     PoissonHMM,
     SelectiveSSMRegressor,
 )
@@ -125,11 +126,15 @@ def test_masked_entries_follow_each_models_missing_data():
         (lambda: PoissonHMM(2), np.ma.masked_array([[1], [2], [3]], mask=[[0], [1], [0]])),
         (lambda: CategoricalHMM(2), np.ma.masked_array([[0], [1], [1]], mask=[[0], [1], [0]])),
         (
+            lambda: MultinomialHMM(2),
+            np.ma.masked_array([[1, 2], [3, 0], [2, 1]], mask=[[0, 0], [1, 0], [0, 0]]),
+        ),
+        (
             lambda: SelectiveSSMRegressor(max_iter=1),
             np.ma.masked_array(np.ones((4, 5)), mask=np.eye(4, 5, dtype=bool)),
         ),
     ],
-    ids=["PoissonHMM", "CategoricalHMM", "SelectiveSSMRegressor"],
+    ids=["PoissonHMM", "CategoricalHMM", "MultinomialHMM", "SelectiveSSMRegressor"],
 )
 def test_masked_entries_where_missing_data_are_not_supported_raise(make, X):
     model = make()

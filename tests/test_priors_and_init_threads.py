@@ -5,7 +5,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.cluster import KMeans
 
-from skseq import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
+from skseq import GMMHMM, CategoricalHMM, GaussianHMM, MultinomialHMM, PoissonHMM
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -53,13 +53,18 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
             ValueError,
             "emissionprob_prior must be > 0",
         ),
+        (
+            lambda: MultinomialHMM(2, emissionprob_prior=-1.0),
+            ValueError,
+            "emissionprob_prior must be > 0",
+        ),
     ],
 )
 def test_prior_hyperparameters_are_validated_at_fit(make, error, message):
     model = make()
     X = (
         np.array([[0], [1], [2], [1]] * 10)
-        if isinstance(model, (PoissonHMM, CategoricalHMM))
+        if isinstance(model, (PoissonHMM, CategoricalHMM, MultinomialHMM))
         else np.random.default_rng(0).normal(size=(40, 2))
     )
     with pytest.raises(error, match=message):
