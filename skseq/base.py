@@ -23,7 +23,6 @@ s_t = (1 - rho_t) s_{t-1} + rho_t (N / B) s_batch of scikit-learn's
 on it.
 """
 
-import numbers
 import sys
 import time
 import warnings
@@ -38,6 +37,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._parallel import ThreadRunner, single_threaded_blas
 from ._sequences import split_offsets
+from ._validation import check_scalar_param
 
 __all__ = ["ConvergenceMonitor", "SufficientStatistics", "BaseEM", "check_scalar_param"]
 
@@ -133,34 +133,6 @@ class ConvergenceMonitor:
     def converged(self):
         """Whether the last gain in log-likelihood fell below ``tol``."""
         return len(self.history) >= 2 and self.history[-1] - self.history[-2] < self.tol
-
-
-def check_scalar_param(
-    value, name, kind, *, low=None, high=None, low_open=False, high_open=False, allow_inf=False
-):
-    """Validate one hyperparameter; raise TypeError or ValueError naming it.
-
-    ``kind`` is ``"int"`` or ``"real"``.  Bounds are closed unless
-    ``low_open`` / ``high_open``.  Reals must be finite unless ``allow_inf``
-    (NaN is always rejected).
-    """
-    if kind == "int":
-        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-        expected = "an integer"
-    else:
-        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-        expected = "a real number"
-    if not ok:
-        raise TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}.")
-    if kind == "real" and (np.isnan(value) or (not allow_inf and np.isinf(value))):
-        raise ValueError(f"{name} must be {'a number' if allow_inf else 'finite'}, got {value!r}.")
-    if low is not None and (value < low or (low_open and value == low)):
-        bound = ">" if low_open else ">="
-        raise ValueError(f"{name} must be {bound} {low}, got {value!r}.")
-    if high is not None and (value > high or (high_open and value == high)):
-        bound = "<" if high_open else "<="
-        raise ValueError(f"{name} must be {bound} {high}, got {value!r}.")
-    return value
 
 
 class BaseEM(BaseEstimator):
