@@ -1,6 +1,10 @@
 """LinearGaussianSSM: scikit-learn API, EM, recovery, streams, validation."""
 
+import copy
 import pickle
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import numpy as np
@@ -573,6 +577,186 @@ def test_bad_data_raise_clear_errors():
     model.transform(partly)
     np.testing.assert_array_equal(partly, partly_copy)
     np.testing.assert_array_equal(X, X_copy)
+
+
+# -- validation of the fitted parameters -------------------------------------------------
+
+CONTROLLED_PARAMS = dict(TRUE_PARAMS, control_matrix=np.array([[0.3], [0.1]]))
+COVARIANCES = ("transition_covariance", "observation_covariance", "initial_state_covariance")
+
+
+def _wrong_shape(value):
+    return np.zeros((value.shape[0] + 1,) + value.shape[1:])
+
+
+def _with_nan(value):
+    value = np.array(value, dtype=float)
+    value.flat[0] = np.nan
+    return value
+
+
+def _asymmetric(value):
+    value = np.array(value, dtype=float)
+    value[0, 1] += 0.5
+    return value
+
+
+def _indefinite(value):
+    return np.diag(np.r_[-1.0, np.ones(value.shape[0] - 1)])
+
+
+CORRUPTIONS = [
+    *[(name, _wrong_shape, f"{name}_ must have shape") for name in CONTROLLED_PARAMS],
+    *[(name, _with_nan, f"{name}_ contains NaN") for name in CONTROLLED_PARAMS],
+    *[(name, _asymmetric, f"{name}_ must be symmetric") for name in COVARIANCES],
+    *[(name, _indefinite, f"{name}_ must be positive definite") for name in COVARIANCES],
+    ("n_components", 1, r"transition_matrix_ must have shape \(1, 1\)"),
+    ("n_components", 3, r"transition_matrix_ must have shape \(3, 3\)"),
+]
+
+METHOD_CALLS = {
+    "score": lambda model, X, u: model.score(X, controls=u),
+    "score_sequences": lambda model, X, u: model.score_sequences(X, controls=u),
+    "transform": lambda model, X, u: model.transform(X, controls=u),
+    "filter": lambda model, X, u: model.filter(X, controls=u),
+    "smooth": lambda model, X, u: model.smooth(X, controls=u),
+    "forecast": lambda model, X, u: model.forecast(X, 3, controls=u, future_controls=u[:3]),
+    "sample": lambda model, X, u: model.sample(len(X), controls=u),
+    "filter_update": lambda model, X, u: [
+        model.filter_update(X[0]),
+        model.filter_update(X[1], u[1]),
+    ],
+    "reset_filter": lambda model, X, u: model.reset_filter(X, controls=u),
+    "partial_fit": lambda model, X, u: model.partial_fit(X, controls=u),
+    "aic": lambda model, X, u: model.aic(X, controls=u),
+    "bic": lambda model, X, u: model.bic(X, controls=u),
+}
+
+
+@pytest.fixture(scope="module")
+def controlled_model_and_data():
+    model = model_with(CONTROLLED_PARAMS, n_controls=1)
+    controls = np.random.default_rng(30).normal(size=(12, 1))
+    X = sample_sequences(model, [12], seed=30, controls=controls)
+    return model, X, controls
+
+
+@pytest.mark.parametrize("method", list(METHOD_CALLS))
+@pytest.mark.parametrize(
+    "name, corrupt, message",
+    CORRUPTIONS,
+    ids=[f"{name}-{getattr(corrupt, '__name__', corrupt)}" for name, corrupt, _ in CORRUPTIONS],
+)
+def test_every_method_validates_the_fitted_parameters(
+    controlled_model_and_data, method, name, corrupt, message
+):
+    """Hand-set or stale fitted arrays are a ValueError naming them, before any kernel runs
+    (a wrong shape used to make the kernels read and write past their buffers)."""
+    fitted, X, controls = controlled_model_and_data
+    model = copy.deepcopy(fitted)
+    if name == "n_components":
+        model.set_params(n_components=corrupt)
+    else:
+        setattr(model, f"{name}_", corrupt(getattr(model, f"{name}_")))
+    X_copy, controls_copy = X.copy(), controls.copy()
+    with pytest.raises(ValueError, match=message):
+        METHOD_CALLS[method](model, X, controls)
+    np.testing.assert_array_equal(X, X_copy)
+    np.testing.assert_array_equal(controls, controls_copy)
+
+
+def test_valid_fitted_parameters_pass_every_method(controlled_model_and_data):
+    """The same calls succeed on the intact model (the checks reject nothing valid)."""
+    fitted, X, controls = controlled_model_and_data
+    for call in METHOD_CALLS.values():
+        call(copy.deepcopy(fitted), X, controls)
+
+
+def test_hand_set_parameters_of_another_size_work_once_consistent(controlled_model_and_data):
+    """Fitted arrays set by hand for a new n_components are used when they all agree."""
+    fitted, X, controls = controlled_model_and_data
+    model = copy.deepcopy(fitted).set_params(n_components=1)
+    one_state = dict(
+        transition_matrix=[[0.8]],
+        observation_matrix=[[1.0], [0.5], [-0.5]],
+        transition_covariance=[[0.3]],
+        observation_covariance=np.eye(3) * 0.4,
+        transition_offset=[0.1],
+        observation_offset=[1.0, -2.0, 0.5],
+        control_matrix=[[0.2]],
+        initial_state_mean=[0.0],
+        initial_state_covariance=[[1.0]],
+    )
+    for name, value in one_state.items():
+        setattr(model, f"{name}_", value)
+    reference = kalman_filter(X, **one_state, controls=controls)
+    assert model.score(X, controls=controls) == pytest.approx(reference.log_likelihood, rel=1e-12)
+    # The stream of earlier partial_fit calls has the old state dimension.
+    model._stream_state = (np.zeros(2), np.eye(2))
+    with pytest.raises(ValueError, match="new_sequence=True"):
+        model.partial_fit(X, controls=controls)
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("filter_state_mean_", np.zeros(3), r"filter_state_mean_ must have shape \(2,\)"),
+        ("filter_state_mean_", np.array([np.nan, 0.0]), "filter_state_mean_ contains NaN"),
+        ("filter_state_covariance_", np.eye(3), r"filter_state_covariance_ must have shape"),
+        ("filter_state_covariance_", np.full((2, 2), np.inf), "filter_state_covariance_ contains"),
+        ("filter_state_covariance_", np.array([[1.0, 0.5], [0.0, 1.0]]), "must be symmetric"),
+        ("filter_state_covariance_", np.diag([1.0, -1.0]), "must be positive semi-definite"),
+    ],
+)
+def test_filter_update_validates_the_stream_state(name, value, message):
+    model = model_with(TRUE_PARAMS)
+    X = sample_sequences(model, [5], seed=31)
+    model.filter_update(X[0])
+    setattr(model, name, value)
+    with pytest.raises(ValueError, match=message):
+        model.filter_update(X[1])
+    model.reset_filter()
+    model.filter_update(X[0])  # a reset stream starts again from the prior
+
+
+def test_the_out_of_bounds_paths_of_the_issue_raise_in_a_subprocess():
+    """The calls that used to corrupt the heap, run in a child process: a regression
+    fails this test instead of killing the test run."""
+    code = textwrap.dedent(
+        """
+        import warnings
+        import numpy as np
+        from skseq.lds import LinearGaussianSSM
+
+        warnings.simplefilter("ignore")
+        X = np.random.default_rng(0).normal(size=(40, 3)).cumsum(axis=0)
+
+        def outcome(corrupt, call):
+            model = LinearGaussianSSM(2, n_iter=2).fit(X)
+            corrupt(model)
+            try:
+                call(model)
+            except ValueError:
+                return "ValueError"
+            return "no error"
+
+        print([
+            outcome(lambda m: m.set_params(n_components=1),
+                    lambda m: [m.filter_update(x) for x in X[:3]]),
+            outcome(lambda m: setattr(m, "observation_matrix_", np.ones((8, 2))),
+                    lambda m: m.forecast(X, 5)),
+            outcome(lambda m: setattr(m, "observation_covariance_", np.eye(2)),
+                    lambda m: m.score(X)),
+            outcome(lambda m: setattr(m, "transition_covariance_", np.eye(1)),
+                    lambda m: m.smooth(X)),
+        ])
+        """
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == str(["ValueError"] * 4)
 
 
 # -- stochastic EM -------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The linear-Gaussian state-space model, fitted by EM (MATH.md §4).
+"""The linear-Gaussian state-space model, fitted by EM (doc/user_guide/lgssm.rst).
 
 Model, with ``k = n_components`` states, ``p`` features and ``m`` optional
 control inputs::
@@ -28,11 +28,14 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from .._kernels import _kalman
 from .._sequences import check_y_is_not_lengths, sequence_offsets
+from .._validation import check_n_jobs
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
     check_controls,
     check_covariance,
+    check_lgssm_arrays,
     check_matrix,
+    check_state_covariance,
     em_statistics_offsets,
     filter_last_offsets,
     filter_offsets,
@@ -340,10 +343,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         check_scalar_param(self.n_iter, "n_iter", "int", low=0)
         check_scalar_param(self.tol, "tol", "real", low=0)
         check_scalar_param(self.n_init, "n_init", "int", low=1)
-        if self.n_jobs is not None:
-            check_scalar_param(self.n_jobs, "n_jobs", "int")
-            if self.n_jobs == 0:
-                raise ValueError("n_jobs == 0 has no meaning; use None, a positive int or -1.")
+        check_n_jobs(self.n_jobs)
         if not isinstance(self.verbose, numbers.Integral):
             raise TypeError(f"verbose must be an int or bool, got {self.verbose!r}.")
         self._check_stochastic_params()
@@ -399,18 +399,62 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         return np.ascontiguousarray(np.hstack([X, controls]), dtype=np.float64)
 
     def _model(self):
-        """The fitted parameters packed for the kernels."""
-        return make_model(
-            self.transition_matrix_,
-            self.observation_matrix_,
-            self.transition_covariance_,
-            self.observation_covariance_,
-            self.transition_offset_,
-            self.observation_offset_,
-            self.initial_state_mean_,
-            self.initial_state_covariance_,
-            self.control_matrix_,
-        )
+        """The current parameters packed for the kernels, unchecked.
+
+        Only for EM's own iterates, which :meth:`_initialize` and
+        :meth:`_mstep` build with the right shapes; every public method goes
+        through :meth:`_checked_model` instead.
+        """
+        return make_model(**{name: getattr(self, f"{name}_") for name in PARAMETER_NAMES})
+
+    def _checked_parameters(self):
+        """The fitted parameters, validated before any kernel sees them.
+
+        They may have been set by hand, or ``n_components`` changed with
+        ``set_params`` after fitting: every array must be finite, of the shape
+        that ``n_components``, ``n_features_in_`` and ``n_controls_`` imply
+        (so that the shapes agree with each other and with the data), and
+        each covariance symmetric positive definite.  Returns the validated
+        copies, keyed by parameter name.
+        """
+        check_is_fitted(self)
+        check_scalar_param(self.n_components, "n_components", "int", low=1)
+        check_scalar_param(self.n_features_in_, "n_features_in_", "int", low=1)
+        check_scalar_param(self.n_controls_, "n_controls_", "int", low=0)
+        k, p, m = self.n_components, self.n_features_in_, self.n_controls_
+        values = {}
+        for name in PARAMETER_NAMES:
+            value = getattr(self, f"{name}_", None)
+            if value is None:
+                raise ValueError(f"{type(self).__name__} has no fitted {name}_; refit it.")
+            values[name] = value
+        try:
+            return check_lgssm_arrays(p, **values, n_state=k, n_controls=m, suffix="_")
+        except ValueError as error:
+            raise ValueError(
+                f"Invalid fitted parameters of {type(self).__name__} (n_components={k}, "
+                f"n_features_in_={p}, n_controls_={m}): {error} Refit the model after "
+                "changing n_components, or set every fitted array consistently."
+            ) from None
+
+    def _checked_model(self):
+        """The validated fitted parameters packed for the kernels."""
+        return make_model(**self._checked_parameters())
+
+    def _checked_filter_state(self):
+        """The stream's filtered state, validated against ``n_components``."""
+        k = self.n_components
+        try:
+            mean = check_matrix(self.filter_state_mean_, "filter_state_mean_", (k,))
+            covariance = check_state_covariance(
+                self.filter_state_covariance_, "filter_state_covariance_", k
+            )
+        except ValueError as error:
+            raise ValueError(
+                f"{error} The stream's state does not fit the model (n_components={k}); "
+                "call reset_filter()."
+            ) from None
+        return mean, covariance
 
     # -- the EM protocol ----------------------------------------------------------
 
@@ -742,7 +786,19 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             self._stream_state = None
             self._n_rows_seen = 0
             self.n_batch_iter_ = 0
+        else:
+            # Continue from validated float64 copies of the fitted arrays.
+            self._set_parameters(self._checked_parameters())
         statistics = self._stream_estep(X, controls, offsets, new_sequence)
+        running = getattr(self, "_running_statistics", None)
+        if running is not None and any(
+            np.shape(running[name]) != np.shape(value) for name, value in statistics.items()
+        ):
+            raise ValueError(
+                "The running statistics of earlier partial_fit calls do not fit the model's "
+                f"dimensions (n_components={self.n_components}); call fit, or start from a "
+                "new estimator."
+            )
         reference_rows = self._partial_fit_reference_rows(X.shape[0])
         self._stochastic_step(statistics, X.shape[0], reference_rows)
         return self
@@ -771,6 +827,12 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         statistics, first = None, 0
         continued_model = None
         if carried is not None:
+            k = self.n_components
+            if np.shape(carried[0]) != (k,) or np.shape(carried[1]) != (k, k):
+                raise ValueError(
+                    f"The stream's filtered state has {np.shape(carried[0])[0]} dimensions but "
+                    f"the model has n_components={k}; pass new_sequence=True."
+                )
             stop = offsets[1]
             continued_model = self._continued_model(carried, controls[0])
             values, sequence_log_likelihood = em_statistics_offsets(
@@ -846,7 +908,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         """
         X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls)
         _, _, sequence_log_likelihood, log_predictive = filter_last_offsets(
-            self._model(), X, controls, offsets
+            self._checked_model(), X, controls, offsets
         )
         self._check_finite(sequence_log_likelihood)
         if sample_weight is None:
@@ -864,7 +926,9 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         log_likelihood : ndarray of shape (n_sequences,)
         """
         X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls)
-        _, _, sequence_log_likelihood, _ = filter_last_offsets(self._model(), X, controls, offsets)
+        _, _, sequence_log_likelihood, _ = filter_last_offsets(
+            self._checked_model(), X, controls, offsets
+        )
         self._check_finite(sequence_log_likelihood)
         return sequence_log_likelihood
 
@@ -909,7 +973,9 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         states : ndarray of shape (n_samples, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = smoother_offsets(self._model(), X, controls, offsets, with_covariances=False)
+        result = smoother_offsets(
+            self._checked_model(), X, controls, offsets, with_covariances=False
+        )
         self._check_finite(result.sequence_log_likelihood)
         return result.smoothed_means
 
@@ -924,7 +990,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         covariances : ndarray of shape (n_samples, n_components, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = filter_offsets(self._model(), X, controls, offsets)
+        result = filter_offsets(self._checked_model(), X, controls, offsets)
         self._check_finite(result.sequence_log_likelihood)
         return result.filtered_means, result.filtered_covariances
 
@@ -939,7 +1005,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         covariances : ndarray of shape (n_samples, n_components, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = smoother_offsets(self._model(), X, controls, offsets)
+        result = smoother_offsets(self._checked_model(), X, controls, offsets)
         self._check_finite(result.sequence_log_likelihood)
         return result.smoothed_means, result.smoothed_covariances
 
@@ -966,7 +1032,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         """
         check_scalar_param(n_steps, "n_steps", "int", low=1)
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        model = self._model()
+        model = self._checked_model()
         last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
             model, X, controls, offsets
         )
@@ -1000,24 +1066,26 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         Z : ndarray of shape (n_samples, n_components)
             The hidden states.
         """
-        check_is_fitted(self)
+        parameters = self._checked_parameters()
         check_scalar_param(n_samples, "n_samples", "int", low=1)
         controls = check_controls(controls, n_samples, self.n_controls_)
         rng = check_random_state(random_state)
         k, p = self.n_components, self.n_features_in_
         state_noise = rng.standard_normal((n_samples, k))
         observation_noise = rng.standard_normal((n_samples, p))
-        innovations = state_noise @ np.linalg.cholesky(self.transition_covariance_).T
-        innovations[1:] += self.transition_offset_ + controls[1:] @ self.control_matrix_.T
-        innovations[0] = self.initial_state_mean_ + (
-            np.linalg.cholesky(self.initial_state_covariance_) @ state_noise[0]
+        innovations = state_noise @ np.linalg.cholesky(parameters["transition_covariance"]).T
+        innovations[1:] += (
+            parameters["transition_offset"] + controls[1:] @ parameters["control_matrix"].T
+        )
+        innovations[0] = parameters["initial_state_mean"] + (
+            np.linalg.cholesky(parameters["initial_state_covariance"]) @ state_noise[0]
         )
         states = np.empty((n_samples, k))
-        _kalman.simulate_states(np.ascontiguousarray(self.transition_matrix_), innovations, states)
+        _kalman.simulate_states(parameters["transition_matrix"], innovations, states)
         observations = (
-            states @ self.observation_matrix_.T
-            + self.observation_offset_
-            + observation_noise @ np.linalg.cholesky(self.observation_covariance_).T
+            states @ parameters["observation_matrix"].T
+            + parameters["observation_offset"]
+            + observation_noise @ np.linalg.cholesky(parameters["observation_covariance"]).T
         )
         return observations, states
 
@@ -1046,7 +1114,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         if X is not None:
             X, offsets, controls = self._prepare(X, None, None, None, controls)
             last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
-                self._model(), X, controls, offsets
+                self._checked_model(), X, controls, offsets
             )
             self._check_finite(sequence_log_likelihood)
             self.filter_state_mean_ = last_means[0]
@@ -1094,7 +1162,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         >>> bool(np.array_equal(mean, batch_means[-1]))
         True
         """
-        check_is_fitted(self)
+        model = self._checked_model()
         x = np.asarray(x, dtype=np.float64).reshape(-1)
         if x.shape[0] != self.n_features_in_:
             raise ValueError(
@@ -1114,14 +1182,16 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         else:
             control = np.zeros(0)
         k = self.n_components
-        previous_mean = self.filter_state_mean_ if has_previous else np.zeros(k)
-        previous_covariance = self.filter_state_covariance_ if has_previous else np.eye(k)
+        if has_previous:
+            previous_mean, previous_covariance = self._checked_filter_state()
+        else:  # unused by the kernel: the prior (mu0, Sigma0) is the prediction
+            previous_mean, previous_covariance = np.zeros(k), np.eye(k)
         mean = np.empty(k)
         covariance = np.empty((k, k))
         log_predictive = _kalman.filter_step(
-            self._model(),
-            np.ascontiguousarray(previous_mean),
-            np.ascontiguousarray(previous_covariance),
+            model,
+            previous_mean,
+            previous_covariance,
             has_previous,
             x,
             np.ascontiguousarray(control, dtype=np.float64),
