@@ -579,6 +579,66 @@ def test_bad_data_raise_clear_errors():
     np.testing.assert_array_equal(X, X_copy)
 
 
+# -- the data's scale --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("factor", [1e-8, 1e8])
+def test_fit_is_equivariant_under_scaling_the_data(factor):
+    """X * c gives the model of X with the data's units scaled: H, d times c, R times c**2,
+    the (standardised) states unchanged, log-likelihoods shifted by -n log(c) for the n
+    observed entries.  An absolute covariance floor breaks this for small c."""
+    rng = np.random.default_rng(20)
+    X = np.cumsum(rng.normal(size=(300, 3)), axis=0) @ rng.normal(size=(3, 3))
+    X = X + rng.normal(size=X.shape)
+    X[5, 1] = np.nan
+    n_observed = np.sum(~np.isnan(X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fits = [
+            LinearGaussianSSM(2, n_iter=30, tol=0.0, random_state=0).fit(data, lengths=[100, 200])
+            for data in (X, X * factor)
+        ]
+    base, scaled = fits
+    np.testing.assert_allclose(
+        scaled.monitor_.history,
+        np.array(base.monitor_.history) - n_observed * np.log(factor),
+        rtol=1e-9,
+    )
+    powers = dict.fromkeys(TRUE_PARAMS, 0) | dict(
+        observation_matrix=1, observation_offset=1, observation_covariance=2
+    )
+    for name, power in powers.items():
+        expected = getattr(base, f"{name}_") * factor**power
+        actual = getattr(scaled, f"{name}_")
+        np.testing.assert_allclose(actual, expected, rtol=1e-7, atol=1e-9 * np.abs(expected).max())
+
+
+def test_covariance_floor_is_relative_to_each_features_scale():
+    """Features in very different units: the small one's noise variance (1e-24 of the large
+    one's) is not lifted towards the large one's, as a floor relative to the largest
+    eigenvalue of R lifted it (to about 1e3)."""
+    rng = np.random.default_rng(21)
+    level = np.cumsum(rng.normal(size=400))
+    X = np.column_stack([level * 1e6, level]) + rng.normal(size=(400, 2)) * [1e6, 1e-3]
+    model = LinearGaussianSSM(
+        1,
+        n_iter=20,
+        tol=0.0,
+        params=["observation_covariance"],
+        transition_matrix_init=[[1.0]],
+        observation_matrix_init=[[1e6], [1.0]],
+        transition_covariance_init=[[1.0]],
+        observation_covariance_init=np.diag([1e12, 1e-6]),
+        observation_offset_init=[0.0, 0.0],
+        initial_state_mean_init=[0.0],
+        initial_state_covariance_init=[[1.0]],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X)
+    np.testing.assert_allclose(np.diag(model.observation_covariance_), [1e12, 1e-6], rtol=0.05)
+
+
 # -- validation of the fitted parameters -------------------------------------------------
 
 CONTROLLED_PARAMS = dict(TRUE_PARAMS, control_matrix=np.array([[0.3], [0.1]]))

@@ -63,21 +63,65 @@ COVARIANCE_NAMES = frozenset(
     {"transition_covariance", "observation_covariance", "initial_state_covariance"}
 )
 
-# Eigenvalue floor of the covariances the M step returns, relative to their
-# largest eigenvalue: keeps them positive definite (condition number <= 1e9)
-# when the data determine a direction exactly, e.g. one row per feature.
+# Eigenvalue floor of the covariances EM returns, in the metric of the data's
+# scale (see _floor_covariance): keeps them positive definite (condition
+# number <= 1e9 once whitened) when the data determine a direction exactly,
+# e.g. one row per feature, or a covariance that goes to zero.
 _RELATIVE_COVARIANCE_FLOOR = 1e-9
 _ABSOLUTE_COVARIANCE_FLOOR = 1e-12
 
 
-def _floor_covariance(covariance):
-    """Symmetrise and lift the eigenvalues below the floor; unchanged when well conditioned."""
+def _floor_covariance(covariance, scale):
+    """Symmetrise and lift the eigenvalues below the floor; unchanged when well conditioned.
+
+    ``scale`` is the typical variance of each coordinate (a number, or one per
+    coordinate): the floor applies to the whitened matrix
+    ``C_ij / sqrt(scale_i scale_j)``, whose eigenvalues below
+    ``max(1e-9 * largest, 1e-12)`` are lifted to that value.  Since the scale
+    is measured on the data, scaling the data by ``c`` scales the result by
+    ``c**2``: no absolute floor that would dominate data of a small scale.
+    """
     covariance = 0.5 * (covariance + covariance.T)
-    eigenvalues = np.linalg.eigvalsh(covariance)
+    root = np.sqrt(np.broadcast_to(np.asarray(scale, dtype=np.float64), covariance.shape[:1]))
+    units = np.outer(root, root)
+    whitened = covariance / units
+    eigenvalues = np.linalg.eigvalsh(whitened)
     floor = max(_RELATIVE_COVARIANCE_FLOOR * eigenvalues[-1], _ABSOLUTE_COVARIANCE_FLOOR)
     if eigenvalues[0] < floor:
-        covariance = covariance + (floor - eigenvalues[0]) * np.eye(covariance.shape[0])
+        whitened = whitened + (floor - eigenvalues[0]) * np.eye(covariance.shape[0])
+        covariance = whitened * units
     return covariance
+
+
+def _feature_scale(observations):
+    """The variance of each feature (ignoring NaN), the data's scale for the floors.
+
+    A feature without spread (constant, or one observed row) takes the largest
+    variance of the others; with no spread at all, the mean square of the data
+    (1 for data that are all zero).
+    """
+    observed = ~np.isnan(observations)
+    counts = np.maximum(observed.sum(axis=0), 1)
+    means = np.where(observed, observations, 0.0).sum(axis=0) / counts
+    variance = np.where(observed, (observations - means) ** 2, 0.0).sum(axis=0) / counts
+    if np.any(variance > 0):
+        return np.where(variance > 0, variance, variance.max())
+    mean_square = float(np.mean(np.where(observed, observations, 0.0) ** 2))
+    return np.full(observations.shape[1], mean_square if mean_square > 0 else 1.0)
+
+
+def _state_scale(observation_matrix, feature_scale):
+    """The typical variance of a state coordinate in the units ``H`` gives it.
+
+    ``k / (2 trace(H^T D^-1 H))`` with ``D = diag(feature_scale)``: states of
+    this variance explain, through ``H``, about half the variance of the data
+    (the other half is left to the noise).  Half the data's variance for a
+    state observed through ``H = 1``; 1 when ``H`` is zero (the state is not
+    seen).
+    """
+    k = observation_matrix.shape[1]
+    precision = np.sum(observation_matrix**2 / feature_scale[:, None])
+    return float(k / (2 * precision)) if np.isfinite(precision) and precision > 0 else 1.0
 
 
 def _solve_regression(cross, regressor, weights, learned):
@@ -468,6 +512,10 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         prior N(0, I) (so mu0 = 0 and Sigma0 = I); F, Q = least-squares AR(1)
         fit of the projected states within sequences, F's spectral radius
         capped at 0.99; b = 0, G = 0.
+
+        It also fixes the scales of the covariance floors for the whole fit:
+        the variance of each feature, and the state scale implied through
+        the initial H (:func:`_state_scale`).
         """
         n_features = self.n_features_in_
         observations = X[:, :n_features]
@@ -487,9 +535,10 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         centred = np.where(observed, observations - observation_offset, 0.0)
         n_samples = observations.shape[0]
         data_covariance = centred.T @ centred / n_samples
+        feature_scale = _feature_scale(observations)
         scale = np.trace(data_covariance) / n_features
         if not scale > 0:
-            scale = 1.0
+            scale = float(np.mean(feature_scale))
 
         eigenvalues, eigenvectors = np.linalg.eigh(data_covariance)
         eigenvalues, eigenvectors = eigenvalues[::-1], eigenvectors[:, ::-1]
@@ -498,7 +547,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         noise = max(noise, 1e-3 * scale)
         if given["observation_matrix"] is not None:
             observation_matrix = given["observation_matrix"]
+            # The state is in the units this H gives it.
+            state_scale = _state_scale(observation_matrix, feature_scale)
         else:
+            # Loadings for standardised states.
+            state_scale = 1.0
             observation_matrix = np.zeros((n_features, k))
             observation_matrix[:, :n_kept] = eigenvectors[:, :n_kept] * np.sqrt(
                 np.maximum(eigenvalues[:n_kept] - noise, 1e-3 * scale)
@@ -508,7 +561,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             observation_covariance = given["observation_covariance"]
         else:
             unexplained = np.diag(data_covariance) - np.sum(observation_matrix**2, axis=1)
-            observation_covariance = np.diag(np.maximum(unexplained, 1e-2 * scale))
+            observation_covariance = np.diag(np.maximum(unexplained, 1e-2 * feature_scale))
+        self._covariance_scales = (feature_scale, state_scale)
 
         # Factor-analysis posterior of the states under z ~ N(0, I).
         precision_loadings = np.linalg.solve(observation_covariance, observation_matrix)
@@ -537,10 +591,10 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         elif n_pairs > 0:
             residual = current - previous @ transition_matrix.T
             transition_covariance = _floor_covariance(
-                residual.T @ residual / n_pairs + posterior_covariance
+                residual.T @ residual / n_pairs + posterior_covariance, state_scale
             )
         else:
-            transition_covariance = np.eye(k)
+            transition_covariance = np.eye(k) * state_scale
 
         def given_or(name, default):
             return given[name] if given[name] is not None else default
@@ -584,6 +638,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         """
         learned = _check_params_argument(self.params)
         k, m = self.n_components, self.n_controls_
+        feature_scale, state_scale = self._floor_scales()
 
         n_sequences = float(statistics["n_sequences"])
         if n_sequences > 0:
@@ -595,7 +650,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 cross = np.outer(mean, statistics["initial_sum"])
                 self.initial_state_covariance_ = _floor_covariance(
                     (statistics["initial_outer"] - cross - cross.T) / n_sequences
-                    + np.outer(mean, mean)
+                    + np.outer(mean, mean),
+                    state_scale,
                 )
 
         regressor = statistics["transition_regressor"]
@@ -623,7 +679,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                         regressor,
                         weights,
                         n_transitions,
-                    )
+                    ),
+                    state_scale,
                 )
 
         regressor = statistics["observation_regressor"]
@@ -649,8 +706,23 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                         regressor,
                         weights,
                         n_rows,
-                    )
+                    ),
+                    feature_scale,
                 )
+
+    def _floor_scales(self):
+        """``(feature_scale, state_scale)`` of the covariance floors, fixed once per fit.
+
+        :meth:`_initialize` measures them on the data.  A model that was not
+        initialised here (parameters set by hand before ``partial_fit``) takes
+        them from its observation covariance, once.
+        """
+        scales = getattr(self, "_covariance_scales", None)
+        if scales is None:
+            feature_scale = np.diag(self.observation_covariance_).copy()
+            scales = (feature_scale, _state_scale(self.observation_matrix_, feature_scale))
+            self._covariance_scales = scales
+        return scales
 
     def _n_parameters(self):
         """Number of learned free parameters (for AIC / BIC).
