@@ -17,6 +17,7 @@ from sklearn.model_selection import GridSearchCV, GroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from skseq.datasets import load_nile
 from skseq.inference.kalman import kalman_filter
 from skseq.lds import LinearGaussianSSM
 
@@ -285,12 +286,15 @@ def test_initial_state_covariance_is_learned_only_when_named():
     X = sample_sequences(model_with(TRUE_PARAMS), [100, 100], seed=9)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        default = LinearGaussianSSM(2, n_iter=5).fit(X, lengths=[100, 100])
+        initial = LinearGaussianSSM(2, n_iter=0, random_state=0).fit(X, lengths=[100, 100])
+        default = LinearGaussianSSM(2, n_iter=5, random_state=0).fit(X, lengths=[100, 100])
         named = LinearGaussianSSM(2, n_iter=5, params=list(TRUE_PARAMS), random_state=0).fit(
             X, lengths=[100, 100]
         )
-    np.testing.assert_array_equal(default.initial_state_covariance_, np.eye(2))
-    assert not np.allclose(named.initial_state_covariance_, np.eye(2))
+    np.testing.assert_array_equal(
+        default.initial_state_covariance_, initial.initial_state_covariance_
+    )
+    assert not np.allclose(named.initial_state_covariance_, initial.initial_state_covariance_)
 
 
 def test_verbose_prints_progress_and_convergence_warning(capsys):
@@ -579,7 +583,18 @@ def test_bad_data_raise_clear_errors():
     np.testing.assert_array_equal(X, X_copy)
 
 
-# -- the data's scale --------------------------------------------------------------------
+# -- the data's scale and the initial state ----------------------------------------------
+
+
+def local_level(**kwargs):
+    """The local level model as a pykalman user first writes it."""
+    return LinearGaussianSSM(
+        n_components=1,
+        transition_matrix_init=[[1.0]],
+        observation_matrix_init=[[1.0]],
+        params=["transition_covariance", "observation_covariance"],
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("factor", [1e-8, 1e8])
@@ -611,6 +626,21 @@ def test_fit_is_equivariant_under_scaling_the_data(factor):
         expected = getattr(base, f"{name}_") * factor**power
         actual = getattr(scaled, f"{name}_")
         np.testing.assert_allclose(actual, expected, rtol=1e-7, atol=1e-9 * np.abs(expected).max())
+    # A state observed through a fixed H = 1 takes the data's units instead.
+    nile = load_nile().data
+    base, scaled = local_level().fit(nile), local_level().fit(nile * factor)
+    for name, power in [
+        ("transition_covariance", 2),
+        ("observation_covariance", 2),
+        ("initial_state_covariance", 2),
+        ("observation_offset", 1),
+    ]:
+        np.testing.assert_allclose(
+            getattr(scaled, f"{name}_"), getattr(base, f"{name}_") * factor**power, rtol=1e-7
+        )
+    assert scaled.score(nile * factor) == pytest.approx(
+        base.score(nile) - nile.size * np.log(factor), rel=1e-10
+    )
 
 
 def test_covariance_floor_is_relative_to_each_features_scale():
@@ -637,6 +667,45 @@ def test_covariance_floor_is_relative_to_each_features_scale():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(X)
     np.testing.assert_allclose(np.diag(model.observation_covariance_), [1e12, 1e-6], rtol=0.05)
+
+
+def test_default_initial_state_is_stationary_under_the_initial_dynamics():
+    X = sample_sequences(model_with(TRUE_PARAMS), [150, 150], seed=18)
+    F, Q, b = (
+        TRUE_PARAMS[name]
+        for name in ("transition_matrix", "transition_covariance", "transition_offset")
+    )
+    given = LinearGaussianSSM(
+        2,
+        n_iter=0,
+        transition_matrix_init=F,
+        transition_covariance_init=Q,
+        transition_offset_init=b,
+    ).fit(X, lengths=[150, 150])
+    np.testing.assert_allclose(given.initial_state_mean_, np.linalg.solve(np.eye(2) - F, b))
+    np.testing.assert_allclose(given.initial_state_covariance_, solve_discrete_lyapunov(F, Q))
+    # the same rule for the factor-analysis initialisation of F and Q
+    default = LinearGaussianSSM(2, n_iter=0, random_state=0).fit(X, lengths=[150, 150])
+    np.testing.assert_array_equal(default.initial_state_mean_, np.zeros(2))
+    np.testing.assert_allclose(
+        default.initial_state_covariance_,
+        solve_discrete_lyapunov(default.transition_matrix_, default.transition_covariance_),
+    )
+
+
+def test_default_initial_state_is_diffuse_for_a_random_walk():
+    """No stationary distribution (F = 1): the prior is diffuse.  Given the first
+    observation, the rows' log densities are then those of statsmodels' exact diffuse
+    initialisation."""
+    sm = pytest.importorskip("statsmodels.api")
+    X = load_nile().data
+    model = local_level(n_iter=0).fit(X)
+    assert model.initial_state_covariance_.item() > 1e5 * X.var()
+    R, Q = model.observation_covariance_.item(), model.transition_covariance_.item()
+    reference = sm.tsa.UnobservedComponents(X[:, 0], "local level", use_exact_diffuse=True)
+    exact = reference.smooth([R, Q]).llf_obs
+    after_the_first = np.r_[0.0, np.ones(len(X) - 1)]
+    assert model.score(X, sample_weight=after_the_first) == pytest.approx(exact[1:].sum(), abs=1e-4)
 
 
 # -- validation of the fitted parameters -------------------------------------------------

@@ -69,6 +69,9 @@ COVARIANCE_NAMES = frozenset(
 # e.g. one row per feature, or a covariance that goes to zero.
 _RELATIVE_COVARIANCE_FLOOR = 1e-9
 _ABSOLUTE_COVARIANCE_FLOOR = 1e-12
+# The variance of a diffuse initial state, in units of the state's scale: the
+# prior of the first state is then flat over any range the data can reach.
+_DIFFUSE_VARIANCE = 1e6
 
 
 def _floor_covariance(covariance, scale):
@@ -122,6 +125,34 @@ def _state_scale(observation_matrix, feature_scale):
     k = observation_matrix.shape[1]
     precision = np.sum(observation_matrix**2 / feature_scale[:, None])
     return float(k / (2 * precision)) if np.isfinite(precision) and precision > 0 else 1.0
+
+
+def _default_initial_state(
+    transition_matrix, transition_covariance, transition_offset, drift, state_scale
+):
+    """mu0 and Sigma0 when not given: stationary under the initial F, Q, or diffuse.
+
+    With the spectral radius of F below 1 the state has a stationary
+    distribution, N((I - F)^-1 (b + drift), the solution P of P = F P F^T + Q),
+    which is what the first state of a sequence observed from the middle of a
+    long run follows.  Otherwise (a random walk, a trend), or when that
+    variance exceeds the diffuse one, the prior is diffuse: N(0,
+    1e6 * state_scale * I), whose mean does not matter.  ``drift`` is G times
+    the mean control.
+    """
+    k = transition_matrix.shape[0]
+    diffuse = (np.zeros(k), _DIFFUSE_VARIANCE * state_scale * np.eye(k))
+    if np.max(np.abs(np.linalg.eigvals(transition_matrix))) >= 1.0:
+        return diffuse
+    with np.errstate(all="ignore"):
+        covariance = scipy.linalg.solve_discrete_lyapunov(transition_matrix, transition_covariance)
+        mean = np.linalg.solve(np.eye(k) - transition_matrix, transition_offset + drift)
+    if not (np.all(np.isfinite(covariance)) and np.all(np.isfinite(mean))):
+        return diffuse
+    covariance = _floor_covariance(covariance, state_scale)
+    if np.linalg.eigvalsh(covariance)[-1] > _DIFFUSE_VARIANCE * state_scale:
+        return diffuse
+    return mean, covariance
 
 
 def _solve_regression(cross, regressor, weights, learned):
@@ -221,11 +252,15 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         factor analysis.
     observation_matrix_init : array-like of shape (n_features, k), default=None
         Initial H.  None: probabilistic-PCA loadings, slightly perturbed at
-        random (so that ``n_init`` restarts differ).
+        random (so that ``n_init`` restarts differ), for standardised states.
+        A given H sets the units of the state instead (``H = 1``: the data's).
     transition_covariance_init : array-like of shape (k, k), default=None
-        Initial Q.  None: the residual covariance of the AR(1) fit.
+        Initial Q.  None: the residual covariance of the AR(1) fit of the
+        states projected by factor analysis.
     observation_covariance_init : array-like of shape (n_features, n_features), default=None
-        Initial R.  None: the diagonal of the variance PCA leaves unexplained.
+        Initial R.  None: the diagonal of the variance the states leave
+        unexplained (the variance PCA leaves unexplained; half the variance
+        when H is given).
     transition_offset_init : array-like of shape (k,), default=None
         Initial b.  None: zeros.
     observation_offset_init : array-like of shape (n_features,), default=None
@@ -233,10 +268,18 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     control_matrix_init : array-like of shape (k, n_controls), default=None
         Initial G.  None: zeros.
     initial_state_mean_init : array-like of shape (k,), default=None
-        Initial mu0.  None: zeros.
+        Initial mu0.  None: the mean of the stationary distribution of the
+        state under the initial F, Q, b and G (zeros by default), or zeros
+        when that has no stationary distribution.
     initial_state_covariance_init : array-like of shape (k, k), default=None
-        Initial Sigma0.  None: the identity (the prior of the factor-analysis
-        initialisation).
+        Initial Sigma0.  None: the covariance P of the stationary distribution
+        of the state under the initial F and Q (``P = F P F^T + Q``), what the
+        first state of a sequence observed from the middle of a long run
+        follows; when F has an eigenvalue of modulus >= 1 (a random walk, a
+        trend) there is none, and the prior is diffuse: 1e6 times the state's
+        scale times the identity (statsmodels' approximate diffuse
+        initialisation, relative to the data's scale).  See
+        :ref:`the user guide <lgssm_initial_state>`.
     n_init : int, default=1
         Number of initialisations; the best (by log-likelihood) is kept.
     random_state : int, RandomState instance or None, default=None
@@ -509,9 +552,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         factor analysis: d = the feature means; H, R = probabilistic PCA of
         the (mean-imputed) data, H perturbed by 10% noise; the states are
         projected by the factor-analysis posterior mean E[z | x] under the
-        prior N(0, I) (so mu0 = 0 and Sigma0 = I); F, Q = least-squares AR(1)
-        fit of the projected states within sequences, F's spectral radius
-        capped at 0.99; b = 0, G = 0.
+        prior N(0, I); F, Q = least-squares AR(1) fit of the projected states
+        within sequences, F's spectral radius capped at 0.99; b = 0, G = 0;
+        mu0, Sigma0 = the stationary distribution of the state under those
+        F, Q, b, G, or a diffuse prior when F has no stationary distribution
+        (:func:`_default_initial_state`).
 
         It also fixes the scales of the covariance floors for the whole fit:
         the variance of each feature, and the state scale implied through
@@ -560,13 +605,14 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         if given["observation_covariance"] is not None:
             observation_covariance = given["observation_covariance"]
         else:
-            unexplained = np.diag(data_covariance) - np.sum(observation_matrix**2, axis=1)
+            explained = state_scale * np.sum(observation_matrix**2, axis=1)
+            unexplained = np.diag(data_covariance) - explained
             observation_covariance = np.diag(np.maximum(unexplained, 1e-2 * feature_scale))
         self._covariance_scales = (feature_scale, state_scale)
 
-        # Factor-analysis posterior of the states under z ~ N(0, I).
+        # Factor-analysis posterior of the states under z ~ N(0, state_scale I).
         precision_loadings = np.linalg.solve(observation_covariance, observation_matrix)
-        posterior_precision = np.eye(k) + observation_matrix.T @ precision_loadings
+        posterior_precision = np.eye(k) / state_scale + observation_matrix.T @ precision_loadings
         posterior_covariance = np.linalg.inv(posterior_precision)
         posterior_covariance = 0.5 * (posterior_covariance + posterior_covariance.T)
         states = centred @ precision_loadings @ posterior_covariance
@@ -599,15 +645,26 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         def given_or(name, default):
             return given[name] if given[name] is not None else default
 
+        transition_offset = given_or("transition_offset", np.zeros(k))
+        control_matrix = given_or("control_matrix", np.zeros((k, self.n_controls_)))
+        initial_state_mean, initial_state_covariance = _default_initial_state(
+            transition_matrix,
+            transition_covariance,
+            transition_offset,
+            control_matrix @ X[:, n_features:].mean(axis=0),
+            state_scale,
+        )
         self.transition_matrix_ = transition_matrix
         self.observation_matrix_ = observation_matrix
         self.transition_covariance_ = transition_covariance
         self.observation_covariance_ = observation_covariance
-        self.transition_offset_ = given_or("transition_offset", np.zeros(k))
+        self.transition_offset_ = transition_offset
         self.observation_offset_ = observation_offset
-        self.control_matrix_ = given_or("control_matrix", np.zeros((k, self.n_controls_)))
-        self.initial_state_mean_ = given_or("initial_state_mean", np.zeros(k))
-        self.initial_state_covariance_ = given_or("initial_state_covariance", np.eye(k))
+        self.control_matrix_ = control_matrix
+        self.initial_state_mean_ = given_or("initial_state_mean", initial_state_mean)
+        self.initial_state_covariance_ = given_or(
+            "initial_state_covariance", initial_state_covariance
+        )
 
     def _estep(self, X, offsets):
         """Sufficient statistics and log-likelihood of a block of whole sequences.
