@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.optimize
 import sklearn
 from scipy.linalg import solve_discrete_lyapunov
 from sklearn.base import clone
@@ -583,7 +584,7 @@ def test_bad_data_raise_clear_errors():
     np.testing.assert_array_equal(X, X_copy)
 
 
-# -- the data's scale and the initial state ----------------------------------------------
+# -- the data's scale, the initial state and the local level model ---------------------
 
 
 def local_level(**kwargs):
@@ -706,6 +707,69 @@ def test_default_initial_state_is_diffuse_for_a_random_walk():
     exact = reference.smooth([R, Q]).llf_obs
     after_the_first = np.r_[0.0, np.ones(len(X) - 1)]
     assert model.score(X, sample_weight=after_the_first) == pytest.approx(exact[1:].sum(), abs=1e-4)
+
+
+def test_local_level_as_first_written_fits_the_nile_to_the_maximum_likelihood():
+    """F = H = 1 given, Q and R learned, nothing else said: the maximum-likelihood fit, as a
+    direct maximisation of the same likelihood finds it (no warning; before, the fixed
+    prior z_1 ~ N(0, 1) around the data's mean gave Q = 1, R = 27 968)."""
+    X = load_nile().data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = local_level().fit(X)
+    assert model.converged_
+
+    def negative_log_likelihood(log_variances):
+        Q, R = np.exp(log_variances)
+        return -kalman_filter(
+            X,
+            [[1.0]],
+            [[1.0]],
+            [[Q]],
+            [[R]],
+            observation_offset=model.observation_offset_,
+            initial_state_mean=model.initial_state_mean_,
+            initial_state_covariance=model.initial_state_covariance_,
+        ).log_likelihood
+
+    optimum = scipy.optimize.minimize(
+        negative_log_likelihood,
+        np.log([1000.0, 10000.0]),
+        method="Nelder-Mead",
+        options=dict(xatol=1e-8, fatol=1e-10, maxiter=2000),
+    )
+    Q, R = np.exp(optimum.x)
+    assert model.transition_covariance_.item() == pytest.approx(Q, rel=0.02)
+    assert model.observation_covariance_.item() == pytest.approx(R, rel=0.01)
+    assert -optimum.fun - model.score(X) < 1e-3
+
+
+def test_local_level_agrees_with_statsmodels_on_the_nile():
+    """statsmodels' maximum-likelihood fit of the local level model, exact diffuse."""
+    sm = pytest.importorskip("statsmodels.api")
+    X = load_nile().data
+    model = local_level().fit(X)
+    reference = sm.tsa.UnobservedComponents(X[:, 0], "local level", use_exact_diffuse=True)
+    R, Q = reference.fit(disp=False).params
+    assert model.transition_covariance_.item() == pytest.approx(Q, rel=0.03)
+    assert model.observation_covariance_.item() == pytest.approx(R, rel=0.03)
+
+
+def test_accelerated_em_starts_with_plain_em_steps():
+    """Up to two iterations the fit is plain EM; every later iterate is at least as good."""
+    X = sample_sequences(model_with(TRUE_PARAMS), [120, 80], seed=22)
+    plain = LinearGaussianSSM(2, n_iter=0, random_state=0).fit(X, lengths=[120, 80])
+    stacked, offsets = plain._stack(X, np.zeros((200, 0))), np.array([0, 120, 200])
+    for _ in range(2):
+        statistics, _ = plain._estep(stacked, offsets)
+        plain._mstep(statistics)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fitted = LinearGaussianSSM(2, n_iter=2, tol=0.0, random_state=0).fit(X, lengths=[120, 80])
+    for name in TRUE_PARAMS:
+        np.testing.assert_allclose(
+            getattr(fitted, f"{name}_"), getattr(plain, f"{name}_"), rtol=1e-12, atol=1e-14
+        )
 
 
 # -- validation of the fitted parameters -------------------------------------------------
