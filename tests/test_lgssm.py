@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import scipy.optimize
 import sklearn
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.linalg import solve_discrete_lyapunov
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
@@ -641,6 +643,34 @@ def test_fit_is_equivariant_under_scaling_the_data(factor):
         )
     assert scaled.score(nile * factor) == pytest.approx(
         base.score(nile) - nile.size * np.log(factor), rel=1e-10
+    )
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(
+    exponent=st.floats(min_value=-12.0, max_value=12.0),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_fit_is_equivariant_under_any_scale(exponent, seed):
+    """Property: for any scale c, fitting X * c is fitting X in other units."""
+    factor = 10.0**exponent
+    rng = np.random.default_rng(seed)
+    X = np.cumsum(rng.normal(size=(60, 2)), axis=0) + rng.normal(size=(60, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        base, scaled = (
+            LinearGaussianSSM(1, n_iter=6, tol=0.0, random_state=0).fit(data)
+            for data in (X, X * factor)
+        )
+    np.testing.assert_allclose(
+        scaled.observation_covariance_, base.observation_covariance_ * factor**2, rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        scaled.observation_offset_, base.observation_offset_ * factor, rtol=1e-6
+    )
+    np.testing.assert_allclose(scaled.transition_matrix_, base.transition_matrix_, rtol=1e-6)
+    assert scaled.lower_bound_ == pytest.approx(
+        base.lower_bound_ - X.size * np.log(factor), rel=1e-9, abs=1e-6
     )
 
 
