@@ -881,7 +881,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 accepted = bool(np.isfinite(trial[1]) and trial[1] >= theta1_log_likelihood)
                 if accepted:
                     statistics, log_likelihood = trial
-            if extrapolated is not None and not accepted:
+            if step > 1.0 and not accepted:  # rejected, or not even finite
                 step_cap = max(1.0, step_cap / 4.0)
             elif step >= step_cap:
                 step_cap *= 4.0
@@ -908,8 +908,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         k = self.n_components
         feature = np.sqrt(feature_scale)
         state = np.full(k, np.sqrt(state_scale))
-        controls = X[:, self.n_features_in_ :]
-        control = np.sqrt(np.mean(controls**2, axis=0)) if controls.shape[0] else np.ones(0)
+        control = np.sqrt(np.mean(X[:, self.n_features_in_ :] ** 2, axis=0))
         control = np.where(control > 0, control, 1.0)
         return {
             "transition_matrix": (state, state),
@@ -924,7 +923,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         }
 
     def _extrapolate(self, theta0, theta1, theta2, learned, units, step_cap):
-        """The SqS3 step length and point from three EM iterates (None: no extrapolation)."""
+        """The SqS3 step length and point from three EM iterates.
+
+        The point is None when the step is 1 (the plain iterate theta2) or
+        the extrapolation does not map back to finite parameters.
+        """
         coordinates = [
             np.concatenate(
                 [_to_coordinates(name, theta[name], units[name]).ravel() for name in learned]
