@@ -1374,6 +1374,14 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             The observations.
         Z : ndarray of shape (n_samples, n_components)
             The hidden states.
+
+        Notes
+        -----
+        The first state is drawn from N(mu0, Sigma0).  With the diffuse prior
+        that a model without a stationary distribution gets by default (a
+        random walk: see ``initial_state_covariance_init``) it can be anywhere
+        in a huge range; set ``initial_state_mean_`` and
+        ``initial_state_covariance_`` to simulate from a chosen start.
         """
         parameters = self._checked_parameters()
         check_scalar_param(n_samples, "n_samples", "int", low=1)
