@@ -25,7 +25,6 @@ on it.
 """
 
 import copy
-import numbers
 import os
 import sys
 import time
@@ -43,6 +42,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._parallel import ThreadRunner, single_threaded_blas
 from ._sequences import split_offsets
+from ._validation import check_prior_param, check_scalar_param
 
 __all__ = [
     "ConvergenceMonitor",
@@ -195,61 +195,6 @@ class ConvergenceMonitor:
         """Whether EM is done: the last gain fell below ``tol``, or ``n_iter`` is reached."""
         gain_below_tol = len(self.history) >= 2 and self.history[-1] - self.history[-2] < self.tol
         return self.iter >= self.n_iter or gain_below_tol
-
-
-def check_scalar_param(
-    value, name, kind, *, low=None, high=None, low_open=False, high_open=False, allow_inf=False
-):
-    """Validate one hyperparameter; raise TypeError or ValueError naming it.
-
-    ``kind`` is ``"int"`` or ``"real"``.  Bounds are closed unless
-    ``low_open`` / ``high_open``.  Reals must be finite unless ``allow_inf``
-    (NaN is always rejected).
-    """
-    if kind == "int":
-        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-        expected = "an integer"
-    else:
-        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-        expected = "a real number"
-    if not ok:
-        raise TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}.")
-    if kind == "real" and (np.isnan(value) or (not allow_inf and np.isinf(value))):
-        raise ValueError(f"{name} must be {'a number' if allow_inf else 'finite'}, got {value!r}.")
-    if low is not None and (value < low or (low_open and value == low)):
-        bound = ">" if low_open else ">="
-        raise ValueError(f"{name} must be {bound} {low}, got {value!r}.")
-    if high is not None and (value > high or (high_open and value == high)):
-        bound = "<" if high_open else "<="
-        raise ValueError(f"{name} must be {bound} {high}, got {value!r}.")
-    return value
-
-
-def check_prior_param(value, name, *, low=None, low_open=False):
-    """Validate a prior hyperparameter, a number or an array of numbers.
-
-    Every entry must be finite and, with ``low``, at least ``low`` (more than
-    ``low`` with ``low_open``): the range in which the M step is the maximiser
-    of a proper posterior.  Shapes are checked where the prior is broadcast.
-    Raises TypeError or ValueError naming the parameter.
-    """
-    if isinstance(value, bool) or np.iscomplexobj(value):
-        raise TypeError(f"{name} must be a real number or an array of them, got {value!r}.")
-    try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"{name} must be a real number or an array of them, got {value!r}."
-        ) from None
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} must be finite, got {value!r}.")
-    if low is not None:
-        too_low = array <= low if low_open else array < low
-        if np.any(too_low):
-            bound = ">" if low_open else ">="
-            shown = value if array.ndim == 0 else f"an entry {array[too_low].flat[0]!r}"
-            raise ValueError(f"{name} must be {bound} {low}, got {shown}.")
-    return array
 
 
 class BaseEM(BaseEstimator):

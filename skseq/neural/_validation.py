@@ -14,8 +14,7 @@ from scipy import sparse
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
-from .._validation import masked_as_nan
-from ..base import check_scalar_param
+from .._validation import check_bool_param, check_scalar_param, masked_as_nan
 
 __all__ = [
     "check_sequences",
@@ -23,13 +22,6 @@ __all__ = [
     "check_bool_param",
     "check_positive_int",
 ]
-
-
-def check_bool_param(value, name):
-    """Accept a Python or numpy bool; raise TypeError naming ``name`` otherwise."""
-    if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{name} must be a bool, got {value!r} of type {type(value).__name__}.")
-    return bool(value)
 
 
 def check_positive_int(value, name):
