@@ -567,3 +567,33 @@ def test_fft_length_is_fast_and_long_enough():
         n_fft = s4d_module._fft_length(length, lags)
         assert n_fft >= length + lags - 1
     assert s4d_module._fft_length(4096, 4096) == 8192
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_avx2_build_equals_the_portable_build(monkeypatch, dtype, rtol):
+    """Both builds of the kernels (see skseq._kernels.load) give the same results."""
+    import importlib
+
+    from skseq import _kernels
+
+    if not _kernels.cpu_has_avx2_fma():
+        pytest.skip("this CPU has no AVX2/FMA")
+    try:
+        importlib.import_module("skseq._kernels._s4d_avx2")
+    except ImportError:
+        pytest.skip("the AVX2 build is not available on this platform")
+    assert s4d_module._s4d.__name__ == "skseq._kernels._s4d_avx2"
+    rng = np.random.default_rng(12)
+    parameters = random_parameters(rng, channels=4, n_modes=6)
+    parameters["log_dt"] = parameters["log_dt"].astype(dtype)
+    u = rng.normal(size=(3, 4, 150)).astype(dtype)
+    dy = rng.normal(size=u.shape).astype(dtype)
+    results = {}
+    for build in ("_s4d_avx2", "_s4d"):
+        monkeypatch.setattr(s4d_module, "_s4d", importlib.import_module(f"skseq._kernels.{build}"))
+        K = s4d_kernel(**parameters, length=150)
+        y, spectra = causal_convolution(u, K, return_spectra=True)
+        conv_grads = causal_convolution_backward(dy, spectra=spectra)
+        results[build] = (K, y, *conv_grads, *s4d_kernel_backward(conv_grads.dK, **parameters))
+    for fast, portable in zip(results["_s4d_avx2"], results["_s4d"], strict=True):
+        assert_close_in_scale(fast, portable, np.abs(portable).max(), rtol)

@@ -256,9 +256,11 @@ def test_classifier_per_sequence():
     rng = np.random.RandomState(0)
     X = rng.normal(size=(300, 10))
     y = np.where(X.sum(axis=1) > 0, 1, 0)
-    model = S4DClassifier(**SMALL, max_iter=20).fit(X, y)
+    model = S4DClassifier(**SMALL, max_iter=40).fit(X, y)
     assert not model.per_step_
-    assert model.score(X, y) > 0.9
+    # Chance is 0.5; the margin covers the rounding of either kernel build.
+    X_test = rng.normal(size=(300, 10))
+    assert model.score(X_test, np.where(X_test.sum(axis=1) > 0, 1, 0)) > 0.8
     assert model.predict_proba(X[:4]).shape == (4, 2)
 
 

@@ -566,10 +566,15 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
         return y, spectra
     u_spectrum = scipy.fft.rfft(u, n=n_fft, axis=-1, workers=workers)
     kernel_spectrum = scipy.fft.rfft(K[:, :used], n=n_fft, axis=-1, workers=workers)
-    if return_spectra:
-        y_spectrum = u_spectrum * kernel_spectrum
-    else:
-        y_spectrum = np.multiply(u_spectrum, kernel_spectrum, out=u_spectrum)
+    y_spectrum = np.empty_like(u_spectrum) if return_spectra else u_spectrum
+    real = u.dtype
+
+    def run(start, stop):
+        _s4d.spectrum_product(
+            u_spectrum.view(real), kernel_spectrum.view(real), y_spectrum.view(real), start, stop
+        )
+
+    _run_blocks(run, _channel_blocks(n_channels, n_jobs))
     full = scipy.fft.irfft(y_spectrum, n=n_fft, axis=-1, workers=workers, overwrite_x=True)
     y = np.ascontiguousarray(full[..., :length])
     if not return_spectra:
