@@ -59,8 +59,9 @@ _MODEL_NOTES = f"""\
     :func:`skseq.inference.causal_convolution`; gradients are computed by
     explicit backward passes and the weights trained with Adam on minibatches
     of sequences.  A forward pass whose FFT buffers would need more than
-    {MAX_CONVOLUTION_BYTES / 2**30:.0f} GiB in one block (sequences of a few
-    hundred thousand steps at the default sizes) raises a ``ValueError``."""
+    {MAX_CONVOLUTION_BYTES / 2**30:.0f} GiB in one block raises a ``ValueError``: at the
+    default sizes, training on sequences of more than about 40 000 steps, or
+    predicting one of more than about 1.4 million."""
 
 
 class _S4DArchitecture:
