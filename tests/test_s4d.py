@@ -582,7 +582,6 @@ def test_avx2_build_equals_the_portable_build(monkeypatch, dtype, rtol):
         importlib.import_module("skseq._kernels._s4d_avx2")
     except ImportError:
         pytest.skip("the AVX2 build is not available on this platform")
-    assert s4d_module._s4d.__name__ == "skseq._kernels._s4d_avx2"
     rng = np.random.default_rng(12)
     parameters = random_parameters(rng, channels=4, n_modes=6)
     parameters["log_dt"] = parameters["log_dt"].astype(dtype)
@@ -597,3 +596,29 @@ def test_avx2_build_equals_the_portable_build(monkeypatch, dtype, rtol):
         results[build] = (K, y, *conv_grads, *s4d_kernel_backward(conv_grads.dK, **parameters))
     for fast, portable in zip(results["_s4d_avx2"], results["_s4d"], strict=True):
         assert_close_in_scale(fast, portable, np.abs(portable).max(), rtol)
+
+
+def test_option_and_missing_argument_checks():
+    u, K = np.ones((1, 2, 9)), np.ones((2, 3))
+    for n_jobs, error in [(0, ValueError), (1.5, TypeError), ("2", TypeError)]:
+        with pytest.raises(error, match="n_jobs"):
+            s4d_kernel(**GOOD, length=5, n_jobs=n_jobs)
+        with pytest.raises(error, match="n_jobs"):
+            s4d_kernel_backward(np.ones((2, 5)), **GOOD, n_jobs=n_jobs)
+        with pytest.raises(error, match="n_jobs"):
+            causal_convolution(u, K, n_jobs=n_jobs)
+        with pytest.raises(error, match="n_jobs"):
+            causal_convolution_backward(u, u, K, n_jobs=n_jobs)
+    for flag in ("yes", 1, None):
+        with pytest.raises(TypeError, match="return_spectra must be a bool"):
+            causal_convolution(u, K, return_spectra=flag)
+    assert isinstance(causal_convolution(u, K, return_spectra=np.bool_(True)), tuple)
+    for name in GOOD:
+        with pytest.raises(TypeError, match=f"{name} is required"):
+            s4d_kernel(**dict(GOOD, **{name: None}), length=5)
+    with pytest.raises(TypeError, match="u is required"):
+        causal_convolution(None, K)
+    with pytest.raises(TypeError, match="K is required"):
+        causal_convolution(u, None)
+    with pytest.raises(TypeError, match="dy is required"):
+        causal_convolution_backward(None, u, K)

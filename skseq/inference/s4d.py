@@ -33,8 +33,9 @@ import numpy as np
 import scipy.fft
 
 from .._kernels import load
+from .._validation import check_bool_param, check_n_jobs
 from ._checks import all_finite, checked_array, working_dtype
-from .scan import _pair_blocks, _run_blocks
+from .scan import _pair_blocks, _require, _run_blocks
 
 _s4d = load("_s4d")
 
@@ -132,6 +133,7 @@ def _checked_complex(name, value, shape):
 
 def _check_kernel_parameters(log_dt, A, B, C):
     """Validate the S4D parameters; returns the working dtype and float64 / complex128 copies."""
+    _require(log_dt=log_dt, A=A, B=B, C=C)
     log_dt = np.asarray(log_dt)
     dtype = working_dtype("log_dt", log_dt)
     if log_dt.ndim != 1:
@@ -276,10 +278,12 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
     Raises
     ------
     ValueError
-        If a shape does not match, an input is not finite, ``length < 1``, or
-        the kernel overflows (``Re A > 0`` with a long ``length``).
+        If a shape does not match, an input is not finite, ``length < 1``,
+        ``n_jobs`` is 0, or the kernel overflows (``Re A > 0`` with a long
+        ``length``).
     TypeError
-        If ``log_dt`` is complex or an input is not numeric.
+        If ``log_dt`` is complex, an input is None or not numeric, or
+        ``length`` or ``n_jobs`` is not an integer.
 
     See Also
     --------
@@ -317,6 +321,7 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
     >>> K.shape, K.dtype
     ((3, 1000), dtype('float32'))
     """
+    check_n_jobs(n_jobs)
     dtype, log_dt, A, B, C = _check_kernel_parameters(log_dt, A, B, C)
     length = _check_length(length)
     discretised = _discretise(log_dt, A, B, C)
@@ -368,10 +373,11 @@ def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
     Raises
     ------
     ValueError
-        If a shape does not match, an input is not finite, or a gradient
-        overflows.
+        If a shape does not match, an input is not finite, ``n_jobs`` is 0,
+        or a gradient overflows.
     TypeError
-        If ``log_dt`` is complex or an input is not numeric.
+        If ``log_dt`` is complex, an input is None or not numeric, or
+        ``n_jobs`` is not an integer.
 
     See Also
     --------
@@ -403,6 +409,7 @@ def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
     >>> bool(np.isclose(grads.dC[0, 0], K.sum()))
     True
     """
+    check_n_jobs(n_jobs)
     dtype, log_dt, A, B, C = _check_kernel_parameters(log_dt, A, B, C)
     n_channels, n_modes = A.shape
     dK = np.asarray(dK)
@@ -456,6 +463,7 @@ def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
 
 def _check_convolution_inputs(u, K, dtype=None):
     """u and K as C-contiguous finite arrays of u's working dtype (or of ``dtype``)."""
+    _require(u=u, K=K)
     u = np.asarray(u)
     own_dtype = working_dtype("u", u)
     dtype = own_dtype if dtype is None else dtype
@@ -514,9 +522,11 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     Raises
     ------
     ValueError
-        If a shape does not match or an input contains NaN or infinity.
+        If a shape does not match, an input contains NaN or infinity, or
+        ``n_jobs`` is 0.
     TypeError
-        If an input is complex or not numeric.
+        If an input is None, complex or not numeric, ``return_spectra`` is not
+        a bool, or ``n_jobs`` is not an integer.
 
     See Also
     --------
@@ -545,6 +555,8 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     >>> np.round(causal_convolution(u, K=[[1.0, 0.5]]), 12)
     array([[[1. , 2.5, 4. , 5.5]]])
     """
+    return_spectra = check_bool_param(return_spectra, "return_spectra")
+    check_n_jobs(n_jobs)
     u, K = _check_convolution_inputs(u, K)
     batch, n_channels, length = u.shape
     used = min(K.shape[1], length) if length > 0 else 0
@@ -637,11 +649,12 @@ def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None
     Raises
     ------
     ValueError
-        If shapes do not match, an input contains NaN or infinity, or not
-        exactly one of (``u`` and ``K``) and ``spectra`` is given.
+        If shapes do not match, an input contains NaN or infinity, ``n_jobs``
+        is 0, or not exactly one of (``u`` and ``K``) and ``spectra`` is
+        given.
     TypeError
-        If an input is complex or not numeric, or ``spectra`` is not a
-        :class:`ConvolutionSpectra`.
+        If ``dy`` is None, an input is complex or not numeric, ``spectra`` is
+        not a :class:`ConvolutionSpectra`, or ``n_jobs`` is not an integer.
 
     See Also
     --------
@@ -661,6 +674,8 @@ def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None
     >>> np.round(grads.du, 12)
     array([[[1.75, 1.5 , 1.  ]]])
     """
+    check_n_jobs(n_jobs)
+    _require(dy=dy)
     have_inputs = u is not None or K is not None
     if have_inputs == (spectra is not None) or (have_inputs and (u is None or K is None)):
         raise ValueError("Give either both u and K, or spectra (not both, not neither).")

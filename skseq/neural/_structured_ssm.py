@@ -1,6 +1,6 @@
 """Structured state-space (S4D) estimators: S4DRegressor and S4DClassifier."""
 
-from ..base import check_scalar_param
+from .._validation import check_scalar_param
 from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
 from ._s4d import INITS, MAX_CONVOLUTION_BYTES, make_s4d_network
