@@ -3,6 +3,13 @@
 Every ``skseq/_kernels/*.pyx`` file becomes the extension module
 ``skseq._kernels.<name>``.  Set ``SKSEQ_DEBUG_KERNELS=1`` to compile with bounds
 and wrap-around checks switched on (slow; for hunting memory errors).
+
+Every build also leaves the compiled kernels in the source tree (as
+``build_ext --inplace`` does), even for a regular ``pip install .``: Python
+puts the current directory first on ``sys.path``, so any command run from the
+root of a checkout (``python -m skseq demo``, ``python -m sphinx ...``)
+imports ``./skseq`` rather than the installed copy, and that source tree must
+then be complete.
 """
 
 import os
@@ -13,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 DEBUG = os.environ.get("SKSEQ_DEBUG_KERNELS", "") == "1"
 
@@ -57,4 +65,32 @@ extensions = [
     if BUILD_AVX2 or not path.stem.endswith("_avx2")
 ]
 
-setup(ext_modules=cythonize(extensions, compiler_directives=COMPILER_DIRECTIVES))
+# Neither Cython nor setuptools notices a change of compiler directives or
+# flags: switching between the debug and the regular build must rebuild
+# everything, or the "debug" kernels are the regular ones.  The flavour of the
+# last build is kept beside the generated C files.
+FLAVOUR = "debug" if DEBUG else "regular"
+FLAVOUR_STAMP = Path("skseq/_kernels/.build-flavour")
+FLAVOUR_CHANGED = not FLAVOUR_STAMP.exists() or FLAVOUR_STAMP.read_text() != FLAVOUR
+
+
+class BuildKernels(build_ext):
+    """build_ext that rebuilds on a flavour change and leaves the kernels in the source tree."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.force = self.force or FLAVOUR_CHANGED
+
+    def run(self):
+        super().run()
+        if not self.inplace:
+            self.copy_extensions_to_source()
+        FLAVOUR_STAMP.write_text(FLAVOUR)
+
+
+setup(
+    ext_modules=cythonize(
+        extensions, compiler_directives=COMPILER_DIRECTIVES, force=FLAVOUR_CHANGED
+    ),
+    cmdclass={"build_ext": BuildKernels},
+)

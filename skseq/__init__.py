@@ -1,17 +1,20 @@
 """skseq: scikit-learn estimators for sequence models on Cython nogil kernels."""
 
-from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
+from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, MultinomialHMM, PoissonHMM
 from .lds import LinearGaussianSSM
-from .neural import SelectiveSSMClassifier, SelectiveSSMRegressor
+from .neural import S4DClassifier, S4DRegressor, SelectiveSSMClassifier, SelectiveSSMRegressor
 
 __version__ = "0.1.0"
 
 __all__ = [
     "GaussianHMM",
     "CategoricalHMM",
+    "MultinomialHMM",
     "PoissonHMM",
     "GMMHMM",
     "LinearGaussianSSM",
     "SelectiveSSMRegressor",
     "SelectiveSSMClassifier",
+    "S4DRegressor",
+    "S4DClassifier",
 ]

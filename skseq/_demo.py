@@ -31,7 +31,22 @@ def _fit(model, X, **kwargs):
     return time.perf_counter() - started
 
 
-def _report(title, model, X, seconds):
+def _expected_stay(model, state):
+    """1 / (1 - p(stay)): the mean number of steps a visit to ``state`` lasts."""
+    stay = model.transmat_[state, state]
+    return "absorbing (>1000 steps)" if stay > 1 - 1e-3 else f"{1.0 / (1.0 - stay):.1f} steps"
+
+
+def _report(title, model, X, seconds, order, describe):
+    """Print a fitted model's summary, then one line per state, states in ``order``.
+
+    Every report orders its states the same way: by increasing level (growth,
+    activity, flow).
+
+    ``describe(state)`` says what else the report shows about a state.  Every
+    number of a state is on that state's line, so nothing can be paired with
+    the wrong state, whatever the order.
+    """
     print(f"\n== {title}")
     print(
         f"   {type(model).__name__}(n_components={model.n_components}): "
@@ -39,9 +54,10 @@ def _report(title, model, X, seconds):
         f"({'converged' if model.converged_ else 'not converged'}), "
         f"BIC {model.bic(X):.1f}, {seconds * 1000:.0f} ms"
     )
-    durations = 1.0 / np.maximum(1.0 - np.diag(model.transmat_), 1e-12)
-    stays = [f"{d:.1f}" if d < 1000 else "absorbing (>1000)" for d in durations]
-    print(f"   expected stay in each state, in steps: {', '.join(stays)}")
+    for state in order:
+        print(
+            f"     state {state}: expected stay {_expected_stay(model, state)}; {describe(state)}"
+        )
 
 
 def run_demo():
@@ -55,52 +71,73 @@ def run_demo():
 
     model = GaussianHMM(2, covariance_type="full", n_iter=200, n_init=5, random_state=0)
     seconds = _fit(model, growth)
+    order = np.argsort(model.means_[:, 0])  # low growth first
+    slow = int(order[0])
     _report(
         "US business cycle: GDP and consumption growth, 1959-2009 (GaussianHMM)",
         model,
         growth,
         seconds,
+        order,
+        lambda state: (
+            f"{'low-growth' if state == slow else 'expansion'}, mean annualised growth "
+            f"(GDP, consumption) {model.means_[state]}"
+        ),
     )
-    slow = int(np.argmin(model.means_[:, 0]))
-    print("   mean annualised growth (GDP, consumption) per state:")
-    for state in range(2):
-        name = "low-growth" if state == slow else "expansion"
-        print(f"     state {state} ({name}): {model.means_[state]}")
     states = model.predict(growth)
     print("   low-growth episodes:", ", ".join(_episodes(quarters, states == slow)))
 
     model = GMMHMM(2, n_mix=2, n_iter=200, n_init=3, random_state=0)
     seconds = _fit(model, growth)
-    _report("The same series with two Gaussians per state (GMMHMM)", model, growth, seconds)
-    for state in range(2):
-        means = "; ".join(str(np.round(mean, 2)) for mean in model.means_[state])
-        print(f"     state {state}: weights {model.weights_[state]}, component means {means}")
+    _report(
+        "The same series with two Gaussians per state (GMMHMM)",
+        model,
+        growth,
+        seconds,
+        np.argsort((model.weights_ * model.means_[:, :, 0]).sum(axis=1)),  # by mean GDP growth
+        lambda state: (
+            f"weights {model.weights_[state]}, component means "
+            + "; ".join(str(np.round(mean, 2)) for mean in model.means_[state])
+        ),
+    )
 
     symbols = np.digitize(growth[:, 0], [0.0, 3.0])[:, None]  # 0: <0 %, 1: 0-3 %, 2: >3 %
     model = CategoricalHMM(2, n_iter=200, n_init=5, random_state=0)
     seconds = _fit(model, symbols)
     _report(
-        "GDP growth as symbols: contraction / slow / fast (CategoricalHMM)", model, symbols, seconds
+        "GDP growth as symbols: contraction / slow / fast (CategoricalHMM)",
+        model,
+        symbols,
+        seconds,
+        np.argsort(model.emissionprob_ @ np.arange(3)),  # slowest first
+        lambda state: f"p(contraction, slow, fast) {model.emissionprob_[state]}",
     )
-    print("   p(contraction, slow, fast | state):")
-    for state in range(2):
-        print(f"     state {state}: {model.emissionprob_[state]}")
 
     sunspots = load_sunspots()
     counts = np.round(sunspots.data)
     model = PoissonHMM(3, n_iter=200, n_init=3, random_state=0)
     seconds = _fit(model, counts)
-    _report("Yearly sunspot numbers, 1700-2008 (PoissonHMM)", model, counts, seconds)
-    order = np.argsort(model.lambdas_[:, 0])
-    print("   activity levels (mean sunspots per state):", model.lambdas_[order, 0])
+    _report(
+        "Yearly sunspot numbers, 1700-2008 (PoissonHMM)",
+        model,
+        counts,
+        seconds,
+        np.argsort(model.lambdas_[:, 0]),  # quietest first
+        lambda state: f"mean sunspots per year {model.lambdas_[state, 0]:.2f}",
+    )
 
     nile = load_nile()
     model = GaussianHMM(2, n_iter=100, random_state=0, transmat_init=[[0.99, 0.01], [0.01, 0.99]])
     seconds = _fit(model, nile.data)
     _report(
-        "Nile flow at Aswan, 1871-1970: a change point (GaussianHMM)", model, nile.data, seconds
+        "Nile flow at Aswan, 1871-1970: a change point (GaussianHMM)",
+        model,
+        nile.data,
+        seconds,
+        np.argsort(model.means_[:, 0]),  # lower flow first
+        lambda state: f"mean flow {model.means_[state, 0]:.2f}",
     )
     change = nile.year[1:][np.diff(model.predict(nile.data)) != 0]
-    print("   mean flow per state:", model.means_.ravel(), "; regime changes in:", change.tolist())
+    print("   regime changes in:", change.tolist())
 
     print(f"\nAll fits done in {time.perf_counter() - total:.1f} s.")

@@ -16,23 +16,31 @@ from joblib import Parallel, delayed, effective_n_jobs
 from joblib.parallel import ThreadingBackend, get_active_backend
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["ThreadRunner", "single_threaded_blas"]
+__all__ = ["ThreadRunner", "limited_threads", "single_threaded_blas"]
 
-_blas_controller = None
+_controller = None
+
+
+def limited_threads(n_threads):
+    """A context in which BLAS and OpenMP run on at most ``n_threads`` threads
+    (``threadpoolctl``).
+
+    The thread libraries are looked up once per process (a lookup costs
+    milliseconds, too much for every fit).
+    """
+    global _controller
+    if _controller is None:
+        _controller = ThreadpoolController()
+    return _controller.limit(limits=int(n_threads))
 
 
 def single_threaded_blas():
-    """A context in which BLAS runs on one thread (``threadpoolctl``).
+    """A context in which BLAS (and OpenMP) run on one thread.
 
     Parallelism comes from ``n_jobs`` over blocks; the matrices are small and
-    a threaded BLAS inside each block only slows them down.  The BLAS
-    libraries are looked up once per process (a lookup costs milliseconds,
-    too much for every fit).
+    a threaded BLAS inside each block only slows them down.
     """
-    global _blas_controller
-    if _blas_controller is None:
-        _blas_controller = ThreadpoolController()
-    return _blas_controller.limit(limits=1)
+    return limited_threads(1)
 
 
 class ThreadRunner:

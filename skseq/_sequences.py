@@ -7,11 +7,19 @@ routing like ``sample_weight``).  Internally a split is an ``offsets`` array:
 sequence ``s`` is rows ``offsets[s]:offsets[s + 1]``.
 """
 
+import functools
+import inspect
 import numbers
 
 import numpy as np
 
-__all__ = ["sequence_offsets", "split_offsets", "blocks_of_rows", "check_y_is_not_lengths"]
+__all__ = [
+    "sequence_offsets",
+    "split_offsets",
+    "blocks_of_rows",
+    "check_y_is_not_lengths",
+    "lengths_by_keyword",
+]
 
 
 def sequence_offsets(n_samples, lengths=None, sequence_ids=None):
@@ -138,19 +146,25 @@ def blocks_of_rows(offsets, rows_per_block):
     return blocks
 
 
-def check_y_is_not_lengths(y, n_samples):
+def _lengths_by_keyword(method, positional=("X",)):
+    call = f"{method}({', '.join(positional)}, lengths=...)"
+    return f"pass sequence lengths by keyword: {call}, or use sequence_ids=."
+
+
+def check_y_is_not_lengths(y, n_samples, method="fit"):
     """Reject an hmmlearn-style positional ``lengths`` passed as ``y``.
 
-    scikit-learn puts ``y`` second in ``fit(X, y)``; hmmlearn puts ``lengths``
-    there.  A ``y`` whose length differs from ``n_samples`` is almost surely
-    such a ``lengths``.
+    scikit-learn puts ``y`` second in ``fit(X, y)`` and ``score(X, y)``;
+    hmmlearn puts ``lengths`` there.  A ``y`` whose length differs from
+    ``n_samples`` is almost surely such a ``lengths``.  ``method`` names the
+    method in the message.
     """
     if y is None:
         return
     if isinstance(y, numbers.Number):
         raise TypeError(
-            "The second positional argument is y, which these models ignore; "
-            "pass sequence lengths by keyword: fit(X, lengths=...)."
+            f"The second positional argument of {method} is y, which these models ignore; "
+            + _lengths_by_keyword(method)
         )
     try:
         n_y = len(y)
@@ -158,7 +172,35 @@ def check_y_is_not_lengths(y, n_samples):
         return
     if n_y != n_samples:
         raise TypeError(
-            f"Got a second positional argument of length {n_y} for X with "
-            f"{n_samples} rows. It looks like hmmlearn-style lengths: pass them "
-            "by keyword, fit(X, lengths=...), or use sequence_ids=."
+            f"{method} got a second positional argument of length {n_y} for X with "
+            f"{n_samples} rows. It looks like hmmlearn-style lengths: "
+            + _lengths_by_keyword(method)
         )
+
+
+def lengths_by_keyword(method):
+    """Decorate a method whose sequence arguments are keyword-only.
+
+    Called with more positional arguments than it takes -- almost surely an
+    hmmlearn-style positional ``lengths`` -- it raises a TypeError that names
+    the method and says ``lengths=``, instead of Python's bare "takes 2
+    positional arguments".  The signature seen by ``inspect`` (and by
+    scikit-learn's metadata routing) is the method's own.
+    """
+    positional = [
+        parameter.name
+        for parameter in inspect.signature(method).parameters.values()
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+    ][1:]  # without self
+
+    @functools.wraps(method)
+    def checked(self, *args, **kwargs):
+        if len(args) > len(positional):
+            raise TypeError(
+                f"{type(self).__name__}.{method.__name__}() got {len(args)} positional "
+                f"arguments but takes only {', '.join(positional)} positionally; "
+                + _lengths_by_keyword(method.__name__, positional)
+            )
+        return method(self, *args, **kwargs)
+
+    return checked

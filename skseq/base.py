@@ -12,7 +12,8 @@ An EM estimator here is defined by four things:
 
 :class:`BaseEM` runs the loop: initialisation (with ``n_init`` restarts), the
 E step over sequences in threads (:mod:`skseq._parallel`), the convergence monitor, warnings
-and progress output.  It also runs stochastic EM (MATH.md section 1): each
+and progress output.  It also runs stochastic EM (the user guide's
+"Stochastic EM and streams" page, ``doc/user_guide/stochastic_em.rst``): each
 batch's statistics are blended into running statistics with the
 Robbins-Monro step rho_t = (learning_offset + t) ** -learning_decay, then the
 M step maps them to parameters.  The running statistics are kept per row
@@ -23,13 +24,16 @@ s_t = (1 - rho_t) s_{t-1} + rho_t (N / B) s_batch of scikit-learn's
 on it.
 """
 
-import numbers
+import copy
+import os
 import sys
 import time
 import warnings
 from contextlib import contextmanager
 
+import joblib
 import numpy as np
+import sklearn
 from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
@@ -38,8 +42,42 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._parallel import ThreadRunner, single_threaded_blas
 from ._sequences import split_offsets
+from ._validation import check_prior_param, check_scalar_param
 
-__all__ = ["ConvergenceMonitor", "SufficientStatistics", "BaseEM", "check_scalar_param"]
+__all__ = [
+    "ConvergenceMonitor",
+    "SufficientStatistics",
+    "BaseEM",
+    "check_scalar_param",
+    "check_prior_param",
+    "warn_user",
+]
+
+_PACKAGE_DIRECTORY = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# scikit-learn wraps estimator methods (set_output's fit_transform, pipelines)
+# and calls them on the user's behalf (searches, through joblib): the user's
+# call is above those frames too.
+_LIBRARY_DIRECTORIES = (_PACKAGE_DIRECTORY,) + tuple(
+    os.path.dirname(os.path.abspath(module.__file__)) + os.sep for module in (sklearn, joblib)
+)
+
+
+def warn_user(message, category=UserWarning):
+    """``warnings.warn`` pointing at the user's call.
+
+    A warning about a call (``fit`` did not converge, a parameter will be
+    overwritten) belongs to the line of user code that made it: the first
+    frame outside skseq, scikit-learn and joblib, however many of their
+    frames lie in between.  A fixed ``stacklevel`` would point into a library whenever
+    the depth differs (``fit`` through ``fit_transform``, a subclass's
+    ``_fit_em``, a pipeline).
+    """
+    frame = sys._getframe(1)
+    level = 2  # stacklevel 2 is the caller of this function
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRECTORIES):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 class SufficientStatistics(dict):
@@ -73,9 +111,16 @@ class SufficientStatistics(dict):
 class ConvergenceMonitor:
     """Records the log-likelihood of each EM iteration and decides convergence.
 
-    EM has converged when the log-likelihood gained by the last iteration is
-    below ``tol``.  ``history`` holds every value reported since the last
-    reset (hmmlearn keeps only the last two).
+    As in hmmlearn, EM has converged when the log-likelihood gained by the
+    last iteration is below ``tol`` *or* the iteration limit ``n_iter`` is
+    reached (``converged`` is True in both cases).  The estimators'
+    ``converged_`` attribute is stricter: True only when EM stopped on the
+    criterion, not on the limit.  ``history`` holds every value reported
+    since the last reset.
+
+    To stop EM on another criterion, subclass and redefine ``converged``,
+    then assign an instance to the estimator's ``monitor_`` before ``fit``
+    (hmmlearn's recipe); ``fit`` keeps an assigned monitor.
 
     Parameters
     ----------
@@ -95,6 +140,22 @@ class ConvergenceMonitor:
     True
     >>> monitor.iter
     3
+
+    A criterion of one's own, kept by ``fit``:
+
+    >>> import numpy as np
+    >>> from skseq import GaussianHMM
+    >>> class LooseTolerance(ConvergenceMonitor):
+    ...     @property
+    ...     def converged(self):
+    ...         return self.iter >= self.n_iter or (
+    ...             len(self.history) >= 2 and self.history[-1] - self.history[-2] < 100 * self.tol
+    ...         )
+    >>> model = GaussianHMM(2, n_iter=50, random_state=0)
+    >>> model.monitor_ = LooseTolerance(model.monitor_.tol, model.monitor_.n_iter, False)
+    >>> X = np.random.default_rng(0).normal(size=(100, 1))
+    >>> type(model.fit(X).monitor_).__name__
+    'LooseTolerance'
     """
 
     def __init__(self, tol, n_iter, verbose):
@@ -107,7 +168,7 @@ class ConvergenceMonitor:
 
     def __repr__(self):
         return (
-            f"ConvergenceMonitor(tol={self.tol}, n_iter={self.n_iter}, iter={self.iter}, "
+            f"{type(self).__name__}(tol={self.tol}, n_iter={self.n_iter}, iter={self.iter}, "
             f"converged={self.converged}, history=[{len(self.history)} values])"
         )
 
@@ -131,36 +192,9 @@ class ConvergenceMonitor:
 
     @property
     def converged(self):
-        """Whether the last gain in log-likelihood fell below ``tol``."""
-        return len(self.history) >= 2 and self.history[-1] - self.history[-2] < self.tol
-
-
-def check_scalar_param(
-    value, name, kind, *, low=None, high=None, low_open=False, high_open=False, allow_inf=False
-):
-    """Validate one hyperparameter; raise TypeError or ValueError naming it.
-
-    ``kind`` is ``"int"`` or ``"real"``.  Bounds are closed unless
-    ``low_open`` / ``high_open``.  Reals must be finite unless ``allow_inf``
-    (NaN is always rejected).
-    """
-    if kind == "int":
-        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-        expected = "an integer"
-    else:
-        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-        expected = "a real number"
-    if not ok:
-        raise TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}.")
-    if kind == "real" and (np.isnan(value) or (not allow_inf and np.isinf(value))):
-        raise ValueError(f"{name} must be {'a number' if allow_inf else 'finite'}, got {value!r}.")
-    if low is not None and (value < low or (low_open and value == low)):
-        bound = ">" if low_open else ">="
-        raise ValueError(f"{name} must be {bound} {low}, got {value!r}.")
-    if high is not None and (value > high or (high_open and value == high)):
-        bound = "<" if high_open else "<="
-        raise ValueError(f"{name} must be {bound} {high}, got {value!r}.")
-    return value
+        """Whether EM is done: the last gain fell below ``tol``, or ``n_iter`` is reached."""
+        gain_below_tol = len(self.history) >= 2 and self.history[-1] - self.history[-2] < self.tol
+        return self.iter >= self.n_iter or gain_below_tol
 
 
 class BaseEM(BaseEstimator):
@@ -239,37 +273,98 @@ class BaseEM(BaseEstimator):
                 "current parameters; check the initial parameters or the data."
             )
 
-    def _run_em(self, X, offsets, random_state):
-        """Iterate E and M steps from the current parameters until convergence.
+    # -- the convergence monitor --------------------------------------------------
 
-        Returns the monitor and the statistics of the last E step (``None``
-        when ``n_iter`` is 0).
+    @property
+    def monitor_(self):
+        """The :class:`ConvergenceMonitor` of the last fit (hmmlearn's attribute).
+
+        It exists from construction, as in hmmlearn, yet is no constructor
+        parameter nor a fitted attribute in scikit-learn's sense: before the
+        first fit it is created on first access from ``tol``, ``n_iter`` and
+        ``verbose``.  ``fit`` builds a new one from the hyperparameters as
+        they are then, unless one was assigned (``model.monitor_ =
+        MyMonitor(...)``): an assigned monitor is reset and used by every
+        ``fit``, so a subclass's ``converged`` decides when EM stops.
+        """
+        monitor = self.__dict__.get("_monitor")
+        if monitor is None:
+            monitor = self._monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
+        return monitor
+
+    @monitor_.setter
+    def monitor_(self, monitor):
+        for name in ("history", "iter", "report", "_reset"):
+            if not hasattr(monitor, name):
+                raise TypeError(
+                    f"monitor_ must be a ConvergenceMonitor (or have its {name!r}), "
+                    f"got {type(monitor).__name__}."
+                )
+        self._monitor = monitor
+        self._monitor_assigned = True
+
+    def _fresh_monitor(self):
+        """The monitor one EM run reports to: a copy of an assigned one, or a new default."""
+        if self.__dict__.get("_monitor_assigned"):
+            monitor = copy.deepcopy(self._monitor)
+            monitor._reset()
+            return monitor
+        return ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
+
+    def _keep_monitor(self, monitor):
+        """Store the monitor of the kept run; an assigned monitor stays the same object."""
+        if self.__dict__.get("_monitor_assigned"):
+            self._monitor.__dict__.update(vars(monitor))
+        else:
+            self._monitor = monitor
+
+    def _stops(self, monitor):
+        """Whether EM stops before its next M step: the monitor's ``converged``.
+
+        On the last iteration, reaching the limit alone still takes the last
+        M step (as hmmlearn, whose loop stops after it): there the monitor's
+        criterion is asked with its limit moved one iteration on, which
+        leaves the gain below ``tol`` (or a subclass's own test).  Either way
+        EM ends; what this decides is whether the last M step runs and
+        whether the fit counts as converged.
+        """
+        if monitor.iter < self.n_iter:
+            return bool(monitor.converged)
+        probe = copy.copy(monitor)
+        probe.n_iter = monitor.iter + 1
+        return bool(probe.converged)
+
+    # -- the EM loop ------------------------------------------------------------
+
+    def _run_em(self, X, offsets, random_state, monitor):
+        """Iterate E and M steps from the current parameters until ``monitor`` stops them.
+
+        Returns whether EM stopped on its criterion (rather than at
+        ``n_iter``) and the statistics of the last E step (``None`` when
+        ``n_iter`` is 0).
         """
         if self.learning_method == "online":
-            return self._run_online_em(X, offsets, random_state)
-        monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
+            return self._run_online_em(X, offsets, random_state, monitor)
         statistics = None
         for _ in range(self.n_iter):
             statistics, log_likelihood = self._estep_parallel(X, offsets)
             self._check_log_likelihood(log_likelihood)
             monitor.report(log_likelihood)
-            if monitor.converged:
-                break
+            if self._stops(monitor):
+                return True, statistics
             self._mstep(statistics)
-        return monitor, statistics
+        return False, statistics
 
-    def _run_online_em(self, X, offsets, random_state):
+    def _run_online_em(self, X, offsets, random_state, monitor):
         """Stochastic EM over minibatches of ``batch_size`` whole sequences.
 
         One iteration is one pass over the sequences in a random order; the
         monitor records the sum of the batch log-likelihoods of each pass.
         """
-        monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
         self._running_statistics = None
         self.n_batch_iter_ = 0
         n_sequences = len(offsets) - 1
         reference_rows = self.total_samples or X.shape[0]
-        statistics = None
         for _ in range(self.n_iter):
             order = random_state.permutation(n_sequences)
             log_likelihood = 0.0
@@ -283,9 +378,9 @@ class BaseEM(BaseEstimator):
                 log_likelihood += batch_log_likelihood
                 self._stochastic_step(statistics, len(rows), reference_rows)
             monitor.report(log_likelihood)
-            if monitor.converged:
-                break
-        return monitor, None
+            if self._stops(monitor):
+                return True, None
+        return False, None
 
     def _fit_em(self, X, offsets):
         """Run ``n_init`` initialisations + EM; keep the best by log-likelihood.
@@ -299,9 +394,12 @@ class BaseEM(BaseEstimator):
             if self.verbose and self.n_init > 1:
                 print(f"Initialisation {init + 1} of {self.n_init}", file=sys.stderr)
             self._initialize(X, offsets, random_state)
+            if init == 0:
+                self._warn_if_degenerate(X)
+            monitor = self._fresh_monitor()
             with self._threads():
-                monitor, statistics = self._run_em(X, offsets, random_state)
-            final = monitor.history[-1] if monitor.history else -np.inf
+                converged, statistics = self._run_em(X, offsets, random_state, monitor)
+            final = monitor.history[-1] if len(monitor.history) else -np.inf
             if best is None or final > best[0]:
                 if self.learning_method == "online":
                     running = (self._running_statistics, self.n_batch_iter_)
@@ -309,33 +407,49 @@ class BaseEM(BaseEstimator):
                     running = ((1.0 / X.shape[0]) * statistics, monitor.iter)
                 else:
                     running = (None, 0)
-                best = (final, self._get_parameters(), monitor, running)
-        _, parameters, monitor, (running, n_steps) = best
+                best = (final, self._get_parameters(), monitor, converged, running)
+        _, parameters, monitor, converged, (running, n_steps) = best
         self._set_parameters(parameters)
         # partial_fit after fit continues from these parameters and statistics,
         # counting each batch EM iteration as one step (as scikit-learn's LDA).
         self._running_statistics = running
         self.n_batch_iter_ = n_steps
         self._n_rows_seen = X.shape[0]
-        self.monitor_ = monitor
+        self._keep_monitor(monitor)
+        self.__dict__.pop("batch_log_likelihood_", None)  # describes partial_fit only
         self.n_iter_ = monitor.iter
-        self.converged_ = monitor.converged
-        self.lower_bound_ = monitor.history[-1] if monitor.history else -np.inf
-        if not self.converged_ and self.n_iter > 0:
-            warnings.warn(
+        self.converged_ = converged
+        self.lower_bound_ = monitor.history[-1] if len(monitor.history) else -np.inf
+        # One log-likelihood has no gain to report: n_iter=1 is a deliberate
+        # single step (e.g. a user's own loop), not a failure to converge.
+        if not converged and len(monitor.history) >= 2:
+            gain = monitor.history[-1] - monitor.history[-2]
+            warn_user(
                 f"{type(self).__name__} did not converge in n_iter={self.n_iter} "
-                f"iterations (last gain {self._last_gain(monitor):.3g}, tol={self.tol}). "
+                f"iterations (last gain {gain:.3g}, tol={self.tol}). "
                 "Increase n_iter or tol.",
                 ConvergenceWarning,
-                stacklevel=3,
             )
         return self
 
-    @staticmethod
-    def _last_gain(monitor):
-        if len(monitor.history) < 2:
-            return float("nan")
-        return monitor.history[-1] - monitor.history[-2]
+    def _n_data_points(self, X):
+        """The observed values of ``X`` (its entries that are not NaN)."""
+        return int(X.size - np.count_nonzero(np.isnan(X)))
+
+    def _warn_if_degenerate(self, X):
+        """hmmlearn's warning: fewer observed values than free parameters to fit.
+
+        Not with ``n_iter=0``, which fits nothing (a way to set the initial
+        values as the parameters).
+        """
+        if self.n_iter == 0:
+            return
+        n_parameters, n_data = self._n_parameters(), self._n_data_points(X)
+        if n_data < n_parameters:
+            warn_user(
+                f"Fitting a model with {n_parameters} free scalar parameters with only "
+                f"{n_data} data points will result in a degenerate solution."
+            )
 
     # -- stochastic EM ------------------------------------------------------------
 
@@ -352,21 +466,32 @@ class BaseEM(BaseEstimator):
             check_scalar_param(self.total_samples, "total_samples", "real", low=0, low_open=True)
         check_scalar_param(self.batch_size, "batch_size", "int", low=1)
 
-    def _partial_fit_reference_rows(self, n_rows):
-        """Count a partial_fit batch of ``n_rows``; return N for its M step.
+    def _partial_fit_step(self, statistics, log_likelihood, n_rows):
+        """The learning step of one ``partial_fit`` batch of ``n_rows``.
 
-        N is ``total_samples`` when given, else every row seen so far (by
-        ``fit`` and ``partial_fit``), so that priors weigh against all data
-        rather than against one batch.
+        Counts the rows, blends ``statistics`` in and runs the M step (N:
+        ``total_samples`` when given, else every row seen so far by ``fit``
+        and ``partial_fit``, so that priors weigh against all data rather
+        than against one batch).  Keeps the batch's log-likelihood (under the
+        parameters before this step) in ``batch_log_likelihood_`` and, with
+        ``verbose``, prints it with the rows seen so far.
         """
         self._n_rows_seen = getattr(self, "_n_rows_seen", 0) + n_rows
-        return self.total_samples or self._n_rows_seen
+        self._stochastic_step(statistics, n_rows, self.total_samples or self._n_rows_seen)
+        self.batch_log_likelihood_ = float(log_likelihood)
+        if self.verbose:
+            print(
+                f"partial_fit batch {self.n_batch_iter_:>5d}: log-likelihood "
+                f"{log_likelihood:.6f} ({log_likelihood / n_rows:.6g} per row over "
+                f"{n_rows} rows), {self._n_rows_seen} rows seen",
+                file=sys.stderr,
+            )
 
     def _stochastic_step(self, statistics, n_rows, reference_rows):
         """Blend one batch's statistics into the running ones, then the M step.
 
         ``n_rows`` rows gave ``statistics``; the M step sees the running
-        statistics scaled to ``reference_rows`` rows (N in MATH.md section 1).
+        statistics scaled to ``reference_rows`` rows (N of the stochastic-EM step).
         """
         self.n_batch_iter_ = getattr(self, "n_batch_iter_", 0) + 1
         step = (self.learning_offset + self.n_batch_iter_) ** (-self.learning_decay)
@@ -380,37 +505,40 @@ class BaseEM(BaseEstimator):
 
     # -- model selection --------------------------------------------------------
 
-    def aic(self, X, *, lengths=None, sequence_ids=None):
+    def aic(self, X, lengths=None, *, sequence_ids=None):
         """Akaike information criterion of the fitted model on ``X`` (lower is better).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        lengths, sequence_ids : see :meth:`fit`.
+        lengths : array-like of int, optional
+            As in :meth:`fit`; also positional, as in hmmlearn (``aic`` has
+            no ``y``).
+        sequence_ids : see :meth:`fit`.
 
         Returns
         -------
         aic : float
         """
         check_is_fitted(self)
-        return -2 * self.score(X, lengths=lengths, sequence_ids=sequence_ids) + (
-            2 * self._n_parameters()
-        )
+        log_likelihood = self.score(X, lengths=lengths, sequence_ids=sequence_ids)
+        return -2 * log_likelihood + 2 * self._n_parameters()
 
-    def bic(self, X, *, lengths=None, sequence_ids=None):
+    def bic(self, X, lengths=None, *, sequence_ids=None):
         """Bayesian information criterion of the fitted model on ``X`` (lower is better).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        lengths, sequence_ids : see :meth:`fit`.
+        lengths : array-like of int, optional
+            As in :meth:`fit`; also positional, as in hmmlearn (``bic`` has
+            no ``y``).
+        sequence_ids : see :meth:`fit`.
 
         Returns
         -------
         bic : float
         """
         check_is_fitted(self)
-        n_samples = np.shape(X)[0]
-        return -2 * self.score(X, lengths=lengths, sequence_ids=sequence_ids) + (
-            self._n_parameters() * np.log(n_samples)
-        )
+        log_likelihood = self.score(X, lengths=lengths, sequence_ids=sequence_ids)
+        return -2 * log_likelihood + self._n_parameters() * np.log(np.shape(X)[0])

@@ -14,51 +14,30 @@ from skseq import (
     CategoricalHMM,
     GaussianHMM,
     LinearGaussianSSM,
+    MultinomialHMM,
     PoissonHMM,
+    S4DClassifier,
+    S4DRegressor,
     SelectiveSSMClassifier,
     SelectiveSSMRegressor,
 )
+from skseq.neural._trainer import BaseSequenceNetwork
 
 SCORE_SAMPLES_IS_HMMLEARN_TUPLE = (
     "score_samples returns hmmlearn's (log_likelihood, posteriors) tuple, not one "
     "score per row; per-row scores are score(..., sample_weight=...) terms"
 )
-ONE_SYMBOL_COLUMN = (
-    "CategoricalHMM models one column of symbols (hmmlearn's input format); this "
-    "check fits on several columns"
-)
-
 ROWS_ARE_TIME_STEPS = (
     "rows are time steps of a sequence: reordering them or taking a subset changes the "
     "sequence, hence the smoothed states of the rows"
 )
 
 MINIBATCH_WEIGHTS_ARE_NOT_REPEATS = (
-    "minibatch Adam: repeating a sequence changes the minibatches and the number of "
-    "updates per epoch, so integer weights and repeated sequences give different "
-    "(equally valid) networks"
+    "minibatch Adam: once the data exceed one batch, repeating a sequence changes the "
+    "minibatches and the number of updates per epoch, so integer weights and repeated "
+    "sequences give different (equally valid) networks; within one batch they agree only "
+    "up to rounding, which Adam's normalised steps can amplify (the check may pass)"
 )
-
-_CATEGORICAL_MULTICOLUMN_CHECKS = [
-    "check_dict_unchanged",
-    "check_dont_overwrite_parameters",
-    "check_dtype_object",
-    "check_estimators_dtypes",
-    "check_estimators_fit_returns_self",
-    "check_estimators_nan_inf",
-    "check_estimators_overwrite_params",
-    "check_estimators_pickle",
-    "check_f_contiguous_array_estimator",
-    "check_fit2d_1sample",
-    "check_fit2d_predict1d",
-    "check_fit_check_is_fitted",
-    "check_fit_idempotent",
-    "check_fit_score_takes_y",
-    "check_n_features_in",
-    "check_n_features_in_after_fitting",
-    "check_pipeline_consistency",
-    "check_readonly_memmap_input",
-]
 
 
 def expected_failed_checks(estimator):
@@ -67,9 +46,7 @@ def expected_failed_checks(estimator):
     if hasattr(estimator, "transmat_prior"):
         failures["check_methods_sample_order_invariance"] = SCORE_SAMPLES_IS_HMMLEARN_TUPLE
         failures["check_methods_subset_invariance"] = SCORE_SAMPLES_IS_HMMLEARN_TUPLE
-    if isinstance(estimator, CategoricalHMM):
-        failures.update(dict.fromkeys(_CATEGORICAL_MULTICOLUMN_CHECKS, ONE_SYMBOL_COLUMN))
-    if isinstance(estimator, (SelectiveSSMRegressor, SelectiveSSMClassifier)):
+    if isinstance(estimator, BaseSequenceNetwork):
         failures["check_sample_weight_equivalence_on_dense_data"] = (
             MINIBATCH_WEIGHTS_ARE_NOT_REPEATS
         )
@@ -85,9 +62,14 @@ ESTIMATORS = [
     GMMHMM(n_components=2, n_mix=2, random_state=0),
     PoissonHMM(n_components=2, random_state=0),
     CategoricalHMM(n_components=2, random_state=0),
+    MultinomialHMM(n_components=2, random_state=0),
     LinearGaussianSSM(),
     LinearGaussianSSM(n_components=2),
-    # Small networks trained long enough for the checks that test learning.
+    # Small networks trained long enough for the checks that test learning.  In
+    # float64: the checks compare predictions of rows in different batches (order,
+    # subsets) to 1e-7 relative, which float32 rounding of BLAS products blocked by
+    # batch size does not meet; float32 is tested with float32 tolerances in each
+    # model's own test file.
     SelectiveSSMRegressor(
         d_model=8,
         n_layers=2,
@@ -95,6 +77,7 @@ ESTIMATORS = [
         max_iter=20,
         batch_size=64,
         learning_rate_init=2e-2,
+        dtype="float64",
         random_state=0,
     ),
     SelectiveSSMClassifier(
@@ -104,7 +87,28 @@ ESTIMATORS = [
         max_iter=20,
         batch_size=64,
         learning_rate_init=2e-2,
+        dtype="float64",
         random_state=0,
+    ),
+    S4DRegressor(
+        d_model=8,
+        n_layers=2,
+        d_state=4,
+        max_iter=12,
+        batch_size=64,
+        learning_rate_init=2e-2,
+        random_state=0,
+        dtype="float64",
+    ),
+    S4DClassifier(
+        d_model=8,
+        n_layers=2,
+        d_state=4,
+        max_iter=12,
+        batch_size=64,
+        learning_rate_init=2e-2,
+        random_state=0,
+        dtype="float64",
     ),
 ]
 
@@ -118,7 +122,7 @@ def test_scikit_learn_compatible(estimator, check):
 
 
 def test_categorical_passes_the_checks_on_one_column():
-    """What the listed multi-column checks test, on CategoricalHMM's own input."""
+    """The checks (which fit several columns of symbols) on hmmlearn's one-column input."""
     import pickle
 
     from sklearn.base import clone

@@ -1,6 +1,8 @@
-"""The AVX2 builds of the kernels (skseq._kernels.load) against the portable ones."""
+"""How the kernels are built: the AVX2 builds (skseq._kernels.load) against the portable
+ones, the bounds-checked debug build, and an unbuilt source tree."""
 
 import importlib
+import os
 import warnings
 
 import numpy as np
@@ -25,6 +27,7 @@ def portable_and_fast(name):
 
 def test_load_picks_the_fast_build_and_can_be_forced_portable(monkeypatch):
     _, fast = portable_and_fast("_hmm")
+    monkeypatch.delenv("SKSEQ_KERNELS", raising=False)  # the suite may run forced portable
     assert _kernels.load("_hmm") is fast
     monkeypatch.setenv("SKSEQ_KERNELS", "baseline")
     assert _kernels.load("_hmm").__name__ == "skseq._kernels._hmm"
@@ -78,3 +81,51 @@ def test_hard_hmm_inputs_give_the_same_results_with_either_build(monkeypatch):
             fast.transition_counts, portable.transition_counts, rtol=0, atol=1e-9
         )
         np.testing.assert_allclose(fast_forward.filtered, portable_forward.filtered, atol=1e-9)
+
+
+@pytest.mark.skipif(
+    os.environ.get("SKSEQ_DEBUG_KERNELS") != "1", reason="SKSEQ_DEBUG_KERNELS=1 is not set"
+)
+def test_debug_kernels_check_bounds():
+    """With SKSEQ_DEBUG_KERNELS=1 the suite must run on bounds-checked kernels.
+
+    Cython does not regenerate its C files when only the compiler directives
+    change, so a debug install on top of a regular build could silently keep
+    the unchecked kernels (setup.py forces a rebuild when the flavour changes).
+    """
+    from skseq._kernels import _build_info
+
+    assert _build_info.bounds_checked()
+
+
+def test_regular_kernels_do_not_check_bounds():
+    from skseq._kernels import _build_info
+
+    if os.environ.get("SKSEQ_DEBUG_KERNELS") == "1":
+        pytest.skip("the debug build checks bounds")
+    assert not _build_info.bounds_checked()
+
+
+def test_unbuilt_source_tree_says_what_to_do(tmp_path):
+    """Importing skseq from a source tree without compiled kernels explains itself."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    source = Path(_kernels.__file__).resolve().parents[1]
+    tree = tmp_path / "checkout"
+    shutil.copytree(
+        source, tree / "skseq", ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__")
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", "import skseq"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert result.returncode != 0
+    assert "ModuleNotFoundError" not in result.stderr
+    assert "compiled kernels are missing" in result.stderr
+    assert "pip install -e ." in result.stderr

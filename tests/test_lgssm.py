@@ -1,11 +1,18 @@
 """LinearGaussianSSM: scikit-learn API, EM, recovery, streams, validation."""
 
+import copy
 import pickle
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import numpy as np
 import pytest
+import scipy.optimize
 import sklearn
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.linalg import solve_discrete_lyapunov
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
@@ -13,6 +20,7 @@ from sklearn.model_selection import GridSearchCV, GroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from skseq.datasets import load_nile
 from skseq.inference.kalman import kalman_filter
 from skseq.lds import LinearGaussianSSM
 
@@ -281,12 +289,15 @@ def test_initial_state_covariance_is_learned_only_when_named():
     X = sample_sequences(model_with(TRUE_PARAMS), [100, 100], seed=9)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        default = LinearGaussianSSM(2, n_iter=5).fit(X, lengths=[100, 100])
+        initial = LinearGaussianSSM(2, n_iter=0, random_state=0).fit(X, lengths=[100, 100])
+        default = LinearGaussianSSM(2, n_iter=5, random_state=0).fit(X, lengths=[100, 100])
         named = LinearGaussianSSM(2, n_iter=5, params=list(TRUE_PARAMS), random_state=0).fit(
             X, lengths=[100, 100]
         )
-    np.testing.assert_array_equal(default.initial_state_covariance_, np.eye(2))
-    assert not np.allclose(named.initial_state_covariance_, np.eye(2))
+    np.testing.assert_array_equal(
+        default.initial_state_covariance_, initial.initial_state_covariance_
+    )
+    assert not np.allclose(named.initial_state_covariance_, initial.initial_state_covariance_)
 
 
 def test_verbose_prints_progress_and_convergence_warning(capsys):
@@ -575,6 +586,402 @@ def test_bad_data_raise_clear_errors():
     np.testing.assert_array_equal(X, X_copy)
 
 
+# -- the data's scale, the initial state and the local level model ---------------------
+
+
+def local_level(**kwargs):
+    """The local level model as a pykalman user first writes it."""
+    return LinearGaussianSSM(
+        n_components=1,
+        transition_matrix_init=[[1.0]],
+        observation_matrix_init=[[1.0]],
+        params=["transition_covariance", "observation_covariance"],
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("factor", [1e-8, 1e8])
+def test_fit_is_equivariant_under_scaling_the_data(factor):
+    """X * c gives the model of X with the data's units scaled: H, d times c, R times c**2,
+    the (standardised) states unchanged, log-likelihoods shifted by -n log(c) for the n
+    observed entries.  An absolute covariance floor breaks this for small c."""
+    rng = np.random.default_rng(20)
+    X = np.cumsum(rng.normal(size=(300, 3)), axis=0) @ rng.normal(size=(3, 3))
+    X = X + rng.normal(size=X.shape)
+    X[5, 1] = np.nan
+    n_observed = np.sum(~np.isnan(X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fits = [
+            LinearGaussianSSM(2, n_iter=30, tol=0.0, random_state=0).fit(data, lengths=[100, 200])
+            for data in (X, X * factor)
+        ]
+    base, scaled = fits
+    np.testing.assert_allclose(
+        scaled.monitor_.history,
+        np.array(base.monitor_.history) - n_observed * np.log(factor),
+        rtol=1e-9,
+    )
+    powers = dict.fromkeys(TRUE_PARAMS, 0) | dict(
+        observation_matrix=1, observation_offset=1, observation_covariance=2
+    )
+    for name, power in powers.items():
+        expected = getattr(base, f"{name}_") * factor**power
+        actual = getattr(scaled, f"{name}_")
+        np.testing.assert_allclose(actual, expected, rtol=1e-7, atol=1e-9 * np.abs(expected).max())
+    # A state observed through a fixed H = 1 takes the data's units instead.
+    nile = load_nile().data
+    base, scaled = local_level().fit(nile), local_level().fit(nile * factor)
+    for name, power in [
+        ("transition_covariance", 2),
+        ("observation_covariance", 2),
+        ("initial_state_covariance", 2),
+        ("observation_offset", 1),
+    ]:
+        np.testing.assert_allclose(
+            getattr(scaled, f"{name}_"), getattr(base, f"{name}_") * factor**power, rtol=1e-7
+        )
+    assert scaled.score(nile * factor) == pytest.approx(
+        base.score(nile) - nile.size * np.log(factor), rel=1e-10
+    )
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(
+    exponent=st.floats(min_value=-12.0, max_value=12.0),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_fit_is_equivariant_under_any_scale(exponent, seed):
+    """Property: for any scale c, fitting X * c is fitting X in other units."""
+    factor = 10.0**exponent
+    rng = np.random.default_rng(seed)
+    X = np.cumsum(rng.normal(size=(60, 2)), axis=0) + rng.normal(size=(60, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        base, scaled = (
+            LinearGaussianSSM(1, n_iter=6, tol=0.0, random_state=0).fit(data)
+            for data in (X, X * factor)
+        )
+    np.testing.assert_allclose(
+        scaled.observation_covariance_, base.observation_covariance_ * factor**2, rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        scaled.observation_offset_, base.observation_offset_ * factor, rtol=1e-6
+    )
+    np.testing.assert_allclose(scaled.transition_matrix_, base.transition_matrix_, rtol=1e-6)
+    assert scaled.lower_bound_ == pytest.approx(
+        base.lower_bound_ - X.size * np.log(factor), rel=1e-9, abs=1e-6
+    )
+
+
+def test_covariance_floor_is_relative_to_each_features_scale():
+    """Features in very different units: the small one's noise variance (1e-24 of the large
+    one's) is not lifted towards the large one's, as a floor relative to the largest
+    eigenvalue of R lifted it (to about 1e3)."""
+    rng = np.random.default_rng(21)
+    level = np.cumsum(rng.normal(size=400))
+    X = np.column_stack([level * 1e6, level]) + rng.normal(size=(400, 2)) * [1e6, 1e-3]
+    model = LinearGaussianSSM(
+        1,
+        n_iter=20,
+        tol=0.0,
+        params=["observation_covariance"],
+        transition_matrix_init=[[1.0]],
+        observation_matrix_init=[[1e6], [1.0]],
+        transition_covariance_init=[[1.0]],
+        observation_covariance_init=np.diag([1e12, 1e-6]),
+        observation_offset_init=[0.0, 0.0],
+        initial_state_mean_init=[0.0],
+        initial_state_covariance_init=[[1.0]],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X)
+    np.testing.assert_allclose(np.diag(model.observation_covariance_), [1e12, 1e-6], rtol=0.05)
+
+
+def test_default_initial_state_is_stationary_under_the_initial_dynamics():
+    X = sample_sequences(model_with(TRUE_PARAMS), [150, 150], seed=18)
+    F, Q, b = (
+        TRUE_PARAMS[name]
+        for name in ("transition_matrix", "transition_covariance", "transition_offset")
+    )
+    given = LinearGaussianSSM(
+        2,
+        n_iter=0,
+        transition_matrix_init=F,
+        transition_covariance_init=Q,
+        transition_offset_init=b,
+    ).fit(X, lengths=[150, 150])
+    np.testing.assert_allclose(given.initial_state_mean_, np.linalg.solve(np.eye(2) - F, b))
+    np.testing.assert_allclose(given.initial_state_covariance_, solve_discrete_lyapunov(F, Q))
+    # the same rule for the factor-analysis initialisation of F and Q
+    default = LinearGaussianSSM(2, n_iter=0, random_state=0).fit(X, lengths=[150, 150])
+    np.testing.assert_array_equal(default.initial_state_mean_, np.zeros(2))
+    np.testing.assert_allclose(
+        default.initial_state_covariance_,
+        solve_discrete_lyapunov(default.transition_matrix_, default.transition_covariance_),
+    )
+
+
+def test_default_initial_state_is_diffuse_for_a_random_walk():
+    """No stationary distribution (F = 1): the prior is diffuse.  Given the first
+    observation, the rows' log densities are then those of statsmodels' exact diffuse
+    initialisation."""
+    sm = pytest.importorskip("statsmodels.api")
+    X = load_nile().data
+    model = local_level(n_iter=0).fit(X)
+    assert model.initial_state_covariance_.item() > 1e5 * X.var()
+    R, Q = model.observation_covariance_.item(), model.transition_covariance_.item()
+    reference = sm.tsa.UnobservedComponents(X[:, 0], "local level", use_exact_diffuse=True)
+    exact = reference.smooth([R, Q]).llf_obs
+    after_the_first = np.r_[0.0, np.ones(len(X) - 1)]
+    assert model.score(X, sample_weight=after_the_first) == pytest.approx(exact[1:].sum(), abs=1e-4)
+
+
+def test_local_level_as_first_written_fits_the_nile_to_the_maximum_likelihood():
+    """F = H = 1 given, Q and R learned, nothing else said: the maximum-likelihood fit, as a
+    direct maximisation of the same likelihood finds it (no warning; before, the fixed
+    prior z_1 ~ N(0, 1) around the data's mean gave Q = 1, R = 27 968)."""
+    X = load_nile().data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = local_level().fit(X)
+    assert model.converged_
+
+    def negative_log_likelihood(log_variances):
+        Q, R = np.exp(log_variances)
+        return -kalman_filter(
+            X,
+            [[1.0]],
+            [[1.0]],
+            [[Q]],
+            [[R]],
+            observation_offset=model.observation_offset_,
+            initial_state_mean=model.initial_state_mean_,
+            initial_state_covariance=model.initial_state_covariance_,
+        ).log_likelihood
+
+    optimum = scipy.optimize.minimize(
+        negative_log_likelihood,
+        np.log([1000.0, 10000.0]),
+        method="Nelder-Mead",
+        options=dict(xatol=1e-8, fatol=1e-10, maxiter=2000),
+    )
+    Q, R = np.exp(optimum.x)
+    assert model.transition_covariance_.item() == pytest.approx(Q, rel=0.02)
+    assert model.observation_covariance_.item() == pytest.approx(R, rel=0.01)
+    assert -optimum.fun - model.score(X) < 1e-3
+
+
+def test_local_level_agrees_with_statsmodels_on_the_nile():
+    """statsmodels' maximum-likelihood fit of the local level model, exact diffuse."""
+    sm = pytest.importorskip("statsmodels.api")
+    X = load_nile().data
+    model = local_level().fit(X)
+    reference = sm.tsa.UnobservedComponents(X[:, 0], "local level", use_exact_diffuse=True)
+    R, Q = reference.fit(disp=False).params
+    assert model.transition_covariance_.item() == pytest.approx(Q, rel=0.03)
+    assert model.observation_covariance_.item() == pytest.approx(R, rel=0.03)
+
+
+def test_accelerated_em_starts_with_plain_em_steps():
+    """Up to two iterations the fit is plain EM; every later iterate is at least as good."""
+    X = sample_sequences(model_with(TRUE_PARAMS), [120, 80], seed=22)
+    plain = LinearGaussianSSM(2, n_iter=0, random_state=0).fit(X, lengths=[120, 80])
+    stacked, offsets = plain._stack(X, np.zeros((200, 0))), np.array([0, 120, 200])
+    for _ in range(2):
+        statistics, _ = plain._estep(stacked, offsets)
+        plain._mstep(statistics)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fitted = LinearGaussianSSM(2, n_iter=2, tol=0.0, random_state=0).fit(X, lengths=[120, 80])
+    for name in TRUE_PARAMS:
+        np.testing.assert_allclose(
+            getattr(fitted, f"{name}_"), getattr(plain, f"{name}_"), rtol=1e-12, atol=1e-14
+        )
+
+
+# -- validation of the fitted parameters -------------------------------------------------
+
+CONTROLLED_PARAMS = dict(TRUE_PARAMS, control_matrix=np.array([[0.3], [0.1]]))
+COVARIANCES = ("transition_covariance", "observation_covariance", "initial_state_covariance")
+
+
+def _wrong_shape(value):
+    return np.zeros((value.shape[0] + 1,) + value.shape[1:])
+
+
+def _with_nan(value):
+    value = np.array(value, dtype=float)
+    value.flat[0] = np.nan
+    return value
+
+
+def _asymmetric(value):
+    value = np.array(value, dtype=float)
+    value[0, 1] += 0.5
+    return value
+
+
+def _indefinite(value):
+    return np.diag(np.r_[-1.0, np.ones(value.shape[0] - 1)])
+
+
+CORRUPTIONS = [
+    *[(name, _wrong_shape, f"{name}_ must have shape") for name in CONTROLLED_PARAMS],
+    *[(name, _with_nan, f"{name}_ contains NaN") for name in CONTROLLED_PARAMS],
+    *[(name, _asymmetric, f"{name}_ must be symmetric") for name in COVARIANCES],
+    *[(name, _indefinite, f"{name}_ must be positive definite") for name in COVARIANCES],
+    ("n_components", 1, r"transition_matrix_ must have shape \(1, 1\)"),
+    ("n_components", 3, r"transition_matrix_ must have shape \(3, 3\)"),
+]
+
+METHOD_CALLS = {
+    "score": lambda model, X, u: model.score(X, controls=u),
+    "score_sequences": lambda model, X, u: model.score_sequences(X, controls=u),
+    "transform": lambda model, X, u: model.transform(X, controls=u),
+    "filter": lambda model, X, u: model.filter(X, controls=u),
+    "smooth": lambda model, X, u: model.smooth(X, controls=u),
+    "forecast": lambda model, X, u: model.forecast(X, 3, controls=u, future_controls=u[:3]),
+    "sample": lambda model, X, u: model.sample(len(X), controls=u),
+    "filter_update": lambda model, X, u: [
+        model.filter_update(X[0]),
+        model.filter_update(X[1], u[1]),
+    ],
+    "reset_filter": lambda model, X, u: model.reset_filter(X, controls=u),
+    "partial_fit": lambda model, X, u: model.partial_fit(X, controls=u),
+    "aic": lambda model, X, u: model.aic(X, controls=u),
+    "bic": lambda model, X, u: model.bic(X, controls=u),
+}
+
+
+@pytest.fixture(scope="module")
+def controlled_model_and_data():
+    model = model_with(CONTROLLED_PARAMS, n_controls=1)
+    controls = np.random.default_rng(30).normal(size=(12, 1))
+    X = sample_sequences(model, [12], seed=30, controls=controls)
+    return model, X, controls
+
+
+@pytest.mark.parametrize("method", list(METHOD_CALLS))
+@pytest.mark.parametrize(
+    "name, corrupt, message",
+    CORRUPTIONS,
+    ids=[f"{name}-{getattr(corrupt, '__name__', corrupt)}" for name, corrupt, _ in CORRUPTIONS],
+)
+def test_every_method_validates_the_fitted_parameters(
+    controlled_model_and_data, method, name, corrupt, message
+):
+    """Hand-set or stale fitted arrays are a ValueError naming them, before any kernel runs
+    (a wrong shape used to make the kernels read and write past their buffers)."""
+    fitted, X, controls = controlled_model_and_data
+    model = copy.deepcopy(fitted)
+    if name == "n_components":
+        model.set_params(n_components=corrupt)
+    else:
+        setattr(model, f"{name}_", corrupt(getattr(model, f"{name}_")))
+    X_copy, controls_copy = X.copy(), controls.copy()
+    with pytest.raises(ValueError, match=message):
+        METHOD_CALLS[method](model, X, controls)
+    np.testing.assert_array_equal(X, X_copy)
+    np.testing.assert_array_equal(controls, controls_copy)
+
+
+def test_valid_fitted_parameters_pass_every_method(controlled_model_and_data):
+    """The same calls succeed on the intact model (the checks reject nothing valid)."""
+    fitted, X, controls = controlled_model_and_data
+    for call in METHOD_CALLS.values():
+        call(copy.deepcopy(fitted), X, controls)
+
+
+def test_hand_set_parameters_of_another_size_work_once_consistent(controlled_model_and_data):
+    """Fitted arrays set by hand for a new n_components are used when they all agree."""
+    fitted, X, controls = controlled_model_and_data
+    model = copy.deepcopy(fitted).set_params(n_components=1)
+    one_state = dict(
+        transition_matrix=[[0.8]],
+        observation_matrix=[[1.0], [0.5], [-0.5]],
+        transition_covariance=[[0.3]],
+        observation_covariance=np.eye(3) * 0.4,
+        transition_offset=[0.1],
+        observation_offset=[1.0, -2.0, 0.5],
+        control_matrix=[[0.2]],
+        initial_state_mean=[0.0],
+        initial_state_covariance=[[1.0]],
+    )
+    for name, value in one_state.items():
+        setattr(model, f"{name}_", value)
+    reference = kalman_filter(X, **one_state, controls=controls)
+    assert model.score(X, controls=controls) == pytest.approx(reference.log_likelihood, rel=1e-12)
+    # The stream of earlier partial_fit calls has the old state dimension.
+    model._stream_state = (np.zeros(2), np.eye(2))
+    with pytest.raises(ValueError, match="new_sequence=True"):
+        model.partial_fit(X, controls=controls)
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("filter_state_mean_", np.zeros(3), r"filter_state_mean_ must have shape \(2,\)"),
+        ("filter_state_mean_", np.array([np.nan, 0.0]), "filter_state_mean_ contains NaN"),
+        ("filter_state_covariance_", np.eye(3), r"filter_state_covariance_ must have shape"),
+        ("filter_state_covariance_", np.full((2, 2), np.inf), "filter_state_covariance_ contains"),
+        ("filter_state_covariance_", np.array([[1.0, 0.5], [0.0, 1.0]]), "must be symmetric"),
+        ("filter_state_covariance_", np.diag([1.0, -1.0]), "must be positive semi-definite"),
+    ],
+)
+def test_filter_update_validates_the_stream_state(name, value, message):
+    model = model_with(TRUE_PARAMS)
+    X = sample_sequences(model, [5], seed=31)
+    model.filter_update(X[0])
+    setattr(model, name, value)
+    with pytest.raises(ValueError, match=message):
+        model.filter_update(X[1])
+    model.reset_filter()
+    model.filter_update(X[0])  # a reset stream starts again from the prior
+
+
+def test_the_out_of_bounds_paths_of_the_issue_raise_in_a_subprocess():
+    """The calls that used to corrupt the heap, run in a child process: a regression
+    fails this test instead of killing the test run."""
+    code = textwrap.dedent(
+        """
+        import warnings
+        import numpy as np
+        from skseq.lds import LinearGaussianSSM
+
+        warnings.simplefilter("ignore")
+        X = np.random.default_rng(0).normal(size=(40, 3)).cumsum(axis=0)
+
+        def outcome(corrupt, call):
+            model = LinearGaussianSSM(2, n_iter=2).fit(X)
+            corrupt(model)
+            try:
+                call(model)
+            except ValueError:
+                return "ValueError"
+            return "no error"
+
+        print([
+            outcome(lambda m: m.set_params(n_components=1),
+                    lambda m: [m.filter_update(x) for x in X[:3]]),
+            outcome(lambda m: setattr(m, "observation_matrix_", np.ones((8, 2))),
+                    lambda m: m.forecast(X, 5)),
+            outcome(lambda m: setattr(m, "observation_covariance_", np.eye(2)),
+                    lambda m: m.score(X)),
+            outcome(lambda m: setattr(m, "transition_covariance_", np.eye(1)),
+                    lambda m: m.smooth(X)),
+        ])
+        """
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == str(["ValueError"] * 4)
+
+
 # -- stochastic EM -------------------------------------------------------------------
 
 
@@ -607,9 +1014,9 @@ def test_chunks_carry_the_filtered_state_exactly():
         model.partial_fit(X[stop - 250 : stop])
         np.testing.assert_allclose(model._stream_state[0], means[stop - 1], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(model._stream_state[1], covariances[stop - 1], rtol=1e-9)
-    continued = model._stream_estep(X[:250], np.zeros((250, 0)), np.array([0, 250]), False)
+    continued, _ = model._stream_estep(X[:250], np.zeros((250, 0)), np.array([0, 250]), False)
     assert float(continued["n_sequences"]) == 0.0
-    fresh = model._stream_estep(X[:250], np.zeros((250, 0)), np.array([0, 250]), True)
+    fresh, _ = model._stream_estep(X[:250], np.zeros((250, 0)), np.array([0, 250]), True)
     assert float(fresh["n_sequences"]) == 1.0
 
 

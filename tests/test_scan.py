@@ -7,6 +7,7 @@ installed.
 """
 
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -520,9 +521,81 @@ def test_bad_dout_and_chunk_size_raise():
     dout[0, 0, 0] = np.nan
     with pytest.raises(ValueError, match="dout contains NaN"):
         selective_scan_backward(dout, **inputs)
-    for chunk_size in (0, -3, 2.5):
-        with pytest.raises(ValueError, match="_chunk_size must be a positive integer"):
+    for chunk_size in (0, -3):
+        with pytest.raises(ValueError, match="_chunk_size must be >= 1"):
             selective_scan_backward(np.ones((2, 3, 9)), **inputs, _chunk_size=chunk_size)
+    for chunk_size in (2.5, True, "8"):
+        with pytest.raises(TypeError, match="_chunk_size must be an integer"):
+            selective_scan_backward(np.ones((2, 3, 9)), **inputs, _chunk_size=chunk_size)
+
+
+def both_passes(inputs, **options):
+    """Run the forward and the backward pass with the same options."""
+    forward_options = dict(options)
+    backward_options = {k: v for k, v in options.items() if k != "return_last_state"}
+    return (
+        selective_scan(**inputs, **forward_options),
+        selective_scan_backward(np.ones(inputs["u"].shape), **inputs, **backward_options),
+    )
+
+
+@pytest.mark.parametrize("flag", ["delta_softplus", "return_last_state"])
+@pytest.mark.parametrize("value", ["no", "", 1, 0, None, np.array([True]), 1.0])
+def test_flags_must_be_real_bools(flag, value):
+    """A string such as "no" is truthy: taking it for True would silently change the result."""
+    inputs = make_inputs(np.random.default_rng(17))
+    with pytest.raises(TypeError, match=f"^{flag} must be a bool"):
+        selective_scan(**inputs, **{flag: value})
+    if flag == "delta_softplus":
+        with pytest.raises(TypeError, match=f"^{flag} must be a bool"):
+            selective_scan_backward(np.ones((2, 3, 9)), **inputs, **{flag: value})
+
+
+def test_numpy_bools_are_accepted_as_flags():
+    inputs = make_inputs(np.random.default_rng(18))
+    plain = both_passes(inputs, delta_softplus=True, return_last_state=False)
+    numpy = both_passes(inputs, delta_softplus=np.True_, return_last_state=np.False_)
+    np.testing.assert_array_equal(numpy[0].out, plain[0].out)
+    assert numpy[0].last_state is None
+    for ours, theirs in zip(numpy[1], plain[1], strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize(
+    "n_jobs, error, match",
+    [
+        ("2", TypeError, "n_jobs must be an integer"),
+        (2.0, TypeError, "n_jobs must be an integer"),
+        (True, TypeError, "n_jobs must be an integer"),
+        (0, ValueError, "n_jobs == 0 has no meaning"),
+    ],
+)
+def test_n_jobs_must_be_none_or_a_nonzero_int(n_jobs, error, match):
+    inputs = make_inputs(np.random.default_rng(19))
+    with pytest.raises(error, match=match):
+        selective_scan(**inputs, n_jobs=n_jobs)
+    with pytest.raises(error, match=match):
+        selective_scan_backward(np.ones((2, 3, 9)), **inputs, n_jobs=n_jobs)
+
+
+def test_numpy_integer_n_jobs_is_accepted():
+    inputs = make_inputs(np.random.default_rng(20))
+    threaded = selective_scan(**inputs, n_jobs=np.int64(2)).out
+    np.testing.assert_array_equal(threaded, selective_scan(**inputs).out)
+
+
+@pytest.mark.parametrize("name", ["dout", "u", "delta", "A", "B", "C"])
+def test_missing_required_array_raises_naming_it(name):
+    """None for a required array is a TypeError naming it, not a Cython buffer error."""
+    inputs = make_inputs(np.random.default_rng(21))
+    arguments = dict(inputs, dout=np.ones((2, 3, 9)))
+    arguments[name] = None
+    dout = arguments.pop("dout")
+    with pytest.raises(TypeError, match=f"^{name} is required"):
+        selective_scan_backward(dout, **arguments)
+    if name != "dout":
+        with pytest.raises(TypeError, match=f"^{name} is required"):
+            selective_scan(**arguments)
 
 
 # -- the AVX2 build ----------------------------------------------------------------
@@ -539,18 +612,18 @@ def test_avx2_build_equals_the_portable_build(dtype, rtol):
     if not _kernels.cpu_has_avx2_fma():
         pytest.skip("this CPU has no AVX2/FMA")
     try:
-        importlib.import_module("skseq._kernels._scan_avx2")
+        fast = importlib.import_module("skseq._kernels._scan_avx2")
     except ImportError:
         pytest.skip("the AVX2 build is not available on this platform")
     portable = importlib.import_module("skseq._kernels._scan")
-    assert scan_module._scan.__name__ == "skseq._kernels._scan_avx2"
+    if os.environ.get("SKSEQ_KERNELS", "") != "baseline":  # not forced portable
+        assert scan_module._scan is fast
     rng = np.random.default_rng(11)
     inputs = make_inputs(rng, batch=2, channels=4, length=200, n_state=16, dtype=dtype)
     dout = rng.normal(size=inputs["u"].shape).astype(dtype)
     results = {}
-    for build in ("avx2", "portable"):
-        if build == "portable":
-            scan_module._scan = portable
+    for build, module in (("avx2", fast), ("portable", portable)):
+        scan_module._scan = module
         try:
             out, last = selective_scan(**inputs, delta_softplus=True, return_last_state=True)
             grads = selective_scan_backward(dout, **inputs, delta_softplus=True)

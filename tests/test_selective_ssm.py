@@ -376,6 +376,26 @@ def test_float32_and_float64():
         assert model.predict(X).dtype == np.float64
 
 
+@pytest.mark.parametrize("dtype, rtol", [("float32", 1e-4), ("float64", 1e-10)])
+@pytest.mark.parametrize("estimator", [SelectiveSSMRegressor, SelectiveSSMClassifier])
+def test_predictions_do_not_depend_on_the_batch(estimator, dtype, rtol):
+    """A sequence's prediction is the same alone, in another order and in a subset.
+
+    Within the working precision: the products are blocked by BLAS according to
+    the batch size, so float32 results move by a few ulps with the batch.
+    """
+    X, y = delayed_regression_data(60)
+    if estimator is SelectiveSSMClassifier:
+        y = (y > np.median(y)).astype(int)
+    model = estimator(**SMALL, max_iter=2, dtype=dtype).fit(X, y)
+    method = model.predict_proba if estimator is SelectiveSSMClassifier else model.predict
+    everything = method(X)
+    order = np.random.RandomState(1).permutation(len(X))
+    assert_allclose(method(X[order]), everything[order], rtol=rtol, atol=rtol * 1e-2)
+    assert_allclose(method(X[7:20]), everything[7:20], rtol=rtol, atol=rtol * 1e-2)
+    assert_allclose(method(X[3:4]), everything[3:4], rtol=rtol, atol=rtol * 1e-2)
+
+
 def test_nan_targets_mask_steps_like_zero_weights():
     rng = np.random.RandomState(0)
     X = rng.normal(size=(40, 8))

@@ -8,7 +8,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
-from skseq import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
+from skseq import GMMHMM, CategoricalHMM, GaussianHMM, MultinomialHMM, PoissonHMM
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -52,6 +52,9 @@ def make_models():
     X[11] = np.nan
     counts = rng.poisson(3, (400, 2))
     symbols = rng.integers(0, 4, (400, 1))
+    # Several columns of different alphabets (padded emission table).
+    columns = np.column_stack([rng.integers(0, 2, 400), rng.integers(0, 5, 400)])
+    trials = rng.multinomial(6, [0.2, 0.3, 0.5], size=400)
     cases = []
     for covariance_type in ("diag", "full", "spherical", "tied"):
         cases.append((GaussianHMM(3, covariance_type=covariance_type, random_state=0, n_iter=2), X))
@@ -59,6 +62,8 @@ def make_models():
     cases.append((GMMHMM(2, n_mix=2, covariance_type="diag", random_state=0, n_iter=2), X))
     cases.append((PoissonHMM(3, random_state=0, n_iter=2), counts))
     cases.append((CategoricalHMM(3, random_state=0, n_iter=2), symbols))
+    cases.append((CategoricalHMM(3, random_state=0, n_iter=2, n_features=[2, 5]), columns))
+    cases.append((MultinomialHMM(3, n_trials=6, random_state=0, n_iter=2), trials))
     return cases
 
 
@@ -236,12 +241,14 @@ def test_partial_fit_exposes_the_filtered_state(gaussian_stream):
     np.testing.assert_allclose(model.filtered_state_, truth.filter(X[:2_000])[-1], rtol=1e-9)
 
 
-@pytest.mark.parametrize("model", [GaussianHMM(3), PoissonHMM(3), GMMHMM(2, n_mix=2)])
+@pytest.mark.parametrize(
+    "model", [GaussianHMM(3), PoissonHMM(3), MultinomialHMM(3), GMMHMM(2, n_mix=2)]
+)
 def test_online_fit_over_minibatches_of_sequences(model):
     truth = fixed_model(GaussianHMM, np.zeros((3, 2)), n_components=3, **TRUE_GAUSSIAN)
     samples = [truth.sample(100, random_state=seed)[0] for seed in range(24)]
     X = np.concatenate(samples)
-    if isinstance(model, PoissonHMM):
+    if isinstance(model, (PoissonHMM, MultinomialHMM)):
         X = np.round(np.abs(X) * 3)
     lengths = [100] * 24
     batch = clone(model).set_params(n_iter=30, random_state=0).fit(X, lengths=lengths)
@@ -286,3 +293,9 @@ def test_bad_batches():
     categorical = CategoricalHMM(2, random_state=0).partial_fit(np.array([[0], [1], [2], [1]]))
     with pytest.raises(ValueError, match="outside the alphabet"):
         categorical.partial_fit(np.array([[0], [5]]))
+    columns = CategoricalHMM(2, random_state=0).partial_fit(np.array([[0, 1], [1, 2], [2, 0]]))
+    with pytest.raises(ValueError, match="symbol 3 in column 1"):
+        columns.partial_fit(np.array([[0, 0], [1, 3]]))
+    counts = MultinomialHMM(2, n_trials=3, random_state=0).partial_fit(np.array([[1, 2], [3, 0]]))
+    with pytest.raises(ValueError, match="row 1 sums to 2, not 3"):
+        counts.partial_fit(np.array([[1, 2], [2, 0]]))

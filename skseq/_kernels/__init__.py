@@ -31,4 +31,22 @@ def load(name):
             return import_module(f"{__name__}.{name}_avx2")
         except ImportError:  # not built on this platform
             pass
-    return import_module(f"{__name__}.{name}")
+    try:
+        return import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as error:
+        if error.name != f"{__name__}.{name}":
+            raise
+        raise ImportError(_unbuilt_message(name)) from None
+
+
+def _unbuilt_message(name):
+    here = os.path.dirname(os.path.abspath(__file__))
+    source_tree = os.path.dirname(os.path.dirname(here))
+    return (
+        f"skseq's compiled kernels are missing: {__name__}.{name} is not built in {here}. "
+        f"This skseq is an unbuilt source tree ({source_tree}), found first on sys.path "
+        "(Python puts the current directory there). Build it in place with "
+        f"'pip install -e .' run in {source_tree} (or 'pip install .', which also leaves the "
+        "kernels in the source tree), or run Python from another directory to use an "
+        "installed skseq."
+    )

@@ -8,7 +8,8 @@ An emission model subclass adds:
 
 * ``_emission_letters``: ``{letter: attribute}`` of its parameters (hmmlearn's
   ``params`` / ``init_params`` codes, e.g. ``{"m": "means_", "c": "covars_"}``);
-* ``_validate_X(X, reset)``;
+* ``_validate_X(X, reset)``, and optionally ``_check_training_rows(X)`` for
+  what only the rows of ``fit`` and ``partial_fit`` must satisfy;
 * ``_emission_terms(X)`` -> ``(log_frameprob, cache)``: the log-likelihood of
   every row under every state, (n_samples, n_components), and whatever the
   statistics can reuse;
@@ -31,15 +32,31 @@ An emission model subclass adds:
 """
 
 import numbers
+import sys
 
 import numpy as np
+from joblib import effective_n_jobs
 from scipy import linalg
+from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from .._kernels import load
-from .._sequences import blocks_of_rows, check_y_is_not_lengths, sequence_offsets
-from ..base import BaseEM, SufficientStatistics, check_scalar_param
+from .._parallel import limited_threads
+from .._sequences import (
+    blocks_of_rows,
+    check_y_is_not_lengths,
+    lengths_by_keyword,
+    sequence_offsets,
+)
+from ..base import (
+    _PACKAGE_DIRECTORY,
+    BaseEM,
+    SufficientStatistics,
+    check_prior_param,
+    check_scalar_param,
+    warn_user,
+)
 from ..inference.hmm import (
     ForwardResult,
     forward_backward_offsets,
@@ -76,6 +93,19 @@ def normalize_rows(counts, previous):
     return result
 
 
+def dirichlet_map(counts, prior, previous, support=None):
+    """MAP probabilities from expected counts under a Dirichlet prior, along the last axis.
+
+    ``max(prior - 1 + counts, 0)``, normalised; entries outside ``support``
+    (a boolean mask broadcastable to ``counts``) stay exactly zero whatever
+    the prior, and a row with nothing left keeps ``previous``.
+    """
+    counts = np.maximum(prior - 1 + counts, 0)
+    if support is not None:
+        counts = np.where(support, counts, 0)
+    return normalize_rows(counts, previous)
+
+
 def check_probability_vector(value, name, shape):
     """Validate a user-given probability vector or row-stochastic matrix."""
     try:
@@ -93,6 +123,37 @@ def check_probability_vector(value, name, shape):
         what = "must sum to 1" if value.ndim == 1 else "rows must sum to 1"
         raise ValueError(f"{name} {what}; sums are {np.round(sums, 10)}.")
     return value
+
+
+def fit_kmeans(X, n_clusters, random_state, n_jobs):
+    """scikit-learn's KMeans (10 restarts) fitted to ``X`` on at most ``n_jobs`` threads.
+
+    KMeans starts one OpenMP thread per core.  On the small data sets HMMs
+    are often fitted to, synchronising them costs far more than the work,
+    above all when another process keeps a core busy (a 309-row PoissonHMM
+    fit took 0.4 s instead of 6 ms).  So the initialisation uses the
+    estimator's ``n_jobs`` (None: one thread), as its E step does.
+    """
+    with limited_threads(effective_n_jobs(n_jobs)):
+        return KMeans(n_clusters=n_clusters, n_init=10, random_state=random_state).fit(X)
+
+
+def as_parameter_array(value, name):
+    """A fitted parameter given as any array-like (hmmlearn accepts lists), as float64.
+
+    Always a copy: the model never shares, hence never changes, the caller's
+    array.  Shapes and values are checked where the parameters are used
+    (:meth:`BaseHMM._check_fitted_parameters`, the initialisation).
+    """
+    if value is None:
+        raise TypeError(f"{name} must be an array of numbers, got None.")
+    try:
+        array = np.asarray(value)
+        if np.iscomplexobj(array):
+            raise TypeError(f"{name} must be real, got complex values.")
+        return np.array(array, dtype=np.float64)
+    except ValueError as error:
+        raise ValueError(f"{name} must be a rectangular array of numbers: {error}") from None
 
 
 class BaseHMM(BaseEM):
@@ -155,6 +216,53 @@ class BaseHMM(BaseEM):
         self.total_samples = total_samples
         self.batch_size = batch_size
 
+    # -- hand-set parameters (hmmlearn style) --------------------------------
+
+    def __setattr__(self, name, value):
+        # Every parameter named by a params letter is stored as a float64 array,
+        # whatever array-like is assigned.  One assigned by code outside skseq
+        # is "hand-set": fit warns when its initialisation overwrites it.
+        if name in self._all_letters.values():
+            value = as_parameter_array(value, name)
+            if not sys._getframe(1).f_code.co_filename.startswith(_PACKAGE_DIRECTORY):
+                self.__dict__.setdefault("_hand_set", set()).add(name)
+        super().__setattr__(name, value)
+
+    @property
+    def n_features(self):
+        """Number of features of ``X`` (hmmlearn's attribute).
+
+        As set by hand (``model.n_features = 4`` before setting the emission
+        parameters and calling :meth:`sample`, as in hmmlearn), else as the
+        emission parameters say, else as seen at fit (``n_features_in_``).
+        A value set by hand must agree with the emission parameters and with
+        the ``X`` given to ``fit``, which then derives it from the data.
+        """
+        n_features = self._n_features_or_none()
+        if n_features is None:
+            raise AttributeError(
+                f"{type(self).__name__} has no n_features yet: fit the model, set its "
+                "emission parameters, or assign n_features."
+            )
+        return n_features
+
+    @n_features.setter
+    def n_features(self, value):
+        self.__dict__["_n_features"] = check_scalar_param(value, "n_features", "int", low=1)
+
+    def _n_features_or_none(self):
+        """n_features as set by hand, else the last axis of the first emission
+        parameter (means_, lambdas_, ...), else ``n_features_in_``; None if none is known."""
+        declared = self.__dict__.get("_n_features")
+        if declared is not None:
+            return declared
+        for attribute in self._emission_letters.values():
+            value = getattr(self, self._storage_name(attribute), None)
+            if attribute == "covars_" or value is None:
+                continue  # covariances' compact shapes need not end in n_features
+            return int(np.shape(value)[-1])
+        return getattr(self, "n_features_in_", None)
+
     # -- hyperparameters ----------------------------------------------------
 
     @property
@@ -190,6 +298,24 @@ class BaseHMM(BaseEM):
     def _check_emission_params(self):
         """Validate emission-specific hyperparameters (subclasses extend)."""
 
+    def _prior_bounds(self, n_features):
+        """``{prior hyperparameter: (low, low_open)}``: the range its M step needs
+        (``low`` None: any finite value).  Subclasses add their emission priors."""
+        # Dirichlet concentrations are positive; the M step's max(prior - 1 + counts, 0)
+        # is the MAP estimate for any of them, sparse below 1.
+        return {"startprob_prior": (0.0, True), "transmat_prior": (0.0, True)}
+
+    def _check_priors(self, n_features):
+        """Validate every prior hyperparameter at fit, before any data are used.
+
+        None stands for a default that depends on the data (GMMHMM's
+        covariance priors) and is skipped.
+        """
+        for name, (low, low_open) in self._prior_bounds(n_features).items():
+            value = getattr(self, name)
+            if value is not None:
+                check_prior_param(value, name, low=low, low_open=low_open)
+
     def _ensure_emission_centre(self):
         """Fix the reference point of the emission statistics if the model has none.
 
@@ -213,15 +339,28 @@ class BaseHMM(BaseEM):
 
     # -- data ---------------------------------------------------------------
 
-    def _prepare(self, X, y, lengths, sequence_ids, *, reset):
+    def _prepare(self, X, y, lengths, sequence_ids, *, reset, method="fit"):
         X = self._validate_X(X, reset=reset)
-        check_y_is_not_lengths(y, X.shape[0])
+        check_y_is_not_lengths(y, X.shape[0], method)
+        declared = self.__dict__.get("_n_features")
+        if reset and declared is not None and X.shape[1] != declared:
+            raise ValueError(
+                f"Unexpected number of dimensions: X has {X.shape[1]} features but "
+                f"n_features={declared} was set."
+            )
         offsets = sequence_offsets(X.shape[0], lengths=lengths, sequence_ids=sequence_ids)
         return X, offsets
 
-    def _prepare_fitted(self, X, lengths, sequence_ids):
+    def _check_training_rows(self, X):
+        """Validate rows the model learns from (fit, partial_fit) beyond ``_validate_X``.
+
+        Called before any parameter changes; subclasses extend (MultinomialHMM
+        checks the rows' totals against ``n_trials``).
+        """
+
+    def _prepare_fitted(self, X, lengths, sequence_ids, y=None, method=None):
         check_is_fitted(self)
-        X, offsets = self._prepare(X, None, lengths, sequence_ids, reset=False)
+        X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=False, method=method)
         self._check_fitted_parameters(X.shape[1])
         return X, offsets
 
@@ -230,14 +369,17 @@ class BaseHMM(BaseEM):
 
         They may have been set by hand (hmmlearn style), or ``n_components``
         changed with ``set_params`` after fitting: shapes must agree with
-        each other, with ``n_components`` and with ``X``; probabilities must
-        sum to one; covariances must be positive definite.
+        each other, with ``n_components`` and with ``X`` (without ``X``,
+        with an ``n_features`` set by hand); probabilities must sum to one;
+        covariances must be positive definite.
         """
         check_is_fitted(self)
         check_scalar_param(self.n_components, "n_components", "int", low=1)
         n_components = self.n_components
         check_probability_vector(self.startprob_, "startprob_", (n_components,))
         check_probability_vector(self.transmat_, "transmat_", (n_components, n_components))
+        if n_features is None:
+            n_features = self.__dict__.get("_n_features")
         self._check_emission_parameters(n_features)
 
     # -- initialisation -----------------------------------------------------
@@ -245,12 +387,37 @@ class BaseHMM(BaseEM):
     def _capture_presets(self):
         """Parameters set by hand (hmmlearn style: set ``means_`` and leave "m"
         out of init_params), captured once so that every one of the n_init runs
-        starts from them rather than from the previous run's result."""
-        self._presets = {
-            attribute: np.copy(getattr(self, self._storage_name(attribute)))
-            for letter, attribute in self._all_letters.items()
-            if letter not in self.init_params and hasattr(self, self._storage_name(attribute))
-        }
+        starts from them rather than from the previous run's result.
+
+        A hand-set parameter that the initialisation overwrites (its letter
+        is in ``init_params``, or its ``<name>_init`` is given) gets
+        hmmlearn's warning.
+        """
+        hand_set = self.__dict__.get("_hand_set", ())
+        self._presets = {}
+        for letter, attribute in self._all_letters.items():
+            storage = self._storage_name(attribute)
+            if not hasattr(self, storage):
+                continue
+            init_name = attribute[:-1] + "_init"
+            if getattr(self, init_name, None) is not None:
+                reason = f"{init_name} is given"
+            elif letter in self.init_params:
+                reason = f"'init_params' contains {letter!r}"
+            else:
+                self._presets[attribute] = np.copy(getattr(self, storage))
+                continue
+            if attribute in hand_set:
+                warn_user(  # hmmlearn's words
+                    f"Even though the {attribute!r} attribute is set, it will be "
+                    f"overwritten during initialization because {reason}"
+                )
+
+    def _initialized(self):
+        """After an initialisation from data: nothing is hand-set any more, and
+        ``n_features`` comes from the fitted parameters."""
+        self.__dict__.pop("_hand_set", None)
+        self.__dict__.pop("_n_features", None)
 
     def _fit_em(self, X, offsets):
         self._capture_presets()
@@ -263,9 +430,14 @@ class BaseHMM(BaseEM):
         finally:
             del self._presets
             self.__dict__.pop("_workspace", None)
+        self._initialized()
         self._stream = None
         self.__dict__.pop("filtered_state_", None)
         return result
+
+    def _n_data_points(self, X):
+        # Missing data are whole rows (a NaN anywhere in the row).
+        return X.shape[1] * int(X.shape[0] - np.count_nonzero(np.isnan(X).any(axis=1)))
 
     def _initial_value(self, attribute):
         """The user's initial value for ``attribute``: ``<name>_init``, then a preset."""
@@ -411,18 +583,18 @@ class BaseHMM(BaseEM):
 
     def _mstep(self, statistics):
         n_components = self.n_components
-        # MAP under Dirichlet priors: max(prior - 1 + counts, 0), normalised.
-        # Zero probabilities stay zero (a left-right topology is kept).
+        # MAP under Dirichlet priors.  Zero probabilities stay zero (a
+        # left-right topology is kept).
         if "s" in self.params:
             prior = self._prior("startprob_prior", (n_components,))
-            counts = np.maximum(prior - 1 + statistics["start"], 0)
-            counts = np.where(self.startprob_ == 0, 0, counts)
-            self.startprob_ = normalize_rows(counts, self.startprob_)[0]
+            self.startprob_ = dirichlet_map(
+                statistics["start"], prior, self.startprob_, support=self.startprob_ != 0
+            )[0]
         if "t" in self.params:
             prior = self._prior("transmat_prior", (n_components, n_components))
-            counts = np.maximum(prior - 1 + statistics["trans"], 0)
-            counts = np.where(self.transmat_ == 0, 0, counts)
-            self.transmat_ = normalize_rows(counts, self.transmat_)
+            self.transmat_ = dirichlet_map(
+                statistics["trans"], prior, self.transmat_, support=self.transmat_ != 0
+            )
         self._emission_mstep(statistics)
 
     def _n_parameters(self):
@@ -541,6 +713,11 @@ class BaseHMM(BaseEM):
         message whose size does not depend on how many rows have passed, so
         chunk boundaries do not restart the chain.
 
+        To watch a stream learn, ``batch_log_likelihood_`` holds the
+        log-likelihood of the last batch (given the rows before it, under the
+        parameters before its step); with ``verbose``, each call prints it
+        with the rows seen so far to stderr.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -557,7 +734,11 @@ class BaseHMM(BaseEM):
         """
         first_call = not hasattr(self, "startprob_") or not hasattr(self, "n_features_in_")
         self._check_params()
-        X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=first_call)
+        X, offsets = self._prepare(
+            X, y, lengths, sequence_ids, reset=first_call, method="partial_fit"
+        )
+        self._check_training_rows(X)
+        self._check_priors(X.shape[1])
         if not first_call:
             self._check_fitted_parameters(X.shape[1])
             self._ensure_emission_centre()
@@ -567,13 +748,13 @@ class BaseHMM(BaseEM):
                 self._initialize(X, offsets, check_random_state(self.random_state))
             finally:
                 del self._presets
+            self._initialized()
             self._running_statistics = None
             self._stream = None
             self._n_rows_seen = 0
             self.n_batch_iter_ = 0
-        statistics, _, stream = self._stream_estep(X, offsets, new_sequence)
-        reference_rows = self._partial_fit_reference_rows(X.shape[0])
-        self._stochastic_step(statistics, X.shape[0], reference_rows)
+        statistics, log_likelihood, stream = self._stream_estep(X, offsets, new_sequence)
+        self._partial_fit_step(statistics, log_likelihood, X.shape[0])
         self._stream = stream
         self.filtered_state_ = stream["alpha"].copy()
         return self
@@ -630,6 +811,8 @@ class BaseHMM(BaseEM):
         """
         self._check_params()
         X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=True)
+        self._check_training_rows(X)
+        self._check_priors(X.shape[1])
         return self._fit_em(X, offsets)
 
     def score(self, X, y=None, *, lengths=None, sequence_ids=None, sample_weight=None):
@@ -650,8 +833,7 @@ class BaseHMM(BaseEM):
         -------
         log_likelihood : float
         """
-        X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
-        check_y_is_not_lengths(y, X.shape[0])
+        X, offsets = self._prepare_fitted(X, lengths, sequence_ids, y=y, method="score")
         result = self._forward(X, offsets, keep_filtered=False)
         if self._densities_never_zero:
             self._require_possible(result.sequence_log_likelihood)
@@ -660,6 +842,7 @@ class BaseHMM(BaseEM):
         sample_weight = _check_sample_weight(sample_weight, X)
         return float(np.dot(sample_weight, result.log_predictive))
 
+    @lengths_by_keyword
     def score_sequences(self, X, *, lengths=None, sequence_ids=None):
         """Log-likelihood of each sequence.
 
@@ -790,6 +973,7 @@ class BaseHMM(BaseEM):
         """
         return self.decode(X, lengths, sequence_ids=sequence_ids)[1]
 
+    @lengths_by_keyword
     def filter(self, X, *, lengths=None, sequence_ids=None):
         """Filtered state probabilities p(z_t | x_1..x_t) of each row.
 

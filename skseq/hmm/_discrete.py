@@ -1,19 +1,20 @@
-"""Emissions on whole numbers: CategoricalHMM (symbols) and PoissonHMM (counts)."""
+"""Emissions on whole numbers: CategoricalHMM (symbols), MultinomialHMM (counts over
+trials) and PoissonHMM (counts)."""
 
 import numpy as np
 from scipy.special import gammaln
-from sklearn.cluster import KMeans
 from sklearn.utils.validation import validate_data
 
-from ..base import check_scalar_param
-from ._base import BaseHMM, check_probability_vector, normalize_rows
+from .._validation import masked_as_nan
+from ._base import BaseHMM, check_probability_vector, dirichlet_map, fit_kmeans
 
-__all__ = ["CategoricalHMM", "PoissonHMM"]
+__all__ = ["CategoricalHMM", "MultinomialHMM", "PoissonHMM"]
 
 
 def validate_whole_numbers(estimator, X, reset, what):
     """Finite, non-negative whole numbers (integer or float dtype) as float64."""
     name = type(estimator).__name__
+    X = masked_as_nan(X, missing_supported=False, owner=name)
     X = validate_data(
         estimator, X, reset=reset, dtype=np.float64, order="C", ensure_all_finite=False
     )
@@ -28,11 +29,82 @@ def validate_whole_numbers(estimator, X, reset, what):
     return X
 
 
+def log_factorials(X):
+    """sum_f log(x_f!) of each row of whole numbers."""
+    return gammaln(X + 1).sum(axis=1)
+
+
+def perturbed_frequencies(counts, n_components, random_state, support=None):
+    """Initial emission probabilities from the symbol counts of the data.
+
+    ``counts`` (n_columns, n_symbols) are smoothed by 1e-3 on ``support``
+    (zero outside it), normalised per column and multiplied by uniform(0.5,
+    1.5) noise per state, which breaks the symmetry between states; returns
+    (n_components, n_columns, n_symbols), normalised along the last axis.
+    """
+    frequencies = counts + 1e-3
+    if support is not None:
+        frequencies = np.where(support, frequencies, 0.0)
+    frequencies = frequencies / frequencies.sum(axis=-1, keepdims=True)
+    table = frequencies * random_state.uniform(0.5, 1.5, (n_components, *frequencies.shape))
+    return table / table.sum(axis=-1, keepdims=True)
+
+
+def emission_table(emissionprob):
+    """CategoricalHMM's ``emissionprob`` as an (n_components, n_columns, n_symbols)
+    float64 array (one column's (n_components, n_symbols) gets a column axis)."""
+    table = np.asarray(emissionprob, dtype=np.float64)
+    return table[:, None, :] if table.ndim == 2 else table
+
+
+def symbol_index(X, n_symbols):
+    """Each symbol's index in a column-major flattening of the (n_columns, n_symbols)
+    table, f * n_symbols + x_tf, shape (n_samples, n_columns)."""
+    return X.astype(np.intp) + n_symbols * np.arange(X.shape[1], dtype=np.intp)
+
+
+def check_alphabet_sizes(value, name, n_columns):
+    """Alphabet sizes, one int for every column or one per column, as (n_columns,) intp."""
+    sizes = np.asarray(value)
+    if sizes.dtype == bool or not np.issubdtype(sizes.dtype, np.integer) or sizes.ndim > 1:
+        raise TypeError(
+            f"{name} must be an integer or a 1-D array of integers (one alphabet size "
+            f"per column of symbols), got {value!r}."
+        )
+    if np.any(sizes < 1):
+        raise ValueError(f"{name} must be >= 1, got {value!r}.")
+    if sizes.ndim == 1 and sizes.shape[0] != n_columns:
+        raise ValueError(
+            f"{name} gives {sizes.shape[0]} alphabet sizes for {n_columns} column(s) of symbols."
+        )
+    return np.broadcast_to(sizes, (n_columns,)).astype(np.intp)
+
+
+def check_trials(value):
+    """MultinomialHMM's ``n_trials``: None, an int >= 0, or a 1-D array of them."""
+    if value is None:
+        return None
+    trials = np.asarray(value)
+    if trials.dtype == bool or not np.issubdtype(trials.dtype, np.integer) or trials.ndim > 1:
+        raise TypeError(
+            f"n_trials must be None, an integer or a 1-D array of integers (one per row), "
+            f"got {value!r}."
+        )
+    if np.any(trials < 0):
+        raise ValueError(f"n_trials must be non-negative, got {value!r}.")
+    return trials
+
+
 class CategoricalHMM(BaseHMM):
     """Hidden Markov model with categorical (discrete symbol) emissions.
 
-    A drop-in replacement for ``hmmlearn.hmm.CategoricalHMM``: ``X`` is one
-    column of symbols 0, 1, ..., n_features - 1.
+    ``X`` holds whole-number symbols 0, 1, 2, ...  With one column it is a
+    drop-in replacement for ``hmmlearn.hmm.CategoricalHMM`` (same parameters,
+    ``emissionprob_`` of shape (n_components, n_symbols)).  With several
+    columns, each column is a categorical variable of its own, independent of
+    the others given the state (as in dynamax and pomegranate):
+    p(x_t | z_t = j) = prod_f emissionprob_[j, f, x_tf].  The columns may have
+    alphabets of different sizes (``n_symbols_``).
 
     Parameters
     ----------
@@ -41,16 +113,23 @@ class CategoricalHMM(BaseHMM):
     startprob_prior, transmat_prior : float or array, default=1.0
         Dirichlet concentrations of the priors on ``startprob_`` and the rows
         of ``transmat_`` (1 = no prior).
-    emissionprob_prior : float or array of shape (n_components, n_features), default=1.0
-        Dirichlet concentration of the prior on the rows of ``emissionprob_``.
-    n_features : int, optional
-        Number of symbols; inferred as ``max(X) + 1`` at fit when omitted.
+    emissionprob_prior : float or array broadcastable to ``emissionprob_``, default=1.0
+        Dirichlet concentration of the prior on each state's (and column's)
+        symbol probabilities; symbols beyond a column's alphabet keep
+        probability zero whatever the prior.
+    n_features : int or array-like of int of shape (n_columns,), optional
+        Alphabet size (hmmlearn's name for the number of symbols): every
+        column takes symbols 0 .. n_features - 1, or, given one size per
+        column, column f takes 0 .. n_features[f] - 1.  When omitted, the
+        width of ``emissionprob_init`` if given, else ``max(X[:, f]) + 1``
+        per column of the data at fit.
     algorithm, random_state, n_iter, tol, verbose, implementation
         As in :class:`GaussianHMM`.
     params, init_params : str, default="ste"
         "s" startprob, "t" transmat, "e" emissionprob.
     startprob_init, transmat_init, emissionprob_init : array-like, optional
-        Initial values (clone-safe), taking precedence over ``init_params``.
+        Initial values (clone-safe), taking precedence over ``init_params``;
+        ``emissionprob_init`` in the shape of ``emissionprob_``.
     n_init : int, default=1
         Number of initialisations; the best is kept.
     n_jobs : int, default=None
@@ -61,12 +140,20 @@ class CategoricalHMM(BaseHMM):
     Attributes
     ----------
     startprob_, transmat_ : ndarray
-    emissionprob_ : ndarray of shape (n_components, ``n_symbols_``)
-        p(symbol | state).
-    n_symbols_ : int
-        Size of the alphabet learned at fit.
+    emissionprob_ : ndarray of shape (n_components, [n_columns,] n_symbols)
+        p(symbol | state): for one column of symbols, hmmlearn's
+        (n_components, n_symbols); for several, ``emissionprob_[j, f, v]`` is
+        p(x_f = v | state j), with n_symbols the largest alphabet and zeros
+        beyond the alphabet of each column (``v >= n_symbols_[f]``).  The
+        probabilities sum to 1 along the last axis.  It may be set by hand
+        in either shape (hmmlearn style); its alphabet is then ``n_symbols_``
+        when set, else ``n_features``, else its width.
+    n_symbols_ : int or ndarray of int of shape (n_columns,)
+        Alphabet size learned at fit: an int for one column, one size per
+        column for several.
     monitor_, n_iter_, converged_, n_features_in_, n_batch_iter_, filtered_state_
-        As in :class:`GaussianHMM`.
+        As in :class:`GaussianHMM` (``n_features_in_`` counts the columns of
+        symbols).
 
     Examples
     --------
@@ -78,9 +165,20 @@ class CategoricalHMM(BaseHMM):
     (2, 3)
     >>> model.predict(X).shape
     (8,)
+
+    Two columns, the second with an alphabet of two symbols:
+
+    >>> X2 = np.column_stack([X[:, 0], [0, 0, 1, 1, 1, 1, 0, 0]])
+    >>> model = CategoricalHMM(n_components=2, random_state=0, n_iter=20).fit(X2)
+    >>> model.emissionprob_.shape, model.n_symbols_.tolist()
+    ((2, 2, 3), [3, 2])
+    >>> model.emissionprob_[:, 1, 2].tolist()  # beyond the second column's alphabet
+    [0.0, 0.0]
     """
 
     _emission_letters = {"e": "emissionprob_"}
+    # A constructor parameter here (the alphabet size), not BaseHMM's property.
+    n_features = None
 
     def __init__(
         self,
@@ -135,105 +233,182 @@ class CategoricalHMM(BaseHMM):
         self.n_features = n_features
         self.emissionprob_init = emissionprob_init
 
+    # -- the emission table and its alphabets --------------------------------
+
     def _check_emission_params(self):
         if self.n_features is not None:
-            check_scalar_param(self.n_features, "n_features", "int", low=1)
+            sizes = np.asarray(self.n_features)
+            check_alphabet_sizes(self.n_features, "n_features", sizes.size if sizes.ndim else 1)
+
+    def _checked_table(self, value, name, n_columns=None):
+        """``value`` validated as the emission probabilities of ``n_columns``
+        columns (None: as many as its shape says), as (K, n_columns, n_symbols)."""
+        try:
+            value = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"{name} must be an array of probabilities: {error}") from None
+        if n_columns is None and value.ndim in (2, 3):
+            n_columns = 1 if value.ndim == 2 else value.shape[1]
+        if not (value.ndim == 2 and n_columns == 1) and not (
+            value.ndim == 3 and value.shape[1] == n_columns
+        ):
+            if n_columns is None:
+                expected = "(n_components, n_symbols) or (n_components, n_columns, n_symbols)"
+            elif n_columns == 1:
+                expected = "(n_components, n_symbols) for one column of symbols"
+            else:
+                expected = f"(n_components, {n_columns}, n_symbols) for {n_columns} columns"
+            raise ValueError(
+                f"{name} must have shape {expected} (one row of symbol probabilities per "
+                f"state and column), got {value.shape}."
+            )
+        check_probability_vector(value, name, (self.n_components, *value.shape[1:]))
+        return emission_table(value)
+
+    def _alphabets_of(self, table, name, sources):
+        """The alphabet size of each column of ``table`` (K, F, V): the first of
+        ``sources`` (``(name, value)`` pairs) that is not None, else V.
+
+        The table must be V wide for its largest alphabet and give probability
+        zero beyond each column's alphabet.
+        """
+        n_columns, width = table.shape[1:]
+        given = [(source, value) for source, value in sources if value is not None]
+        if not given:
+            return np.full(n_columns, width, dtype=np.intp)
+        source, value = given[0]
+        sizes = check_alphabet_sizes(value, source, n_columns)
+        if sizes.max() != width:
+            hint = " (set n_symbols_ too when assigning emissionprob_)" * (source == "n_symbols_")
+            raise ValueError(
+                f"{name} has {width} symbols per column but {source}={value!r} gives "
+                f"alphabets of at most {sizes.max()} symbols; they must agree{hint}."
+            )
+        beyond = (table != 0) & (np.arange(width) >= sizes[:, None])
+        columns = np.flatnonzero(beyond.any(axis=0).any(axis=1))
+        if columns.size:
+            column = columns[0]
+            raise ValueError(
+                f"{name} gives probability to symbols beyond the alphabet "
+                f"0..{sizes[column] - 1} of column {column} ({source}={value!r}); "
+                "those entries must be 0."
+            )
+        return sizes
+
+    def _alphabets(self, table=None):
+        """Alphabet size of each column of ``emissionprob_`` (``table``: its
+        validated (K, F, V) form): the fitted ``n_symbols_``, else ``n_features``."""
+        table = emission_table(self.emissionprob_) if table is None else table
+        return self._alphabets_of(
+            table,
+            "emissionprob_",
+            [("n_symbols_", getattr(self, "n_symbols_", None)), ("n_features", self.n_features)],
+        )
+
+    def _table_shape(self):
+        shape = np.shape(self.emissionprob_)
+        return (shape[0], 1, shape[1]) if len(shape) == 2 else shape
+
+    @staticmethod
+    def _check_symbols(X, sizes):
+        largest = X.max(axis=0)
+        outside = np.flatnonzero(largest >= sizes)
+        if outside.size:
+            column = outside[0]
+            raise ValueError(
+                f"X contains symbol {int(largest[column])} in column {column}, outside the "
+                f"alphabet 0..{sizes[column] - 1} of that column."
+            )
+
+    # -- BaseHMM hooks -------------------------------------------------------
+
+    def _prior_bounds(self, n_features):
+        return {**super()._prior_bounds(n_features), "emissionprob_prior": (0.0, True)}
 
     def _validate_X(self, X, reset):
         X = validate_whole_numbers(self, X, reset, "symbols")
-        if X.shape[1] != 1:
-            raise ValueError(
-                f"CategoricalHMM takes one column of symbols, X of shape (n_samples, 1); "
-                f"got {X.shape[1]} columns."
-            )
-        alphabet = self.n_features if reset else getattr(self, "n_symbols_", None)
-        if reset and alphabet is None:
-            return X
-        if alphabet is None and hasattr(self, "emissionprob_"):
-            alphabet = self.emissionprob_.shape[1]
-        if alphabet is not None and X.max() >= alphabet:
-            raise ValueError(
-                f"X contains symbol {int(X.max())}, outside the alphabet 0..{alphabet - 1} "
-                f"(n_features={alphabet})."
-            )
+        if not reset:
+            self._check_emission_parameters(X.shape[1])
+            self._check_symbols(X, self._alphabets())
         return X
 
     def _initialize_emissions(self, X, random_state):
-        n_components = self.n_components
-        emissionprob = self._initial_value("emissionprob_")
-        if emissionprob is not None:
-            n_symbols = np.shape(emissionprob)[-1] if np.ndim(emissionprob) == 2 else -1
+        n_columns = X.shape[1]
+        initial = self._initial_value("emissionprob_")
+        if initial is not None:
+            table = self._checked_table(initial, "emissionprob", n_columns)
+            sources = [("n_features", self.n_features)]
+            if self.emissionprob_init is None:  # hand-set: its fitted alphabets, if any
+                sources.append(("n_symbols_", getattr(self, "n_symbols_", None)))
+            sizes = self._alphabets_of(table, "emissionprob", sources)
+        elif self.n_features is not None:
+            sizes = check_alphabet_sizes(self.n_features, "n_features", n_columns)
         else:
-            n_symbols = self.n_features or int(X.max()) + 1
-        if self.n_features is not None and n_symbols != self.n_features:
-            raise ValueError(
-                f"emissionprob has {n_symbols} symbols but n_features={self.n_features}."
-            )
-        if X.max() >= max(n_symbols, 1):
-            raise ValueError(
-                f"X contains symbol {int(X.max())}, outside the alphabet 0..{n_symbols - 1}."
-            )
-        if emissionprob is None:
-            # Symbol frequencies, perturbed per state to break the symmetry.
-            frequencies = np.bincount(X[:, 0].astype(np.intp), minlength=n_symbols) + 1e-3
-            frequencies = frequencies / frequencies.sum()
-            emissionprob = frequencies * random_state.uniform(0.5, 1.5, (n_components, n_symbols))
-            emissionprob /= emissionprob.sum(axis=1, keepdims=True)
-        self.emissionprob_ = check_probability_vector(
-            emissionprob, "emissionprob", (n_components, n_symbols)
-        )
-        self.n_symbols_ = n_symbols
+            sizes = X.max(axis=0).astype(np.intp) + 1
+        self._check_symbols(X, sizes)
+        if initial is None:
+            width = sizes.max()
+            support = np.arange(width) < sizes[:, None]
+            counts = np.bincount(
+                symbol_index(X, width).ravel(), minlength=n_columns * width
+            ).reshape(n_columns, width)
+            table = perturbed_frequencies(counts, self.n_components, random_state, support)
+        self.emissionprob_ = table[:, 0] if n_columns == 1 else table
+        self.n_symbols_ = int(sizes[0]) if n_columns == 1 else sizes
 
     def _check_emission_parameters(self, n_features):
-        if n_features is not None and n_features != 1:
-            raise ValueError(f"CategoricalHMM takes one column of symbols, got {n_features}.")
-        emissionprob = np.asarray(self.emissionprob_)
-        if emissionprob.ndim != 2:
-            raise ValueError(
-                f"emissionprob_ must have shape (n_components, n_symbols), "
-                f"got {emissionprob.shape}."
-            )
-        check_probability_vector(
-            emissionprob, "emissionprob_", (self.n_components, emissionprob.shape[1])
-        )
+        self._alphabets(self._checked_table(self.emissionprob_, "emissionprob_", n_features))
 
     def _emission_terms(self, X):
+        table = emission_table(self.emissionprob_)
+        n_components, n_columns, width = table.shape
         with np.errstate(divide="ignore"):
-            log_emission = np.log(np.asarray(self.emissionprob_, dtype=np.float64))
-        return log_emission[:, X[:, 0].astype(np.intp)].T, None
+            # (n_columns * n_symbols, n_components): one row gathered per symbol.
+            log_table = np.ascontiguousarray(np.log(table).reshape(n_components, -1).T)
+        index = symbol_index(X, width)
+        if n_columns == 1:
+            return log_table[index[:, 0]], index
+        return log_table[index].sum(axis=1), index
 
     def _emission_statistics(self, X, posteriors, cache):
-        symbols = X[:, 0].astype(np.intp)
-        n_symbols = self.emissionprob_.shape[1]
-        counts = np.stack(
-            [np.bincount(symbols, weights=column, minlength=n_symbols) for column in posteriors.T]
-        )
-        return {"obs": counts}
+        n_components, n_columns, width = self._table_shape()
+        index = symbol_index(X, width) if cache is None else cache
+        flat = index.ravel()
+        counts = np.empty((n_components, n_columns * width))
+        for state, weights in enumerate(posteriors.T):
+            if n_columns > 1:
+                weights = np.repeat(weights, n_columns)  # row-major: each row's columns
+            counts[state] = np.bincount(flat, weights=weights, minlength=n_columns * width)
+        return {"obs": counts.reshape(n_components, n_columns, width)}
 
     def _emission_features(self, X, cache):
-        n_symbols = self.emissionprob_.shape[1]
-        one_hot = np.zeros((X.shape[0], n_symbols))
-        one_hot[np.arange(X.shape[0]), X[:, 0].astype(np.intp)] = 1.0
-        return np.broadcast_to(one_hot[:, None, :], (X.shape[0], self.n_components, n_symbols))
+        n_components, n_columns, width = self._table_shape()
+        index = symbol_index(X, width) if cache is None else cache
+        one_hot = np.zeros((X.shape[0], n_columns * width))
+        one_hot[np.arange(X.shape[0])[:, None], index] = 1.0
+        return np.broadcast_to(one_hot[:, None, :], (X.shape[0], n_components, one_hot.shape[1]))
 
     def _statistics_from_features(self, sums):
-        return {"obs": sums}
+        return {"obs": sums.reshape(self._table_shape())}
 
     def _emission_mstep(self, statistics):
-        if "e" in self.params:
-            prior = self._prior("emissionprob_prior", self.emissionprob_.shape)
-            counts = np.maximum(prior - 1 + statistics["obs"], 0)
-            self.emissionprob_ = normalize_rows(counts, self.emissionprob_)
+        if "e" not in self.params:
+            return
+        shape = np.shape(self.emissionprob_)
+        table = emission_table(self.emissionprob_)
+        support = np.arange(table.shape[2]) < self._alphabets()[:, None]
+        prior = emission_table(self._prior("emissionprob_prior", shape))
+        self.emissionprob_ = dirichlet_map(statistics["obs"], prior, table, support).reshape(shape)
 
     def _emission_n_parameters(self):
-        n_components, n_symbols = self.emissionprob_.shape
-        return {"e": n_components * (n_symbols - 1)}
+        return {"e": self.n_components * int((self._alphabets() - 1).sum())}
 
     def _sample_emissions(self, states, random_state):
-        cumulative = np.cumsum(self.emissionprob_, axis=1)[states]
-        uniforms = random_state.rand(len(states), 1)
-        symbols = np.minimum((uniforms >= cumulative).sum(axis=1), self.emissionprob_.shape[1] - 1)
-        return symbols[:, None]
+        table = emission_table(self.emissionprob_)
+        cumulative = np.cumsum(table, axis=2)[states]
+        uniforms = random_state.rand(len(states), table.shape[1])
+        symbols = (uniforms[:, :, None] >= cumulative).sum(axis=2)
+        return np.minimum(symbols, self._alphabets() - 1)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -243,8 +418,245 @@ class CategoricalHMM(BaseHMM):
 
     def _get_parameters(self):
         parameters = super()._get_parameters()
-        parameters["n_symbols_"] = self.n_symbols_
+        n_symbols = self.n_symbols_
+        parameters["n_symbols_"] = np.copy(n_symbols) if np.ndim(n_symbols) else n_symbols
         return parameters
+
+
+class MultinomialHMM(BaseHMM):
+    """Hidden Markov model with multinomial emissions: rows of counts over trials.
+
+    hmmlearn's ``MultinomialHMM`` as it is since hmmlearn 0.2.8: row x_t of
+    ``X`` counts how many of n_t trials fell into each of the ``n_features``
+    categories (columns), n_t = sum_f x_tf, and state j draws it from the
+    multinomial distribution with probabilities ``emissionprob_[j]``,
+
+        p(x_t | z_t = j) = n_t! / (prod_f x_tf!) * prod_f emissionprob_[j, f] ** x_tf,
+
+    the coefficient included (as hmmlearn and ``scipy.stats.multinomial``).
+    hmmlearn's class of this name meant something else before 0.2.8 (one
+    column of symbols, one trial per row): that model is
+    :class:`CategoricalHMM`.  It is also this one with ``n_trials=1`` and
+    one-hot rows, which gives the same likelihoods and EM steps.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        Number of hidden states.
+    n_trials : int, array-like of int of shape (n_samples,) or None, default=None
+        Number of trials of each row.  None: each row's total is its number
+        of trials, and rows may differ.  An int (or one per row of the
+        training data, hmmlearn's array form): the rows that :meth:`fit` and
+        :meth:`partial_fit` learn from must sum to it, else a ``ValueError``
+        names the first row that does not; :meth:`sample` draws rows of
+        ``n_trials`` trials and needs a single number.  Scoring and decoding
+        take each row's own total, as hmmlearn does.
+    startprob_prior, transmat_prior : float or array, default=1.0
+        Dirichlet priors, as in :class:`GaussianHMM`.
+    algorithm, random_state, n_iter, tol, verbose, implementation
+        As in :class:`GaussianHMM`.
+    params, init_params : str, default="ste"
+        "s" startprob, "t" transmat, "e" emissionprob.
+    emissionprob_prior : float or array of shape (n_components, n_features), default=1.0
+        Dirichlet concentration of the prior on the rows of ``emissionprob_``
+        (1 = no prior, hmmlearn's M step).
+    startprob_init, transmat_init, emissionprob_init : array-like, optional
+        Initial values (clone-safe), taking precedence over ``init_params``.
+    n_init : int, default=1
+        Number of initialisations; the best is kept.
+    n_jobs : int, default=None
+        Threads for the E step over sequences.
+    learning_method, learning_decay, learning_offset, total_samples, batch_size
+        Stochastic EM, as in :class:`GaussianHMM`.
+
+    Attributes
+    ----------
+    startprob_, transmat_ : ndarray
+    emissionprob_ : ndarray of shape (n_components, n_features)
+        Each state's probabilities of the categories; rows sum to 1.
+    n_features : int
+        Number of categories (hmmlearn's name, from ``emissionprob_``); may be
+        set by hand before the parameters, as in :class:`GaussianHMM`.
+    monitor_, n_iter_, converged_, n_features_in_, n_batch_iter_, filtered_state_
+    batch_log_likelihood_
+        As in :class:`GaussianHMM`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq import MultinomialHMM
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.multinomial(10, [0.8, 0.1, 0.1], 50),
+    ...                     rng.multinomial(10, [0.1, 0.1, 0.8], 50)])
+    >>> model = MultinomialHMM(n_components=2, n_trials=10, random_state=0).fit(X)
+    >>> model.emissionprob_[np.argsort(model.emissionprob_[:, 0])].round(1)
+    array([[0.1, 0.1, 0.8],
+           [0.8, 0.1, 0.1]])
+    >>> model.sample(3, random_state=0)[0].sum(axis=1)
+    array([10, 10, 10])
+    """
+
+    _emission_letters = {"e": "emissionprob_"}
+
+    def __init__(
+        self,
+        n_components=1,
+        n_trials=None,
+        startprob_prior=1.0,
+        transmat_prior=1.0,
+        algorithm="viterbi",
+        random_state=None,
+        n_iter=10,
+        tol=1e-2,
+        verbose=False,
+        params="ste",
+        init_params="ste",
+        implementation="log",
+        *,
+        emissionprob_prior=1.0,
+        startprob_init=None,
+        transmat_init=None,
+        emissionprob_init=None,
+        n_init=1,
+        n_jobs=None,
+        learning_method="batch",
+        learning_decay=0.6,
+        learning_offset=0.0,
+        total_samples=None,
+        batch_size=32,
+    ):
+        super().__init__(
+            n_components,
+            startprob_prior=startprob_prior,
+            transmat_prior=transmat_prior,
+            algorithm=algorithm,
+            random_state=random_state,
+            n_iter=n_iter,
+            tol=tol,
+            verbose=verbose,
+            params=params,
+            init_params=init_params,
+            implementation=implementation,
+            startprob_init=startprob_init,
+            transmat_init=transmat_init,
+            n_init=n_init,
+            n_jobs=n_jobs,
+            learning_method=learning_method,
+            learning_decay=learning_decay,
+            learning_offset=learning_offset,
+            total_samples=total_samples,
+            batch_size=batch_size,
+        )
+        self.n_trials = n_trials
+        self.emissionprob_prior = emissionprob_prior
+        self.emissionprob_init = emissionprob_init
+
+    def _check_emission_params(self):
+        check_trials(self.n_trials)
+
+    def _prior_bounds(self, n_features):
+        return {**super()._prior_bounds(n_features), "emissionprob_prior": (0.0, True)}
+
+    def _validate_X(self, X, reset):
+        return validate_whole_numbers(self, X, reset, "counts")
+
+    def _check_training_rows(self, X):
+        trials = check_trials(self.n_trials)
+        if trials is None:
+            return
+        if trials.ndim == 1 and trials.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"n_trials has {trials.shape[0]} entries but X has {X.shape[0]} rows: give "
+                "one number of trials per row, or one int for every row."
+            )
+        totals = X.sum(axis=1)
+        wrong = np.flatnonzero(totals != trials)
+        if wrong.size:
+            row = wrong[0]
+            expected = trials if trials.ndim == 0 else trials[row]
+            raise ValueError(
+                f"The rows of X must sum to n_trials (counts over n_trials trials): row {row} "
+                f"sums to {totals[row]:g}, not {int(expected)} ({wrong.size} of {X.shape[0]} "
+                "rows differ)."
+            )
+
+    def _initialize_emissions(self, X, random_state):
+        n_components, n_features = self.n_components, X.shape[1]
+        emissionprob = self._initial_value("emissionprob_")
+        if emissionprob is None:
+            totals = X.sum(axis=0)[None, :]
+            emissionprob = perturbed_frequencies(totals, n_components, random_state)[:, 0]
+        self.emissionprob_ = check_probability_vector(
+            emissionprob, "emissionprob", (n_components, n_features)
+        )
+
+    def _check_emission_parameters(self, n_features):
+        emissionprob = np.asarray(self.emissionprob_)
+        if emissionprob.ndim != 2:
+            raise ValueError(
+                f"emissionprob_ must have shape (n_components, n_features), "
+                f"got {emissionprob.shape}."
+            )
+        if n_features is not None and emissionprob.shape[1] != n_features:
+            raise ValueError(
+                f"X has {n_features} features (categories), but emissionprob_ has "
+                f"{emissionprob.shape[1]}."
+            )
+        check_probability_vector(
+            emissionprob, "emissionprob_", (self.n_components, emissionprob.shape[1])
+        )
+
+    def _emission_terms(self, X):
+        emissionprob = np.asarray(self.emissionprob_, dtype=np.float64)
+        impossible = emissionprob == 0
+        with np.errstate(divide="ignore"):
+            log_probabilities = np.where(impossible, 0.0, np.log(emissionprob))
+        coefficients = gammaln(X.sum(axis=1) + 1) - log_factorials(X)
+        log_pmf = X @ log_probabilities.T + coefficients[:, None]
+        if impossible.any():
+            # A count in a category of probability zero (0 ** 0 = 1 otherwise).
+            log_pmf[(X > 0).astype(np.float64) @ impossible.T > 0] = -np.inf
+        return log_pmf, None
+
+    def _emission_statistics(self, X, posteriors, cache):
+        return {"obs": posteriors.T @ X}
+
+    def _emission_features(self, X, cache):
+        return np.broadcast_to(X[:, None, :], (X.shape[0], self.n_components, X.shape[1]))
+
+    def _statistics_from_features(self, sums):
+        return {"obs": sums}
+
+    def _emission_mstep(self, statistics):
+        if "e" in self.params:
+            prior = self._prior("emissionprob_prior", np.shape(self.emissionprob_))
+            self.emissionprob_ = dirichlet_map(statistics["obs"], prior, self.emissionprob_)
+
+    def _emission_n_parameters(self):
+        n_components, n_features = np.shape(self.emissionprob_)
+        return {"e": n_components * (n_features - 1)}
+
+    def _sample_emissions(self, states, random_state):
+        trials = check_trials(self.n_trials)
+        values = np.unique(trials) if trials is not None else np.array([])
+        if values.size != 1:
+            raise ValueError(
+                "MultinomialHMM.sample draws rows of n_trials trials: set n_trials to one "
+                f"number of trials (e.g. set_params(n_trials=10)); it is {self.n_trials!r}."
+            )
+        emissionprob = np.asarray(self.emissionprob_, dtype=np.float64)
+        X = np.zeros((len(states), emissionprob.shape[1]), dtype=np.int64)
+        for state in np.unique(states):
+            rows = np.flatnonzero(states == state)
+            probabilities = emissionprob[state] / emissionprob[state].sum()
+            X[rows] = random_state.multinomial(int(values[0]), probabilities, size=rows.size)
+        return X
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.categorical = True
+        return tags
 
 
 class PoissonHMM(BaseHMM):
@@ -260,7 +672,7 @@ class PoissonHMM(BaseHMM):
     startprob_prior, transmat_prior : float or array, default=1.0
         Dirichlet priors, as in :class:`GaussianHMM`.
     lambdas_prior, lambdas_weight : float or array, default=0.0
-        Shape and rate of a gamma prior on each rate: the M step gives
+        Shape and rate (both >= 0) of a gamma prior on each rate: the M step gives
         (lambdas_prior + sum_t gamma_t x_t) / (lambdas_weight + sum_t gamma_t),
         per state.  (hmmlearn divides by the total count over all states
         instead, which is not the posterior mean; both agree without a prior.)
@@ -272,6 +684,8 @@ class PoissonHMM(BaseHMM):
         Initial values (clone-safe).
     n_init : int, default=1
     n_jobs : int, default=None
+        Threads for the E step and the k-means initialisation, as in
+        :class:`GaussianHMM`.
     learning_method, learning_decay, learning_offset, total_samples, batch_size
         Stochastic EM, as in :class:`GaussianHMM`.
 
@@ -280,7 +694,8 @@ class PoissonHMM(BaseHMM):
     startprob_, transmat_ : ndarray
     lambdas_ : ndarray of shape (n_components, n_features)
         Poisson rates of each state and feature.
-    monitor_, n_iter_, converged_, n_features_in_, n_batch_iter_, filtered_state_
+    monitor_, n_iter_, converged_, n_features_in_, n_features, n_batch_iter_
+    filtered_state_, batch_log_likelihood_
         As in :class:`GaussianHMM`.
 
     Examples
@@ -291,7 +706,7 @@ class PoissonHMM(BaseHMM):
     >>> X = np.concatenate([rng.poisson(2, (60, 1)), rng.poisson(20, (60, 1))])
     >>> model = PoissonHMM(n_components=2, random_state=0).fit(X)
     >>> np.sort(model.lambdas_.ravel()).round(0)
-    array([ 2., 20.])
+    array([ 2., 21.])
     """
 
     _emission_letters = {"l": "lambdas_"}
@@ -352,13 +767,19 @@ class PoissonHMM(BaseHMM):
     def _validate_X(self, X, reset):
         return validate_whole_numbers(self, X, reset, "counts")
 
+    def _prior_bounds(self, n_features):
+        # A gamma prior's shape and rate: non-negative keeps the rates
+        # (prior + sum gamma x) / (weight + sum gamma) non-negative.
+        bounds = super()._prior_bounds(n_features)
+        bounds.update(lambdas_prior=(0.0, False), lambdas_weight=(0.0, False))
+        return bounds
+
     def _initialize_emissions(self, X, random_state):
         n_components, n_features = self.n_components, X.shape[1]
         lambdas = self._initial_value("lambdas_")
         if lambdas is None:
             if np.unique(X, axis=0).shape[0] >= n_components:
-                kmeans = KMeans(n_clusters=n_components, n_init=10, random_state=random_state)
-                lambdas = kmeans.fit(X).cluster_centers_
+                lambdas = fit_kmeans(X, n_components, random_state, self.n_jobs).cluster_centers_
             else:
                 lambdas = X.mean(axis=0) * random_state.uniform(
                     0.5, 1.5, (n_components, n_features)
@@ -390,8 +811,7 @@ class PoissonHMM(BaseHMM):
     def _emission_terms(self, X):
         lambdas = np.asarray(self.lambdas_, dtype=np.float64)
         log_rates = np.log(np.maximum(lambdas, 1e-300))
-        log_factorials = gammaln(X + 1).sum(axis=1)
-        log_pmf = X @ log_rates.T - lambdas.sum(axis=1) - log_factorials[:, None]
+        log_pmf = X @ log_rates.T - lambdas.sum(axis=1) - log_factorials(X)[:, None]
         return log_pmf, None
 
     def _emission_statistics(self, X, posteriors, cache):

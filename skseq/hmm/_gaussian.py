@@ -2,13 +2,13 @@
 
 import numpy as np
 from scipy import linalg
-from sklearn.cluster import KMeans
 from sklearn.utils.validation import validate_data
 
 from .._kernels import load
+from .._validation import masked_as_nan
 from ..base import check_scalar_param
 from ..inference.hmm import work_array
-from ._base import BaseHMM
+from ._base import BaseHMM, fit_kmeans
 
 _gaussian = load("_gaussian")
 
@@ -18,9 +18,12 @@ __all__ = ["GaussianHMM", "log_gaussian_density", "fill_covars", "COVARIANCE_TYP
 def validate_gaussian_X(estimator, X, reset):
     """Float rows; NaN allowed (a missing row), inf not.
 
-    When initialising (``reset``) at least one row must be observed; after
-    that an all-missing X is valid (e.g. a gap in a stream).
+    A masked array's masked entries are NaN too, so a row with a masked
+    entry is missing.  When initialising (``reset``) at least one row must
+    be observed; after that an all-missing X is valid (e.g. a gap in a
+    stream).
     """
+    X = masked_as_nan(X, missing_supported=True, owner=type(estimator).__name__)
     X = validate_data(
         estimator, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan", order="C"
     )
@@ -111,9 +114,12 @@ def compact_covars(covars, covariance_type):
 
     Accepts the compact shape, or full matrices (as ``covars_`` returns) when
     they are exactly representable: diagonal for "diag", multiples of the
-    identity for "spherical", all equal for "tied".
+    identity for "spherical", all equal for "tied".  Spherical variances may
+    also come as a column, (n_components, 1), as hmmlearn accepts.
     """
     covars = np.array(covars, dtype=np.float64)
+    if covariance_type == "spherical" and covars.ndim == 2 and covars.shape[1] == 1:
+        return covars[:, 0].copy()
     if covars.ndim != 3 or covariance_type == "full":
         return covars
     diagonals = np.diagonal(covars, axis1=1, axis2=2)
@@ -154,6 +160,20 @@ def check_covars(covars, covariance_type, n_components, n_features, name="covars
         except linalg.LinAlgError:
             raise ValueError(f"{name}[{index}] is not positive definite.") from None
     return covars
+
+
+def check_positive_semidefinite(matrices, name):
+    """Reject prior scale matrices (..., D, D) that are not symmetric positive semidefinite.
+
+    The M step adds them to scatter matrices: one with a negative eigenvalue
+    can make a covariance indefinite.
+    """
+    matrices = np.asarray(matrices, dtype=np.float64)
+    scale = max(float(np.max(np.abs(matrices), initial=0.0)), 1e-300)
+    if np.max(np.abs(matrices - np.swapaxes(matrices, -1, -2)), initial=0.0) > 1e-8 * scale:
+        raise ValueError(f"{name} must be symmetric matrices.")
+    if np.min(np.linalg.eigvalsh(matrices), initial=0.0) < -1e-10 * scale:
+        raise ValueError(f"{name} must be positive semidefinite (a scalar prior must be >= 0).")
 
 
 def log_gaussian_density(X, means, covars, covariance_type, shift=None, out=None):
@@ -355,8 +375,8 @@ class GaussianHMM(BaseHMM):
     attributes and numbers; pass ``lengths`` by keyword), on Cython kernels,
     with scikit-learn conventions: ``fit(X, y=None, *, lengths=None,
     sequence_ids=None)``, initial values as constructor parameters, ``n_init``
-    restarts, ``n_jobs`` threads in the E step, and rows containing NaN
-    treated as missing observations.
+    restarts, ``n_jobs`` threads in the E step, and rows containing NaN (or
+    a masked entry of a masked array) treated as missing observations.
 
     Parameters
     ----------
@@ -370,14 +390,15 @@ class GaussianHMM(BaseHMM):
         Added to the diagonal of the data covariance used to initialise
         ``covars_``.
     startprob_prior : float or array of shape (n_components,), default=1.0
-        Dirichlet concentration of the prior on ``startprob_`` (1 = none).
+        Dirichlet concentration (> 0) of the prior on ``startprob_`` (1 = none).
     transmat_prior : float or array of shape (n_components, n_components), default=1.0
-        Dirichlet concentration of the prior on each row of ``transmat_``.
+        Dirichlet concentration (> 0) of the prior on each row of ``transmat_``.
     means_prior, means_weight : float or array, default=0
-        Mean and precision weight of the normal prior on ``means_``.
+        Mean and precision weight (>= 0) of the normal prior on ``means_``.
     covars_prior, covars_weight : float or array, default=1e-2 and 1
         Parameters of the (inverse) Wishart / gamma prior on ``covars_``, as
-        in hmmlearn.
+        in hmmlearn: ``covars_prior`` >= 0 (spherical, diag) or positive
+        semidefinite matrices (full, tied).
     algorithm : {"viterbi", "map"}, default="viterbi"
         Decoder used by :meth:`predict`.
     random_state : int, RandomState or None, default=None
@@ -387,7 +408,8 @@ class GaussianHMM(BaseHMM):
     tol : float, default=1e-2
         EM stops when the log-likelihood gains less than ``tol``.
     verbose : bool, default=False
-        Print the log-likelihood of each iteration to stderr.
+        Print the log-likelihood of each iteration (of each
+        :meth:`partial_fit` batch, with the rows seen so far) to stderr.
     params, init_params : str, default="stmc"
         Letters of the parameters updated by EM (``params``) and initialised
         from the data before EM (``init_params``): "s" startprob, "t"
@@ -405,7 +427,8 @@ class GaussianHMM(BaseHMM):
         Number of initialisations; the one with the best final
         log-likelihood is kept.
     n_jobs : int, default=None
-        Threads for the E step over sequences (-1: all cores).
+        Threads for the E step over sequences and for the k-means
+        initialisation (None: one; -1: all cores).
     learning_method : {"batch", "online"}, default="batch"
         How :meth:`fit` runs EM: classical EM over all sequences, or
         stochastic EM over minibatches of ``batch_size`` whole sequences.
@@ -429,15 +452,28 @@ class GaussianHMM(BaseHMM):
         Full covariance matrices, whatever ``covariance_type`` (as hmmlearn);
         assigning takes the compact shape.
     monitor_ : ConvergenceMonitor
-        ``history`` holds the log-likelihood of every EM iteration.
+        ``history`` holds the log-likelihood of every EM iteration;
+        ``converged`` is hmmlearn's (True at the iteration limit too).
+        Present before ``fit``; a monitor assigned to it is kept by ``fit``.
     n_iter_ : int
     converged_ : bool
+        Whether EM stopped on its criterion (the gain fell below ``tol``)
+        rather than at ``n_iter``.
     n_features_in_ : int
+    n_features : int
+        hmmlearn's name for the number of features; may be set by hand
+        before the parameters (e.g. to :meth:`sample` from them).
     n_batch_iter_ : int
         Stochastic-EM steps taken (by :meth:`partial_fit` or online fit).
     filtered_state_ : ndarray of shape (n_components,)
         After :meth:`partial_fit` or :meth:`filter_stream`: p(z_t | stream so
         far) for the last row seen.
+    batch_log_likelihood_ : float
+        After :meth:`partial_fit`: the log-likelihood of its batch, under the
+        parameters before the step.
+
+    Hand-set parameters (``model.means_ = [[0.0], [3.0]]``) may be any
+    array-like; they are stored as float64 arrays and checked where used.
 
     Examples
     --------
@@ -529,7 +565,14 @@ class GaussianHMM(BaseHMM):
         """
         if not hasattr(self, "_covars_"):
             raise AttributeError("covars_ is not set; fit the model or assign covars_.")
-        n_features = self.means_.shape[1] if hasattr(self, "means_") else self._covars_.shape[-1]
+        n_features = self._n_features_or_none()
+        if n_features is None:
+            if self.covariance_type == "spherical":
+                raise AttributeError(
+                    "Spherical covars_ as full matrices need the number of features: "
+                    "set means_ or n_features first."
+                )
+            n_features = self._covars_.shape[-1]
         return fill_covars(self._covars_, self.covariance_type, self.n_components, n_features)
 
     @covars_.setter
@@ -539,11 +582,6 @@ class GaussianHMM(BaseHMM):
     def _storage_name(self, attribute):
         return "_covars_" if attribute == "covars_" else attribute
 
-    @property
-    def n_features(self):
-        """Number of features (hmmlearn's name for ``n_features_in_``)."""
-        return self.means_.shape[1]
-
     # -- hyperparameters and data -------------------------------------------
 
     def _check_emission_params(self):
@@ -552,6 +590,28 @@ class GaussianHMM(BaseHMM):
                 f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}."
             )
         check_scalar_param(self.min_covar, "min_covar", "real", low=0, low_open=True)
+
+    def _prior_bounds(self, n_features):
+        bounds = super()._prior_bounds(n_features)
+        # The normal prior's precision weight and the (inverse) gamma / Wishart
+        # scale must be non-negative for the M step's denominators and
+        # covariances to stay positive; covars_weight enters as max(w - 1, 0)
+        # (max(w - n_features, 0) for full matrices), so any finite value works.
+        diagonal = self.covariance_type in ("spherical", "diag")
+        bounds.update(
+            means_prior=(None, False),
+            means_weight=(0.0, False),
+            # full and tied: scale matrices, checked as such in _check_priors
+            covars_prior=(0.0, False) if diagonal else (None, False),
+            covars_weight=(None, False),
+        )
+        return bounds
+
+    def _check_priors(self, n_features):
+        super()._check_priors(n_features)
+        if self.covariance_type in ("full", "tied"):
+            shape = (self.n_components, n_features, n_features)
+            check_positive_semidefinite(self._prior("covars_prior", shape), "covars_prior")
 
     def _validate_X(self, X, reset):
         return validate_gaussian_X(self, X, reset)
@@ -586,8 +646,7 @@ class GaussianHMM(BaseHMM):
                     f"n_components={n_components} states need at least as many observed "
                     f"rows, got n_samples={observed.shape[0]}."
                 )
-            kmeans = KMeans(n_clusters=n_components, n_init=10, random_state=random_state)
-            means = kmeans.fit(observed).cluster_centers_
+            means = fit_kmeans(observed, n_components, random_state, self.n_jobs).cluster_centers_
         means = np.array(means, dtype=np.float64)
         if means.shape != (n_components, n_features):
             raise ValueError(

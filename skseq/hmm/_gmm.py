@@ -2,14 +2,14 @@
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.cluster import KMeans
 
 from ..base import check_scalar_param
-from ._base import BaseHMM, normalize_rows
+from ._base import BaseHMM, dirichlet_map, fit_kmeans
 from ._gaussian import (
     COVARIANCE_TYPES,
     check_covars,
     check_data_scale,
+    check_positive_semidefinite,
     distribute_covariance,
     fill_covars,
     initial_covariance,
@@ -56,12 +56,13 @@ class GMMHMM(BaseHMM):
     startprob_prior, transmat_prior : float or array, default=1.0
         Dirichlet priors, as in :class:`GaussianHMM`.
     weights_prior : float or array of shape (n_components, n_mix), default=1.0
-        Dirichlet prior on the mixture weights of each state.
+        Dirichlet prior (> 0) on the mixture weights of each state.
     means_prior, means_weight : float or array, default=0.0
         Normal prior on the component means.
     covars_prior, covars_weight : float or array, optional
         Prior on the covariances; ``None`` takes hmmlearn's defaults for the
-        covariance type.
+        covariance type, the flattest priors, which are also the lower bounds
+        of ``covars_weight`` (full, tied) and ``covars_prior`` (diag).
     algorithm, random_state, n_iter, tol, verbose, implementation
         As in :class:`GaussianHMM`.
     covariance_type : {"diag", "spherical", "full", "tied"}, default="diag"
@@ -84,7 +85,7 @@ class GMMHMM(BaseHMM):
         diag, (n_components, n_mix, n_features, n_features) full,
         (n_components, n_features, n_features) tied.
     startprob_, transmat_, monitor_, n_iter_, converged_, n_features_in_
-    n_batch_iter_, filtered_state_
+    n_features, n_batch_iter_, filtered_state_, batch_log_likelihood_
         As in :class:`GaussianHMM`.
 
     Notes
@@ -188,12 +189,39 @@ class GMMHMM(BaseHMM):
     def _validate_X(self, X, reset):
         return validate_gaussian_X(self, X, reset)
 
-    @property
-    def n_features(self):
-        """Number of features (hmmlearn's name for ``n_features_in_``)."""
-        return self.means_.shape[2]
-
     # -- priors with hmmlearn's defaults ------------------------------------
+
+    def _prior_bounds(self, n_features):
+        # hmmlearn's covariance priors default (None) to the flattest prior of
+        # each covariance type; values below those make the M step's
+        # denominator smaller than a component's responsibility (negative for
+        # a rarely used one).  The spherical default breaks that rule itself
+        # (it counts n_mix where the denominator counts n_features), so there
+        # only finiteness is required.
+        n_mix = self.n_mix
+        covariance_bounds = {
+            "full": ((None, False), (-(n_features + 2.0), False)),
+            "tied": ((None, False), (-(n_mix + n_features + 1.0), False)),
+            "diag": ((-1.5, False), (0.0, False)),
+            "spherical": ((None, False), (0.0, False)),
+        }.get(self.covariance_type, ((None, False), (None, False)))
+        bounds = super()._prior_bounds(n_features)
+        bounds.update(
+            weights_prior=(0.0, True),
+            means_prior=(None, False),
+            means_weight=(0.0, False),
+            covars_prior=covariance_bounds[0],
+            covars_weight=covariance_bounds[1],
+        )
+        return bounds
+
+    def _check_priors(self, n_features):
+        super()._check_priors(n_features)
+        if self.covariance_type in ("full", "tied") and self.covars_prior is not None:
+            matrices = np.asarray(self.covars_prior, dtype=np.float64)
+            if matrices.ndim < 2:
+                matrices = np.broadcast_to(matrices, (n_features, n_features))
+            check_positive_semidefinite(matrices, "covars_prior")
 
     def _covariance_priors(self):
         n_components, n_mix, n_features = self.means_.shape
@@ -306,15 +334,13 @@ class GMMHMM(BaseHMM):
     def _kmeans_means(self, observed, covariance, random_state):
         """k-means states, then k-means mixture components within each state."""
         n_components, n_mix = self.n_components, self.n_mix
-        labels = KMeans(n_clusters=n_components, n_init=10, random_state=random_state).fit_predict(
-            observed
-        )
+        labels = fit_kmeans(observed, n_components, random_state, self.n_jobs).labels_
         means = []
         for state in range(n_components):
             members = observed[labels == state]
             if members.shape[0] >= n_mix:
-                kmeans = KMeans(n_clusters=n_mix, n_init=10, random_state=random_state)
-                means.append(kmeans.fit(members).cluster_centers_)
+                kmeans = fit_kmeans(members, n_mix, random_state, self.n_jobs)
+                means.append(kmeans.cluster_centers_)
             else:
                 centre = members.mean(axis=0) if members.shape[0] else observed.mean(axis=0)
                 means.append(random_state.multivariate_normal(centre, covariance, size=n_mix))
@@ -399,8 +425,7 @@ class GMMHMM(BaseHMM):
             prior = np.broadcast_to(
                 np.asarray(self.weights_prior, dtype=np.float64), (n_components, n_mix)
             )
-            counts = np.maximum(post_mix + prior - 1, 0)
-            self.weights_ = normalize_rows(counts, self.weights_)
+            self.weights_ = dirichlet_map(post_mix, prior, self.weights_)
         means_prior = (
             np.broadcast_to(
                 np.asarray(self.means_prior, dtype=np.float64), (n_components, n_mix, n_features)

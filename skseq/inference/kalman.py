@@ -1,7 +1,7 @@
 """Exact inference in linear-Gaussian state-space models, on plain arrays.
 
-The model (MATH.md §4), with ``k`` states, ``p`` observed features and ``m``
-optional control inputs::
+The model (doc/user_guide/lgssm.rst), with ``k`` states, ``p`` observed
+features and ``m`` optional control inputs::
 
     z_1 ~ N(mu0, Sigma0)
     z_t = F z_{t-1} + G u_t + b + w_t,     w_t ~ N(0, Q)
@@ -23,6 +23,7 @@ import numpy as np
 
 from .._kernels import _kalman
 from .._sequences import sequence_offsets
+from .._validation import masked_as_nan
 
 __all__ = [
     "kalman_filter",
@@ -99,6 +100,9 @@ class KalmanSmootherResult(NamedTuple):
 def _as_float_array(value, name):
     if value is None:
         raise ValueError(f"{name} is required.")
+    # Only observations may have missing (masked) entries: check_observations
+    # turns those into NaN before this point.
+    value = masked_as_nan(value, missing_supported=False, owner="the Kalman filter", name=name)
     array = np.asarray(value)
     if np.iscomplexobj(array):
         raise ValueError(f"{name} must be real, got complex values.")
@@ -122,6 +126,15 @@ def check_matrix(value, name, shape):
     return np.array(array, dtype=np.float64, order="C", copy=True)
 
 
+def _check_symmetric(value, name, dim):
+    """A finite ``dim`` x ``dim`` matrix symmetric to 1e-8 relative, symmetrised (a copy)."""
+    array = check_matrix(value, name, (dim, dim))
+    scale = np.max(np.abs(array)) if array.size else 0.0
+    if np.max(np.abs(array - array.T), initial=0.0) > 1e-8 * max(scale, 1e-300):
+        raise ValueError(f"{name} must be symmetric.")
+    return np.ascontiguousarray(0.5 * (array + array.T))
+
+
 def check_covariance(value, name, dim):
     """A symmetric positive-definite ``dim`` x ``dim`` matrix (a symmetrised copy).
 
@@ -129,20 +142,35 @@ def check_covariance(value, name, dim):
     finite, the matrix is not symmetric (to 1e-8 relative) or its Cholesky
     factorisation fails.
     """
-    array = check_matrix(value, name, (dim, dim))
-    scale = np.max(np.abs(array)) if array.size else 0.0
-    if np.max(np.abs(array - array.T), initial=0.0) > 1e-8 * max(scale, 1e-300):
-        raise ValueError(f"{name} must be symmetric.")
-    symmetric = 0.5 * (array + array.T)
+    symmetric = _check_symmetric(value, name, dim)
     try:
         np.linalg.cholesky(symmetric)
     except np.linalg.LinAlgError:
         raise ValueError(f"{name} must be positive definite.") from None
-    return np.ascontiguousarray(symmetric)
+    return symmetric
+
+
+def check_state_covariance(value, name, dim):
+    """A symmetric positive semi-definite ``dim`` x ``dim`` matrix (a symmetrised copy).
+
+    For filtered state covariances, which may be singular to rounding (a
+    direction the data pin down exactly): symmetric to 1e-8 relative and no
+    eigenvalue below ``-1e-8`` times the largest.  Raises ValueError naming
+    ``name``.
+    """
+    symmetric = _check_symmetric(value, name, dim)
+    eigenvalues = np.linalg.eigvalsh(symmetric)
+    if eigenvalues[0] < -1e-8 * max(eigenvalues[-1], 0.0):
+        raise ValueError(f"{name} must be positive semi-definite.")
+    return symmetric
 
 
 def check_observations(X, name="X"):
-    """X as a 2-D float64 array with at least one row and column; NaN allowed, inf not."""
+    """X as a 2-D float64 array with at least one row and column; NaN allowed, inf not.
+
+    A masked array's masked entries are missing values (NaN), as in pykalman.
+    """
+    X = masked_as_nan(X, missing_supported=True, owner="the Kalman filter", name=name)
     X = _as_float_array(X, name)
     if X.ndim != 2:
         raise ValueError(
@@ -190,7 +218,7 @@ def check_controls(controls, n_samples, n_controls, name="controls"):
     return controls
 
 
-def check_lgssm_parameters(
+def check_lgssm_arrays(
     n_features,
     transition_matrix,
     observation_matrix,
@@ -202,75 +230,97 @@ def check_lgssm_parameters(
     initial_state_mean=None,
     initial_state_covariance=None,
     control_matrix=None,
+    n_state=None,
+    n_controls=None,
+    suffix="",
 ):
+    """Validate the parameters of a linear-Gaussian SSM against each other.
+
+    Every array must be finite and of the shape its dimensions imply; the
+    three covariances symmetric positive definite.  The state dimension is
+    ``n_state`` when given, else read from ``transition_matrix``; the number
+    of controls is ``n_controls`` when given, else read from
+    ``control_matrix``.  Defaults: zero offsets, zero initial mean, identity
+    initial covariance, no controls.  Error messages name each parameter
+    with ``suffix`` appended (``"_"`` for an estimator's fitted attributes).
+
+    Returns
+    -------
+    parameters : dict
+        The validated arrays (float64, C-contiguous copies, covariances
+        symmetrised), keyed by the parameter names: the keyword arguments of
+        :func:`make_model`.
+    """
+
+    def named(name):
+        return name + suffix
+
+    transition_matrix = _as_float_array(transition_matrix, named("transition_matrix"))
+    if n_state is None:
+        if transition_matrix.ndim != 2 or transition_matrix.shape[0] != transition_matrix.shape[1]:
+            raise ValueError(
+                f"{named('transition_matrix')} must be square (n_state, n_state), "
+                f"got {transition_matrix.shape}."
+            )
+        n_state = transition_matrix.shape[0]
+    if n_state == 0:
+        raise ValueError(
+            f"{named('transition_matrix')} is empty: the state needs at least one dimension."
+        )
+    parameters = {
+        "transition_matrix": check_matrix(
+            transition_matrix, named("transition_matrix"), (n_state, n_state)
+        ),
+        "observation_matrix": check_matrix(
+            observation_matrix, named("observation_matrix"), (n_features, n_state)
+        ),
+        "transition_covariance": check_covariance(
+            transition_covariance, named("transition_covariance"), n_state
+        ),
+        "observation_covariance": check_covariance(
+            observation_covariance, named("observation_covariance"), n_features
+        ),
+    }
+    vectors = {
+        "transition_offset": (transition_offset, n_state),
+        "observation_offset": (observation_offset, n_features),
+        "initial_state_mean": (initial_state_mean, n_state),
+    }
+    for name, (value, dim) in vectors.items():
+        parameters[name] = (
+            np.zeros(dim) if value is None else check_matrix(value, named(name), (dim,))
+        )
+    parameters["initial_state_covariance"] = (
+        np.eye(n_state)
+        if initial_state_covariance is None
+        else check_covariance(initial_state_covariance, named("initial_state_covariance"), n_state)
+    )
+    if control_matrix is None:
+        control_matrix = np.zeros((n_state, 0 if n_controls is None else n_controls))
+    control_matrix = _as_float_array(control_matrix, named("control_matrix"))
+    if n_controls is None:
+        if control_matrix.ndim != 2 or control_matrix.shape[0] != n_state:
+            raise ValueError(
+                f"{named('control_matrix')} must have shape ({n_state}, n_controls), "
+                f"got {control_matrix.shape}."
+            )
+        n_controls = control_matrix.shape[1]
+    parameters["control_matrix"] = check_matrix(
+        control_matrix, named("control_matrix"), (n_state, n_controls)
+    )
+    return parameters
+
+
+def check_lgssm_parameters(n_features, transition_matrix, *args, **kwargs):
     """Validate the parameters of a linear-Gaussian SSM and pack them for the kernels.
 
-    The state dimension is read from ``transition_matrix``.  Defaults: zero
-    offsets, zero initial mean, identity initial covariance, no controls.
+    Takes the arguments of :func:`check_lgssm_arrays`.
 
     Returns
     -------
     model : skseq._kernels._kalman.LinearGaussianModel
     """
-    transition_matrix = _as_float_array(transition_matrix, "transition_matrix")
-    if transition_matrix.ndim != 2 or transition_matrix.shape[0] != transition_matrix.shape[1]:
-        raise ValueError(
-            f"transition_matrix must be square (n_state, n_state), got {transition_matrix.shape}."
-        )
-    n_state = transition_matrix.shape[0]
-    if n_state == 0:
-        raise ValueError("transition_matrix is empty: the state needs at least one dimension.")
-    transition_matrix = check_matrix(transition_matrix, "transition_matrix", (n_state, n_state))
-    observation_matrix = check_matrix(
-        observation_matrix, "observation_matrix", (n_features, n_state)
-    )
-    transition_covariance = check_covariance(
-        transition_covariance, "transition_covariance", n_state
-    )
-    observation_covariance = check_covariance(
-        observation_covariance, "observation_covariance", n_features
-    )
-    transition_offset = (
-        np.zeros(n_state)
-        if transition_offset is None
-        else check_matrix(transition_offset, "transition_offset", (n_state,))
-    )
-    observation_offset = (
-        np.zeros(n_features)
-        if observation_offset is None
-        else check_matrix(observation_offset, "observation_offset", (n_features,))
-    )
-    initial_state_mean = (
-        np.zeros(n_state)
-        if initial_state_mean is None
-        else check_matrix(initial_state_mean, "initial_state_mean", (n_state,))
-    )
-    initial_state_covariance = (
-        np.eye(n_state)
-        if initial_state_covariance is None
-        else check_covariance(initial_state_covariance, "initial_state_covariance", n_state)
-    )
-    if control_matrix is None:
-        control_matrix = np.zeros((n_state, 0))
-    else:
-        control_matrix = _as_float_array(control_matrix, "control_matrix")
-        if control_matrix.ndim != 2 or control_matrix.shape[0] != n_state:
-            raise ValueError(
-                f"control_matrix must have shape ({n_state}, n_controls), "
-                f"got {control_matrix.shape}."
-            )
-        control_matrix = check_matrix(control_matrix, "control_matrix", control_matrix.shape)
-    return make_model(
-        transition_matrix,
-        observation_matrix,
-        transition_covariance,
-        observation_covariance,
-        transition_offset,
-        observation_offset,
-        initial_state_mean,
-        initial_state_covariance,
-        control_matrix,
-    )
+    return make_model(**check_lgssm_arrays(n_features, transition_matrix, *args, **kwargs))
 
 
 def make_model(
@@ -495,8 +545,9 @@ def kalman_filter(
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
-        Observations of all sequences, concatenated in time order.  NaN marks
-        a missing entry; infinity is an error.
+        Observations of all sequences, concatenated in time order.  NaN (or a
+        masked entry of a :class:`numpy.ma.MaskedArray`) marks a missing
+        entry; infinity is an error.
     transition_matrix : array-like of shape (n_state, n_state)
         F.
     observation_matrix : array-like of shape (n_features, n_state)

@@ -1,6 +1,7 @@
 """The selective scan of S6 / Mamba and its gradients, on plain arrays.
 
-For every batch element ``b``, channel ``d`` and step ``t`` (MATH.md §5)::
+For every batch element ``b``, channel ``d`` and step ``t`` (the recurrence of
+doc/user_guide/selective_ssm.rst)::
 
     dt   = softplus(delta[b, d, t] + delta_bias[d])     (or without softplus / bias)
     h_t  = exp(dt * A[d]) * h_{t-1} + dt * B_t * u[b, d, t],   h_{-1} = 0
@@ -19,7 +20,6 @@ functions release the GIL and can split the (batch, channel) pairs over
 threads with ``n_jobs``.
 """
 
-import numbers
 from functools import partial
 from typing import NamedTuple
 
@@ -28,6 +28,8 @@ import numpy as np
 
 from .._kernels import load
 from .._parallel import ThreadRunner
+from .._validation import check_bool_param, check_n_jobs, check_scalar_param
+from ._checks import checked_array, working_dtype
 
 _scan = load("_scan")
 
@@ -73,52 +75,20 @@ class ScanGradients(NamedTuple):
     ddelta_bias: np.ndarray | None
 
 
-def _working_dtype(u):
-    """float32 for float32 ``u``; float64 for any other real ``u``."""
-    if u.dtype.kind == "c":
-        raise TypeError("u must be real; complex inputs are not supported.")
-    if u.dtype.kind not in "fiub":
-        raise TypeError(f"u must be a numeric array, got dtype {u.dtype}.")
-    return np.dtype(np.float32) if u.dtype == np.float32 else np.dtype(np.float64)
-
-
-def _checked(name, value, dtype, shape=None):
-    """C-contiguous finite array of ``dtype``; raises naming ``name``."""
-    array = np.asarray(value)
-    if array.dtype.kind == "c":
-        raise TypeError(
-            f"{name} must be real; complex inputs (complex A, B or C) are not supported."
-        )
-    if array.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}.")
-    if shape is not None and array.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {array.shape}.")
-    array = np.ascontiguousarray(array, dtype=dtype)
-    if not _all_finite(array):
-        raise ValueError(f"{name} contains NaN or infinity.")
-    return array
-
-
-def _all_finite(array):
-    """Whether no entry is NaN or infinite, without a temporary of the array's size.
-
-    A NaN or an infinity makes the float64 sum non-finite; only when the sum
-    is not finite (which an overflow of large finite values can also cause)
-    are the entries checked one by one.
-    """
-    with np.errstate(over="ignore", invalid="ignore"):
-        if np.isfinite(np.sum(array, dtype=np.float64)):
-            return True
-    return bool(np.isfinite(array).all())
+def _require(**arrays):
+    """Raise a TypeError naming the first required array argument that is None."""
+    for name, value in arrays.items():
+        if value is None:
+            raise TypeError(f"{name} is required: pass an array, got None.")
 
 
 def _checked_projection(name, value, dtype, batch, n_channels, n_state, length):
     """B or C: (channels, N) time-invariant or (batch, N, length) selective."""
     array = np.asarray(value)
     if array.ndim == 2:
-        return _checked(name, array, dtype, (n_channels, n_state)), False
+        return checked_array(name, array, dtype, (n_channels, n_state)), False
     if array.ndim == 3:
-        return _checked(name, array, dtype, (batch, n_state, length)), True
+        return checked_array(name, array, dtype, (batch, n_state, length)), True
     raise ValueError(
         f"{name} must have shape (channels, N) = {(n_channels, n_state)} (time-invariant) or "
         f"(batch, N, length) = {(batch, n_state, length)} (selective), got {array.shape}."
@@ -126,40 +96,52 @@ def _checked_projection(name, value, dtype, batch, n_channels, n_state, length):
 
 
 def _check_inputs(u, delta, A, B, C, D, z, delta_bias, dout=None):
-    """Validate and convert all scan inputs to C-contiguous arrays of u's dtype."""
+    """Validate and convert all scan inputs to C-contiguous arrays of u's dtype.
+
+    ``dout`` is checked only by the backward pass, which has made sure it is
+    not None.
+    """
+    _require(u=u, delta=delta, A=A, B=B, C=C)
     u = np.asarray(u)
-    dtype = _working_dtype(u)
+    dtype = working_dtype("u", u)
     if u.ndim != 3:
         raise ValueError(f"u must have shape (batch, channels, length), got {u.shape}.")
-    u = _checked("u", u, dtype)
+    u = checked_array("u", u, dtype)
     batch, n_channels, length = u.shape
-    delta = _checked("delta", delta, dtype, u.shape)
+    delta = checked_array("delta", delta, dtype, u.shape)
     A = np.asarray(A)
     if A.ndim != 2 or A.shape[0] != n_channels:
         raise ValueError(f"A must have shape (channels, N) = ({n_channels}, N), got {A.shape}.")
     if A.shape[1] == 0:
         raise ValueError("A must have at least one state (N >= 1).")
-    A = _checked("A", A, dtype)
+    A = checked_array("A", A, dtype)
     n_state = A.shape[1]
     B, selective_B = _checked_projection("B", B, dtype, batch, n_channels, n_state, length)
     C, selective_C = _checked_projection("C", C, dtype, batch, n_channels, n_state, length)
     if D is not None:
-        D = _checked("D", D, dtype, (n_channels,))
+        D = checked_array("D", D, dtype, (n_channels,))
     if z is not None:
-        z = _checked("z", z, dtype, u.shape)
+        z = checked_array("z", z, dtype, u.shape)
     if delta_bias is not None:
-        delta_bias = _checked("delta_bias", delta_bias, dtype, (n_channels,))
+        delta_bias = checked_array("delta_bias", delta_bias, dtype, (n_channels,))
     if dout is not None:
-        dout = _checked("dout", dout, dtype, u.shape)
+        dout = checked_array("dout", dout, dtype, u.shape)
     return u, delta, A, B, C, D, z, delta_bias, dout, selective_B, selective_C
 
 
-def _check_chunk_size(chunk_size):
+def _check_options(delta_softplus, n_jobs, chunk_size, return_last_state=False):
+    """The scalar arguments of both passes: real bools, None or a nonzero int, a positive int.
+
+    Returns ``(delta_softplus, return_last_state, chunk_size)`` as Python
+    values (the chunk size defaulted).
+    """
+    delta_softplus = check_bool_param(delta_softplus, "delta_softplus")
+    return_last_state = check_bool_param(return_last_state, "return_last_state")
+    check_n_jobs(n_jobs)
     if chunk_size is None:
-        return _DEFAULT_CHUNK_SIZE
-    if not isinstance(chunk_size, numbers.Integral) or chunk_size < 1:
-        raise ValueError(f"_chunk_size must be a positive integer, got {chunk_size!r}.")
-    return int(chunk_size)
+        chunk_size = _DEFAULT_CHUNK_SIZE
+    check_scalar_param(chunk_size, "_chunk_size", "int", low=1)
+    return delta_softplus, return_last_state, int(chunk_size)
 
 
 def _pair_blocks(batch, n_channels, n_jobs):
@@ -246,9 +228,12 @@ def selective_scan(
     Raises
     ------
     ValueError
-        If a shape does not match or an input contains NaN or infinity.
+        If a shape does not match, an input contains NaN or infinity,
+        ``n_jobs`` is 0 or ``_chunk_size`` is below 1.
     TypeError
-        If an input is complex or not numeric.
+        If an input is complex or not numeric, a required array is None, a
+        flag is not a bool (numpy bools are accepted), or ``n_jobs`` is
+        neither None nor an integer.
 
     See Also
     --------
@@ -290,10 +275,12 @@ def selective_scan(
     >>> out.shape, out.dtype
     ((2, 3, 5), dtype('float32'))
     """
+    delta_softplus, return_last_state, chunk_size = _check_options(
+        delta_softplus, n_jobs, _chunk_size, return_last_state
+    )
     u, delta, A, B, C, D, z, delta_bias, _, selective_B, selective_C = _check_inputs(
         u, delta, A, B, C, D, z, delta_bias
     )
-    chunk_size = _check_chunk_size(_chunk_size)
     dtype = u.dtype
     batch, n_channels, length = u.shape
     n_state = A.shape[1]
@@ -322,7 +309,7 @@ def selective_scan(
             selective_B,
             selective_C,
             z is not None,
-            bool(delta_softplus),
+            delta_softplus,
             return_last_state,
             pair_start,
             pair_stop,
@@ -355,7 +342,8 @@ def selective_scan_backward(
     delta_softplus)``.  The states are recomputed from the inputs: one pass
     stores them at the start of every chunk of ``_chunk_size`` steps, the
     reverse pass recomputes each chunk before running the gradient recurrence
-    of MATH.md §5 over it.
+    over it (derived in the user guide's "The backward pass",
+    doc/user_guide/selective_ssm.rst).
 
     Parameters
     ----------
@@ -381,9 +369,12 @@ def selective_scan_backward(
     Raises
     ------
     ValueError
-        If a shape does not match or an input contains NaN or infinity.
+        If a shape does not match, an input contains NaN or infinity,
+        ``n_jobs`` is 0 or ``_chunk_size`` is below 1.
     TypeError
-        If an input is complex or not numeric.
+        If an input is complex or not numeric, a required array is None, a
+        flag is not a bool (numpy bools are accepted), or ``n_jobs`` is
+        neither None nor an integer.
 
     See Also
     --------
@@ -418,10 +409,11 @@ def selective_scan_backward(
     >>> grads.dD is None
     True
     """
+    delta_softplus, _, chunk_size = _check_options(delta_softplus, n_jobs, _chunk_size)
+    _require(dout=dout)
     u, delta, A, B, C, D, z, delta_bias, dout, selective_B, selective_C = _check_inputs(
         u, delta, A, B, C, D, z, delta_bias, dout=dout
     )
-    chunk_size = _check_chunk_size(_chunk_size)
     dtype = u.dtype
     n_channels = u.shape[1]
     du = np.zeros(u.shape, dtype=dtype)
@@ -549,7 +541,7 @@ def _backward_blocks(
             selective_B,
             selective_C,
             z is not None,
-            bool(delta_softplus),
+            delta_softplus,
             pair_start,
             pair_stop,
             chunk_size,

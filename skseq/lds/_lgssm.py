@@ -1,4 +1,4 @@
-"""The linear-Gaussian state-space model, fitted by EM (MATH.md §4).
+"""The linear-Gaussian state-space model, fitted by EM (see ``doc/user_guide/lgssm.rst``).
 
 Model, with ``k = n_components`` states, ``p`` features and ``m`` optional
 control inputs::
@@ -24,15 +24,23 @@ import numpy as np
 import scipy.linalg
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, DensityMixin, TransformerMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    _num_samples,
+    check_is_fitted,
+    validate_data,
+)
 
 from .._kernels import _kalman
-from .._sequences import check_y_is_not_lengths, sequence_offsets
+from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
+from .._validation import check_n_jobs, masked_as_nan
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
     check_controls,
     check_covariance,
+    check_lgssm_arrays,
     check_matrix,
+    check_state_covariance,
     em_statistics_offsets,
     filter_last_offsets,
     filter_offsets,
@@ -60,21 +68,96 @@ COVARIANCE_NAMES = frozenset(
     {"transition_covariance", "observation_covariance", "initial_state_covariance"}
 )
 
-# Eigenvalue floor of the covariances the M step returns, relative to their
-# largest eigenvalue: keeps them positive definite (condition number <= 1e9)
-# when the data determine a direction exactly, e.g. one row per feature.
+# Eigenvalue floor of the covariances EM returns, in the metric of the data's
+# scale (see _floor_covariance): keeps them positive definite (condition
+# number <= 1e9 once whitened) when the data determine a direction exactly,
+# e.g. one row per feature, or a covariance that goes to zero.
 _RELATIVE_COVARIANCE_FLOOR = 1e-9
 _ABSOLUTE_COVARIANCE_FLOOR = 1e-12
+# The variance of a diffuse initial state, in units of the state's scale: the
+# prior of the first state is then flat over any range the data can reach.
+_DIFFUSE_VARIANCE = 1e6
 
 
-def _floor_covariance(covariance):
-    """Symmetrise and lift the eigenvalues below the floor; unchanged when well conditioned."""
+def _floor_covariance(covariance, scale):
+    """Symmetrise and lift the eigenvalues below the floor; unchanged when well conditioned.
+
+    ``scale`` is the typical variance of each coordinate (a number, or one per
+    coordinate): the floor applies to the whitened matrix
+    ``C_ij / sqrt(scale_i scale_j)``, whose eigenvalues below
+    ``max(1e-9 * largest, 1e-12)`` are lifted to that value.  Since the scale
+    is measured on the data, scaling the data by ``c`` scales the result by
+    ``c**2``: no absolute floor that would dominate data of a small scale.
+    """
     covariance = 0.5 * (covariance + covariance.T)
-    eigenvalues = np.linalg.eigvalsh(covariance)
+    root = np.sqrt(np.broadcast_to(np.asarray(scale, dtype=np.float64), covariance.shape[:1]))
+    units = np.outer(root, root)
+    whitened = covariance / units
+    eigenvalues = np.linalg.eigvalsh(whitened)
     floor = max(_RELATIVE_COVARIANCE_FLOOR * eigenvalues[-1], _ABSOLUTE_COVARIANCE_FLOOR)
     if eigenvalues[0] < floor:
-        covariance = covariance + (floor - eigenvalues[0]) * np.eye(covariance.shape[0])
+        whitened = whitened + (floor - eigenvalues[0]) * np.eye(covariance.shape[0])
+        covariance = whitened * units
     return covariance
+
+
+def _feature_scale(observations):
+    """The variance of each feature (ignoring NaN), the data's scale for the floors.
+
+    A feature without spread (constant, or one observed row) takes the largest
+    variance of the others; with no spread at all, the mean square of the data
+    (1 for data that are all zero).
+    """
+    observed = ~np.isnan(observations)
+    counts = np.maximum(observed.sum(axis=0), 1)
+    means = np.where(observed, observations, 0.0).sum(axis=0) / counts
+    variance = np.where(observed, (observations - means) ** 2, 0.0).sum(axis=0) / counts
+    if np.any(variance > 0):
+        return np.where(variance > 0, variance, variance.max())
+    mean_square = float(np.mean(np.where(observed, observations, 0.0) ** 2))
+    return np.full(observations.shape[1], mean_square if mean_square > 0 else 1.0)
+
+
+def _state_scale(observation_matrix, feature_scale):
+    """The typical variance of a state coordinate in the units ``H`` gives it.
+
+    ``k / (2 trace(H^T D^-1 H))`` with ``D = diag(feature_scale)``: states of
+    this variance explain, through ``H``, about half the variance of the data
+    (the other half is left to the noise).  Half the data's variance for a
+    state observed through ``H = 1``; 1 when ``H`` is zero (the state is not
+    seen).
+    """
+    k = observation_matrix.shape[1]
+    precision = np.sum(observation_matrix**2 / feature_scale[:, None])
+    return float(k / (2 * precision)) if np.isfinite(precision) and precision > 0 else 1.0
+
+
+def _default_initial_state(
+    transition_matrix, transition_covariance, transition_offset, drift, state_scale
+):
+    """mu0 and Sigma0 when not given: stationary under the initial F, Q, or diffuse.
+
+    With the spectral radius of F below 1 the state has a stationary
+    distribution, N((I - F)^-1 (b + drift), the solution P of P = F P F^T + Q),
+    which is what the first state of a sequence observed from the middle of a
+    long run follows.  Otherwise (a random walk, a trend), or when that
+    variance exceeds the diffuse one, the prior is diffuse: N(0,
+    1e6 * state_scale * I), whose mean does not matter.  ``drift`` is G times
+    the mean control.
+    """
+    k = transition_matrix.shape[0]
+    diffuse = (np.zeros(k), _DIFFUSE_VARIANCE * state_scale * np.eye(k))
+    if np.max(np.abs(np.linalg.eigvals(transition_matrix))) >= 1.0:
+        return diffuse
+    with np.errstate(all="ignore"):
+        covariance = scipy.linalg.solve_discrete_lyapunov(transition_matrix, transition_covariance)
+        mean = np.linalg.solve(np.eye(k) - transition_matrix, transition_offset + drift)
+    if not (np.all(np.isfinite(covariance)) and np.all(np.isfinite(mean))):
+        return diffuse
+    covariance = _floor_covariance(covariance, state_scale)
+    if np.linalg.eigvalsh(covariance)[-1] > _DIFFUSE_VARIANCE * state_scale:
+        return diffuse
+    return mean, covariance
 
 
 def _solve_regression(cross, regressor, weights, learned):
@@ -114,6 +197,38 @@ def _residual_covariance(target, cross, regressor, weights, count):
     return (target - product - product.T + weights @ regressor @ weights.T) / count
 
 
+def _symmetric_function(matrix, function):
+    """``function`` applied to the eigenvalues of a symmetric matrix."""
+    eigenvalues, eigenvectors = np.linalg.eigh(0.5 * (matrix + matrix.T))
+    return (eigenvectors * function(eigenvalues)) @ eigenvectors.T
+
+
+def _to_coordinates(name, value, units):
+    """A parameter as unit-free numbers: divided by its units, covariances by their log.
+
+    ``units`` is ``(row_units, column_units)`` (``column_units`` None for a
+    vector): a matrix becomes ``A_ij * column_j / row_i``; a covariance is
+    whitened by its row units and replaced by its matrix logarithm, so that
+    any point of the extrapolation maps back to a positive-definite matrix.
+    """
+    rows, columns = units
+    if name in COVARIANCE_NAMES:
+        return _symmetric_function(value / np.outer(rows, rows), np.log)
+    if columns is None:
+        return value / rows
+    return value * columns[None, :] / rows[:, None]
+
+
+def _from_coordinates(name, coordinates, units):
+    """The inverse of :func:`_to_coordinates`."""
+    rows, columns = units
+    if name in COVARIANCE_NAMES:
+        return _symmetric_function(coordinates, np.exp) * np.outer(rows, rows)
+    if columns is None:
+        return coordinates * rows
+    return coordinates * rows[:, None] / columns[None, :]
+
+
 def _check_params_argument(params):
     """The set of parameter names EM learns, from ``"all"``, one name or a collection."""
     if isinstance(params, str):
@@ -149,18 +264,21 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     first row of each sequence is unused).  ``X`` holds the rows of all
     sequences concatenated in time order; ``lengths`` or ``sequence_ids``
     says which rows form a sequence (neither: one sequence).  NaN entries of
-    ``X`` are missing values, handled exactly by the filter, the smoother and
-    EM.  :meth:`transform` returns the smoothed state means, so the model is
-    a dynamic factor analysis step in a :class:`~sklearn.pipeline.Pipeline`.
+    ``X`` (and the masked entries of a masked array, as in pykalman) are
+    missing values, handled exactly by the filter, the smoother and EM.
+    :meth:`transform` returns the smoothed state means, so the model is a
+    dynamic factor analysis step in a :class:`~sklearn.pipeline.Pipeline`.
 
     Parameters
     ----------
     n_components : int, default=1
         Dimension ``k`` of the hidden state.
     n_iter : int, default=100
-        Maximum number of EM iterations.
+        Maximum number of EM iterations (E steps; batch EM is accelerated,
+        see Notes).
     tol : float, default=1e-2
-        EM stops when the log-likelihood gains less than ``tol``.
+        EM stops when the log-likelihood gains less than ``tol`` (in a batch
+        fit: over one accelerated cycle of two iterations).
     params : "all", str or collection of str, default="all"
         The parameters EM learns; the others keep their initial value.  Names:
         ``transition_matrix``, ``observation_matrix``, ``transition_covariance``,
@@ -174,11 +292,15 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         factor analysis.
     observation_matrix_init : array-like of shape (n_features, k), default=None
         Initial H.  None: probabilistic-PCA loadings, slightly perturbed at
-        random (so that ``n_init`` restarts differ).
+        random (so that ``n_init`` restarts differ), for standardised states.
+        A given H sets the units of the state instead (``H = 1``: the data's).
     transition_covariance_init : array-like of shape (k, k), default=None
-        Initial Q.  None: the residual covariance of the AR(1) fit.
+        Initial Q.  None: the residual covariance of the AR(1) fit of the
+        states projected by factor analysis.
     observation_covariance_init : array-like of shape (n_features, n_features), default=None
-        Initial R.  None: the diagonal of the variance PCA leaves unexplained.
+        Initial R.  None: the diagonal of the variance the states leave
+        unexplained (the variance PCA leaves unexplained; half the variance
+        when H is given).
     transition_offset_init : array-like of shape (k,), default=None
         Initial b.  None: zeros.
     observation_offset_init : array-like of shape (n_features,), default=None
@@ -186,10 +308,18 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     control_matrix_init : array-like of shape (k, n_controls), default=None
         Initial G.  None: zeros.
     initial_state_mean_init : array-like of shape (k,), default=None
-        Initial mu0.  None: zeros.
+        Initial mu0.  None: the mean of the stationary distribution of the
+        state under the initial F, Q, b and G (zeros by default), or zeros
+        when that has no stationary distribution.
     initial_state_covariance_init : array-like of shape (k, k), default=None
-        Initial Sigma0.  None: the identity (the prior of the factor-analysis
-        initialisation).
+        Initial Sigma0.  None: the covariance P of the stationary distribution
+        of the state under the initial F and Q (``P = F P F^T + Q``), what the
+        first state of a sequence observed from the middle of a long run
+        follows; when F has an eigenvalue of modulus >= 1 (a random walk, a
+        trend) there is none, and the prior is diffuse: 1e6 times the state's
+        scale times the identity (statsmodels' approximate diffuse
+        initialisation, relative to the data's scale).  See
+        :ref:`the user guide <lgssm_initial_state>`.
     n_init : int, default=1
         Number of initialisations; the best (by log-likelihood) is kept.
     random_state : int, RandomState instance or None, default=None
@@ -198,7 +328,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         Threads for the E step, over blocks of whole sequences (the kernel
         releases the GIL).  ``None`` means 1.
     verbose : int, default=0
-        Print one line per EM iteration to stderr.
+        Print one line per EM iteration (per :meth:`partial_fit` call: the
+        batch's log-likelihood and the rows seen so far) to stderr.
 
     learning_method : {"batch", "online"}, default="batch"
         How :meth:`fit` runs EM: classical EM over all sequences, or
@@ -230,10 +361,18 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     n_iter_ : int
         EM iterations run (E steps, for the best initialisation).
     converged_ : bool
+        Whether EM stopped because the gain fell below ``tol`` (rather than
+        at ``n_iter``).
     monitor_ : ConvergenceMonitor
-        ``monitor_.history`` is the log-likelihood computed in each E step.
+        ``monitor_.history`` is the log-likelihood computed in each E step
+        (present before ``fit``; a monitor assigned to it is kept by ``fit``).
     lower_bound_ : float
         The last value of ``monitor_.history``.
+    n_batch_iter_ : int
+        Stochastic-EM steps taken (by :meth:`partial_fit` or online fit).
+    batch_log_likelihood_ : float
+        After :meth:`partial_fit`: the log-likelihood of its batch (given the
+        stream before it), under the parameters before the step.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when X has feature names.
@@ -254,10 +393,14 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     the expected sufficient statistics; the M step solves the two linear
     regressions z_t ~ (z_{t-1}, u_t, 1) and x_t ~ (z_t, 1) in closed form.
     Missing entries are integrated out exactly, so the log-likelihood never
-    decreases.  The state basis is not identifiable (any invertible change of
-    basis of z gives the same distribution of x): compare fitted models by
-    basis-invariant quantities such as the log-likelihood or the
-    autocovariances of x.
+    decreases.  EM for this model can crawl along ridges of the likelihood
+    (the two variances of a local level model), so batch :meth:`fit`
+    accelerates it with SQUAREM: every second iteration extrapolates along
+    the last two EM steps, kept only when it does not lower the
+    log-likelihood (see the user guide).  The state basis is not
+    identifiable (any invertible change of basis of z gives the same
+    distribution of x): compare fitted models by basis-invariant quantities
+    such as the log-likelihood or the autocovariances of x.
 
     Examples
     --------
@@ -340,10 +483,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         check_scalar_param(self.n_iter, "n_iter", "int", low=0)
         check_scalar_param(self.tol, "tol", "real", low=0)
         check_scalar_param(self.n_init, "n_init", "int", low=1)
-        if self.n_jobs is not None:
-            check_scalar_param(self.n_jobs, "n_jobs", "int")
-            if self.n_jobs == 0:
-                raise ValueError("n_jobs == 0 has no meaning; use None, a positive int or -1.")
+        check_n_jobs(self.n_jobs)
         if not isinstance(self.verbose, numbers.Integral):
             raise TypeError(f"verbose must be an int or bool, got {self.verbose!r}.")
         self._check_stochastic_params()
@@ -377,8 +517,10 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 given[name] = check_matrix(value, f"{name}_init", shapes[name])
         return given
 
-    def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset):
+    def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset, method):
         """Validate X, the sequence split and the controls for any method."""
+        # Masked entries are missing values, as NaN (pykalman's convention).
+        X = masked_as_nan(X, missing_supported=True, owner=type(self).__name__)
         X = validate_data(
             self,
             X,
@@ -387,7 +529,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             ensure_all_finite="allow-nan",
             ensure_min_samples=1,
         )
-        check_y_is_not_lengths(y, X.shape[0])
+        check_y_is_not_lengths(y, X.shape[0], method)
         offsets = sequence_offsets(X.shape[0], lengths=lengths, sequence_ids=sequence_ids)
         n_controls = self.n_controls_ if not reset else _count_controls(controls)
         controls = check_controls(controls, X.shape[0], n_controls)
@@ -399,18 +541,62 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         return np.ascontiguousarray(np.hstack([X, controls]), dtype=np.float64)
 
     def _model(self):
-        """The fitted parameters packed for the kernels."""
-        return make_model(
-            self.transition_matrix_,
-            self.observation_matrix_,
-            self.transition_covariance_,
-            self.observation_covariance_,
-            self.transition_offset_,
-            self.observation_offset_,
-            self.initial_state_mean_,
-            self.initial_state_covariance_,
-            self.control_matrix_,
-        )
+        """The current parameters packed for the kernels, unchecked.
+
+        Only for EM's own iterates, which :meth:`_initialize` and
+        :meth:`_mstep` build with the right shapes; every public method goes
+        through :meth:`_checked_model` instead.
+        """
+        return make_model(**{name: getattr(self, f"{name}_") for name in PARAMETER_NAMES})
+
+    def _checked_parameters(self):
+        """The fitted parameters, validated before any kernel sees them.
+
+        They may have been set by hand, or ``n_components`` changed with
+        ``set_params`` after fitting: every array must be finite, of the shape
+        that ``n_components``, ``n_features_in_`` and ``n_controls_`` imply
+        (so that the shapes agree with each other and with the data), and
+        each covariance symmetric positive definite.  Returns the validated
+        copies, keyed by parameter name.
+        """
+        check_is_fitted(self)
+        check_scalar_param(self.n_components, "n_components", "int", low=1)
+        check_scalar_param(self.n_features_in_, "n_features_in_", "int", low=1)
+        check_scalar_param(self.n_controls_, "n_controls_", "int", low=0)
+        k, p, m = self.n_components, self.n_features_in_, self.n_controls_
+        values = {}
+        for name in PARAMETER_NAMES:
+            value = getattr(self, f"{name}_", None)
+            if value is None:
+                raise ValueError(f"{type(self).__name__} has no fitted {name}_; refit it.")
+            values[name] = value
+        try:
+            return check_lgssm_arrays(p, **values, n_state=k, n_controls=m, suffix="_")
+        except ValueError as error:
+            raise ValueError(
+                f"Invalid fitted parameters of {type(self).__name__} (n_components={k}, "
+                f"n_features_in_={p}, n_controls_={m}): {error} Refit the model after "
+                "changing n_components, or set every fitted array consistently."
+            ) from None
+
+    def _checked_model(self):
+        """The validated fitted parameters packed for the kernels."""
+        return make_model(**self._checked_parameters())
+
+    def _checked_filter_state(self):
+        """The stream's filtered state, validated against ``n_components``."""
+        k = self.n_components
+        try:
+            mean = check_matrix(self.filter_state_mean_, "filter_state_mean_", (k,))
+            covariance = check_state_covariance(
+                self.filter_state_covariance_, "filter_state_covariance_", k
+            )
+        except ValueError as error:
+            raise ValueError(
+                f"{error} The stream's state does not fit the model (n_components={k}); "
+                "call reset_filter()."
+            ) from None
+        return mean, covariance
 
     # -- the EM protocol ----------------------------------------------------------
 
@@ -421,9 +607,15 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         factor analysis: d = the feature means; H, R = probabilistic PCA of
         the (mean-imputed) data, H perturbed by 10% noise; the states are
         projected by the factor-analysis posterior mean E[z | x] under the
-        prior N(0, I) (so mu0 = 0 and Sigma0 = I); F, Q = least-squares AR(1)
-        fit of the projected states within sequences, F's spectral radius
-        capped at 0.99; b = 0, G = 0.
+        prior N(0, I); F, Q = least-squares AR(1) fit of the projected states
+        within sequences, F's spectral radius capped at 0.99; b = 0, G = 0;
+        mu0, Sigma0 = the stationary distribution of the state under those
+        F, Q, b, G, or a diffuse prior when F has no stationary distribution
+        (:func:`_default_initial_state`).
+
+        It also fixes the scales of the covariance floors for the whole fit:
+        the variance of each feature, and the state scale implied through
+        the initial H (:func:`_state_scale`).
         """
         n_features = self.n_features_in_
         observations = X[:, :n_features]
@@ -443,9 +635,10 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         centred = np.where(observed, observations - observation_offset, 0.0)
         n_samples = observations.shape[0]
         data_covariance = centred.T @ centred / n_samples
+        feature_scale = _feature_scale(observations)
         scale = np.trace(data_covariance) / n_features
         if not scale > 0:
-            scale = 1.0
+            scale = float(np.mean(feature_scale))
 
         eigenvalues, eigenvectors = np.linalg.eigh(data_covariance)
         eigenvalues, eigenvectors = eigenvalues[::-1], eigenvectors[:, ::-1]
@@ -454,7 +647,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         noise = max(noise, 1e-3 * scale)
         if given["observation_matrix"] is not None:
             observation_matrix = given["observation_matrix"]
+            # The state is in the units this H gives it.
+            state_scale = _state_scale(observation_matrix, feature_scale)
         else:
+            # Loadings for standardised states.
+            state_scale = 1.0
             observation_matrix = np.zeros((n_features, k))
             observation_matrix[:, :n_kept] = eigenvectors[:, :n_kept] * np.sqrt(
                 np.maximum(eigenvalues[:n_kept] - noise, 1e-3 * scale)
@@ -463,12 +660,14 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         if given["observation_covariance"] is not None:
             observation_covariance = given["observation_covariance"]
         else:
-            unexplained = np.diag(data_covariance) - np.sum(observation_matrix**2, axis=1)
-            observation_covariance = np.diag(np.maximum(unexplained, 1e-2 * scale))
+            explained = state_scale * np.sum(observation_matrix**2, axis=1)
+            unexplained = np.diag(data_covariance) - explained
+            observation_covariance = np.diag(np.maximum(unexplained, 1e-2 * feature_scale))
+        self._covariance_scales = (feature_scale, state_scale)
 
-        # Factor-analysis posterior of the states under z ~ N(0, I).
+        # Factor-analysis posterior of the states under z ~ N(0, state_scale I).
         precision_loadings = np.linalg.solve(observation_covariance, observation_matrix)
-        posterior_precision = np.eye(k) + observation_matrix.T @ precision_loadings
+        posterior_precision = np.eye(k) / state_scale + observation_matrix.T @ precision_loadings
         posterior_covariance = np.linalg.inv(posterior_precision)
         posterior_covariance = 0.5 * (posterior_covariance + posterior_covariance.T)
         states = centred @ precision_loadings @ posterior_covariance
@@ -493,23 +692,34 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         elif n_pairs > 0:
             residual = current - previous @ transition_matrix.T
             transition_covariance = _floor_covariance(
-                residual.T @ residual / n_pairs + posterior_covariance
+                residual.T @ residual / n_pairs + posterior_covariance, state_scale
             )
         else:
-            transition_covariance = np.eye(k)
+            transition_covariance = np.eye(k) * state_scale
 
         def given_or(name, default):
             return given[name] if given[name] is not None else default
 
+        transition_offset = given_or("transition_offset", np.zeros(k))
+        control_matrix = given_or("control_matrix", np.zeros((k, self.n_controls_)))
+        initial_state_mean, initial_state_covariance = _default_initial_state(
+            transition_matrix,
+            transition_covariance,
+            transition_offset,
+            control_matrix @ X[:, n_features:].mean(axis=0),
+            state_scale,
+        )
         self.transition_matrix_ = transition_matrix
         self.observation_matrix_ = observation_matrix
         self.transition_covariance_ = transition_covariance
         self.observation_covariance_ = observation_covariance
-        self.transition_offset_ = given_or("transition_offset", np.zeros(k))
+        self.transition_offset_ = transition_offset
         self.observation_offset_ = observation_offset
-        self.control_matrix_ = given_or("control_matrix", np.zeros((k, self.n_controls_)))
-        self.initial_state_mean_ = given_or("initial_state_mean", np.zeros(k))
-        self.initial_state_covariance_ = given_or("initial_state_covariance", np.eye(k))
+        self.control_matrix_ = control_matrix
+        self.initial_state_mean_ = given_or("initial_state_mean", initial_state_mean)
+        self.initial_state_covariance_ = given_or(
+            "initial_state_covariance", initial_state_covariance
+        )
 
     def _estep(self, X, offsets):
         """Sufficient statistics and log-likelihood of a block of whole sequences.
@@ -540,6 +750,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         """
         learned = _check_params_argument(self.params)
         k, m = self.n_components, self.n_controls_
+        feature_scale, state_scale = self._floor_scales()
 
         n_sequences = float(statistics["n_sequences"])
         if n_sequences > 0:
@@ -551,7 +762,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 cross = np.outer(mean, statistics["initial_sum"])
                 self.initial_state_covariance_ = _floor_covariance(
                     (statistics["initial_outer"] - cross - cross.T) / n_sequences
-                    + np.outer(mean, mean)
+                    + np.outer(mean, mean),
+                    state_scale,
                 )
 
         regressor = statistics["transition_regressor"]
@@ -579,7 +791,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                         regressor,
                         weights,
                         n_transitions,
-                    )
+                    ),
+                    state_scale,
                 )
 
         regressor = statistics["observation_regressor"]
@@ -605,8 +818,168 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                         regressor,
                         weights,
                         n_rows,
-                    )
+                    ),
+                    feature_scale,
                 )
+
+    def _floor_scales(self):
+        """``(feature_scale, state_scale)`` of the covariance floors, fixed once per fit.
+
+        :meth:`_initialize` measures them on the data.  A model that was not
+        initialised here (parameters set by hand before ``partial_fit``) takes
+        them from its observation covariance, once.
+        """
+        scales = getattr(self, "_covariance_scales", None)
+        if scales is None:
+            feature_scale = np.diag(self.observation_covariance_).copy()
+            scales = (feature_scale, _state_scale(self.observation_matrix_, feature_scale))
+            self._covariance_scales = scales
+        return scales
+
+    # -- batch EM, accelerated ----------------------------------------------------
+
+    def _run_em(self, X, offsets, random_state, monitor):
+        if self.learning_method == "online" or not _check_params_argument(self.params):
+            # Nothing learned: no direction to extrapolate along.
+            return super()._run_em(X, offsets, random_state, monitor)
+        return self._run_squarem(X, offsets, monitor)
+
+    def _run_squarem(self, X, offsets, monitor):
+        """Batch EM accelerated by SQUAREM.
+
+        Returns, as :meth:`BaseEM._run_em`, whether EM stopped on its
+        criterion and the statistics of the last E step.
+
+        EM for this model crawls along ridges of the likelihood (the two
+        variances of a local level model, say): each iteration gains little
+        while the parameters are still far from the maximum.  Each cycle here
+        makes two EM steps, theta1 = M(theta0) and theta2 = M(theta1), and
+        extrapolates along them, theta' = theta0 + 2 a r + a**2 v with
+        r = theta1 - theta0, v = theta2 - 2 theta1 + theta0 and
+        a = |r| / |v| (Varadhan and Roland's SqS3), in unit-free coordinates
+        (see :meth:`_coordinate_units`).  theta' is kept only if its
+        log-likelihood is at least that of theta1, otherwise the cycle ends at
+        theta2, which EM guarantees; so the log-likelihood never decreases.
+        The step length a is capped, the cap growing fourfold after each
+        extrapolation accepted at the cap and shrinking after a rejection.
+
+        Every E step of an accepted point is one iteration (``n_iter``,
+        ``monitor_.history``); a rejected extrapolation costs one more,
+        unreported E step.  EM has converged when a cycle (two iterations)
+        gains less than the monitor's ``tol``.  With ``n_iter <= 2``, or on the
+        last iteration, the step is the plain EM step.
+        """
+        if self.n_iter == 0:
+            return False, None
+        learned = sorted(_check_params_argument(self.params))
+        units = self._coordinate_units(X)
+        statistics, log_likelihood = self._estep_parallel(X, offsets)
+        self._check_log_likelihood(log_likelihood)
+        monitor.report(log_likelihood)
+        step_cap = 1.0
+        while monitor.iter < self.n_iter:
+            cycle_start = log_likelihood
+            theta0 = self._get_parameters()
+            self._mstep(statistics)
+            theta1 = self._get_parameters()
+            statistics, log_likelihood = self._estep_parallel(X, offsets)
+            self._check_log_likelihood(log_likelihood)
+            monitor.report(log_likelihood)
+            if monitor.iter >= self.n_iter:
+                break
+            theta1_log_likelihood = log_likelihood
+            self._mstep(statistics)
+            theta2 = self._get_parameters()
+            step, extrapolated = self._extrapolate(theta0, theta1, theta2, learned, units, step_cap)
+            accepted = False
+            if extrapolated is not None:
+                self._set_parameters(extrapolated)
+                try:
+                    trial = self._estep_parallel(X, offsets)
+                except ValueError:  # the extrapolated parameters broke the recursions
+                    trial = (None, -np.inf)
+                accepted = bool(np.isfinite(trial[1]) and trial[1] >= theta1_log_likelihood)
+                if accepted:
+                    statistics, log_likelihood = trial
+            if step > 1.0 and not accepted:  # rejected, or not even finite
+                step_cap = max(1.0, step_cap / 4.0)
+            elif step >= step_cap:
+                step_cap *= 4.0
+            if not accepted:
+                self._set_parameters(theta2)
+                statistics, log_likelihood = self._estep_parallel(X, offsets)
+                self._check_log_likelihood(log_likelihood)
+            monitor.report(log_likelihood)
+            if log_likelihood - cycle_start < monitor.tol:
+                return True, statistics
+        # Out of iterations: end with a plain M step, as EM does.
+        self._mstep(statistics)
+        return False, statistics
+
+    def _coordinate_units(self, X):
+        """The units of each parameter, for unit-free SQUAREM coordinates.
+
+        Square roots of the floor scales for the data and the state, and the
+        root mean square of each control column: the extrapolation's step
+        length then does not change when the data (or the controls) are
+        rescaled.
+        """
+        feature_scale, state_scale = self._floor_scales()
+        k = self.n_components
+        feature = np.sqrt(feature_scale)
+        state = np.full(k, np.sqrt(state_scale))
+        control = np.sqrt(np.mean(X[:, self.n_features_in_ :] ** 2, axis=0))
+        control = np.where(control > 0, control, 1.0)
+        return {
+            "transition_matrix": (state, state),
+            "observation_matrix": (feature, state),
+            "control_matrix": (state, control),
+            "transition_offset": (state, None),
+            "observation_offset": (feature, None),
+            "initial_state_mean": (state, None),
+            "transition_covariance": (state, None),
+            "observation_covariance": (feature, None),
+            "initial_state_covariance": (state, None),
+        }
+
+    def _extrapolate(self, theta0, theta1, theta2, learned, units, step_cap):
+        """The SqS3 step length and point from three EM iterates.
+
+        The point is None when the step is 1 (the plain iterate theta2) or
+        the extrapolation does not map back to finite parameters.
+        """
+        coordinates = [
+            np.concatenate(
+                [_to_coordinates(name, theta[name], units[name]).ravel() for name in learned]
+            )
+            for theta in (theta0, theta1, theta2)
+        ]
+        first = coordinates[1] - coordinates[0]
+        second = coordinates[2] - 2.0 * coordinates[1] + coordinates[0]
+        first_norm, second_norm = np.linalg.norm(first), np.linalg.norm(second)
+        if not (first_norm > 0 and second_norm > 0):
+            return 1.0, None
+        step = min(max(first_norm / second_norm, 1.0), step_cap)
+        if step == 1.0:
+            return step, None
+        point = coordinates[0] + 2.0 * step * first + step**2 * second
+        if not np.all(np.isfinite(point)):
+            return step, None
+        feature_scale, state_scale = self._floor_scales()
+        extrapolated = dict(theta2)
+        start = 0
+        for name in learned:
+            shape = theta2[name].shape
+            size = int(np.prod(shape))
+            value = _from_coordinates(name, point[start : start + size].reshape(shape), units[name])
+            start += size
+            if name in COVARIANCE_NAMES:
+                scale = feature_scale if name == "observation_covariance" else state_scale
+                value = _floor_covariance(value, scale)
+            if not np.all(np.isfinite(value)):
+                return step, None
+            extrapolated[name] = value
+        return step, extrapolated
 
     def _n_parameters(self):
         """Number of learned free parameters (for AIC / BIC).
@@ -628,6 +1001,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             "initial_state_covariance": k * (k + 1) // 2,
         }
         return int(sum(sizes[name] for name in _check_params_argument(self.params)))
+
+    def _n_data_points(self, X):
+        # X is the stacked [X, controls]: only the observations count.
+        observations = X[:, : self.n_features_in_]
+        return int(observations.size - np.count_nonzero(np.isnan(observations)))
 
     def _get_parameters(self):
         return {name: np.copy(getattr(self, f"{name}_")) for name in PARAMETER_NAMES}
@@ -664,7 +1042,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         """
         self._check_params()
         X, offsets, controls = self._validate_sequences(
-            X, y, lengths, sequence_ids, controls, reset=True
+            X, y, lengths, sequence_ids, controls, reset=True, method="fit"
         )
         self._reject_empty_sequences(X, offsets)
         self.n_controls_ = controls.shape[1]
@@ -729,7 +1107,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         first_call = not hasattr(self, "transition_matrix_")
         self._check_params()
         X, offsets, controls = self._validate_sequences(
-            X, y, lengths, sequence_ids, controls, reset=first_call
+            X, y, lengths, sequence_ids, controls, reset=first_call, method="partial_fit"
         )
         self._reject_empty_sequences(X, offsets)
         if first_call:
@@ -742,9 +1120,20 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             self._stream_state = None
             self._n_rows_seen = 0
             self.n_batch_iter_ = 0
-        statistics = self._stream_estep(X, controls, offsets, new_sequence)
-        reference_rows = self._partial_fit_reference_rows(X.shape[0])
-        self._stochastic_step(statistics, X.shape[0], reference_rows)
+        else:
+            # Continue from validated float64 copies of the fitted arrays.
+            self._set_parameters(self._checked_parameters())
+        statistics, log_likelihood = self._stream_estep(X, controls, offsets, new_sequence)
+        running = getattr(self, "_running_statistics", None)
+        if running is not None and any(
+            np.shape(running[name]) != np.shape(value) for name, value in statistics.items()
+        ):
+            raise ValueError(
+                "The running statistics of earlier partial_fit calls do not fit the model's "
+                f"dimensions (n_components={self.n_components}); call fit, or start from a "
+                "new estimator."
+            )
+        self._partial_fit_step(statistics, log_likelihood, X.shape[0])
         return self
 
     def _continued_model(self, state, control):
@@ -766,26 +1155,38 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         )
 
     def _stream_estep(self, X, controls, offsets, new_sequence):
-        """E step of one partial_fit batch; keeps the filtered state of its last row."""
+        """E step of one partial_fit batch; keeps the filtered state of its last row.
+
+        Returns the statistics and the batch's log-likelihood (its first
+        sequence given the rows before it, when it continues a stream).
+        """
         carried = None if new_sequence else getattr(self, "_stream_state", None)
-        statistics, first = None, 0
+        statistics, first, log_likelihood = None, 0, 0.0
         continued_model = None
         if carried is not None:
+            k = self.n_components
+            if np.shape(carried[0]) != (k,) or np.shape(carried[1]) != (k, k):
+                raise ValueError(
+                    f"The stream's filtered state has {np.shape(carried[0])[0]} dimensions but "
+                    f"the model has n_components={k}; pass new_sequence=True."
+                )
             stop = offsets[1]
             continued_model = self._continued_model(carried, controls[0])
             values, sequence_log_likelihood = em_statistics_offsets(
                 continued_model, X[:stop], controls[:stop], np.array([0, stop], dtype=np.intp)
             )
             self._check_finite(sequence_log_likelihood)
+            log_likelihood += float(np.sum(sequence_log_likelihood))
             statistics = SufficientStatistics(values)
             for name in ("initial_sum", "initial_outer", "n_sequences"):
                 statistics[name] = np.zeros_like(statistics[name])
             first = 1
         if first < len(offsets) - 1:
             start = offsets[first]
-            rest, _ = self._estep_parallel(
+            rest, rest_log_likelihood = self._estep_parallel(
                 self._stack(X[start:], controls[start:]), offsets[first:] - start
             )
+            log_likelihood += rest_log_likelihood
             statistics = rest if statistics is None else statistics + rest
         last = offsets[-2]
         model = continued_model if (carried is not None and len(offsets) == 2) else self._model()
@@ -794,7 +1195,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         )
         self._check_finite(sequence_log_likelihood)
         self._stream_state = (last_means[0], last_covariances[0])
-        return statistics
+        return statistics, log_likelihood
 
     def fit_transform(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):
         """Fit, then return the smoothed state means of X.
@@ -805,16 +1206,18 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         -------
         states : ndarray of shape (n_samples, n_components)
         """
+        if y is not None:  # named here: fit would name itself
+            check_y_is_not_lengths(y, _num_samples(X), "fit_transform")
         return self.fit(
             X, y, lengths=lengths, sequence_ids=sequence_ids, controls=controls
         ).transform(X, lengths=lengths, sequence_ids=sequence_ids, controls=controls)
 
     # -- inference with the fitted model -----------------------------------------
 
-    def _prepare(self, X, y=None, lengths=None, sequence_ids=None, controls=None):
+    def _prepare(self, X, y=None, lengths=None, sequence_ids=None, controls=None, method=None):
         check_is_fitted(self)
         X, offsets, controls = self._validate_sequences(
-            X, y, lengths, sequence_ids, controls, reset=False
+            X, y, lengths, sequence_ids, controls, reset=False, method=method
         )
         return X, offsets, controls
 
@@ -844,9 +1247,9 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         -------
         log_likelihood : float
         """
-        X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls)
+        X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls, "score")
         _, _, sequence_log_likelihood, log_predictive = filter_last_offsets(
-            self._model(), X, controls, offsets
+            self._checked_model(), X, controls, offsets
         )
         self._check_finite(sequence_log_likelihood)
         if sample_weight is None:
@@ -863,15 +1266,20 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         -------
         log_likelihood : ndarray of shape (n_sequences,)
         """
-        X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls)
-        _, _, sequence_log_likelihood, _ = filter_last_offsets(self._model(), X, controls, offsets)
+        X, offsets, controls = self._prepare(
+            X, y, lengths, sequence_ids, controls, "score_sequences"
+        )
+        _, _, sequence_log_likelihood, _ = filter_last_offsets(
+            self._checked_model(), X, controls, offsets
+        )
         self._check_finite(sequence_log_likelihood)
         return sequence_log_likelihood
 
-    def aic(self, X, *, lengths=None, sequence_ids=None, controls=None):
+    def aic(self, X, lengths=None, *, sequence_ids=None, controls=None):
         """Akaike information criterion on X (lower is better).
 
-        Parameters are those of :meth:`fit`.
+        Parameters are those of :meth:`fit` (``lengths`` also positional, as
+        in hmmlearn: ``aic`` has no ``y``).
 
         Returns
         -------
@@ -882,10 +1290,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         )
         return -2 * log_likelihood + 2 * self._n_parameters()
 
-    def bic(self, X, *, lengths=None, sequence_ids=None, controls=None):
+    def bic(self, X, lengths=None, *, sequence_ids=None, controls=None):
         """Bayesian information criterion on X (lower is better).
 
-        Parameters are those of :meth:`fit`.
+        Parameters are those of :meth:`fit` (``lengths`` also positional, as
+        in hmmlearn: ``bic`` has no ``y``).
 
         Returns
         -------
@@ -896,6 +1305,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         )
         return -2 * log_likelihood + self._n_parameters() * np.log(np.shape(X)[0])
 
+    @lengths_by_keyword
     def transform(self, X, *, lengths=None, sequence_ids=None, controls=None):
         """Smoothed state means E[z_t | x] of every row.
 
@@ -909,10 +1319,13 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         states : ndarray of shape (n_samples, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = smoother_offsets(self._model(), X, controls, offsets, with_covariances=False)
+        result = smoother_offsets(
+            self._checked_model(), X, controls, offsets, with_covariances=False
+        )
         self._check_finite(result.sequence_log_likelihood)
         return result.smoothed_means
 
+    @lengths_by_keyword
     def filter(self, X, *, lengths=None, sequence_ids=None, controls=None):
         """Filtered states: mean and covariance of z_t given x_1..x_t.
 
@@ -924,10 +1337,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         covariances : ndarray of shape (n_samples, n_components, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = filter_offsets(self._model(), X, controls, offsets)
+        result = filter_offsets(self._checked_model(), X, controls, offsets)
         self._check_finite(result.sequence_log_likelihood)
         return result.filtered_means, result.filtered_covariances
 
+    @lengths_by_keyword
     def smooth(self, X, *, lengths=None, sequence_ids=None, controls=None):
         """Smoothed states: mean and covariance of z_t given the whole sequence.
 
@@ -939,10 +1353,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         covariances : ndarray of shape (n_samples, n_components, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = smoother_offsets(self._model(), X, controls, offsets)
+        result = smoother_offsets(self._checked_model(), X, controls, offsets)
         self._check_finite(result.sequence_log_likelihood)
         return result.smoothed_means, result.smoothed_covariances
 
+    @lengths_by_keyword
     def forecast(
         self, X, n_steps, *, lengths=None, sequence_ids=None, controls=None, future_controls=None
     ):
@@ -964,9 +1379,14 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             Row ``s * n_steps + h`` is E[x_{T_s + h + 1} | sequence s].
         covariances : ndarray of shape (n_sequences * n_steps, n_features, n_features)
         """
+        if np.ndim(n_steps) == 1:
+            raise TypeError(
+                "forecast(X, n_steps) got an array for n_steps; pass sequence lengths by "
+                "keyword: forecast(X, n_steps, lengths=...)."
+            )
         check_scalar_param(n_steps, "n_steps", "int", low=1)
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        model = self._model()
+        model = self._checked_model()
         last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
             model, X, controls, offsets
         )
@@ -999,25 +1419,35 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             The observations.
         Z : ndarray of shape (n_samples, n_components)
             The hidden states.
+
+        Notes
+        -----
+        The first state is drawn from N(mu0, Sigma0).  With the diffuse prior
+        that a model without a stationary distribution gets by default (a
+        random walk: see ``initial_state_covariance_init``) it can be anywhere
+        in a huge range; set ``initial_state_mean_`` and
+        ``initial_state_covariance_`` to simulate from a chosen start.
         """
-        check_is_fitted(self)
+        parameters = self._checked_parameters()
         check_scalar_param(n_samples, "n_samples", "int", low=1)
         controls = check_controls(controls, n_samples, self.n_controls_)
         rng = check_random_state(random_state)
         k, p = self.n_components, self.n_features_in_
         state_noise = rng.standard_normal((n_samples, k))
         observation_noise = rng.standard_normal((n_samples, p))
-        innovations = state_noise @ np.linalg.cholesky(self.transition_covariance_).T
-        innovations[1:] += self.transition_offset_ + controls[1:] @ self.control_matrix_.T
-        innovations[0] = self.initial_state_mean_ + (
-            np.linalg.cholesky(self.initial_state_covariance_) @ state_noise[0]
+        innovations = state_noise @ np.linalg.cholesky(parameters["transition_covariance"]).T
+        innovations[1:] += (
+            parameters["transition_offset"] + controls[1:] @ parameters["control_matrix"].T
+        )
+        innovations[0] = parameters["initial_state_mean"] + (
+            np.linalg.cholesky(parameters["initial_state_covariance"]) @ state_noise[0]
         )
         states = np.empty((n_samples, k))
-        _kalman.simulate_states(np.ascontiguousarray(self.transition_matrix_), innovations, states)
+        _kalman.simulate_states(parameters["transition_matrix"], innovations, states)
         observations = (
-            states @ self.observation_matrix_.T
-            + self.observation_offset_
-            + observation_noise @ np.linalg.cholesky(self.observation_covariance_).T
+            states @ parameters["observation_matrix"].T
+            + parameters["observation_offset"]
+            + observation_noise @ np.linalg.cholesky(parameters["observation_covariance"]).T
         )
         return observations, states
 
@@ -1046,7 +1476,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         if X is not None:
             X, offsets, controls = self._prepare(X, None, None, None, controls)
             last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
-                self._model(), X, controls, offsets
+                self._checked_model(), X, controls, offsets
             )
             self._check_finite(sequence_log_likelihood)
             self.filter_state_mean_ = last_means[0]
@@ -1094,7 +1524,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         >>> bool(np.array_equal(mean, batch_means[-1]))
         True
         """
-        check_is_fitted(self)
+        model = self._checked_model()
+        x = masked_as_nan(x, missing_supported=True, owner="filter_update", name="x")
         x = np.asarray(x, dtype=np.float64).reshape(-1)
         if x.shape[0] != self.n_features_in_:
             raise ValueError(
@@ -1114,14 +1545,16 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         else:
             control = np.zeros(0)
         k = self.n_components
-        previous_mean = self.filter_state_mean_ if has_previous else np.zeros(k)
-        previous_covariance = self.filter_state_covariance_ if has_previous else np.eye(k)
+        if has_previous:
+            previous_mean, previous_covariance = self._checked_filter_state()
+        else:  # unused by the kernel: the prior (mu0, Sigma0) is the prediction
+            previous_mean, previous_covariance = np.zeros(k), np.eye(k)
         mean = np.empty(k)
         covariance = np.empty((k, k))
         log_predictive = _kalman.filter_step(
-            self._model(),
-            np.ascontiguousarray(previous_mean),
-            np.ascontiguousarray(previous_covariance),
+            model,
+            previous_mean,
+            previous_covariance,
             has_previous,
             x,
             np.ascontiguousarray(control, dtype=np.float64),

@@ -29,7 +29,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._parallel import ThreadRunner, single_threaded_blas
-from ..base import check_scalar_param
+from .._validation import check_n_jobs, check_scalar_param
 from ._validation import check_bool_param, check_positive_int, check_sequences
 
 __all__ = ["Adam", "clip_by_global_norm", "global_norm", "BaseSequenceNetwork"]
@@ -194,10 +194,7 @@ class BaseSequenceNetwork(BaseEstimator):
         if not isinstance(self.verbose, bool | np.bool_):
             check_scalar_param(self.verbose, "verbose", "int", low=0)
         check_bool_param(self.warm_start, "warm_start")
-        if self.n_jobs is not None:
-            check_scalar_param(self.n_jobs, "n_jobs", "int")
-            if self.n_jobs == 0:
-                raise ValueError("n_jobs == 0 has no meaning; use None, a positive int or -1.")
+        check_n_jobs(self.n_jobs)
         self._working_dtype()
 
     def _working_dtype(self):

@@ -14,7 +14,7 @@ from scipy import sparse
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
-from ..base import check_scalar_param
+from .._validation import check_bool_param, check_scalar_param, masked_as_nan
 
 __all__ = [
     "check_sequences",
@@ -22,13 +22,6 @@ __all__ = [
     "check_bool_param",
     "check_positive_int",
 ]
-
-
-def check_bool_param(value, name):
-    """Accept a Python or numpy bool; raise TypeError naming ``name`` otherwise."""
-    if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{name} must be a bool, got {value!r} of type {type(value).__name__}.")
-    return bool(value)
 
 
 def check_positive_int(value, name):
@@ -67,6 +60,7 @@ def check_sequences(estimator, X, *, reset, dtype):
     -------
     X : ndarray of shape (n_sequences, seq_len, n_features)
     """
+    X = masked_as_nan(X, missing_supported=False, owner=type(estimator).__name__)
     ndim = _input_ndim(X)
     fitted_ndim = getattr(estimator, "_n_input_dims", None)
     if not reset and fitted_ndim is not None and ndim in (2, 3) and ndim != fitted_ndim:
