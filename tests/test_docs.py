@@ -23,6 +23,7 @@ PUBLIC_MODULES = [
     "skseq.lds",
     "skseq.neural",
     "skseq.inference",
+    "skseq.inference.gaussian",
     "skseq.inference.kalman",
     "skseq.inference.scan",
     "skseq.inference.s4d",
