@@ -1,9 +1,25 @@
 """The functional layer: exact inference on plain arrays.
 
-Usable on its own with any parameters; the estimators call these functions.
+Usable on its own with any parameters; the estimators call these functions
+(and their underscore-prefixed cores), never the kernels directly.  Modules:
+:mod:`~skseq.inference.hmm` (re-exported here), :mod:`~skseq.inference.gaussian`,
+:mod:`~skseq.inference.kalman`, :mod:`~skseq.inference.scan`,
+:mod:`~skseq.inference.s4d` (re-exported here).
 """
 
-from .hmm import ForwardBackwardResult, ForwardResult, forward, forward_backward, viterbi
+from .hmm import (
+    ForwardBackwardResult,
+    ForwardResult,
+    ForwardSmoothingMessage,
+    ForwardSmoothingResult,
+    SmoothedStatistics,
+    ViterbiResult,
+    forward,
+    forward_backward,
+    forward_smoothing,
+    sample_states,
+    viterbi,
+)
 from .kalman import KalmanFilterResult, KalmanSmootherResult, kalman_filter, kalman_smoother
 from .s4d import (
     ConvolutionGradients,
@@ -20,8 +36,14 @@ __all__ = [
     "forward_backward",
     "forward",
     "viterbi",
+    "forward_smoothing",
+    "sample_states",
     "ForwardBackwardResult",
     "ForwardResult",
+    "ViterbiResult",
+    "ForwardSmoothingMessage",
+    "ForwardSmoothingResult",
+    "SmoothedStatistics",
     "kalman_filter",
     "kalman_smoother",
     "KalmanFilterResult",
