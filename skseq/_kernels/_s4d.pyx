@@ -145,11 +145,11 @@ cdef void _fill_block_powers(
 
 
 def vandermonde_forward(
-    const double[:, ::1] x_re,
-    const double[:, ::1] x_im,
-    const double[:, ::1] w_re,
-    const double[:, ::1] w_im,
-    floating[:, ::1] K,
+    const double[:, ::1] x_re,  # IN
+    const double[:, ::1] x_im,  # IN
+    const double[:, ::1] w_re,  # IN
+    const double[:, ::1] w_im,  # IN
+    floating[:, ::1] K,  # OUT
     Py_ssize_t block,
     Py_ssize_t channel_start,
     Py_ssize_t channel_stop,
@@ -199,13 +199,13 @@ def vandermonde_forward(
 
 
 def vandermonde_backward(
-    const double[:, ::1] x_re,
-    const double[:, ::1] x_im,
-    const floating[:, ::1] dK,
-    double[:, ::1] s0_re,
-    double[:, ::1] s0_im,
-    double[:, ::1] s1_re,
-    double[:, ::1] s1_im,
+    const double[:, ::1] x_re,  # IN
+    const double[:, ::1] x_im,  # IN
+    const floating[:, ::1] dK,  # IN
+    double[:, ::1] s0_re,  # OUT
+    double[:, ::1] s0_im,  # OUT
+    double[:, ::1] s1_re,  # OUT
+    double[:, ::1] s1_im,  # OUT
     Py_ssize_t block,
     Py_ssize_t channel_start,
     Py_ssize_t channel_stop,
@@ -267,9 +267,9 @@ def vandermonde_backward(
 
 
 def spectrum_product(
-    const floating[:, :, ::1] u_spectrum,
-    const floating[:, ::1] kernel_spectrum,
-    floating[:, :, ::1] out,
+    const floating[:, :, ::1] u_spectrum,  # IN
+    const floating[:, ::1] kernel_spectrum,  # IN
+    floating[:, :, ::1] out,  # OUT
     Py_ssize_t channel_start,
     Py_ssize_t channel_stop,
 ):
@@ -297,10 +297,10 @@ def spectrum_product(
 
 
 def spectrum_backward(
-    const floating[:, :, ::1] u_spectrum,
-    const floating[:, ::1] kernel_spectrum,
-    floating[:, :, ::1] grad_spectrum,
-    floating[:, ::1] kernel_grad_spectrum,
+    const floating[:, :, ::1] u_spectrum,  # IN
+    const floating[:, ::1] kernel_spectrum,  # IN
+    floating[:, :, ::1] grad_spectrum,  # OUT
+    floating[:, ::1] kernel_grad_spectrum,  # OUT
     Py_ssize_t channel_start,
     Py_ssize_t channel_stop,
 ):
