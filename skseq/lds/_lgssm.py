@@ -8,8 +8,9 @@ control inputs::
     x_t = H z_t + d + v_t,                 v_t ~ N(0, R)
 
 The E step (Kalman filter + RTS smoother + summed sufficient statistics) runs
-in the Cython kernel :mod:`skseq._kernels._kalman`; this module holds the
-validation, the initialisation and the closed-form M step.
+in the Cython kernel behind :mod:`skseq.inference.kalman`, the only layer this
+module calls; this module holds the validation, the initialisation and the
+closed-form M step.
 
 Controls ride along with the data inside EM: the E step receives the stacked
 array ``[X, controls]`` of shape (n_samples, n_features + n_controls), so
@@ -31,11 +32,13 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .._kernels import _kalman
 from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
 from .._validation import check_n_jobs, masked_as_nan
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
+    _filter_step,
+    _forecast,
+    _sample,
     check_controls,
     check_covariance,
     check_lgssm_arrays,
@@ -1392,15 +1395,10 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         )
         self._check_finite(sequence_log_likelihood)
         n_rows = (len(offsets) - 1) * n_steps
-        future_controls = np.ascontiguousarray(
-            check_controls(future_controls, n_rows, self.n_controls_, name="future_controls")
+        future_controls = check_controls(
+            future_controls, n_rows, self.n_controls_, name="future_controls"
         )
-        means = np.empty((n_rows, self.n_features_in_))
-        covariances = np.empty((n_rows, self.n_features_in_, self.n_features_in_))
-        _kalman.forecast(
-            model, last_means, last_covariances, future_controls, n_steps, means, covariances
-        )
-        return means, covariances
+        return tuple(_forecast(model, last_means, last_covariances, future_controls, n_steps))
 
     def sample(self, n_samples=1, random_state=None, *, controls=None):
         """Draw one sequence from the model.
@@ -1431,25 +1429,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         parameters = self._checked_parameters()
         check_scalar_param(n_samples, "n_samples", "int", low=1)
         controls = check_controls(controls, n_samples, self.n_controls_)
-        rng = check_random_state(random_state)
-        k, p = self.n_components, self.n_features_in_
-        state_noise = rng.standard_normal((n_samples, k))
-        observation_noise = rng.standard_normal((n_samples, p))
-        innovations = state_noise @ np.linalg.cholesky(parameters["transition_covariance"]).T
-        innovations[1:] += (
-            parameters["transition_offset"] + controls[1:] @ parameters["control_matrix"].T
-        )
-        innovations[0] = parameters["initial_state_mean"] + (
-            np.linalg.cholesky(parameters["initial_state_covariance"]) @ state_noise[0]
-        )
-        states = np.empty((n_samples, k))
-        _kalman.simulate_states(parameters["transition_matrix"], innovations, states)
-        observations = (
-            states @ parameters["observation_matrix"].T
-            + parameters["observation_offset"]
-            + observation_noise @ np.linalg.cholesky(parameters["observation_covariance"]).T
-        )
-        return observations, states
+        return tuple(_sample(parameters, n_samples, controls, check_random_state(random_state)))
 
     # -- streams ------------------------------------------------------------------
 
@@ -1543,24 +1523,9 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 name="control",
             )[0]
         else:
-            control = np.zeros(0)
-        k = self.n_components
-        if has_previous:
-            previous_mean, previous_covariance = self._checked_filter_state()
-        else:  # unused by the kernel: the prior (mu0, Sigma0) is the prediction
-            previous_mean, previous_covariance = np.zeros(k), np.eye(k)
-        mean = np.empty(k)
-        covariance = np.empty((k, k))
-        log_predictive = _kalman.filter_step(
-            model,
-            previous_mean,
-            previous_covariance,
-            has_previous,
-            x,
-            np.ascontiguousarray(control, dtype=np.float64),
-            mean,
-            covariance,
-        )
+            control = None
+        previous = self._checked_filter_state() if has_previous else None
+        mean, covariance, log_predictive = _filter_step(model, x, control, previous)
         if np.isnan(log_predictive):
             raise np.linalg.LinAlgError(
                 "The filter update failed numerically (innovation covariance not positive "
