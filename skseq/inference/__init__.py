@@ -23,6 +23,7 @@ from .hmm import (
 from .kalman import KalmanFilterResult, KalmanSmootherResult, kalman_filter, kalman_smoother
 from .s4d import (
     ConvolutionGradients,
+    ConvolutionResult,
     ConvolutionSpectra,
     S4DKernelGradients,
     causal_convolution,
@@ -57,6 +58,7 @@ __all__ = [
     "S4DKernelGradients",
     "causal_convolution",
     "causal_convolution_backward",
+    "ConvolutionResult",
     "ConvolutionSpectra",
     "ConvolutionGradients",
 ]
