@@ -5,6 +5,7 @@ Usable on its own with any parameters; the estimators call these functions.
 
 from .hmm import ForwardBackwardResult, ForwardResult, forward, forward_backward, viterbi
 from .kalman import KalmanFilterResult, KalmanSmootherResult, kalman_filter, kalman_smoother
+from .rnn import ElmanGradients, ElmanResult, elman_rnn, elman_rnn_backward
 from .s4d import (
     ConvolutionGradients,
     ConvolutionSpectra,
@@ -37,4 +38,8 @@ __all__ = [
     "causal_convolution_backward",
     "ConvolutionSpectra",
     "ConvolutionGradients",
+    "elman_rnn",
+    "elman_rnn_backward",
+    "ElmanResult",
+    "ElmanGradients",
 ]
