@@ -26,6 +26,7 @@ PUBLIC_MODULES = [
     "skseq.inference.kalman",
     "skseq.inference.scan",
     "skseq.inference.s4d",
+    "skseq.inference.rnn",
     "skseq.datasets",
 ]
 
