@@ -17,6 +17,7 @@ from test_selective_ssm import check_layer_gradients, numerical_gradient, pertur
 import skseq
 from skseq.inference import elman_rnn
 from skseq.neural import ElmanRNNClassifier, ElmanRNNRegressor
+from skseq.neural import _elman_rnn as elman_rnn_estimators
 from skseq.neural import _trainer as trainer_module
 from skseq.neural._elman import (
     ElmanBlock,
@@ -181,12 +182,15 @@ def test_jacobian_norms_neither_underflow_nor_overflow():
     assert_array_equal(norms[0], [1.0, 0.0, 0.0, 0.0, 0.0])
 
 
-def test_gradient_norms_of_a_fitted_model():
+def test_gradient_norms_of_a_fitted_model(monkeypatch):
     X = np.random.RandomState(6).normal(size=(20, 30))
     y = X[:, -1]
     model = ElmanRNNRegressor(**dict(SMALL, n_layers=2), max_iter=2).fit(X, y)
     norms = model.gradient_norms(X[:4])
     assert norms.shape == (4, 2, 30)
+    # Sequences are processed in chunks (bounded memory): one at a time gives the same.
+    monkeypatch.setattr(elman_rnn_estimators, "PREDICTION_CHUNK_POSITIONS", 1)
+    assert_allclose(model.gradient_norms(X[:4]), norms, rtol=1e-12)
     assert_array_equal(norms[..., 0], 1.0)
     # ||prod D_k W_h|| <= prod ||D_k|| ||W_h|| <= ||W_h||**k since the tanh slopes are <= 1.
     for layer, W_h in enumerate(model._recurrent_weights()):

@@ -2,10 +2,12 @@
 
 import numpy as np
 
+from .._parallel import single_threaded_blas
 from ..base import check_scalar_param
 from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
 from ._elman import jacobian_norms, make_elman_network
+from ._trainer import PREDICTION_CHUNK_POSITIONS
 from ._validation import check_positive_int
 
 __all__ = ["ElmanRNNRegressor", "ElmanRNNClassifier"]
@@ -104,7 +106,8 @@ class _ElmanRNNArchitecture:
         geometrically (vanishing gradients) when the spectral radius of
         ``W_h`` times the slopes of ``tanh`` is below one, and can grow
         (exploding gradients) above.  The hidden states are those of the
-        fitted network on ``X``; computed in float64.
+        fitted network on ``X``; the products are computed in float64, one
+        ``d_model x d_model`` product and norm per sequence, layer and lag.
 
         Parameters
         ----------
@@ -117,13 +120,21 @@ class _ElmanRNNArchitecture:
             ``k = T - t = 0, ..., seq_len - 1`` (so ``norms[..., 0] = 1``).
         """
         X = self._prepare_X(X)
-        _, cache = self.network_.forward(self.parameters_, X)
-        _, _, block_caches, _, _ = cache
-        norms = [
-            jacobian_norms(block_cache[1], W_h)
-            for (_, block_cache), W_h in zip(block_caches, self._recurrent_weights(), strict=True)
-        ]
-        return np.stack(norms, axis=1)
+        n_sequences, seq_len, _ = X.shape
+        recurrent_weights = self._recurrent_weights()
+        chunk = max(1, PREDICTION_CHUNK_POSITIONS // seq_len)
+        norms = np.empty((n_sequences, len(recurrent_weights), seq_len))
+        with single_threaded_blas():
+            for start in range(0, n_sequences, chunk):
+                rows = slice(start, start + chunk)
+                _, cache = self.network_.forward(self.parameters_, X[rows])
+                _, _, block_caches, _, _ = cache
+                for layer, ((_, block_cache), W_h) in enumerate(
+                    zip(block_caches, recurrent_weights, strict=True)
+                ):
+                    _, hidden, _ = block_cache
+                    norms[rows, layer] = jacobian_norms(hidden, W_h)
+        return norms
 
 
 class ElmanRNNRegressor(_ElmanRNNArchitecture, SequenceNetworkRegressor):
