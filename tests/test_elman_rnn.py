@@ -280,14 +280,17 @@ def test_n_jobs_gives_the_serial_result():
     assert_allclose(threaded.predict(X), serial.predict(X), rtol=1e-7, atol=1e-9)
 
 
-def test_predictions_do_not_depend_on_the_other_sequences_of_a_batch():
+@pytest.mark.parametrize("dtype, rtol", [("float32", 1e-4), ("float64", 1e-10)])
+def test_predictions_do_not_depend_on_the_other_sequences_of_a_batch(dtype, rtol):
+    # Within the working precision: BLAS blocks its products by the batch size.
     X, y = delayed_regression_data(40)
-    model = ElmanRNNRegressor(**SMALL, max_iter=2, dtype="float64").fit(X, y)
+    model = ElmanRNNRegressor(**SMALL, max_iter=2, dtype=dtype).fit(X, y)
     together = model.predict(X)
     alone = np.array([model.predict(X[i : i + 1])[0] for i in range(5)])
-    assert_allclose(alone, together[:5], rtol=1e-10, atol=1e-12)
+    assert_allclose(alone, together[:5], rtol=rtol, atol=rtol * 1e-2)
     order = np.random.RandomState(0).permutation(40)
-    assert_allclose(model.predict(X[order]), together[order], rtol=1e-10, atol=1e-12)
+    assert_allclose(model.predict(X[order]), together[order], rtol=rtol, atol=rtol * 1e-2)
+    assert_allclose(model.predict(X[7:20]), together[7:20], rtol=rtol, atol=rtol * 1e-2)
 
 
 def test_float32_matches_float64_to_single_precision():
