@@ -276,6 +276,8 @@ def test_agrees_with_torch(dtype):
         ("W_h", np.eye(4) * (1 + 1j), TypeError, "W_h must be real"),
         ("x", np.zeros((3, 7, 2), dtype=complex), TypeError, "x must be real"),
         ("b", np.array(["a"] * 4), TypeError, "b must be a numeric array"),
+        ("x", None, TypeError, "x is required"),
+        ("W_h", None, TypeError, "W_h is required"),
     ],
 )
 def test_bad_shapes_and_types_raise(name, value, error, match):

@@ -17,6 +17,7 @@ import numpy as np
 
 from .._kernels import load
 from ._checks import checked_array, working_dtype
+from .scan import _require
 
 _rnn = load("_rnn")
 
@@ -57,6 +58,7 @@ class ElmanGradients(NamedTuple):
 
 def _check_inputs(x, W_x, W_h, b, h0):
     """Validate and convert the inputs to C-contiguous arrays of x's dtype."""
+    _require(x=x, W_x=W_x, W_h=W_h, b=b)
     x = np.asarray(x)
     dtype = working_dtype("x", x)
     if x.ndim != 3:
@@ -135,7 +137,7 @@ def elman_rnn(x, W_x, W_h, b, h0=None):
     ValueError
         If a shape does not match or an input contains NaN or infinity.
     TypeError
-        If an input is complex or not numeric.
+        If an input is complex or not numeric, or a required array is None.
 
     See Also
     --------
@@ -214,7 +216,7 @@ def elman_rnn_backward(d_hidden, x, W_x, W_h, b, h0=None, d_last_hidden=None, *,
     ValueError
         If a shape does not match or an input contains NaN or infinity.
     TypeError
-        If an input is complex or not numeric.
+        If an input is complex or not numeric, or a required array is None.
 
     See Also
     --------

@@ -3,7 +3,7 @@
 import numpy as np
 
 from .._parallel import single_threaded_blas
-from ..base import check_scalar_param
+from .._validation import check_scalar_param
 from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
 from ._elman import jacobian_norms, make_elman_network
