@@ -891,8 +891,9 @@ def kalman_forward_smoothing(
     the light of the new rows), so that, at fixed parameters, the statistics
     of the chunks add up to those of :func:`kalman_smoother` on the whole
     sequence, whatever the chunk sizes.  The message has a fixed size (it
-    does not grow with the rows seen); the work is O(k^4 + k^2 p + p^2 k^2)
-    per row.
+    does not grow with the rows seen); the work adds O(k^4 + k^2 p) per row
+    to the filter and smoother's (doc/user_guide/lgssm.rst, "Streams:
+    forward-only smoothing").
 
     Parameters
     ----------
