@@ -1060,6 +1060,25 @@ def test_stream_across_calls_gives_the_statistics_of_the_whole_sequences():
     np.testing.assert_allclose(log_likelihood, whole_log_likelihood, rtol=1e-10)
 
 
+def test_partial_fit_with_several_sequences_and_n_jobs():
+    """The complete sequences between a call's first and last go through the batch
+    E step, in threads with n_jobs: the same steps as one thread, up to rounding."""
+    truth = model_with(TRUE_PARAMS)
+    lengths = [150, 200, 200, 200, 120]
+    X = sample_sequences(truth, lengths, seed=23)
+    one = LinearGaussianSSM(2, random_state=0, n_jobs=1)
+    two = clone(one).set_params(n_jobs=2)
+    for model in (one, two):
+        model.partial_fit(X[:100])
+        model.partial_fit(X[100:], lengths=[50, *lengths[1:]])
+        model.partial_fit(X[:300], lengths=[150, 150], new_sequence=True)
+    for name in TRUE_PARAMS:
+        np.testing.assert_allclose(
+            getattr(two, f"{name}_"), getattr(one, f"{name}_"), rtol=1e-10, atol=1e-12
+        )
+    np.testing.assert_allclose(two.filter_state_mean_, one.filter_state_mean_, rtol=1e-10)
+
+
 def test_a_continued_chunk_may_be_entirely_missing_and_filter_update_continues():
     truth = model_with(TRUE_PARAMS)
     X = sample_sequences(truth, [300], seed=22)
