@@ -2,7 +2,7 @@
 
 from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, MultinomialHMM, PoissonHMM
 from .lds import LinearGaussianSSM
-from .neural import SelectiveSSMClassifier, SelectiveSSMRegressor
+from .neural import S4DClassifier, S4DRegressor, SelectiveSSMClassifier, SelectiveSSMRegressor
 
 __version__ = "0.1.0"
 
@@ -15,4 +15,6 @@ __all__ = [
     "LinearGaussianSSM",
     "SelectiveSSMRegressor",
     "SelectiveSSMClassifier",
+    "S4DRegressor",
+    "S4DClassifier",
 ]

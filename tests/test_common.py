@@ -16,9 +16,12 @@ from skseq import (
     LinearGaussianSSM,
     MultinomialHMM,
     PoissonHMM,
+    S4DClassifier,
+    S4DRegressor,
     SelectiveSSMClassifier,
     SelectiveSSMRegressor,
 )
+from skseq.neural._trainer import BaseSequenceNetwork
 
 SCORE_SAMPLES_IS_HMMLEARN_TUPLE = (
     "score_samples returns hmmlearn's (log_likelihood, posteriors) tuple, not one "
@@ -43,7 +46,7 @@ def expected_failed_checks(estimator):
     if hasattr(estimator, "transmat_prior"):
         failures["check_methods_sample_order_invariance"] = SCORE_SAMPLES_IS_HMMLEARN_TUPLE
         failures["check_methods_subset_invariance"] = SCORE_SAMPLES_IS_HMMLEARN_TUPLE
-    if isinstance(estimator, (SelectiveSSMRegressor, SelectiveSSMClassifier)):
+    if isinstance(estimator, BaseSequenceNetwork):
         failures["check_sample_weight_equivalence_on_dense_data"] = (
             MINIBATCH_WEIGHTS_ARE_NOT_REPEATS
         )
@@ -86,6 +89,26 @@ ESTIMATORS = [
         learning_rate_init=2e-2,
         dtype="float64",
         random_state=0,
+    ),
+    S4DRegressor(
+        d_model=8,
+        n_layers=2,
+        d_state=4,
+        max_iter=12,
+        batch_size=64,
+        learning_rate_init=2e-2,
+        random_state=0,
+        dtype="float64",
+    ),
+    S4DClassifier(
+        d_model=8,
+        n_layers=2,
+        d_state=4,
+        max_iter=12,
+        batch_size=64,
+        learning_rate_init=2e-2,
+        random_state=0,
+        dtype="float64",
     ),
 ]
 

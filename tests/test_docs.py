@@ -25,6 +25,7 @@ PUBLIC_MODULES = [
     "skseq.inference",
     "skseq.inference.kalman",
     "skseq.inference.scan",
+    "skseq.inference.s4d",
     "skseq.datasets",
 ]
 

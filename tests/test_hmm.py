@@ -9,6 +9,8 @@ from contextlib import redirect_stderr
 import numpy as np
 import pytest
 import sklearn
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 from sklearn.base import clone
@@ -1056,3 +1058,176 @@ def test_weighted_moments_match_numpy(full):
     np.testing.assert_allclose(first, w.T @ y, rtol=1e-12)
     expected = np.einsum("tk,ti,tj->kij", w, y, y) if full else w.T @ y**2
     np.testing.assert_allclose(second, expected, rtol=1e-12)
+
+
+# -- exact or loud on hard inputs ----------------------------------------------
+
+
+def enumerate_paths(model, X):
+    """log p(X), posteriors and the best path by enumerating all K^T paths."""
+    log_frame = model._compute_log_likelihood(X)
+    n_samples, n_states = log_frame.shape
+    with np.errstate(divide="ignore"):
+        log_start, log_trans = np.log(model.startprob_), np.log(model.transmat_)
+    paths = np.array(list(itertools.product(range(n_states), repeat=n_samples)))
+    log_joint = log_start[paths[:, 0]] + log_frame[0, paths[:, 0]]
+    for t in range(1, n_samples):
+        log_joint = log_joint + log_trans[paths[:, t - 1], paths[:, t]] + log_frame[t, paths[:, t]]
+    log_likelihood = logsumexp(log_joint)
+    weights = np.exp(log_joint - log_likelihood)
+    posteriors = np.zeros((n_samples, n_states))
+    for t in range(n_samples):
+        np.add.at(posteriors[t], paths[:, t], weights)
+    return log_likelihood, posteriors, log_joint.max()
+
+
+def assert_matches_enumeration(model, X):
+    log_likelihood, posteriors, best = enumerate_paths(model, X)
+    np.testing.assert_allclose(model.score(X), log_likelihood, rtol=1e-9)
+    got = model.predict_proba(X)
+    np.testing.assert_allclose(got, posteriors, rtol=0, atol=1e-9)
+    log_prob, states = model.decode(X)
+    np.testing.assert_allclose(log_prob, best, rtol=1e-9)
+    # p(z_t = z*_t | X) >= p(X, z*) / p(X) for the Viterbi path z*.
+    floor = np.exp(log_prob - log_likelihood)
+    assert np.all(got[np.arange(len(states)), states] >= floor * (1 - 1e-9) - 1e-9)
+
+
+def test_gaussian_hmm_keeps_a_state_whose_emission_underflows_on_the_dominant_path():
+    """Row 0 is 800 nats less likely under state 1, but the next three rows
+    are 700 nats less likely under state 0 each, and the states cannot switch:
+    the path through state 1 carries all the probability."""
+    model = GaussianHMM(2, init_params="", params="")
+    model.startprob_ = np.array([0.5, 0.5])
+    model.transmat_ = np.eye(2)
+    model.means_ = np.array([[0.0], [40.0]])
+    model.covars_ = np.ones((2, 1))
+    X = np.array([[0.0], [37.4], [37.4], [37.4]])
+    assert_matches_enumeration(model, X)
+    assert model.predict(X).tolist() == [1, 1, 1, 1]
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_components=st.integers(1, 4),
+    n_samples=st.integers(1, 5),
+    scale=st.sampled_from([30.0, 300.0, 1000.0]),
+    covariance_type=st.sampled_from(COVARIANCE_TYPES),
+    p_zero=st.sampled_from([0.0, 0.5, 0.7]),
+)
+def test_gaussian_hmm_matches_enumeration_on_extreme_parameters(
+    seed, n_components, n_samples, scale, covariance_type, p_zero
+):
+    """Means hundreds of standard deviations apart, data near random states
+    or far from all of them, zeros in the start vector and transmat."""
+    rng = np.random.default_rng(seed)
+    parameters = random_parameters(rng, n_components, 2, covariance_type)
+    parameters["means_"] = parameters["means_"] * scale
+    for name in ("startprob_", "transmat_"):
+        value = parameters[name]
+        value[rng.random(value.shape) < p_zero] = 0.0
+        value[..., 0] += value.sum(axis=-1) == 0
+        parameters[name] = value / value.sum(axis=-1, keepdims=True)
+    model = set_parameters(GaussianHMM(n_components, covariance_type, init_params=""), parameters)
+    X = parameters["means_"][rng.integers(n_components, size=n_samples)]
+    X = X + rng.normal(size=X.shape) * rng.choice([1.0, scale], size=(n_samples, 1))
+    assert_matches_enumeration(model, X)
+
+
+def test_left_right_gaussian_hmm_with_outlying_rows_has_no_nan():
+    """Rows 1-3 lie at the mean of the last of 5 left-right states, which the
+    chain cannot reach before row 4: its backward message used to overflow,
+    the posteriors turned NaN and fit reported a probability zero."""
+    transmat = np.diag(np.full(5, 0.6)) + np.diag(np.full(4, 0.4), 1)
+    transmat[-1, -1] = 1.0
+    model = GaussianHMM(5, init_params="", n_iter=3)
+    model.startprob_ = np.eye(5)[0]
+    model.transmat_ = transmat
+    model.means_ = np.arange(5.0)[:, None] * 10
+    model.covars_ = np.ones((5, 1))
+    X = np.repeat(np.arange(5.0) * 10, 6)[:, None]
+    X[1:4] = 40.0
+    posteriors = model.predict_proba(X)
+    assert not np.isnan(posteriors).any()
+    np.testing.assert_allclose(posteriors.sum(axis=1), 1.0)
+    from skseq.inference import forward_backward
+
+    with np.errstate(divide="ignore"):
+        expected = forward_backward(
+            np.log(model.startprob_), np.log(model.transmat_), model._compute_log_likelihood(X)
+        )
+    np.testing.assert_allclose(model.score(X), expected.log_likelihood, rtol=1e-12)
+    model.init_params = ""
+    model.fit(X)  # no "probability zero"
+    assert np.all(np.isfinite(model.means_)) and np.all(np.isfinite(model.covars_))
+
+
+def extreme_models():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    X[100:] += 4
+    models = [GaussianHMM(2, covariance_type=c, n_iter=2, random_state=0) for c in COVARIANCE_TYPES]
+    models += [
+        GMMHMM(2, n_mix=2, covariance_type=c, n_iter=2, random_state=0) for c in ("diag", "full")
+    ]
+    return X, [model.fit(X) for model in models]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda X: X.__setitem__(10, 1e154),
+        lambda X: X.__imul__(1e300),
+        lambda X: X.__setitem__(slice(0, 100), 1e153),
+    ],
+    ids=["a row of 1e154", "X times 1e300", "100 rows of 1e153"],
+)
+def test_data_beyond_double_precision_get_the_same_clear_error_everywhere(change):
+    """A row of 1e154 (its squared distance to every mean overflows), data
+    times 1e300, and 100 rows of 1e153 (each row's log-density is finite, the
+    sum is not): score, predict_proba and predict raise the same error."""
+    X, models = extreme_models()
+    Y = X.copy()
+    change(Y)
+    for model in models:
+        for method in ("score", "predict_proba", "predict", "score_sequences", "decode"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)
+                with pytest.raises(ValueError, match="too far"):
+                    getattr(model, method)(Y)
+
+
+def test_data_near_the_limit_are_scored_without_nan():
+    """Rows of 1e152 and 1.2e154: every log-density is finite (down to about
+    -1.4e308); the 1/2 of the quadratic form is applied before its sum, which
+    would overflow at 2.9e308."""
+    X, models = extreme_models()
+    Y = X.copy()
+    Y[10] = 1e152
+    for model in models:
+        score = model.score(Y)
+        assert np.isfinite(score) and score < -1e303
+        assert not np.isnan(model.predict_proba(Y)).any()
+        assert model.predict(Y).shape == (200,)
+    for covariance_type in ("diag", "full"):
+        model = GaussianHMM(2, covariance_type, init_params="")
+        model.startprob_ = np.array([0.5, 0.5])
+        model.transmat_ = np.full((2, 2), 0.5)
+        model.means_ = np.array([[0.0, 0.0], [1.0, 1.0]])
+        model.covars_ = np.ones((2, 2)) if covariance_type == "diag" else np.stack([np.eye(2)] * 2)
+        row = np.full((1, 2), 1.2e154)
+        expected = -np.log(2 * np.pi) - (0.5 * (row - model.means_) ** 2).sum(axis=1)
+        assert np.all(np.isfinite(expected))
+        np.testing.assert_allclose(model._compute_log_likelihood(row)[0], expected, rtol=1e-12)
+        assert np.isfinite(model.score(np.vstack([row, [[0.0, 0.0]]])))
+        assert model.predict(row).shape == (1,)  # a tie in double precision
+
+
+@pytest.mark.parametrize("cls", [GaussianHMM, GMMHMM])
+def test_fitting_overflowing_data_names_the_data(cls):
+    X = np.random.default_rng(0).normal(size=(200, 3)) * 1e300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match="X is too large for double precision"):
+            cls(2, random_state=0).fit(X)

@@ -165,6 +165,16 @@ def test_bad_input(change, message):
         forward_backward(*arrays)
 
 
+@pytest.mark.parametrize("function", [forward, forward_backward, viterbi])
+@pytest.mark.parametrize("argument", [0, 1, 2])
+def test_complex_input_is_a_type_error(function, argument):
+    arrays = list(random_model(np.random.default_rng(0), 2, 4))
+    name = ["log_startprob", "log_transmat", "log_frameprob"][argument]
+    arrays[argument] = arrays[argument] + 0j
+    with pytest.raises(TypeError, match=f"{name} must be real"):
+        function(*arrays)
+
+
 def test_bad_lengths():
     rng = np.random.default_rng(2)
     arrays = random_model(rng, 3, 6)

@@ -61,6 +61,28 @@ def test_hmm_fit_is_the_same_with_either_build(monkeypatch, covariance_type):
     np.testing.assert_allclose(fast_model.covars_, model.covars_, rtol=1e-9, atol=1e-12)
 
 
+def test_hard_hmm_inputs_give_the_same_results_with_either_build(monkeypatch):
+    """Emissions thousands of nats apart, states across the subnormal range,
+    zeros and unreachable states: both builds agree (whichever of them redoes
+    a sequence in log space, the numbers are exact to the same tolerance)."""
+    from test_hmm_exactness import hard_model
+
+    hmm_portable, hmm_fast = portable_and_fast("_hmm")
+    for seed in range(40):
+        model = hard_model(seed, 1 + seed % 5, 60, 2000.0, 0.3, 0.05, 0.4, seed % 2 == 0)
+        results = []
+        for kernels in (hmm_fast, hmm_portable):
+            monkeypatch.setattr(inference_hmm, "_hmm", kernels)
+            results.append((inference_hmm.forward_backward(*model), inference_hmm.forward(*model)))
+        (fast, fast_forward), (portable, portable_forward) = results
+        np.testing.assert_allclose(fast.log_likelihood, portable.log_likelihood, rtol=1e-10)
+        np.testing.assert_allclose(fast.posteriors, portable.posteriors, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(
+            fast.transition_counts, portable.transition_counts, rtol=0, atol=1e-9
+        )
+        np.testing.assert_allclose(fast_forward.filtered, portable_forward.filtered, atol=1e-9)
+
+
 @pytest.mark.skipif(
     os.environ.get("SKSEQ_DEBUG_KERNELS") != "1", reason="SKSEQ_DEBUG_KERNELS=1 is not set"
 )

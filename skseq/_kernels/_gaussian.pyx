@@ -7,7 +7,7 @@ observation: its log-density is 0 for every component (p(x | z) = 1) and it
 adds nothing to the moments.  These functions release the GIL.
 """
 
-from libc.math cimport isnan
+from libc.math cimport INFINITY, isnan
 from scipy.linalg.cython_blas cimport dgemm
 
 cdef extern from "_gaussian_rows.h":
@@ -53,14 +53,19 @@ cdef Py_ssize_t _transpose_block(
     return n_missing
 
 
-cdef void _finish_block(
+cdef Py_ssize_t _finish_block(
     double[:, ::1] out, Py_ssize_t first, Py_ssize_t rows, const unsigned char* missing,
     Py_ssize_t n_missing, double[::1] shift, bint subtract_max,
 ) noexcept nogil:
     """Missing rows get log-density 0; with ``subtract_max`` every row is
-    shifted by its maximum, stored in ``shift`` (0 for missing rows)."""
+    shifted by its maximum, stored in ``shift`` (0 for missing rows).
+
+    Returns the first row (index into ``out``) whose log-density is -inf for
+    every component, or -1.  A Gaussian density is never zero: -inf means the
+    quadratic form overflowed, and such a row is left as it is (shift -inf).
+    """
     cdef Py_ssize_t n_components = out.shape[1]
-    cdef Py_ssize_t r, k
+    cdef Py_ssize_t r, k, overflowed = -1
     cdef double m
     cdef double* row
     for r in range(rows):
@@ -68,23 +73,37 @@ cdef void _finish_block(
         if n_missing and missing[r]:
             for k in range(n_components):
                 row[k] = 0.0
+        m = row[0]
+        for k in range(1, n_components):
+            if row[k] > m:
+                m = row[k]
+        if m == -INFINITY:
+            if overflowed < 0:
+                overflowed = first + r
+            if subtract_max:
+                shift[first + r] = m
+            continue
         if subtract_max:
-            m = row[0]
-            for k in range(1, n_components):
-                if row[k] > m:
-                    m = row[k]
             shift[first + r] = m
             for k in range(n_components):
                 row[k] = row[k] - m
+    return overflowed
 
 
 cdef void _store_column(
     double[:, ::1] out, Py_ssize_t first, Py_ssize_t rows, Py_ssize_t k,
     double log_normaliser, const double* quadratic,
 ) noexcept nogil:
+    """out = log_normaliser - half quadratic form (the factors carry the 1/2).
+
+    The form is +inf when it overflowed, or NaN when x - mean did (inf * 0 in
+    the whitening): either way the log-density is below -DBL_MAX, so -inf.
+    """
     cdef Py_ssize_t r
+    cdef double value
     for r in range(rows):
-        out[first + r, k] = log_normaliser - 0.5 * quadratic[r]
+        value = log_normaliser - quadratic[r]
+        out[first + r, k] = -INFINITY if isnan(value) else value
 
 
 def log_density(
@@ -99,21 +118,27 @@ def log_density(
 ):
     """out[t, k] = log_normalisers[k] - 1/2 (quadratic form of X[t] - means[k]).
 
-    ``diagonal``: ``factors[k, 0]`` holds the precisions of component k and the
-    form is sum_d precision[d] (x_d - mu_d)^2.  Otherwise ``factors[k]`` is
-    W_k, the lower-triangular inverse of the Cholesky factor of covariance k,
-    and the form is |W_k (x - mu_k)|^2, the Mahalanobis distance.  Either way
-    the difference x - mu is formed before multiplying (no cancellation for
-    data far from the origin).
+    ``diagonal``: ``factors[k, 0]`` holds half the precisions of component k
+    and sum_d factor[d] (x_d - mu_d)^2 is half the form.  Otherwise
+    ``factors[k]`` is W_k / sqrt(2), with W_k the lower-triangular inverse of
+    the Cholesky factor of covariance k, and |W_k (x - mu_k)|^2 / 2 is half
+    the Mahalanobis distance.  Either way the difference x - mu is formed
+    before multiplying (no cancellation for data far from the origin), and
+    the 1/2 is applied before the sum, which therefore overflows only when
+    the log-density is below -DBL_MAX (it is then -inf).
 
     With ``subtract_max`` each row is shifted by its maximum, stored in
     ``shift[t]`` (the forward-backward frame, see ``_hmm.shift_rows``; fused
     here while the row is in cache).  Missing rows get 0 and shift 0.
+
+    Returns the first row whose log-density is -inf under every component
+    (for the caller to report: finite data, but too far from every mean for
+    double precision), or -1.
     """
     cdef Py_ssize_t n_samples = X.shape[0]
     cdef Py_ssize_t n_components = means.shape[0]
     cdef Py_ssize_t n_features = X.shape[1]
-    cdef Py_ssize_t first, rows, k, d, r, n_missing
+    cdef Py_ssize_t first, rows, k, d, r, n_missing, overflowed, first_overflowed = -1
     cdef double mean
     cdef const double* column
     cdef double* centred_column
@@ -143,8 +168,12 @@ def log_density(
                     _whitened_quadratic(centred, _STRIDE, rows, &factors[k, 0, 0], n_features,
                                         quadratic)
                 _store_column(out, first, rows, k, log_normalisers[k], quadratic)
-            _finish_block(out, first, rows, missing, n_missing, shift, subtract_max)
+            overflowed = _finish_block(out, first, rows, missing, n_missing, shift,
+                                       subtract_max)
+            if first_overflowed < 0:
+                first_overflowed = overflowed
             first += rows
+    return first_overflowed
 
 
 def weighted_moments(

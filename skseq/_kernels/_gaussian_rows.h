@@ -6,6 +6,7 @@
  * skseq_diag_quadratic: quadratic[r] = sum_d precision[d] (x_rd - mean[d])^2;
  * skseq_whitened_quadratic: quadratic[r] = |W (x_r - mean)|^2 with W lower
  * triangular (row-major D x D), given centred[d * stride + r] = x_rd - mean[d].
+ * (_gaussian.pyx passes half the precisions and W / sqrt(2): half the form.)
  *
  * With AVX2 and FMA (the _avx2 builds) eight rows at a time stay in vector
  * registers for the whole sum; otherwise portable loops over the rows that

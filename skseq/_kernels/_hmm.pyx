@@ -15,10 +15,18 @@ The scaled recursions divide the forward message of every row by its sum
 (the stored filtered distribution) and record the scale ``c_t``, with
 ``log p(x_t | x_<t) = log c_t + shift[t]``; the message carried to the next
 row is rescaled only when its mass falls below 2^-64 (see ``_forward_one``).
+
+The scaled recursions are exact or loud: they bound the effect of whatever
+underflowed (a shifted emission or a message entry below the double range)
+and flag a sequence, status NaN, when that effect could reach 2^-40 relative;
+the callers redo flagged sequences with :func:`log_forward` /
+:func:`log_forward_backward`.  The argument is in doc/user_guide/hmm.rst,
+"When the scaled recursions are exact".
 """
 
 from libc.float cimport DBL_MIN
-from libc.math cimport INFINITY, NAN, exp, isnan, log
+from libc.stdint cimport uint64_t
+from libc.math cimport INFINITY, NAN, exp, fabs, isnan, log
 
 from scipy.linalg.cython_blas cimport dgemm
 
@@ -73,6 +81,99 @@ cdef extern from "_row_products.h":
 # stays off the chain of dependent operations from one row to the next.
 cdef double _RESCALE_BELOW = 5.421010862427522e-20
 
+# Exact or loud: the argument is in doc/user_guide/hmm.rst, "When the scaled
+# recursions are exact".  In short: each operation has an absolute underflow
+# error of at most 2^-1075 and numpy's exp one of a few 2^-1074, so an entry
+# of the forward message (carried units) is off by at most
+# (n_states + 5) 2^-1074 beyond ordinary rounding.  An entry at or above
+# 2^53 times that, (n_states + 5) 2^-1021, is as accurate as if nothing had
+# underflowed; one below it is "small" and is charged that absolute error.
+# The kernels follow where the charges can go (a scalar bound when the
+# transition matrix has no zeros, the vector of the errors otherwise) and
+# flag a sequence, status NaN, as soon as they could move the likelihood of
+# a prefix of the sequence by more than _TOLERANCE, relative.
+cdef double _SMALL_UNIT = 4.450147717014403e-308  # 2^-1021
+# The error bounds count in units of 2^-1034 (a charge of (n_states + 5)
+# 2^-1074 is then (n_states + 5) 2^-40 units, a normal number, and the limit
+# below stays finite).
+cdef double _UNIT = 5.43230922487e-312  # 2^-1034
+cdef double _CHARGE_UNIT = 9.094947017729282e-13  # 2^-40 = 2^-1074 / _UNIT
+cdef double _TOLERANCE = 1.4551915228366852e-11  # 2^-36
+cdef double _LIMIT = 2.6787715179656683e+300  # 2^998 = _TOLERANCE / _UNIT
+# A bound below this leaves the log-likelihood exact to _TOLERANCE relative
+# unless |log-likelihood| < 2^-164, far below its own rounding.
+cdef double _NEGLIGIBLE = 6.223015277861142e-61  # 2^-200
+# The scalar bound is used while max_k A_kl <= 2^64 min_k A_kl in every column.
+cdef double _DENSE_BELOW = 5.421010862427522e-20  # 2^-64
+# The backward pass's own underflow errors: at most (n_states + 2) 2^-1075
+# (1 + 1/c_{t+1}) per row on the posteriors, absolutely; 2^-1075 = DBL_MIN * this.
+cdef double _HALF_ULP_OF_ONE = 1.1102230246251565e-16  # 2^-53
+# Sum_i alpha_t(i) beta_t(i) is one in exact arithmetic; the backward pass
+# flags a row whose sum is further from one than this (a message overflowed,
+# or an error slipped through the bounds: a safety net).
+cdef double _TOTAL_TOLERANCE = 1e-4
+
+
+cdef double _amplification(const double[:, ::1] trans) noexcept nogil:
+    """rho = max over columns l of max_k A_kl / min_k A_kl, or -1 when above 2^64.
+
+    Columns without a positive entry are left out.  rho bounds every scaled
+    backward message, beta_t(j) / sum_k alpha_t(k) beta_t(k) <= rho, for any
+    data and any horizon: an error of e (relative) in one forward entry moves
+    the likelihood of any prefix by at most rho e.
+    """
+    cdef Py_ssize_t n_states = trans.shape[0]
+    cdef Py_ssize_t k, l
+    cdef double high, low, rho = 1.0
+    for l in range(n_states):
+        high = 0.0
+        low = INFINITY
+        for k in range(n_states):
+            high = max(high, trans[k, l])
+            low = min(low, trans[k, l])
+        if high == 0.0:
+            continue
+        if not low >= high * _DENSE_BELOW:
+            return -1.0
+        rho = max(rho, high / low)
+    return rho
+
+
+cdef object _column_masks(const double[:, ::1] trans):
+    """Bit i of word i // 64 of row l is set when A_il > 0: (n_states, n_words) uint64."""
+    from numpy import uint64, zeros
+    cdef Py_ssize_t n_states = trans.shape[0]
+    cdef Py_ssize_t i, l
+    masks = zeros((n_states, (n_states + 63) // 64), dtype=uint64)
+    cdef uint64_t[:, ::1] view = masks
+    for l in range(n_states):
+        for i in range(n_states):
+            if trans[i, l] > 0.0:
+                view[l, i // 64] |= (<uint64_t>1) << (i % 64)
+    return masks
+
+
+cdef bint _reachable(
+    const uint64_t[:, ::1] column_masks, Py_ssize_t j, const uint64_t* positive,
+) noexcept nogil:
+    """Whether some i has message[i] > 0 and A_ij > 0 (``positive`` holds the
+    bits of message > 0); otherwise entry j of the next message is an exact zero."""
+    cdef Py_ssize_t w
+    for w in range(column_masks.shape[1]):
+        if positive[w] & column_masks[j, w]:
+            return True
+    return False
+
+
+cdef void _positive_bits(const double* message, Py_ssize_t n_states, uint64_t* positive,
+                         Py_ssize_t n_words) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n_words):
+        positive[i] = 0
+    for i in range(n_states):
+        if message[i] > 0.0:
+            positive[i // 64] |= (<uint64_t>1) << (i % 64)
+
 
 cdef double _forward_one(
     const double[::1] start,
@@ -81,58 +182,143 @@ cdef double _forward_one(
     double[:, ::1] alpha,
     double[::1] scale,
     double[:, ::1] work,
+    double rho,
+    const uint64_t[:, ::1] column_masks,
+    uint64_t* positive,
 ) noexcept nogil:
     """Scaled forward pass over the rows of one sequence.
 
     Writes the normalised forward messages into ``alpha`` and the scale
     factors ``c_t = p(x_t | x_<t) / exp(shift_t)`` into ``scale`` (the caller
-    takes their logs, vectorised).  ``work`` is scratch of shape (2, n_states).
-    Returns 0, or NaN when a row's mass falls below the smallest normal double
-    (times the carried message's mass, at least 2^-64): the sequence has
-    probability zero, or the mass of a state fell below about 1e-289 relative
-    to the others (possible with zeros in the transition matrix) and was
-    lost.  The caller then reruns the sequence in log space.
+    takes their logs, vectorised).  ``work`` is scratch of shape (4, n_states);
+    ``rho`` comes from :func:`_amplification`, ``column_masks`` from
+    :func:`_column_masks`, ``positive`` is scratch of ``column_masks.shape[1]``
+    words.
+
+    Returns a bound on the relative error of the sequence's likelihood from
+    underflow (0 when nothing underflowed), or NaN when the sequence may have
+    probability zero (a row's mass below the smallest normal double) or the
+    bound passed ``_TOLERANCE`` at some row: the caller then redoes it in log
+    space.
 
     The message carried from row to row is a_t = (a_{t-1} A) * frame_t with
     mass m_t = sum(a_t), so c_t = m_t / m_{t-1}; it is reset to the normalised
     alpha_t when m_t < 2^-64.  Since A's rows sum to one and frame <= 1, the
     mass never grows.
+
+    The bounds cost one comparison per entry and a branch per row while
+    nothing is small.  The vector of the errors (transition matrices with
+    zeros) is carried only from the first small entry on, by a second product
+    that does not feed the chain of the message.
     """
     cdef Py_ssize_t n_rows = frame.shape[0]
     cdef Py_ssize_t n_states = trans.shape[0]
-    cdef Py_ssize_t t, j
-    cdef double mass, inv_mass, previous_inv_mass
+    cdef Py_ssize_t n_words = column_masks.shape[1]
+    cdef Py_ssize_t t, j, n_small
+    cdef double mass, inv_mass, previous_inv_mass, value, smallest
+    cdef double small = (n_states + 5) * _SMALL_UNIT
+    cdef double charge = (n_states + 5) * _CHARGE_UNIT
+    cdef bint dense = rho >= 1.0
+    cdef double dense_limit = _LIMIT / rho if dense else 0.0
+    # Dense: the sum over rows of the charges / m_t.  Vector: a bound on the
+    # error of each entry of the carried message; error_mass is its sum.
+    # Both in units of _UNIT.
+    cdef double bound = 0.0, error_mass = 0.0
+    cdef bint tracking = False, rescale
     cdef const double* transition = &trans[0, 0]
     cdef const double* frame_row
     cdef double* alpha_row
     cdef double* message = &work[0, 0]
     cdef double* following = &work[1, 0]
+    cdef double* error = &work[2, 0]
+    cdef double* error_next = &work[3, 0]
     cdef double* swap
 
     mass = 0.0
+    n_small = 0
     frame_row = &frame[0, 0]
     for j in range(n_states):
-        message[j] = start[j] * frame_row[j]
-        mass = mass + message[j]
+        value = start[j] * frame_row[j]
+        message[j] = value
+        mass = mass + value
+        n_small += value < small
     if not mass >= DBL_MIN:
         return NAN
-    previous_inv_mass = 1.0 / mass
+    inv_mass = 1.0 / mass
+    if n_small:
+        if dense:
+            bound = n_small * charge * inv_mass
+            if bound > dense_limit:
+                return NAN
+        else:
+            # An entry with start probability 0 is an exact zero.
+            for j in range(n_states):
+                error[j] = 0.0
+                if message[j] < small and start[j] > 0.0:
+                    error[j] = charge * inv_mass
+                    error_mass += error[j]
+            if error_mass > _LIMIT:
+                return NAN
+            tracking = error_mass > 0.0
     alpha_row = &alpha[0, 0]
     for j in range(n_states):
-        message[j] = message[j] * previous_inv_mass
+        message[j] = message[j] * inv_mass
         alpha_row[j] = message[j]
     scale[0] = mass
     previous_inv_mass = 1.0
 
     for t in range(1, n_rows):
-        mass = _vector_matrix(message, transition, &frame[t, 0], n_states, following)
+        frame_row = &frame[t, 0]
+        mass = _vector_matrix(message, transition, frame_row, n_states, following)
         if not mass >= DBL_MIN:
             return NAN
         inv_mass = 1.0 / mass
         alpha_row = &alpha[t, 0]
+        smallest = following[0]
         for j in range(n_states):
             alpha_row[j] = following[j] * inv_mass
+            smallest = min(smallest, following[j])
         scale[t] = mass * previous_inv_mass
+        if smallest < small or tracking:
+            rescale = mass < _RESCALE_BELOW
+            n_small = 0
+            for j in range(n_states):
+                n_small += following[j] < small
+            if dense:
+                bound += n_small * charge * inv_mass
+                if bound > dense_limit:
+                    return NAN
+            else:
+                # The errors so far go through the same linear map as the
+                # message; each small entry that is not an exact zero adds
+                # a charge of its own.
+                if tracking:
+                    error_mass = _vector_matrix(error, transition, frame_row, n_states,
+                                                error_next)
+                else:
+                    error_mass = 0.0
+                    for j in range(n_states):
+                        error_next[j] = 0.0
+                if n_small:
+                    _positive_bits(message, n_states, positive, n_words)
+                    for j in range(n_states):
+                        if following[j] < small and (
+                                following[j] > 0.0
+                                or _reachable(column_masks, j, positive)):
+                            error_next[j] += charge
+                            error_mass += charge
+                if rescale:
+                    for j in range(n_states):
+                        error_next[j] *= inv_mass
+                    error_mass *= inv_mass
+                    if error_mass > _LIMIT:
+                        return NAN
+                elif error_mass > _LIMIT * mass:
+                    return NAN
+                tracking = error_mass > 0.0
+                swap = error
+                error = error_next
+                error_next = swap
         if mass < _RESCALE_BELOW:
             for j in range(n_states):
                 following[j] = alpha_row[j]
@@ -142,10 +328,13 @@ cdef double _forward_one(
         swap = message
         message = following
         following = swap
-    return 0.0
+    if dense:
+        return bound * rho * _UNIT
+    # The carried message's mass is 1 / previous_inv_mass (1 after a rescale).
+    return error_mass * _UNIT * previous_inv_mass
 
 
-cdef void _backward_one(
+cdef double _backward_one(
     const double[:, ::1] trans_t,
     double[:, ::1] frame,
     const double[:, ::1] alpha,
@@ -165,11 +354,17 @@ cdef void _backward_one(
     beta_t = A w_{t+1}; sum_t alpha_t w_{t+1}^T is added to ``xi_unscaled``
     by one matrix product at the end; the caller multiplies by A_ij.
     ``beta`` is scratch of length n_states; ``ones`` a vector of ones as long.
+
+    Returns 0, or NaN (nothing added to ``xi_unscaled``) when a row's
+    sum_i alpha_t(i) beta_t(i), one in exact arithmetic, is not within
+    ``_TOTAL_TOLERANCE`` of one (a backward message overflowed), or when the
+    bound on this pass's own underflow errors passes ``_TOLERANCE``.
     """
     cdef Py_ssize_t n_rows = frame.shape[0]
     cdef Py_ssize_t n_states = trans_t.shape[0]
     cdef Py_ssize_t t, i
     cdef double total, inv_total, inv_c
+    cdef double inverse_scales = 0.0
     cdef const double* transition_t = &trans_t[0, 0]
     cdef const double* alpha_row
     cdef double* posterior_row
@@ -184,9 +379,16 @@ cdef void _backward_one(
 
     for t in range(n_rows - 2, -1, -1):
         inv_c = 1.0 / scale[t + 1]
+        inverse_scales += inv_c
         w = &frame[t + 1, 0]
+        alpha_row = &alpha[t + 1, 0]
+        # Where alpha_{t+1} is zero, no path with forward weight passes
+        # (or, if it underflowed, the forward bound covers those paths):
+        # leaving w at zero there is exact and keeps the backward message of a
+        # state not reachable yet, whose emissions may be far better, from
+        # overflowing.
         for i in range(n_states):
-            w[i] = w[i] * b[i] * inv_c
+            w[i] = w[i] * b[i] * inv_c if alpha_row[i] > 0.0 else 0.0
         b = &beta[0]
         _vector_matrix(w, transition_t, &ones[0], n_states, b)
         alpha_row = &alpha[t, 0]
@@ -195,19 +397,25 @@ cdef void _backward_one(
         for i in range(n_states):
             posterior_row[i] = alpha_row[i] * b[i]
             total = total + posterior_row[i]
+        if not fabs(total - 1.0) <= _TOTAL_TOLERANCE:
+            return NAN
         # gamma_t sums to one in exact arithmetic; renormalise the rounding.
         inv_total = 1.0 / total
         for i in range(n_states):
             posterior_row[i] = posterior_row[i] * inv_total
+    if ((n_rows + inverse_scales) * DBL_MIN * (n_states + 2) * _HALF_ULP_OF_ONE
+            > _TOLERANCE):
+        return NAN
 
     if n_rows < 2:
-        return
+        return 0.0
     # Row-major (n_rows-1, K) arrays are column-major (K, n_rows-1) to BLAS:
     # xi^T += W @ Alpha^T, i.e. xi[i, j] += sum_t alpha[t, i] w[t+1, j].
     m = <int>n_states
     k = <int>(n_rows - 1)
     dgemm(b"N", b"T", &m, &m, &k, &one, &frame[1, 0], &m, &alpha[0, 0], &m,
           &one, &xi_unscaled[0, 0], &m)
+    return 0.0
 
 
 cdef Py_ssize_t _longest(const Py_ssize_t[::1] offsets):
@@ -217,10 +425,32 @@ cdef Py_ssize_t _longest(const Py_ssize_t[::1] offsets):
     return longest
 
 
+cdef double _vouch(double bound, const double[::1] scale, const double[::1] shift) noexcept nogil:
+    """0 when the fast path's numbers stand, NaN (redo in log space) otherwise.
+
+    ``bound`` is :func:`_forward_one`'s bound on the relative error of the
+    likelihood, hence an absolute bound on the log-likelihood; it must also
+    stay below _TOLERANCE times |log-likelihood|, which is summed here only
+    when the bound is not negligible (rarely: it is 0 when nothing underflowed).
+    """
+    cdef Py_ssize_t t
+    cdef double log_likelihood = 0.0
+    if isnan(bound):
+        return NAN
+    if bound <= _NEGLIGIBLE:
+        return 0.0
+    for t in range(scale.shape[0]):
+        log_likelihood += log(scale[t]) + shift[t]
+    if bound <= _TOLERANCE * min(1.0, fabs(log_likelihood)):
+        return 0.0
+    return NAN
+
+
 def forward(
     const double[::1] start,
     const double[:, ::1] trans,
     const double[:, ::1] frame,
+    const double[::1] shift,
     const Py_ssize_t[::1] offsets,
     double[:, ::1] filtered,
     double[::1] scale,
@@ -228,21 +458,29 @@ def forward(
 ):
     """Filtered state distributions (normalised forward messages).
 
-    Fills ``filtered`` (n_samples, n_states) and the scale factors ``c_t``
-    (n_samples,): log c_t + shift_t is log p(x_t | x_<t).  ``sequence_status``
-    gets 0 per sequence, or NaN when its scaled recursion underflowed (see
-    ``_forward_one``; its rows are then zero, for :func:`log_forward` to redo).
+    ``shift`` is the max-shift of the rows of ``frame`` (see
+    :func:`shift_rows`).  Fills ``filtered`` (n_samples, n_states) and the
+    scale factors ``c_t`` (n_samples,): log c_t + shift_t is
+    log p(x_t | x_<t).  ``sequence_status`` gets 0 per sequence, or NaN when
+    its scaled recursion cannot vouch for its numbers (see ``_forward_one``
+    and ``_vouch``; its rows are then zero, for :func:`log_forward` to redo).
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef Py_ssize_t s, t, j, first, stop
-    cdef double[:, ::1] work = _zeros(2, n_states)
+    cdef double[:, ::1] work = _zeros(4, n_states)
+    cdef uint64_t[:, ::1] column_masks = _column_masks(trans)
+    cdef uint64_t[::1] positive = column_masks[0].copy()
+    cdef double rho
     with nogil:
+        rho = _amplification(trans)
         for s in range(n_sequences):
             first = offsets[s]
             stop = offsets[s + 1]
-            sequence_status[s] = _forward_one(
-                start, trans, frame[first:stop], filtered[first:stop], scale[first:stop], work)
+            sequence_status[s] = _vouch(
+                _forward_one(start, trans, frame[first:stop], filtered[first:stop],
+                             scale[first:stop], work, rho, column_masks, &positive[0]),
+                scale[first:stop], shift[first:stop])
             if isnan(sequence_status[s]):
                 for t in range(first, stop):
                     scale[t] = NAN
@@ -254,6 +492,7 @@ def forward_backward(
     const double[::1] start,
     const double[:, ::1] trans,
     double[:, ::1] frame,
+    const double[::1] shift,
     const Py_ssize_t[::1] offsets,
     double[:, ::1] posteriors,
     double[::1] scale,
@@ -264,39 +503,48 @@ def forward_backward(
 ):
     """Posteriors, scale factors and summed expected counts.
 
-    ``frame`` is overwritten (used as scratch by the backward pass), and
+    ``frame`` (max-shifted by ``shift``) is overwritten (used as scratch by
+    the backward pass), and
     ``alpha`` is scratch with at least as many rows as the longest sequence
     (the caller keeps it between calls: fresh arrays cost page faults).  Fills
     the scale factors ``c_t`` (log c_t + shift_t is log p(x_t | x_<t)), adds
     the posterior of each sequence's first row to ``start_counts`` and
     sum_t xi_t to ``transition_counts``.  ``sequence_status`` gets 0 per
-    sequence, or NaN when its scaled recursion underflowed (see
-    ``_forward_one``): zero posteriors, nothing added to the counts, for
-    :func:`log_forward_backward` to redo.
+    sequence, or NaN when its forward or backward pass cannot vouch for its
+    numbers (see ``_forward_one``, ``_vouch`` and ``_backward_one``): zero posteriors,
+    nothing added to the counts, for :func:`log_forward_backward` to redo.
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef Py_ssize_t s, t, i, j, first, stop
     cdef double[:, ::1] trans_t = trans.T.copy()
     cdef double[:, ::1] xi_unscaled = _zeros(n_states, n_states)
-    cdef double[:, ::1] work = _zeros(2, n_states)
+    cdef double[:, ::1] work = _zeros(4, n_states)
     cdef double[::1] beta = _zeros(1, n_states)[0]
     cdef double[::1] ones = _zeros(1, n_states)[0]
+    cdef uint64_t[:, ::1] column_masks = _column_masks(trans)
+    cdef uint64_t[::1] positive = column_masks[0].copy()
+    cdef double rho
     ones[:] = 1.0
     with nogil:
+        rho = _amplification(trans)
         for s in range(n_sequences):
             first = offsets[s]
             stop = offsets[s + 1]
-            sequence_status[s] = _forward_one(
-                start, trans, frame[first:stop], alpha[:stop - first], scale[first:stop], work)
+            sequence_status[s] = _vouch(
+                _forward_one(start, trans, frame[first:stop], alpha[:stop - first],
+                             scale[first:stop], work, rho, column_masks, &positive[0]),
+                scale[first:stop], shift[first:stop])
+            if not isnan(sequence_status[s]) and isnan(_backward_one(
+                    trans_t, frame[first:stop], alpha[:stop - first], scale[first:stop],
+                    posteriors[first:stop], xi_unscaled, beta, ones)):
+                sequence_status[s] = NAN
             if isnan(sequence_status[s]):
                 for t in range(first, stop):
                     scale[t] = NAN
                     for i in range(n_states):
                         posteriors[t, i] = 0.0
                 continue
-            _backward_one(trans_t, frame[first:stop], alpha[:stop - first], scale[first:stop],
-                          posteriors[first:stop], xi_unscaled, beta, ones)
             for i in range(n_states):
                 start_counts[i] += posteriors[first, i]
         for i in range(n_states):
@@ -545,47 +793,73 @@ cdef double[:, :, ::1] _zeros3(Py_ssize_t n0, Py_ssize_t n1, Py_ssize_t n2):
     return zeros((n0, n1, n2))
 
 
-cdef inline double _log_add(double a, double b) noexcept nogil:
-    """log(exp(a) + exp(b)) without overflow; -inf is the identity."""
-    if a == -INFINITY:
-        return b
-    if b == -INFINITY:
-        return a
-    if a > b:
-        return a + log(1.0 + exp(b - a))
-    return b + log(1.0 + exp(a - b))
+cdef double _log_sum_exp(const double* values, Py_ssize_t n) noexcept nogil:
+    """log sum_i exp(values[i]) without overflow; -inf when every value is -inf."""
+    cdef Py_ssize_t i
+    cdef double largest = values[0], total = 0.0
+    for i in range(1, n):
+        if values[i] > largest:
+            largest = values[i]
+    if largest == -INFINITY:
+        return -INFINITY
+    for i in range(n):
+        total += exp(values[i] - largest)
+    return largest + log(total)
 
 
-cdef double _log_forward_one(
+cdef Py_ssize_t _log_forward_one(
     const double[::1] log_start,
-    const double[:, ::1] log_trans,
+    const double[:, ::1] log_trans_t,
     const double[:, ::1] log_frame,
     double[:, ::1] log_alpha,
+    double[::1] log_scale,
+    double[::1] terms,
 ) noexcept nogil:
-    """Forward pass in log space: log_alpha[t, j] = log p(x_1..x_t, z_t = j)."""
+    """The scaled forward pass in log space, over the rows of one sequence.
+
+    ``log_frame`` holds the max-shifted log-emissions (the logs of the
+    kernels' ``frame``) and ``log_trans_t`` the transposed log transition
+    matrix.  Writes log alpha_t, the log of the normalised forward message
+    (logsumexp 0 on every row), and log c_t.  Every quantity stays of the
+    order of one row's spread of log-emissions however long the sequence,
+    so the rounding does not grow with the log-likelihood.  Returns the
+    number of leading rows of positive probability: all of them, or the
+    index of the first row where every path has probability zero.
+    """
     cdef Py_ssize_t n_rows = log_frame.shape[0]
-    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t n_states = log_trans_t.shape[0]
     cdef Py_ssize_t t, i, j
     cdef double total
     for j in range(n_states):
         log_alpha[0, j] = log_start[j] + log_frame[0, j]
-    for t in range(1, n_rows):
+    for t in range(n_rows):
+        if t > 0:
+            for j in range(n_states):
+                for i in range(n_states):
+                    terms[i] = log_alpha[t - 1, i] + log_trans_t[j, i]
+                log_alpha[t, j] = _log_sum_exp(&terms[0], n_states) + log_frame[t, j]
+        total = _log_sum_exp(&log_alpha[t, 0], n_states)
+        if total == -INFINITY:
+            return t
+        log_scale[t] = total
         for j in range(n_states):
-            total = -INFINITY
-            for i in range(n_states):
-                total = _log_add(total, log_alpha[t - 1, i] + log_trans[i, j])
-            log_alpha[t, j] = total + log_frame[t, j]
-    total = -INFINITY
-    for j in range(n_states):
-        total = _log_add(total, log_alpha[n_rows - 1, j])
-    return total
+            log_alpha[t, j] -= total
+    return n_rows
 
 
-cdef double _log_row_total(const double[:, ::1] log_alpha, Py_ssize_t t) noexcept nogil:
-    cdef Py_ssize_t j
-    cdef double total = -INFINITY
-    for j in range(log_alpha.shape[1]):
-        total = _log_add(total, log_alpha[t, j])
+cdef double _log_predictive_one(
+    const double[::1] log_scale,
+    const double[::1] shift,
+    Py_ssize_t possible,
+    double[::1] log_predictive,
+) noexcept nogil:
+    """log p(x_t | x_<t) = log c_t + shift_t of the rows of one sequence, -inf
+    from the first impossible row on; returns their sum, the log-likelihood."""
+    cdef Py_ssize_t t
+    cdef double total = 0.0
+    for t in range(log_predictive.shape[0]):
+        log_predictive[t] = log_scale[t] + shift[t] if t < possible else -INFINITY
+        total += log_predictive[t]
     return total
 
 
@@ -593,6 +867,7 @@ def log_forward(
     const double[::1] log_start,
     const double[:, ::1] log_trans,
     const double[:, ::1] log_frame,
+    const double[::1] shift,
     const Py_ssize_t[::1] offsets,
     const Py_ssize_t[::1] sequences,
     double[:, ::1] filtered,
@@ -601,35 +876,37 @@ def log_forward(
 ):
     """:func:`forward` in log space, for the listed ``sequences`` only.
 
-    Exact where the scaled recursion underflows, at the cost of a log and an
-    exp per transition term.  A sequence of probability zero gets
-    log-likelihood -inf, zero filtered rows and -inf log predictive densities.
+    ``log_frame`` is max-shifted by ``shift`` (see :func:`shift_rows`).
+    Exact where the scaled recursion cannot vouch for its numbers, at the cost
+    of an exp per transition term.  A sequence of probability zero gets
+    log-likelihood -inf, zero filtered rows and -inf log predictive densities
+    from its first impossible row on.
     """
     cdef Py_ssize_t n_states = log_trans.shape[0]
-    cdef Py_ssize_t index, s, t, j, first, stop
-    cdef double now, before
+    cdef Py_ssize_t index, s, t, j, first, stop, possible
     cdef double[:, ::1] log_alpha = _zeros(_longest(offsets), n_states)
+    cdef double[::1] log_scale = _zeros(1, _longest(offsets))[0]
+    cdef double[::1] terms = _zeros(1, n_states)[0]
+    cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
             s = sequences[index]
             first = offsets[s]
             stop = offsets[s + 1]
-            sequence_log_likelihood[s] = _log_forward_one(
-                log_start, log_trans, log_frame[first:stop], log_alpha)
-            before = 0.0
+            possible = _log_forward_one(
+                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_scale, terms)
+            sequence_log_likelihood[s] = _log_predictive_one(
+                log_scale, shift[first:stop], possible, log_predictive[first:stop])
             for t in range(stop - first):
-                now = _log_row_total(log_alpha, t)
-                log_predictive[first + t] = now - before
                 for j in range(n_states):
-                    filtered[first + t, j] = (exp(log_alpha[t, j] - now)
-                                              if now > -INFINITY else 0.0)
-                before = now
+                    filtered[first + t, j] = exp(log_alpha[t, j]) if t < possible else 0.0
 
 
 def log_forward_backward(
     const double[::1] log_start,
     const double[:, ::1] log_trans,
     const double[:, ::1] log_frame,
+    const double[::1] shift,
     const Py_ssize_t[::1] offsets,
     const Py_ssize_t[::1] sequences,
     double[:, ::1] posteriors,
@@ -640,30 +917,34 @@ def log_forward_backward(
 ):
     """:func:`forward_backward` in log space, for the listed ``sequences`` only.
 
-    Adds their start and transition counts; a sequence of probability zero
-    gets log-likelihood -inf, zero posteriors and adds nothing.
+    ``log_frame`` is max-shifted by ``shift``.  The backward message is scaled
+    by the forward pass's c_t, as in the scaled recursion:
+    log beta_t(i) = logsumexp_j(log A_ij + log_frame[t+1, j] + log beta_{t+1}(j))
+    - log c_{t+1}, so gamma_t = exp(log alpha_t + log beta_t).  Adds the start
+    and transition counts; a sequence of probability zero gets log-likelihood
+    -inf, zero posteriors and adds nothing.
     """
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t longest = _longest(offsets)
-    cdef Py_ssize_t index, s, t, i, j, first, stop, n_rows
-    cdef double total, now, before, log_likelihood
+    cdef Py_ssize_t index, s, t, i, j, first, stop, n_rows, possible
+    cdef double total, inv_total, log_alpha_i
     cdef double[:, ::1] log_alpha = _zeros(longest, n_states)
     cdef double[:, ::1] log_beta = _zeros(longest, n_states)
+    cdef double[::1] log_scale = _zeros(1, longest)[0]
+    cdef double[::1] terms = _zeros(1, n_states)[0]
+    cdef double[::1] following = _zeros(1, n_states)[0]
+    cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
             s = sequences[index]
             first = offsets[s]
             stop = offsets[s + 1]
             n_rows = stop - first
-            log_likelihood = _log_forward_one(
-                log_start, log_trans, log_frame[first:stop], log_alpha)
-            sequence_log_likelihood[s] = log_likelihood
-            before = 0.0
-            for t in range(n_rows):
-                now = _log_row_total(log_alpha, t)
-                log_predictive[first + t] = now - before
-                before = now
-            if log_likelihood == -INFINITY:
+            possible = _log_forward_one(
+                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_scale, terms)
+            sequence_log_likelihood[s] = _log_predictive_one(
+                log_scale, shift[first:stop], possible, log_predictive[first:stop])
+            if possible < n_rows:
                 for t in range(first, stop):
                     for i in range(n_states):
                         posteriors[t, i] = 0.0
@@ -671,22 +952,33 @@ def log_forward_backward(
             for i in range(n_states):
                 log_beta[n_rows - 1, i] = 0.0
             for t in range(n_rows - 2, -1, -1):
+                # following[j] = log(frame_{t+1}(j) beta_{t+1}(j) / c_{t+1})
+                for j in range(n_states):
+                    following[j] = (log_frame[first + t + 1, j] + log_beta[t + 1, j]
+                                    - log_scale[t + 1])
                 for i in range(n_states):
-                    total = -INFINITY
                     for j in range(n_states):
-                        total = _log_add(total, log_trans[i, j] + log_frame[first + t + 1, j]
-                                         + log_beta[t + 1, j])
-                    log_beta[t, i] = total
+                        terms[j] = log_trans[i, j] + following[j]
+                    log_beta[t, i] = _log_sum_exp(&terms[0], n_states)
             for t in range(n_rows):
+                total = 0.0
                 for i in range(n_states):
-                    posteriors[first + t, i] = exp(log_alpha[t, i] + log_beta[t, i]
-                                                   - log_likelihood)
+                    posteriors[first + t, i] = exp(log_alpha[t, i] + log_beta[t, i])
+                    total += posteriors[first + t, i]
+                # sums to one in exact arithmetic; renormalise the rounding
+                inv_total = 1.0 / total
+                for i in range(n_states):
+                    posteriors[first + t, i] *= inv_total
                 if t + 1 < n_rows:
+                    for j in range(n_states):
+                        following[j] = (log_frame[first + t + 1, j] + log_beta[t + 1, j]
+                                        - log_scale[t + 1])
                     for i in range(n_states):
+                        log_alpha_i = log_alpha[t, i]
+                        if log_alpha_i == -INFINITY:
+                            continue
                         for j in range(n_states):
                             transition_counts[i, j] += exp(
-                                log_alpha[t, i] + log_trans[i, j]
-                                + log_frame[first + t + 1, j] + log_beta[t + 1, j]
-                                - log_likelihood)
+                                log_alpha_i + log_trans[i, j] + following[j])
             for i in range(n_states):
                 start_counts[i] += posteriors[first, i]

@@ -25,7 +25,10 @@ An emission model subclass adds:
   and ``_statistics_from_features(sums)``: per-row vectors phi_j(x_t) whose
   posterior-weighted sums sum_t gamma_t(j) phi_j(x_t) are the emission
   statistics (used by the forward-only smoother of streams);
-* ``_emission_n_parameters()``, ``_sample_emissions(states, random_state)``.
+* ``_emission_n_parameters()``, ``_sample_emissions(states, random_state)``;
+* ``_densities_never_zero = True`` when no emission density is ever zero
+  (Gaussian): a log-likelihood of -inf is then an overflow, reported as such,
+  by ``score`` too.
 """
 
 import numbers
@@ -157,6 +160,10 @@ class BaseHMM(BaseEM):
     """Hidden Markov model fitted by Baum-Welch EM; see subclasses."""
 
     _emission_letters = {}
+    # True for emission densities that are never zero (Gaussian): a
+    # log-likelihood of -inf can then only be an overflow of its sum, and
+    # score raises for it as predict and predict_proba do.
+    _densities_never_zero = False
 
     __metadata_request__fit = {"sequence_ids": True}
     __metadata_request__score = {"sequence_ids": True, "sample_weight": True}
@@ -545,15 +552,30 @@ class BaseHMM(BaseEM):
                 offsets[first : stop + 1] - start_row,
             )
 
-    @staticmethod
-    def _require_possible(sequence_log_likelihood):
+    def _require_possible(self, sequence_log_likelihood):
         """State probabilities and paths are undefined for data of probability zero."""
         impossible = np.flatnonzero(np.asarray(sequence_log_likelihood) == -np.inf)
         if impossible.size:
-            raise ValueError(
-                f"Sequence(s) {impossible[:5].tolist()} have probability zero under the "
-                "model (log-likelihood -inf): their state probabilities are undefined."
+            raise ValueError(self._minus_infinity_message(f"Sequence(s) {impossible[:5].tolist()}"))
+
+    def _check_log_likelihood(self, log_likelihood):
+        if self._densities_never_zero and not np.isfinite(log_likelihood):
+            raise ValueError(self._minus_infinity_message("The data"))
+        super()._check_log_likelihood(log_likelihood)
+
+    def _minus_infinity_message(self, what):
+        """Why a log-likelihood is -inf: data of probability zero, or an overflow."""
+        if self._densities_never_zero:
+            return (
+                f"{what} lie too far from the model for double precision: the "
+                "log-likelihood is below -1.8e308 (every emission density is positive, "
+                "so it is not zero). Rescale X (e.g. with "
+                "sklearn.preprocessing.StandardScaler) or fit the model on data of that scale."
             )
+        return (
+            f"{what} have probability zero under the model (log-likelihood -inf): "
+            "their state probabilities are undefined."
+        )
 
     def _compute_log_likelihood(self, X):
         """log p(x_t | z_t = k) for every row and state (hmmlearn's name)."""
@@ -813,6 +835,8 @@ class BaseHMM(BaseEM):
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids, y=y, method="score")
         result = self._forward(X, offsets, keep_filtered=False)
+        if self._densities_never_zero:
+            self._require_possible(result.sequence_log_likelihood)
         if sample_weight is None:
             return result.log_likelihood
         sample_weight = _check_sample_weight(sample_weight, X)
@@ -832,7 +856,11 @@ class BaseHMM(BaseEM):
         log_likelihoods : ndarray of shape (n_sequences,)
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
-        return self._forward(X, offsets, keep_filtered=False).sequence_log_likelihood
+        result = self._forward(X, offsets, keep_filtered=False)
+        sequence_log_likelihood = result.sequence_log_likelihood
+        if self._densities_never_zero:
+            self._require_possible(sequence_log_likelihood)
+        return sequence_log_likelihood
 
     def score_samples(self, X, lengths=None, *, sequence_ids=None):
         """Log-likelihood of ``X`` and posterior state probabilities (as hmmlearn).

@@ -55,6 +55,29 @@ def moments_centre(observed, means):
     return np.ones(n_observed) @ observed / n_observed
 
 
+def check_data_scale(observed):
+    """Reject data whose squared deviations overflow: the moments EM sums.
+
+    The emission statistics are sums of (x - centre)^2 over the rows, with the
+    centre near the data mean (:func:`moments_centre`), and the initial
+    covariance is the data covariance.  Data beyond about sqrt(DBL_MAX / n)
+    of their mean would make these inf (and the covariances NaN).
+    """
+    n_observed = observed.shape[0]
+    if n_observed == 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = np.max(np.abs(observed - moments_centre(observed, None)))
+    limit = np.sqrt(np.finfo(np.float64).max / n_observed) / 2
+    if not spread <= limit:
+        raise ValueError(
+            f"X is too large for double precision: its entries lie up to {spread:.3g} from "
+            f"the data mean, and the sums of their squares that the Gaussian emissions need "
+            f"overflow (the limit for {n_observed} rows is {limit:.3g}). Rescale X, e.g. "
+            "with sklearn.preprocessing.StandardScaler."
+        )
+
+
 def observed_rows(X):
     """The rows of ``X`` without NaN (``X`` itself when there are no missing rows)."""
     missing = missing_rows(X)
@@ -188,11 +211,14 @@ def gaussian_density(means, covars, covariance_type):
     means = np.ascontiguousarray(means, dtype=np.float64)
     covars = np.asarray(covars, dtype=np.float64)
     diagonal = covariance_type in ("spherical", "diag")
+    # The kernel sums half the quadratic form, term by term: the 1/2 goes
+    # into the factors, so the sum overflows only when the log-density is
+    # below -DBL_MAX, not already at half of that.
     if diagonal:
         variances = (
             covars[:, None] * np.ones(n_features) if covariance_type == "spherical" else covars
         )
-        factors = np.ascontiguousarray(1.0 / variances)[:, None, :]  # precisions
+        factors = np.ascontiguousarray(0.5 / variances)[:, None, :]  # half precisions
         log_normalisers = -0.5 * (n_features * _LOG_2PI + np.sum(np.log(variances), axis=1))
     else:
         matrices = np.broadcast_to(covars, (n_components, n_features, n_features))
@@ -200,7 +226,8 @@ def gaussian_density(means, covars, covariance_type):
         # W_k = L_k^{-1}, lower triangular.  One batched call: scipy's triangular
         # solve goes through threaded BLAS, which costs milliseconds per tiny
         # matrix when the cores are busy.
-        factors = np.ascontiguousarray(np.tril(np.linalg.inv(choleskys)))  # whitening
+        whitening = np.tril(np.linalg.inv(choleskys))
+        factors = np.ascontiguousarray(whitening * np.sqrt(0.5))
         log_normalisers = -0.5 * n_features * _LOG_2PI - np.sum(
             np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1
         )
@@ -209,7 +236,7 @@ def gaussian_density(means, covars, covariance_type):
 
     def density(X, shift=None, out=None):
         log_density = np.empty((X.shape[0], n_components)) if out is None else out
-        _gaussian.log_density(
+        overflowed = _gaussian.log_density(
             X,
             means,
             factors,
@@ -219,6 +246,14 @@ def gaussian_density(means, covars, covariance_type):
             no_shift if shift is None else shift,
             shift is not None,
         )
+        if overflowed >= 0:
+            raise ValueError(
+                "X has a row too far from every Gaussian component for double precision "
+                f"(its largest entry in magnitude is {np.max(np.abs(X[overflowed])):.3g}): "
+                "its log-density is below -1.8e308 under every state. Rescale X (e.g. "
+                "with sklearn.preprocessing.StandardScaler) or refit the model on data "
+                "of that scale."
+            )
         return log_density
 
     return density
@@ -454,6 +489,7 @@ class GaussianHMM(BaseHMM):
     """
 
     _emission_letters = {"m": "means_", "c": "covars_"}
+    _densities_never_zero = True
 
     def __init__(
         self,
@@ -602,6 +638,7 @@ class GaussianHMM(BaseHMM):
     def _initialize_emissions(self, X, random_state):
         n_components, n_features = self.n_components, X.shape[1]
         observed = observed_rows(X)
+        check_data_scale(observed)
         means = self._initial_value("means_")
         if means is None:
             if observed.shape[0] < n_components:

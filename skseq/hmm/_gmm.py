@@ -8,6 +8,7 @@ from ._base import BaseHMM, dirichlet_map, fit_kmeans
 from ._gaussian import (
     COVARIANCE_TYPES,
     check_covars,
+    check_data_scale,
     check_positive_semidefinite,
     distribute_covariance,
     fill_covars,
@@ -106,6 +107,7 @@ class GMMHMM(BaseHMM):
     """
 
     _emission_letters = {"m": "means_", "c": "covars_", "w": "weights_"}
+    _densities_never_zero = True
 
     def __init__(
         self,
@@ -247,6 +249,7 @@ class GMMHMM(BaseHMM):
     def _initialize_emissions(self, X, random_state):
         n_components, n_mix, n_features = self.n_components, self.n_mix, X.shape[1]
         observed = observed_rows(X)
+        check_data_scale(observed)
         if observed.shape[0] < n_components * n_mix and self._initial_value("means_") is None:
             raise ValueError(
                 f"n_components * n_mix = {n_components * n_mix} components need at least as "

@@ -5,6 +5,15 @@ Usable on its own with any parameters; the estimators call these functions.
 
 from .hmm import ForwardBackwardResult, ForwardResult, forward, forward_backward, viterbi
 from .kalman import KalmanFilterResult, KalmanSmootherResult, kalman_filter, kalman_smoother
+from .s4d import (
+    ConvolutionGradients,
+    ConvolutionSpectra,
+    S4DKernelGradients,
+    causal_convolution,
+    causal_convolution_backward,
+    s4d_kernel,
+    s4d_kernel_backward,
+)
 from .scan import ScanGradients, ScanResult, selective_scan, selective_scan_backward
 
 __all__ = [
@@ -21,4 +30,11 @@ __all__ = [
     "selective_scan_backward",
     "ScanResult",
     "ScanGradients",
+    "s4d_kernel",
+    "s4d_kernel_backward",
+    "S4DKernelGradients",
+    "causal_convolution",
+    "causal_convolution_backward",
+    "ConvolutionSpectra",
+    "ConvolutionGradients",
 ]

@@ -4,14 +4,15 @@ These functions take log-probabilities and work for any emission model: the
 caller computes ``log_frameprob[t, j] = log p(x_t | z_t = j)``.  Several
 sequences are passed concatenated, with ``lengths``.
 
-The forward-backward recursions are scaled (MATH.md §2): each row of
-``log_frameprob`` is shifted by its maximum and exponentiated, and the forward
-message is rescaled whenever its mass falls below 2^-64, so nothing underflows
-however long the sequence.  One case remains: with zeros in the transition
-matrix (left-right models) a state's probability can fall below about 1e-289
-relative to the others, be lost, and be needed later.  The kernels detect it
-(a row's mass below the smallest normal double) and only those sequences are
-redone in log space.
+The forward-backward recursions are scaled (see "Scaling with max-shifted
+emissions" in doc/user_guide/hmm.rst): each row of ``log_frameprob`` is
+shifted by its maximum and exponentiated, and the forward message is rescaled
+whenever its mass falls below 2^-64, so nothing underflows because the
+sequence is long.  What can still underflow is a state's probability relative
+to the others (zeros in the transition matrix, emissions more than ~708 nats
+apart): the kernels bound the effect of every such loss on the results and
+flag the sequences where it could exceed 2^-40 relative ("When the scaled
+recursions are exact" in the same guide); only those are redone in log space.
 Viterbi runs in log space.
 """
 
@@ -74,10 +75,25 @@ class ForwardResult(NamedTuple):
     log_predictive: np.ndarray
 
 
+def _real_array(value, name):
+    """``value`` as a float64 array; complex or non-numeric input is a TypeError.
+
+    ``np.asarray(..., dtype=np.float64)`` would drop an imaginary part with
+    only a warning.
+    """
+    array = np.asarray(value)
+    if np.iscomplexobj(array):
+        raise TypeError(f"{name} must be real, got complex values (dtype {array.dtype}).")
+    try:
+        return np.asarray(array, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be an array of real numbers: {error}") from None
+
+
 def _check_log_probabilities(log_startprob, log_transmat, log_frameprob):
-    log_startprob = np.asarray(log_startprob, dtype=np.float64)
-    log_transmat = np.asarray(log_transmat, dtype=np.float64)
-    log_frameprob = np.asarray(log_frameprob, dtype=np.float64)
+    log_startprob = _real_array(log_startprob, "log_startprob")
+    log_transmat = _real_array(log_transmat, "log_transmat")
+    log_frameprob = _real_array(log_frameprob, "log_frameprob")
     if log_startprob.ndim != 1 or log_startprob.size == 0:
         raise ValueError(
             f"log_startprob must be a non-empty 1-D array, got shape {log_startprob.shape}."
@@ -139,13 +155,15 @@ def _logs(startprob, transmat):
 def _log_predictive(scale, shift, offsets, sequence_log_likelihood):
     """log p(x_t | x_<t) = log c_t + shift_t in place of ``scale``, and per-sequence sums.
 
-    Sequences marked NaN (underflowed) are left to the log-space redo.
+    Sequences marked NaN (flagged by the kernel) are left to the log-space redo.
     """
     with np.errstate(invalid="ignore"):
         np.log(scale, out=scale)
     scale += shift
     finite = ~np.isnan(sequence_log_likelihood)
-    sequence_log_likelihood[finite] = np.add.reduceat(scale, offsets[:-1])[finite]
+    # A sum below -DBL_MAX is -inf (the estimators report it).
+    with np.errstate(over="ignore"):
+        sequence_log_likelihood[finite] = np.add.reduceat(scale, offsets[:-1])[finite]
     return np.flatnonzero(~finite)
 
 
@@ -171,26 +189,41 @@ def _longest(offsets):
 
 
 def _frame(log_frameprob, shift, buffers=None):
-    """The exponentiated frame, and the log-emissions for a log-space redo."""
+    """The exponentiated frame, its shift, and a function giving the shifted
+    log-emissions for a log-space redo (computed only if one is needed)."""
     log_frameprob = _contiguous(log_frameprob)
     if shift is None:
         frame, shift = shifted_frame(log_frameprob, buffers)
-        return frame, shift, lambda: log_frameprob
+
+        def shifted_log_frame():
+            shifted = np.empty_like(log_frameprob)
+            _hmm.shift_rows(log_frameprob, shifted, np.empty_like(shift))
+            return shifted
+
+        return frame, shift, shifted_log_frame
     frame = np.exp(log_frameprob, out=work_array(buffers, "frame", log_frameprob.shape))
-    return frame, shift, lambda: log_frameprob + shift[:, None]
+    return frame, shift, lambda: log_frameprob
 
 
-def _redo_underflowed(log_kernel, startprob, transmat, unshifted, offsets, shift, arrays):
+def _redo_flagged(log_kernel, startprob, transmat, shifted_log_frame, offsets, shift, arrays):
     """Log predictive densities from the scale factors (``arrays[1]``), and the
-    sequences whose scaled recursion underflowed redone by ``log_kernel``.
+    sequences the scaled recursion flagged redone by ``log_kernel``.
 
     ``arrays`` are the kernel's outputs, log predictive densities second and
-    per-sequence log-likelihoods third.
+    per-sequence log-likelihoods third (NaN for a flagged sequence).
     """
-    underflowed = _log_predictive(arrays[1], shift, offsets, arrays[2])
-    if underflowed.size:
+    flagged = _log_predictive(arrays[1], shift, offsets, arrays[2])
+    if flagged.size:
         log_start, log_trans = _logs(startprob, transmat)
-        log_kernel(log_start, log_trans, unshifted(), offsets, underflowed, *arrays)
+        log_kernel(
+            log_start,
+            log_trans,
+            shifted_log_frame(),
+            _contiguous(shift),
+            offsets,
+            flagged,
+            *arrays,
+        )
 
 
 def forward_backward_offsets(
@@ -212,9 +245,9 @@ def forward_backward_offsets(
     densities unless ``posteriors`` is given, are kept in reused arrays: the
     caller must consume them before the next call.  ``posteriors`` and
     ``sequence_log_likelihood``, when given, are filled in place.
-    Sequences whose scaled recursion underflows are redone in log space.
+    Sequences the scaled recursion flags are redone in log space.
     """
-    frame, shift, unshifted = _frame(log_frameprob, shift, buffers)
+    frame, shift, shifted_log_frame = _frame(log_frameprob, shift, buffers)
     n_samples, n_states = frame.shape
     startprob, transmat = _contiguous(startprob), _contiguous(transmat)
     if posteriors is None:
@@ -226,9 +259,9 @@ def forward_backward_offsets(
     transition_counts = np.zeros((n_states, n_states))
     arrays = (posteriors, log_predictive, sequence_log_likelihood, start_counts, transition_counts)
     alpha = work_array(buffers, "alpha", (_longest(offsets), n_states))
-    _hmm.forward_backward(startprob, transmat, frame, offsets, *arrays, alpha)
-    _redo_underflowed(
-        _hmm.log_forward_backward, startprob, transmat, unshifted, offsets, shift, arrays
+    _hmm.forward_backward(startprob, transmat, frame, _contiguous(shift), offsets, *arrays, alpha)
+    _redo_flagged(
+        _hmm.log_forward_backward, startprob, transmat, shifted_log_frame, offsets, shift, arrays
     )
     return ForwardBackwardResult(
         float(sequence_log_likelihood.sum()),
@@ -257,9 +290,9 @@ def forward_offsets(
     ``shift`` and ``buffers`` as in :func:`forward_backward_offsets`; the
     outputs ``filtered``, ``log_predictive`` and ``sequence_log_likelihood``,
     when given, are filled in place (otherwise ``filtered`` is a work array).
-    Sequences whose scaled recursion underflows are redone in log space.
+    Sequences the scaled recursion flags are redone in log space.
     """
-    frame, shift, unshifted = _frame(log_frameprob, shift, buffers)
+    frame, shift, shifted_log_frame = _frame(log_frameprob, shift, buffers)
     n_samples, n_states = frame.shape
     startprob, transmat = _contiguous(startprob), _contiguous(transmat)
     if filtered is None:
@@ -269,8 +302,8 @@ def forward_offsets(
     if sequence_log_likelihood is None:
         sequence_log_likelihood = np.empty(len(offsets) - 1)
     arrays = (filtered, log_predictive, sequence_log_likelihood)
-    _hmm.forward(startprob, transmat, frame, offsets, *arrays)
-    _redo_underflowed(_hmm.log_forward, startprob, transmat, unshifted, offsets, shift, arrays)
+    _hmm.forward(startprob, transmat, frame, _contiguous(shift), offsets, *arrays)
+    _redo_flagged(_hmm.log_forward, startprob, transmat, shifted_log_frame, offsets, shift, arrays)
     return ForwardResult(
         float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
     )

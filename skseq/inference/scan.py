@@ -29,6 +29,7 @@ import numpy as np
 from .._kernels import load
 from .._parallel import ThreadRunner
 from .._validation import check_bool_param, check_n_jobs, check_scalar_param
+from ._checks import checked_array, working_dtype
 
 _scan = load("_scan")
 
@@ -74,15 +75,6 @@ class ScanGradients(NamedTuple):
     ddelta_bias: np.ndarray | None
 
 
-def _working_dtype(u):
-    """float32 for float32 ``u``; float64 for any other real ``u``."""
-    if u.dtype.kind == "c":
-        raise TypeError("u must be real; complex inputs are not supported.")
-    if u.dtype.kind not in "fiub":
-        raise TypeError(f"u must be a numeric array, got dtype {u.dtype}.")
-    return np.dtype(np.float32) if u.dtype == np.float32 else np.dtype(np.float64)
-
-
 def _require(**arrays):
     """Raise a TypeError naming the first required array argument that is None."""
     for name, value in arrays.items():
@@ -90,43 +82,13 @@ def _require(**arrays):
             raise TypeError(f"{name} is required: pass an array, got None.")
 
 
-def _checked(name, value, dtype, shape=None):
-    """C-contiguous finite array of ``dtype``; raises naming ``name``."""
-    array = np.asarray(value)
-    if array.dtype.kind == "c":
-        raise TypeError(
-            f"{name} must be real; complex inputs (complex A, B or C) are not supported."
-        )
-    if array.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}.")
-    if shape is not None and array.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {array.shape}.")
-    array = np.ascontiguousarray(array, dtype=dtype)
-    if not _all_finite(array):
-        raise ValueError(f"{name} contains NaN or infinity.")
-    return array
-
-
-def _all_finite(array):
-    """Whether no entry is NaN or infinite, without a temporary of the array's size.
-
-    A NaN or an infinity makes the float64 sum non-finite; only when the sum
-    is not finite (which an overflow of large finite values can also cause)
-    are the entries checked one by one.
-    """
-    with np.errstate(over="ignore", invalid="ignore"):
-        if np.isfinite(np.sum(array, dtype=np.float64)):
-            return True
-    return bool(np.isfinite(array).all())
-
-
 def _checked_projection(name, value, dtype, batch, n_channels, n_state, length):
     """B or C: (channels, N) time-invariant or (batch, N, length) selective."""
     array = np.asarray(value)
     if array.ndim == 2:
-        return _checked(name, array, dtype, (n_channels, n_state)), False
+        return checked_array(name, array, dtype, (n_channels, n_state)), False
     if array.ndim == 3:
-        return _checked(name, array, dtype, (batch, n_state, length)), True
+        return checked_array(name, array, dtype, (batch, n_state, length)), True
     raise ValueError(
         f"{name} must have shape (channels, N) = {(n_channels, n_state)} (time-invariant) or "
         f"(batch, N, length) = {(batch, n_state, length)} (selective), got {array.shape}."
@@ -141,29 +103,29 @@ def _check_inputs(u, delta, A, B, C, D, z, delta_bias, dout=None):
     """
     _require(u=u, delta=delta, A=A, B=B, C=C)
     u = np.asarray(u)
-    dtype = _working_dtype(u)
+    dtype = working_dtype("u", u)
     if u.ndim != 3:
         raise ValueError(f"u must have shape (batch, channels, length), got {u.shape}.")
-    u = _checked("u", u, dtype)
+    u = checked_array("u", u, dtype)
     batch, n_channels, length = u.shape
-    delta = _checked("delta", delta, dtype, u.shape)
+    delta = checked_array("delta", delta, dtype, u.shape)
     A = np.asarray(A)
     if A.ndim != 2 or A.shape[0] != n_channels:
         raise ValueError(f"A must have shape (channels, N) = ({n_channels}, N), got {A.shape}.")
     if A.shape[1] == 0:
         raise ValueError("A must have at least one state (N >= 1).")
-    A = _checked("A", A, dtype)
+    A = checked_array("A", A, dtype)
     n_state = A.shape[1]
     B, selective_B = _checked_projection("B", B, dtype, batch, n_channels, n_state, length)
     C, selective_C = _checked_projection("C", C, dtype, batch, n_channels, n_state, length)
     if D is not None:
-        D = _checked("D", D, dtype, (n_channels,))
+        D = checked_array("D", D, dtype, (n_channels,))
     if z is not None:
-        z = _checked("z", z, dtype, u.shape)
+        z = checked_array("z", z, dtype, u.shape)
     if delta_bias is not None:
-        delta_bias = _checked("delta_bias", delta_bias, dtype, (n_channels,))
+        delta_bias = checked_array("delta_bias", delta_bias, dtype, (n_channels,))
     if dout is not None:
-        dout = _checked("dout", dout, dtype, u.shape)
+        dout = checked_array("dout", dout, dtype, u.shape)
     return u, delta, A, B, C, D, z, delta_bias, dout, selective_B, selective_C
 
 

@@ -1,4 +1,4 @@
-"""The Mamba block: a gated, selective state-space sequence mixer (MATH.md §5).
+"""The Mamba block: a gated, selective state-space sequence mixer.
 
 For an input ``x`` of shape ``(batch, length, d_model)`` and
 ``d_inner = expand * d_model``:
@@ -20,6 +20,10 @@ For an input ``x`` of shape ``(batch, length, d_model)`` and
 ``D = 1``, and ``b_Δ = softplus⁻¹(Δ₀)`` with ``Δ₀`` log-uniform in
 [1e-3, 1e-1].  The scan kernel does the recurrence (and, in its backward
 pass, recomputes the states); everything here is matmuls on whole arrays.
+
+Steps 1, 2 and 6 and the gate are :class:`GatedSSMBlock`, shared with the
+S4D block (:mod:`skseq.neural._s4d`), which replaces steps 3 to 5 by a
+time-invariant SSM.  The maths is in the user guide (:ref:`selective_ssm`).
 """
 
 import numpy as np
@@ -28,7 +32,7 @@ from ..inference.scan import selective_scan, selective_scan_backward
 from ._layers import CausalDepthwiseConv1d, Layer, Linear, SiLU, inverse_softplus
 from ._network import ResidualSequenceNetwork
 
-__all__ = ["MambaBlock", "make_mamba_network", "resolve_dt_rank"]
+__all__ = ["GatedSSMBlock", "MambaBlock", "make_mamba_network", "resolve_dt_rank"]
 
 DT_MIN = 1e-3
 DT_MAX = 1e-1
@@ -46,7 +50,105 @@ def _channels_major(array):
     return np.ascontiguousarray(array.transpose(0, 2, 1))
 
 
-class MambaBlock(Layer):
+class GatedSSMBlock(Layer):
+    """The structure of a Mamba block around its state-space sequence mixer.
+
+    ``in_proj`` maps the input to ``2 * d_inner`` channels, split into the
+    SSM input ``v`` and the gate ``z``; ``u = silu(conv(v))`` (causal
+    depthwise convolution); the mixer maps ``u`` to ``y`` and gates it,
+    ``y * silu(z)``; ``out_proj`` maps the ``d_inner`` channels back to
+    ``d_model``.  Subclasses supply the mixer: ``_mixer_layers()`` (its
+    linear layers, initialised after ``conv`` and before ``out_proj``),
+    ``_init_mixer_parameters``, ``_decayed_mixer_parameters``, ``_mix`` and
+    ``_mix_backward``.  Two blocks with different mixers differ in nothing
+    else.
+
+    Parameters
+    ----------
+    name : str
+    d_model : int
+        Width of the residual stream.
+    d_conv : int
+        Taps of the causal depthwise convolution.
+    expand : int
+        ``d_inner = expand * d_model`` channels inside the block.
+    out_init_scale : float, default=1.0
+        Multiplies the initial range of ``out_proj``.
+    """
+
+    def __init__(self, name, d_model, d_conv, expand, *, out_init_scale=1.0):
+        super().__init__(name)
+        self.d_model = d_model
+        self.d_conv = d_conv
+        self.expand = expand
+        self.d_inner = expand * d_model
+        self.in_proj = Linear(self.key("in_proj"), d_model, 2 * self.d_inner, bias=False)
+        self.conv = CausalDepthwiseConv1d(self.key("conv"), self.d_inner, d_conv)
+        self.activation = SiLU(self.key("silu"))
+        self.out_proj = Linear(
+            self.key("out_proj"), self.d_inner, d_model, bias=False, init_scale=out_init_scale
+        )
+
+    def _linear_layers(self):
+        return [self.in_proj, self.conv, *self._mixer_layers(), self.out_proj]
+
+    def _mixer_layers(self):
+        return []
+
+    def _init_mixer_parameters(self, random_state, dtype):
+        raise NotImplementedError
+
+    def _decayed_mixer_parameters(self):
+        return []
+
+    def _mix(self, parameters, activated, gate):
+        """Gated mixer output ``(batch, length, d_inner)`` for ``u`` and ``z``, and a cache."""
+        raise NotImplementedError
+
+    def _mix_backward(self, parameters, grad_mixed, cache):
+        """Gradients ``(grad_u, grad_z, grads)`` given that of the gated mixer output."""
+        raise NotImplementedError
+
+    def init_parameters(self, random_state, dtype):
+        parameters = {}
+        for layer in self._linear_layers():
+            parameters.update(layer.init_parameters(random_state, dtype))
+        parameters.update(self._init_mixer_parameters(random_state, dtype))
+        return parameters
+
+    def decayed_parameters(self):
+        keys = [key for layer in self._linear_layers() for key in layer.decayed_parameters()]
+        return keys + self._decayed_mixer_parameters()
+
+    def forward(self, parameters, inputs):
+        d_inner = self.d_inner
+        projected, in_cache = self.in_proj.forward(parameters, inputs)
+        ssm_input, gate = projected[..., :d_inner], projected[..., d_inner:]
+        convolved, conv_cache = self.conv.forward(parameters, ssm_input)
+        activated, activation_cache = self.activation.forward(parameters, convolved)
+        mixed, mixer_cache = self._mix(parameters, activated, gate)
+        outputs, out_cache = self.out_proj.forward(parameters, mixed)
+        return outputs, (in_cache, conv_cache, activation_cache, mixer_cache, out_cache)
+
+    def backward(self, parameters, grad_outputs, cache):
+        in_cache, conv_cache, activation_cache, mixer_cache, out_cache = cache
+        grads = {}
+        grad_mixed, layer_grads = self.out_proj.backward(parameters, grad_outputs, out_cache)
+        grads.update(layer_grads)
+        grad_activated, grad_gate, mixer_grads = self._mix_backward(
+            parameters, grad_mixed, mixer_cache
+        )
+        grads.update(mixer_grads)
+        grad_convolved, _ = self.activation.backward(parameters, grad_activated, activation_cache)
+        grad_ssm_input, layer_grads = self.conv.backward(parameters, grad_convolved, conv_cache)
+        grads.update(layer_grads)
+        grad_projected = np.concatenate([grad_ssm_input, grad_gate], axis=-1)
+        grad_inputs, layer_grads = self.in_proj.backward(parameters, grad_projected, in_cache)
+        grads.update(layer_grads)
+        return grad_inputs, grads
+
+
+class MambaBlock(GatedSSMBlock):
     """One Mamba mixer, without its residual connection and norm.
 
     Parameters
@@ -78,27 +180,17 @@ class MambaBlock(Layer):
     """
 
     def __init__(self, name, d_model, d_state, d_conv, expand, dt_rank, *, out_init_scale=1.0):
-        super().__init__(name)
-        self.d_model = d_model
+        super().__init__(name, d_model, d_conv, expand, out_init_scale=out_init_scale)
         self.d_state = d_state
-        self.d_conv = d_conv
-        self.expand = expand
         self.dt_rank = dt_rank
-        self.d_inner = expand * d_model
-        self.in_proj = Linear(self.key("in_proj"), d_model, 2 * self.d_inner, bias=False)
-        self.conv = CausalDepthwiseConv1d(self.key("conv"), self.d_inner, d_conv)
-        self.activation = SiLU(self.key("silu"))
         self.x_proj = Linear(self.key("x_proj"), self.d_inner, dt_rank + 2 * d_state, bias=False)
         self.dt_proj = Linear(self.key("dt_proj"), dt_rank, self.d_inner, bias=False)
-        self.out_proj = Linear(
-            self.key("out_proj"), self.d_inner, d_model, bias=False, init_scale=out_init_scale
-        )
-        self._linear_layers = [self.in_proj, self.conv, self.x_proj, self.dt_proj, self.out_proj]
 
-    def init_parameters(self, random_state, dtype):
+    def _mixer_layers(self):
+        return [self.x_proj, self.dt_proj]
+
+    def _init_mixer_parameters(self, random_state, dtype):
         parameters = {}
-        for layer in self._linear_layers:
-            parameters.update(layer.init_parameters(random_state, dtype))
         log_dt = random_state.uniform(np.log(DT_MIN), np.log(DT_MAX), size=self.d_inner)
         parameters[self.key("dt_bias")] = inverse_softplus(np.exp(log_dt)).astype(dtype)
         state_index = np.arange(1, self.d_state + 1, dtype=np.float64)
@@ -108,15 +200,8 @@ class MambaBlock(Layer):
         parameters[self.key("D")] = np.ones(self.d_inner, dtype=dtype)
         return parameters
 
-    def decayed_parameters(self):
-        return [key for layer in self._linear_layers for key in layer.decayed_parameters()]
-
-    def forward(self, parameters, inputs):
-        d_inner, dt_rank, d_state = self.d_inner, self.dt_rank, self.d_state
-        projected, in_cache = self.in_proj.forward(parameters, inputs)
-        ssm_input, gate = projected[..., :d_inner], projected[..., d_inner:]
-        convolved, conv_cache = self.conv.forward(parameters, ssm_input)
-        activated, activation_cache = self.activation.forward(parameters, convolved)
+    def _mix(self, parameters, activated, gate):
+        dt_rank, d_state = self.dt_rank, self.d_state
         selection, x_proj_cache = self.x_proj.forward(parameters, activated)
         step_input = selection[..., :dt_rank]
         delta, dt_proj_cache = self.dt_proj.forward(parameters, step_input)
@@ -133,36 +218,14 @@ class MambaBlock(Layer):
             delta_bias=parameters[self.key("dt_bias")],
         )
         scanned, _ = selective_scan(**scan_inputs, delta_softplus=True)
-        outputs, out_cache = self.out_proj.forward(
-            parameters, np.ascontiguousarray(scanned.transpose(0, 2, 1))
-        )
-        cache = (
-            in_cache,
-            conv_cache,
-            activation_cache,
-            x_proj_cache,
-            dt_proj_cache,
-            scan_inputs,
-            out_cache,
-        )
-        return outputs, cache
+        mixed = np.ascontiguousarray(scanned.transpose(0, 2, 1))
+        return mixed, (x_proj_cache, dt_proj_cache, scan_inputs)
 
-    def backward(self, parameters, grad_outputs, cache):
-        (
-            in_cache,
-            conv_cache,
-            activation_cache,
-            x_proj_cache,
-            dt_proj_cache,
-            scan_inputs,
-            out_cache,
-        ) = cache
+    def _mix_backward(self, parameters, grad_mixed, cache):
+        x_proj_cache, dt_proj_cache, scan_inputs = cache
         grads = {}
-        grad_scanned, layer_grads = self.out_proj.backward(parameters, grad_outputs, out_cache)
-        grads.update(layer_grads)
-
         scan_grads = selective_scan_backward(
-            _channels_major(grad_scanned), **scan_inputs, delta_softplus=True
+            _channels_major(grad_mixed), **scan_inputs, delta_softplus=True
         )
         grads[self.key("A_log")] = scan_grads.dA * scan_inputs["A"]
         grads[self.key("D")] = scan_grads.dD
@@ -183,13 +246,7 @@ class MambaBlock(Layer):
         grad_activated, layer_grads = self.x_proj.backward(parameters, grad_selection, x_proj_cache)
         grads.update(layer_grads)
         grad_activated += scan_grads.du.transpose(0, 2, 1)
-        grad_convolved, _ = self.activation.backward(parameters, grad_activated, activation_cache)
-        grad_ssm_input, layer_grads = self.conv.backward(parameters, grad_convolved, conv_cache)
-        grads.update(layer_grads)
-        grad_projected = np.concatenate([grad_ssm_input, scan_grads.dz.transpose(0, 2, 1)], axis=-1)
-        grad_inputs, layer_grads = self.in_proj.backward(parameters, grad_projected, in_cache)
-        grads.update(layer_grads)
-        return grad_inputs, grads
+        return grad_activated, scan_grads.dz.transpose(0, 2, 1), grads
 
 
 def make_mamba_network(

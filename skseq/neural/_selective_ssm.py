@@ -2,13 +2,14 @@
 
 from ..base import check_scalar_param
 from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
+from ._docstrings import fitted_attributes, training_parameters
 from ._mamba import make_mamba_network
 from ._validation import check_positive_int
 
 __all__ = ["SelectiveSSMRegressor", "SelectiveSSMClassifier"]
 
 
-_COMMON_PARAMETERS = """\
+_ARCHITECTURE_PARAMETERS = """\
     d_model : int, default=32
         Width of the residual stream; the input is projected from
         ``n_features`` to ``d_model`` channels.
@@ -22,86 +23,20 @@ _COMMON_PARAMETERS = """\
         Channels inside a block: ``d_inner = expand * d_model``.
     dt_rank : int or "auto", default="auto"
         Rank of the step-size projection; "auto" is ``ceil(d_model / 16)``.
-    learning_rate_init : float, default=1e-3
-        Adam's step size.
-    beta_1, beta_2 : float, default=0.9, 0.999
-        Adam's decay rates of the first and second moment estimates, in [0, 1).
-    epsilon : float, default=1e-8
-        Adam's denominator offset.
+"""
+
+_WEIGHT_DECAY = """\
     weight_decay : float, default=0.0
         Decoupled (AdamW) weight decay: each update also multiplies the
         projection matrices and convolution filters by
         ``1 - learning_rate_init * weight_decay``, outside the adaptive
         moments. Biases, norm gains and the SSM's ``A_log``, ``D`` and step
         bias are not decayed.
-    batch_size : int, default=32
-        Sequences per minibatch (capped at the number of sequences).
-    max_iter : int, default=200
-        Maximum number of epochs (passes over the data) of :meth:`fit`.
-    shuffle : bool, default=True
-        Shuffle the sequences before every epoch.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the initial weights, the shuffling and the validation split; an
-        int gives bitwise-identical fits (for a fixed ``n_jobs``).
-    max_grad_norm : float or None, default=1.0
-        Clip the gradient of each minibatch to this global Euclidean norm;
-        None disables clipping.
-    early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the sequences (stratified for
-        per-sequence labels) and stop when the validation score has not
-        improved by ``tol`` for ``n_iter_no_change`` epochs; the weights of
-        the best epoch are kept.  Ignored by :meth:`partial_fit`.
-    validation_fraction : float, default=0.1
-        Share of the sequences held out for early stopping, in (0, 1).
-    n_iter_no_change : int, default=10
-        Epochs without improvement by ``tol`` (of the training loss, or of the
-        validation score with early stopping) after which :meth:`fit` stops.
-    tol : float, default=1e-4
-        Improvement threshold of the stopping rule.
-    verbose : int, default=0
-        1 prints the loss (and validation score) of every epoch and its time
-        to stderr; 2 also prints every minibatch.
-    warm_start : bool, default=False
-        Let :meth:`fit` continue from the previous weights and optimiser state.
-    n_jobs : int or None, default=None
-        Threads (joblib) over shards of each minibatch, whose gradients are
-        summed, and over chunks of sequences in prediction. The result equals
-        ``n_jobs=1`` up to floating-point rounding. None means 1. BLAS is held
-        to one thread inside fit and predict: the matrices are small, and a
-        multi-threaded BLAS only slows them down.
-    dtype : {"float32", "float64"}, default="float32"
-        Working precision of the network: float32 trains about twice as fast,
-        float64 serves gradient checks."""
+"""
 
-_COMMON_ATTRIBUTES = """\
-    n_features_in_ : int
-        Columns of 2-D ``X`` (each a time step, as scikit-learn counts
-        features; :meth:`predict` then needs as many), or features per step of
-        3-D ``X`` (any sequence length can then be predicted).
-    feature_names_in_ : ndarray of str
-        Column names of a 2-D ``X`` given as a DataFrame with string column
-        names.
-    per_step_ : bool
-        Whether the model reads out every step (per-step targets) or only the
-        last one.
-    n_outputs_ : int
-        Outputs of the read-out head at each read-out position.
-    network_ : ResidualSequenceNetwork
-        The layers (input projection, Mamba blocks, final RMSNorm, head).
-    parameters_ : dict of ndarray
-        The network's weights, keyed by layer and parameter name.
-    loss_curve_ : list of float
-        Mean training loss of each epoch.
-    best_loss_ : float or None
-        Lowest training loss reached (None with early stopping).
-    validation_scores_ : list of float or None
-        Validation score of each epoch with early stopping, else None.
-    best_validation_score_ : float or None
-        Best validation score with early stopping, else None.
-    n_iter_ : int
-        Epochs run (fit and partial_fit together).
-    t_ : int
-        Training sequences processed."""
+_COMMON_PARAMETERS = _ARCHITECTURE_PARAMETERS + training_parameters(_WEIGHT_DECAY)
+
+_COMMON_ATTRIBUTES = fitted_attributes("Mamba blocks")
 
 _MODEL_NOTES = """\
     Each Mamba block maps the normalised residual stream through an input

@@ -1,0 +1,411 @@
+"""Exact or loud: HMM inference on hard inputs against enumeration and log space.
+
+The scaled forward-backward must give what log-space forward-backward gives
+whenever that is finite (log-likelihood to 1e-9 relative, posteriors and
+counts to 1e-9 absolute), or detect that it cannot and redo the sequence in
+log space.  The inputs here are built to break it: log-emissions spread over
+thousands of nats within a row, rows that put a state just across the
+subnormal range, zeros in the start vector and the transition matrix,
+unreachable states and impossible rows.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.special import logsumexp
+from test_inference_hmm import brute_force
+from test_inference_hmm import brute_force_posteriors as _brute_force_posteriors
+
+from skseq import GaussianHMM
+from skseq._sequences import sequence_offsets
+from skseq.inference import forward, forward_backward, viterbi
+from skseq.inference import hmm as inference_hmm
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+# Offsets (nats below the row's best state) around where exp() leaves the
+# normal range (-708.4) and underflows to zero (-745.1).
+EDGES = np.array([-700.0, -708.0, -712.0, -725.0, -740.0, -745.0, -750.0, -800.0, -1500.0])
+
+
+def brute_force_posteriors(log_start, log_trans, log_frame):
+    """Enumeration of all paths (NaN-free weights for impossible sequences)."""
+    with np.errstate(invalid="ignore"):
+        return _brute_force_posteriors(log_start, log_trans, log_frame)
+
+
+def hard_model(seed, n_states, n_rows, spread, p_edge, p_inf, p_zero, unreachable):
+    """log start, log transmat and log-emissions of a model made to be hard."""
+    rng = np.random.default_rng(seed)
+    start = rng.dirichlet(np.ones(n_states))
+    trans = rng.dirichlet(np.ones(n_states), size=n_states)
+    trans[rng.random((n_states, n_states)) < p_zero] = 0.0
+    start[rng.random(n_states) < p_zero] = 0.0
+    if unreachable and n_states > 2:
+        # The last state: never at the start and entered from no state but itself.
+        trans[:-1, -1] = 0.0
+        start[-1] = 0.0
+    if rng.random() < 0.3:
+        trans[trans > 0] *= rng.choice([1.0, 1e-30, 1e-300], size=np.count_nonzero(trans > 0))
+    for row in trans:
+        if not row.any():
+            row[rng.integers(max(n_states - 1, 1))] = 1.0
+    if not start.any():
+        start[0] = 1.0
+    start /= start.sum()
+    trans /= trans.sum(axis=1, keepdims=True)
+    log_frame = rng.uniform(-spread, 0.0, (n_rows, n_states))
+    edge = rng.random((n_rows, n_states)) < p_edge
+    log_frame[edge] = rng.choice(EDGES, size=np.count_nonzero(edge))
+    log_frame[rng.random((n_rows, n_states)) < p_inf] = -np.inf
+    log_frame += rng.uniform(-2000.0, 2000.0, (n_rows, 1))  # any level, row by row
+    with np.errstate(divide="ignore"):
+        return np.log(start), np.log(trans), log_frame
+
+
+@st.composite
+def hard_models(draw, max_states, min_rows, max_rows, max_paths=None):
+    n_states = draw(st.integers(1, max_states))
+    longest = max_rows
+    while max_paths is not None and n_states**longest > max_paths:
+        longest -= 1
+    return hard_model(
+        draw(st.integers(0, 2**32 - 1)),
+        n_states,
+        draw(st.integers(min(min_rows, longest), longest)),
+        draw(st.sampled_from([1.0, 50.0, 700.0, 2000.0])),
+        draw(st.sampled_from([0.0, 0.2, 0.5])),
+        draw(st.sampled_from([0.0, 0.1])),
+        draw(st.sampled_from([0.0, 0.3, 0.6])),
+        draw(st.booleans()),
+    )
+
+
+def normalised_log_space_reference(log_start, log_trans, log_frame):
+    """Forward-backward in log space with numpy, each row's message normalised
+    (logsumexp 0): its rounding does not grow with the log-likelihood, unlike
+    test_inference_hmm.log_space_reference, so it serves long sequences."""
+    n_rows, n_states = log_frame.shape
+    log_alpha = np.empty((n_rows, n_states))
+    log_scale = np.empty(n_rows)
+    previous = log_start
+    for t in range(n_rows):
+        if t:
+            previous = logsumexp(log_alpha[t - 1][:, None] + log_trans, axis=0)
+        row = previous + log_frame[t]
+        log_scale[t] = logsumexp(row)
+        if log_scale[t] == -np.inf:
+            return -np.inf, None, None
+        log_alpha[t] = row - log_scale[t]
+    log_beta = np.zeros((n_rows, n_states))
+    for t in range(n_rows - 2, -1, -1):
+        following = log_frame[t + 1] + log_beta[t + 1] - log_scale[t + 1]
+        log_beta[t] = logsumexp(log_trans + following, axis=1)
+    posteriors = np.exp(log_alpha + log_beta)
+    counts = np.zeros((n_states, n_states))
+    for t in range(n_rows - 1):
+        following = log_frame[t + 1] + log_beta[t + 1] - log_scale[t + 1]
+        counts += np.exp(log_alpha[t][:, None] + log_trans + following)
+    return log_scale.sum(), posteriors, counts
+
+
+def rounding_scale(log_frame):
+    """The magnitude of the log-emissions summed over rows: any method rounds
+    the log-likelihood to about 1e-16 of it (absolute)."""
+    finite = np.where(np.isfinite(log_frame), np.abs(log_frame), 0.0)
+    return float(finite.max(axis=1).sum()) + log_frame.shape[0]
+
+
+def assert_log_likelihood(actual, expected, log_frame):
+    if expected == -np.inf:
+        assert actual == -np.inf
+        return
+    np.testing.assert_allclose(actual, expected, rtol=1e-9, atol=1e-13 * rounding_scale(log_frame))
+
+
+HARD = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+
+
+@HARD
+@given(hard_models(max_states=5, min_rows=1, max_rows=8, max_paths=4096))
+def test_forward_backward_matches_enumeration_on_hard_inputs(model):
+    log_start, log_trans, log_frame = model
+    log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(
+        log_start, log_trans, log_frame
+    )
+    result = forward_backward(log_start, log_trans, log_frame)
+    for array in result[1:]:
+        assert not np.isnan(array).any()
+    assert_log_likelihood(result.log_likelihood, log_likelihood, log_frame)
+    if log_likelihood == -np.inf:
+        assert not result.posteriors.any() and not result.transition_counts.any()
+        return
+    np.testing.assert_allclose(result.posteriors, posteriors, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(result.start_counts, posteriors[0], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(result.transition_counts, counts, rtol=0, atol=1e-9)
+    assert_log_likelihood(result.log_predictive.sum(), log_likelihood, log_frame)
+
+
+@HARD
+@given(hard_models(max_states=4, min_rows=1, max_rows=7, max_paths=1024))
+def test_forward_matches_enumeration_of_prefixes_on_hard_inputs(model):
+    log_start, log_trans, log_frame = model
+    result = forward(log_start, log_trans, log_frame)
+    assert not np.isnan(result.filtered).any() and not np.isnan(result.log_predictive).any()
+    for t in range(1, log_frame.shape[0] + 1):
+        prefix_ll, posteriors, _, _, _ = brute_force_posteriors(log_start, log_trans, log_frame[:t])
+        assert_log_likelihood(result.log_predictive[:t].sum(), prefix_ll, log_frame[:t])
+        if prefix_ll == -np.inf:
+            break
+        np.testing.assert_allclose(result.filtered[t - 1], posteriors[-1], rtol=0, atol=1e-9)
+
+
+@HARD
+@given(hard_models(max_states=5, min_rows=20, max_rows=120))
+def test_long_sequences_match_a_log_space_reference(model):
+    log_start, log_trans, log_frame = model
+    log_likelihood, posteriors, counts = normalised_log_space_reference(
+        log_start, log_trans, log_frame
+    )
+    result = forward_backward(log_start, log_trans, log_frame)
+    filtered = forward(log_start, log_trans, log_frame)
+    for array in (*result[1:], *filtered[1:]):
+        assert not np.isnan(array).any()
+    assert_log_likelihood(result.log_likelihood, log_likelihood, log_frame)
+    assert_log_likelihood(filtered.log_likelihood, log_likelihood, log_frame)
+    if log_likelihood == -np.inf:
+        return
+    np.testing.assert_allclose(result.posteriors, posteriors, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(result.transition_counts, counts, rtol=0, atol=1e-9)
+
+
+@HARD
+@given(hard_models(max_states=5, min_rows=1, max_rows=7, max_paths=4096))
+def test_viterbi_is_the_best_path_and_consistent_with_the_posteriors(model):
+    log_start, log_trans, log_frame = model
+    paths, log_joint = brute_force(log_start, log_trans, log_frame)
+    log_prob, states = viterbi(log_start, log_trans, log_frame)
+    best = log_joint.max()
+    assert_log_likelihood(log_prob, best, log_frame)
+    if best == -np.inf:
+        return
+    # The returned path attains the best joint probability (ties: any of them).
+    index = np.flatnonzero((paths == states).all(axis=1))[0]
+    assert_log_likelihood(log_joint[index], best, log_frame)
+    # p(z_t = z*_t | x) >= p(z*, x) / p(x) at every row.
+    result = forward_backward(log_start, log_trans, log_frame)
+    floor = np.exp(log_prob - result.log_likelihood)
+    assert np.all(result.posteriors[np.arange(len(states)), states] >= floor * (1 - 1e-9) - 1e-9)
+
+
+@pytest.mark.parametrize("kernel", ["log_forward", "log_forward_backward"])
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(model=hard_models(max_states=4, min_rows=1, max_rows=6, max_paths=1024))
+def test_the_log_space_redo_matches_enumeration(kernel, model):
+    """The redo on its own (every sequence), against enumeration."""
+    log_start, log_trans, log_frame = model
+    n_rows, n_states = log_frame.shape
+    lengths = [n_rows // 2, n_rows - n_rows // 2] if n_rows > 1 else [1]
+    offsets = sequence_offsets(n_rows, lengths=lengths)
+    shifted = np.empty_like(log_frame)
+    shift = np.empty(n_rows)
+    inference_hmm._hmm.shift_rows(log_frame, shifted, shift)
+    rows = np.empty((n_rows, n_states))
+    log_predictive = np.empty(n_rows)
+    sequence_log_likelihood = np.empty(len(lengths))
+    start_counts, counts = np.zeros(n_states), np.zeros((n_states, n_states))
+    arguments = [rows, log_predictive, sequence_log_likelihood]
+    if kernel == "log_forward_backward":
+        arguments += [start_counts, counts]
+    getattr(inference_hmm._hmm, kernel)(
+        log_start,
+        np.ascontiguousarray(log_trans),
+        shifted,
+        shift,
+        offsets,
+        np.arange(len(lengths)),
+        *arguments,
+    )
+    expected_counts = np.zeros((n_states, n_states))
+    for s, (first, stop) in enumerate(itertools.pairwise(offsets)):
+        part = log_frame[first:stop]
+        log_likelihood, posteriors, part_counts, _, _ = brute_force_posteriors(
+            log_start, log_trans, part
+        )
+        assert_log_likelihood(sequence_log_likelihood[s], log_likelihood, part)
+        assert not np.isnan(rows[first:stop]).any()
+        if log_likelihood == -np.inf:
+            continue
+        assert_log_likelihood(log_predictive[first:stop].sum(), log_likelihood, part)
+        expected = posteriors if kernel == "log_forward_backward" else posteriors[-1:]
+        computed = rows[first:stop] if kernel == "log_forward_backward" else rows[stop - 1 : stop]
+        np.testing.assert_allclose(computed, expected, rtol=0, atol=1e-12)
+        expected_counts += part_counts
+    if kernel == "log_forward_backward":
+        np.testing.assert_allclose(counts, expected_counts, rtol=0, atol=1e-12)
+
+
+# -- the defects reported, one by one ------------------------------------------
+
+
+def eye_model():
+    with np.errstate(divide="ignore"):
+        return np.log([0.5, 0.5]), np.log(np.eye(2))
+
+
+def test_an_emission_underflowing_on_the_dominant_path_is_not_dropped():
+    """State 1's shifted emission in row 0 underflows to zero (800 nats below
+    state 0), but state 0 is then 700 nats worse in each of three rows: the
+    path through state 1 dominates.  Each row's mass stays above DBL_MIN."""
+    log_start, log_trans = eye_model()
+    log_frame = np.array([[0.0, -800.0], [-700.0, 0.0], [-700.0, 0.0], [-700.0, 0.0]])
+    log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(
+        log_start, log_trans, log_frame
+    )
+    result = forward_backward(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
+    np.testing.assert_allclose(result.transition_counts, counts, atol=1e-12)
+    np.testing.assert_allclose(forward(log_start, log_trans, log_frame).log_likelihood,
+                               log_likelihood, rtol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("offset", [-735.0, -740.0])
+def test_a_state_passing_through_the_subnormal_range_keeps_its_precision(offset):
+    """State 1 is exp(offset) relative after row 0: subnormal, with only a few
+    significant bits; state 0 then falls 1400 nats behind."""
+    log_start, log_trans = eye_model()
+    log_frame = np.array([[0.0, offset], [-700.0, 0.0], [-700.0, 0.0]])
+    log_likelihood, posteriors, _, _, _ = brute_force_posteriors(log_start, log_trans, log_frame)
+    result = forward_backward(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
+    np.testing.assert_allclose(forward(log_start, log_trans, log_frame).log_likelihood,
+                               log_likelihood, rtol=1e-12)  # fmt: skip
+
+
+def left_right(n_states, stay=0.5):
+    transmat = np.zeros((n_states, n_states))
+    for i in range(n_states):
+        transmat[i, i] = stay
+        transmat[i, min(i + 1, n_states - 1)] += 1 - stay
+    startprob = np.zeros(n_states)
+    startprob[0] = 1.0
+    return startprob, transmat
+
+
+@pytest.mark.parametrize("better", [300.0, 500.0])
+def test_a_state_not_reachable_yet_with_far_better_emissions_gives_no_nan(better):
+    """The last of 5 left-right states is 300-500 nats better in rows 1-3,
+    where it cannot be reached yet: its backward message overflows, and
+    0 * inf used to make the posteriors NaN."""
+    startprob, transmat = left_right(5)
+    with np.errstate(divide="ignore"):
+        log_start, log_trans = np.log(startprob), np.log(transmat)
+    log_frame = np.zeros((8, 5))
+    log_frame[1:4, 4] = better
+    log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(
+        log_start, log_trans, log_frame
+    )
+    result = forward_backward(log_start, log_trans, log_frame)
+    assert not np.isnan(result.posteriors).any()
+    np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
+    np.testing.assert_allclose(result.transition_counts, counts, atol=1e-12)
+
+
+def test_a_misaligned_left_right_sequence_is_exact():
+    """Data from the last of 30 left-right states while the chain must start in
+    the first: the best reachable state's emissions fall below the double
+    range for dozens of rows (the unchecked scaled recursion got a
+    log-likelihood more than twice too low)."""
+    rng = np.random.default_rng(1)
+    n_states, n_features = 30, 13
+    startprob, transmat = left_right(n_states, stay=0.9)
+    means = rng.normal(scale=2.0, size=(n_states, n_features))
+    X = means[-1] + rng.normal(size=(300, n_features))
+    log_frame = -0.5 * ((X[:, None, :] - means[None]) ** 2).sum(axis=2)
+    with np.errstate(divide="ignore"):
+        log_start, log_trans = np.log(startprob), np.log(transmat)
+    log_likelihood, posteriors, counts = normalised_log_space_reference(
+        log_start, log_trans, log_frame
+    )
+    result = forward_backward(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-10)
+    np.testing.assert_allclose(result.transition_counts, counts, atol=1e-9)
+    np.testing.assert_allclose(forward(log_start, log_trans, log_frame).log_likelihood,
+                               log_likelihood, rtol=1e-12)  # fmt: skip
+
+
+# -- the fast path stays fast where it is exact ---------------------------------
+
+
+class CountingKernels:
+    """The HMM kernels, counting the sequences sent to the log-space redo."""
+
+    def __init__(self, kernels):
+        self._kernels = kernels
+        self.redone = 0
+
+    def __getattr__(self, name):
+        function = getattr(self._kernels, name)
+        if not name.startswith("log_"):
+            return function
+
+        def counted(*arguments):
+            self.redone += len(arguments[5])
+            return function(*arguments)
+
+        return counted
+
+
+@pytest.fixture
+def counting(monkeypatch):
+    kernels = CountingKernels(inference_hmm._hmm)
+    monkeypatch.setattr(inference_hmm, "_hmm", kernels)
+    return kernels
+
+
+def test_benign_hard_inputs_stay_on_the_fast_path(counting):
+    """Left-right models (states unreachable at first, states left behind
+    whose probability underflows), and emissions thousands of nats apart with
+    a dense transition matrix: exact without the redo."""
+    rng = np.random.default_rng(0)
+    n_states, n_features = 16, 40
+    startprob, transmat = left_right(n_states, stay=0.95)
+    model = GaussianHMM(n_states, init_params="", params="")
+    model.startprob_, model.transmat_ = startprob, transmat
+    model.means_ = rng.normal(scale=5.0, size=(n_states, n_features))
+    model.covars_ = np.ones((n_states, n_features))
+    X = np.concatenate([model.sample(960, random_state=seed)[0] for seed in range(5)])
+    log_frame = model._compute_log_likelihood(X)
+    assert np.median(log_frame.max(axis=1) - log_frame.min(axis=1)) > 700
+    model.score(X, lengths=[960] * 5)
+    model.predict_proba(X, lengths=[960] * 5)
+    dense = GaussianHMM(n_states, init_params="", params="")
+    dense.startprob_ = np.full(n_states, 1 / n_states)
+    dense.transmat_ = np.full((n_states, n_states), 0.05 / (n_states - 1))
+    np.fill_diagonal(dense.transmat_, 0.95)
+    dense.means_, dense.covars_ = model.means_, model.covars_
+    dense.score(X, lengths=[960] * 5)
+    dense.predict_proba(X, lengths=[960] * 5)
+    assert counting.redone == 0
+
+
+def test_only_the_flagged_sequence_is_redone(counting):
+    log_start, log_trans = eye_model()
+    hard = np.array([[0.0, -800.0], [-700.0, 0.0], [-700.0, 0.0]])
+    ordinary = np.random.default_rng(3).normal(size=(5, 2))
+    both = forward_backward(log_start, log_trans, np.vstack([ordinary, hard, ordinary]),
+                            lengths=[5, 3, 5])  # fmt: skip
+    assert counting.redone == 1
+    expected = [
+        logsumexp(brute_force(log_start, log_trans, part)[1]) for part in (ordinary, hard, ordinary)
+    ]
+    np.testing.assert_allclose(both.sequence_log_likelihood, expected, rtol=1e-12)
