@@ -13,6 +13,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from gradient_checks import numerical_gradient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -67,20 +68,6 @@ def reference_backward(dout, q, k, v, scale=None):
     dk = scale * np.swapaxes(grad_scores, -1, -2) @ q
     dv = np.swapaxes(probabilities, -1, -2) @ dout
     return dq, dk, dv
-
-
-def numerical_gradient(function, array, eps=1e-6):
-    """Central differences of the scalar ``function()`` with respect to ``array`` (in place)."""
-    gradient = np.zeros_like(array)
-    for index in np.ndindex(array.shape):
-        original = array[index]
-        array[index] = original + eps
-        plus = function()
-        array[index] = original - eps
-        minus = function()
-        array[index] = original
-        gradient[index] = (plus - minus) / (2 * eps)
-    return gradient
 
 
 # -- forward ----------------------------------------------------------------------------
