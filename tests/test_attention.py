@@ -32,6 +32,11 @@ from skseq.inference import attention as attention_module
 TILINGS = [(None, None), (4, 8), (3, 7), (1, 1)]
 
 
+def assert_same(actual, expected):
+    """Equal up to the rounding of BLAS, whose kernels may differ with the memory layout."""
+    assert_allclose(actual, expected, rtol=1e-13, atol=1e-14)
+
+
 def make_qkv(rng, batch=2, n_heads=3, length=11, d_head=5, scale=1.0, dtype=np.float64):
     return [
         (scale * rng.normal(size=(batch, n_heads, length, d_head))).astype(dtype) for _ in "qkv"
@@ -244,7 +249,7 @@ def test_reusing_the_forward_gives_the_recomputed_gradients():
     reused = causal_attention_backward(dout, q, k, v, out, lse)
     recomputed = causal_attention_backward(dout, q, k, v)
     for a, b in zip(reused, recomputed, strict=True):
-        assert_array_equal(a, b)
+        assert_same(a, b)
 
 
 def test_float32_backward_agrees_with_float64():
@@ -287,14 +292,14 @@ def test_strided_views_are_read_in_place_and_give_the_same_results():
     contiguous = [np.ascontiguousarray(x) for x in (q, k, v, dout)]
     out, lse = causal_attention(q, k, v, return_lse=True, _block_rows=4, _block_cols=8)
     out_c, lse_c = causal_attention(*contiguous[:3], return_lse=True, _block_rows=4, _block_cols=8)
-    assert_array_equal(out, out_c)
-    assert_array_equal(lse, lse_c)
+    assert_same(out, out_c)
+    assert_same(lse, lse_c)
     grads = causal_attention_backward(dout, q, k, v, out, lse, _block_rows=4, _block_cols=8)
     grads_c = causal_attention_backward(
         contiguous[3], *contiguous[:3], _block_rows=4, _block_cols=8
     )
     for a, b in zip(grads, grads_c, strict=True):
-        assert_array_equal(a, b)
+        assert_same(a, b)
     assert attention_module._as_kernel_array("q", q, np.dtype(np.float64)) is q
     # Anything else is copied: a reversed axis, a strided last axis, another dtype.
     for other in (
@@ -304,6 +309,68 @@ def test_strided_views_are_read_in_place_and_give_the_same_results():
     ):
         array = attention_module._as_kernel_array("q", other, np.dtype(np.float64))
         assert array is not other and array.flags.c_contiguous
+
+
+def test_results_written_into_given_arrays():
+    """out, dq, dk, dv as views of packed buffers: the same numbers, no copies."""
+    rng = np.random.default_rng(20)
+    batch, length, n_heads, d_head = 2, 17, 3, 4
+    q, k, v = make_qkv(rng, batch, n_heads, length, d_head)
+    dout = rng.normal(size=q.shape)
+    expected_out, expected_lse = causal_attention(q, k, v, return_lse=True, _block_rows=4)
+    expected_grads = causal_attention_backward(dout, q, k, v, _block_rows=4)
+    merged = np.full((batch, length, n_heads, d_head), np.nan)
+    out, lse = causal_attention(
+        q, k, v, return_lse=True, out=merged.transpose(0, 2, 1, 3), _block_rows=4
+    )
+    assert np.shares_memory(out, merged)
+    assert_same(out, expected_out)
+    assert_same(lse, expected_lse)
+    assert causal_attention(q, k, v, out=merged.transpose(0, 2, 1, 3)).base is merged
+    packed = np.full((batch, length, 3, n_heads, d_head), np.nan)
+    views = [packed[:, :, index].transpose(0, 2, 1, 3) for index in range(3)]
+    grads = causal_attention_backward(
+        dout, q, k, v, out, lse, dq=views[0], dk=views[1], dv=views[2], _block_rows=4
+    )
+    for grad, view, expected in zip(grads, views, expected_grads, strict=True):
+        assert grad is view
+        assert_same(view, expected)
+    # Only some of them.
+    grads = causal_attention_backward(dout, q, k, v, dk=views[1], _block_rows=4)
+    assert grads.dk is views[1] and not np.shares_memory(grads.dq, packed)
+
+
+def test_results_into_given_arrays_in_the_float32_fallback():
+    rng = np.random.default_rng(21)
+    q, k, v = make_qkv(rng, batch=1, n_heads=1, length=6, d_head=3, dtype=np.float32)
+    q, k = q * np.float32(1e20), k * np.float32(1e20)
+    out = np.empty_like(q)
+    assert causal_attention(q, k, v, out=out) is out
+    assert_allclose(out, reference_attention(q, k, v)[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "make, error, match",
+    [
+        (lambda q: np.empty(q.shape, dtype=np.float32), ValueError, "dtype float64"),
+        (lambda q: np.empty(q.shape[:3] + (2,)), ValueError, r"shape \(2, 3, 11, 5\)"),
+        (lambda q: np.empty(q.shape[::-1]).T, ValueError, "contiguous last axis"),
+        (lambda q: q, ValueError, "shares memory"),
+        (lambda q: q.tolist(), TypeError, "must be a numpy array"),
+        (lambda q: np.broadcast_to(np.empty(q.shape[1:]), q.shape), ValueError, "read-only"),
+    ],
+)
+def test_bad_output_arrays_raise(make, error, match):
+    rng = np.random.default_rng(22)
+    q, k, v = make_qkv(rng)
+    dout = rng.normal(size=q.shape)
+    with pytest.raises(error, match=match):
+        causal_attention(q, k, v, out=make(q))
+    with pytest.raises(error, match=match):
+        causal_attention_backward(dout, q, k, v, dq=make(q))
+    shared = np.empty(q.shape)
+    with pytest.raises(ValueError, match="dq shares memory with an input or another output"):
+        causal_attention_backward(dout, q, k, v, dq=shared, dk=shared)
 
 
 def test_inputs_are_not_modified():
@@ -327,12 +394,12 @@ def test_two_jobs_equal_one(batch):
     dout = rng.normal(size=q.shape)
     out, lse = causal_attention(q, k, v, return_lse=True, n_jobs=1)
     out2, lse2 = causal_attention(q, k, v, return_lse=True, n_jobs=2)
-    assert_array_equal(out, out2)
-    assert_array_equal(lse, lse2)
+    assert_same(out, out2)
+    assert_same(lse, lse2)
     grads = causal_attention_backward(dout, q, k, v, out, lse, n_jobs=1)
     grads2 = causal_attention_backward(dout, q, k, v, out, lse, n_jobs=2)
     for a, b in zip(grads, grads2, strict=True):
-        assert_array_equal(a, b)
+        assert_same(a, b)
 
 
 def test_mixed_dtypes_are_cast_to_q_dtype():

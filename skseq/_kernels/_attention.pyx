@@ -32,6 +32,8 @@ With ``dO = dL/dout`` and ``delta[i] = dO[i] . out[i]``, for every tile
     dS = s * P * (dP - delta)     dQ += dS K                dK += dS^T Q
 
 five products per tile.  Masked entries have ``P = 0``, hence ``dS = 0``.
+Row blocks run from the last, which sees every key: its products write
+``dK`` and ``dV``, the earlier blocks' add to them.
 
 Layout
 ------
@@ -329,7 +331,8 @@ def backward(
     cdef floating[:, :, ::1] tiles = np.empty((2, block_rows, block_cols), dtype=dtype)
     cdef floating[::1] deltas = np.empty(block_rows, dtype=dtype)
     cdef floating alpha = <floating>scale
-    cdef Py_ssize_t pair, b, h, block, tile, r0, r1, rows, c0, cols, i, row, n_valid, c
+    cdef Py_ssize_t pair, b, h, block, n_blocks, tile, r0, r1, rows, c0, cols, i, row, n_valid
+    cdef bint first
     cdef const floating* Q
     cdef const floating* K
     cdef const floating* V
@@ -352,12 +355,12 @@ def backward(
             dQ = &dq[b, h, 0, 0]
             dK = &dk[b, h, 0, 0]
             dV = &dv[b, h, 0, 0]
-            for row in range(length):
-                for c in range(d):
-                    dK[row * lddk + c] = 0
-                    dV[row * lddv + c] = 0
-            for block in range((length + block_rows - 1) // block_rows):
+            # Row blocks from the last: the last one sees every key, so its
+            # products initialise dK and dV (beta = 0) and the others add.
+            n_blocks = (length + block_rows - 1) // block_rows
+            for block in range(n_blocks - 1, -1, -1):
                 r0 = block * block_rows
+                first = block == n_blocks - 1
                 rows = block_rows if r0 + block_rows <= length else length - r0
                 r1 = r0 + rows
                 for i in range(rows):
@@ -372,7 +375,7 @@ def backward(
                         n_valid = cols if row - c0 + 1 >= cols else row - c0 + 1
                         _exp_row(P + i * cols, n_valid, cols, lse[b, h, row])
                     _gemm(True, False, <int>cols, d, <int>rows, 1, P, <int>cols,
-                          dO + r0 * lddo, lddo, 1, dV + c0 * lddv, lddv)
+                          dO + r0 * lddo, lddo, 0 if first else 1, dV + c0 * lddv, lddv)
                     _gemm(False, True, <int>rows, <int>cols, d, 1, dO + r0 * lddo, lddo,
                           V + c0 * ldv, ldv, 0, dS, <int>cols)
                     for i in range(rows):
@@ -380,4 +383,4 @@ def backward(
                     _gemm(False, False, <int>rows, d, <int>cols, 1, dS, <int>cols,
                           K + c0 * ldk, ldk, 0 if c0 == 0 else 1, dQ + r0 * lddq, lddq)
                     _gemm(True, False, <int>cols, d, <int>rows, 1, dS, <int>cols,
-                          Q + r0 * ldq, ldq, 1, dK + c0 * lddk, lddk)
+                          Q + r0 * ldq, ldq, 0 if first else 1, dK + c0 * lddk, lddk)

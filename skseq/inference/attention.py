@@ -142,10 +142,45 @@ def _check_blocks(block_rows, block_cols):
     return rows, -(-max(cols, rows) // rows) * rows
 
 
-def _forward(q, k, v, scale, n_jobs, blocks):
+def _check_destinations(destinations, dtype, shape, inputs):
+    """Arrays given to write results into: ``{name: array or None}``; raises naming the problem.
+
+    Each must be a writeable ndarray of ``shape`` and exactly ``dtype`` whose
+    last axis is contiguous, sharing no memory with ``inputs`` or with
+    another destination.
+    """
+    given = {name: array for name, array in destinations.items() if array is not None}
+    for name, array in given.items():
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array, got {type(array).__name__}.")
+        if array.shape != shape or array.dtype != dtype:
+            raise ValueError(
+                f"{name} must be an array of shape {shape} and dtype {dtype} (the working "
+                f"precision), got shape {array.shape} and dtype {array.dtype}."
+            )
+        itemsize = dtype.itemsize
+        if not array.flags.writeable:
+            raise ValueError(f"{name} is read-only.")
+        if array.size and not (
+            array.strides[-1] == itemsize
+            and all(stride >= 0 and stride % itemsize == 0 for stride in array.strides)
+            and array.strides[-2] >= shape[-1] * itemsize
+        ):
+            raise ValueError(
+                f"{name} must have a contiguous last axis (for example a transposed view of "
+                "a C-contiguous array); copy into it afterwards otherwise."
+            )
+        others = list(inputs) + [other for key, other in given.items() if key != name]
+        if any(np.shares_memory(array, other) for other in others):
+            raise ValueError(f"{name} shares memory with an input or another output.")
+    return [destinations[name] for name in destinations]
+
+
+def _forward(q, k, v, scale, n_jobs, blocks, out=None):
     """Run the forward kernel on checked arrays; returns (out, lse) of q's dtype."""
     batch, n_heads, length, d_head = q.shape
-    out = np.empty(q.shape, dtype=q.dtype)
+    if out is None:
+        out = np.empty(q.shape, dtype=q.dtype)
     lse = np.empty((batch, n_heads, length), dtype=q.dtype)
     if out.size == 0:
         return out, lse
@@ -157,10 +192,13 @@ def _forward(q, k, v, scale, n_jobs, blocks):
     return out, lse
 
 
-def _backward(dout, q, k, v, out, lse, scale, n_jobs, blocks):
+def _backward(dout, q, k, v, out, lse, scale, n_jobs, blocks, destinations=(None,) * 3):
     """Run the backward kernel on checked arrays; returns (dq, dk, dv) of q's dtype."""
     batch, n_heads = q.shape[:2]
-    grads = [np.empty(q.shape, dtype=q.dtype) for _ in range(3)]
+    grads = [
+        np.empty(q.shape, dtype=q.dtype) if destination is None else destination
+        for destination in destinations
+    ]
     if q.size == 0:
         return grads
 
@@ -187,7 +225,16 @@ def _to_float32(name, array):
 
 
 def causal_attention(
-    q, k, v, *, scale=None, return_lse=False, n_jobs=None, _block_rows=None, _block_cols=None
+    q,
+    k,
+    v,
+    *,
+    scale=None,
+    return_lse=False,
+    out=None,
+    n_jobs=None,
+    _block_rows=None,
+    _block_cols=None,
 ):
     """Causal scaled dot-product attention, in tiles with an online softmax.
 
@@ -207,6 +254,11 @@ def causal_attention(
     return_lse : bool, default=False
         Also return the per-row log-sum-exp of the scores, which lets
         :func:`causal_attention_backward` skip recomputing the forward pass.
+    out : ndarray of shape (batch, n_heads, length, d_head), default=None
+        Where to write the output (and return it): an array of the working
+        dtype with a contiguous last axis, sharing no memory with the inputs.
+        A transposed view of a ``(batch, length, n_heads, d_head)`` array
+        gives the heads side by side at every step, with no copy.
     n_jobs : int, default=None
         Threads over blocks of (batch, head) pairs; None means 1 (or the value
         of an enclosing ``joblib.parallel_config``), -1 all cores.  The result
@@ -217,7 +269,7 @@ def causal_attention(
     Returns
     -------
     out : ndarray of shape (batch, n_heads, length, d_head)
-        When ``return_lse`` is False.
+        When ``return_lse`` is False (the ``out`` argument, if given).
     AttentionResult
         ``(out, lse)`` when ``return_lse`` is True; ``lse`` has shape
         (batch, n_heads, length).
@@ -270,7 +322,8 @@ def causal_attention(
     q, k, v = _check_qkv(q, k, v)
     scale = _check_scale(scale, q.shape[3])
     blocks = _check_blocks(_block_rows, _block_cols)
-    out, lse = _forward(q, k, v, scale, n_jobs, blocks)
+    (destination,) = _check_destinations({"out": out}, q.dtype, q.shape, (q, k, v))
+    out, lse = _forward(q, k, v, scale, n_jobs, blocks, destination)
     if not (_all_finite(lse) and _all_finite(out)):
         if q.dtype != np.float32:
             raise ValueError(
@@ -287,6 +340,9 @@ def causal_attention(
             )
         out = _to_float32("The attention output", out)
         lse = _to_float32("The log-sum-exp of the scores", lse) if return_lse else None
+        if destination is not None:
+            destination[...] = out
+            out = destination
     if return_lse:
         return AttentionResult(out, lse)
     return out
@@ -301,6 +357,9 @@ def causal_attention_backward(
     lse=None,
     *,
     scale=None,
+    dq=None,
+    dk=None,
+    dv=None,
     n_jobs=None,
     _block_rows=None,
     _block_cols=None,
@@ -324,6 +383,12 @@ def causal_attention_backward(
         The log-sum-exp of the forward call (``return_lse=True``).
     scale : float, default=None
         The scale of the forward call; None means ``1 / sqrt(d_head)``.
+    dq, dk, dv : ndarray of shape (batch, n_heads, length, d_head), default=None
+        Where to write the gradients (each returned in place of a new
+        array): arrays of the working dtype with a contiguous last axis,
+        sharing no memory with the inputs or with each other; for example
+        transposed views of one ``(batch, length, 3, n_heads, d_head)``
+        gradient of a packed projection.
     n_jobs : int, default=None
         Threads over blocks of (batch, head) pairs; None means 1.  The result
         does not depend on it.
@@ -393,9 +458,12 @@ def causal_attention_backward(
     else:
         out = _as_kernel_array("out", out, dtype, q.shape)
         lse = _as_kernel_array("lse", lse, dtype, q.shape[:3])
+    destinations = _check_destinations(
+        {"dq": dq, "dk": dk, "dv": dv}, dtype, q.shape, (q, k, v, dout, out, lse)
+    )
     finite_forward = _all_finite(lse) and _all_finite(out)
     if finite_forward:
-        grads = _backward(dout, q, k, v, out, lse, scale, n_jobs, blocks)
+        grads = _backward(dout, q, k, v, out, lse, scale, n_jobs, blocks, destinations)
         if all(_all_finite(grad) for grad in grads):
             return AttentionGradients(*grads)
     if dtype == np.float32:
@@ -406,12 +474,16 @@ def causal_attention_backward(
         if _all_finite(lse64) and _all_finite(out64):
             grads = _backward(dout64, q64, k64, v64, out64, lse64, scale, n_jobs, blocks)
             if all(_all_finite(grad) for grad in grads):
-                return AttentionGradients(
-                    *(
-                        _to_float32(f"The gradient {name}", grad)
-                        for name, grad in zip(("dq", "dk", "dv"), grads, strict=True)
-                    )
-                )
+                results = []
+                for name, grad, destination in zip(
+                    ("dq", "dk", "dv"), grads, destinations, strict=True
+                ):
+                    grad = _to_float32(f"The gradient {name}", grad)
+                    if destination is not None:
+                        destination[...] = grad
+                        grad = destination
+                    results.append(grad)
+                return AttentionGradients(*results)
     raise ValueError(
         "The attention scores or their gradients overflow float64 for these inputs "
         "(|scale * q . k| or |dout . v| is too large); scale the inputs down."

@@ -159,26 +159,35 @@ class CausalSelfAttention(Layer):
         # Heads as strided (batch, n_heads, length, d_head) views of the
         # projection: the attention kernel reads them in place.
         packed = projected.reshape(batch, length, 3, self.n_heads, self.d_head)
-        q, k, v = (packed[:, :, index].transpose(0, 2, 1, 3) for index in range(3))
-        attended, lse = causal_attention(q, k, v, return_lse=True)
-        merged = attended.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model)
+        # The kernel writes the heads side by side at every step, the layout
+        # of out_proj's input.
+        merged = np.empty((batch, length, self.n_heads, self.d_head), dtype=inputs.dtype)
+        _, lse = causal_attention(
+            *self._heads(packed), return_lse=True, out=merged.transpose(0, 2, 1, 3)
+        )
+        merged = merged.reshape(batch, length, self.d_model)
         outputs, out_cache = self.out_proj.forward(parameters, merged)
-        return outputs, (qkv_cache, packed, attended, lse, out_cache)
+        return outputs, (qkv_cache, packed, merged, lse, out_cache)
+
+    def _heads(self, packed):
+        """Strided (batch, n_heads, length, d_head) views of q, k and v (or their gradients)."""
+        return [packed[:, :, index].transpose(0, 2, 1, 3) for index in range(3)]
 
     def backward(self, parameters, grad_outputs, cache):
-        qkv_cache, packed, attended, lse, out_cache = cache
+        qkv_cache, packed, merged, lse, out_cache = cache
         batch, length = packed.shape[:2]
         grads = {}
         grad_merged, layer_grads = self.out_proj.backward(parameters, grad_outputs, out_cache)
         grads.update(layer_grads)
-        grad_attended = grad_merged.reshape(batch, length, self.n_heads, self.d_head)
-        q, k, v = (packed[:, :, index].transpose(0, 2, 1, 3) for index in range(3))
-        head_grads = causal_attention_backward(
-            grad_attended.transpose(0, 2, 1, 3), q, k, v, attended, lse
-        )
+
+        def by_head(array):
+            return array.reshape(batch, length, self.n_heads, self.d_head).transpose(0, 2, 1, 3)
+
         grad_packed = np.empty_like(packed)
-        for index, grad in enumerate(head_grads):
-            grad_packed[:, :, index] = grad.transpose(0, 2, 1, 3)
+        dq, dk, dv = self._heads(grad_packed)
+        causal_attention_backward(
+            by_head(grad_merged), *self._heads(packed), by_head(merged), lse, dq=dq, dk=dk, dv=dv
+        )
         grad_inputs, layer_grads = self.qkv.backward(
             parameters, grad_packed.reshape(batch, length, 3 * self.d_model), qkv_cache
         )
@@ -189,6 +198,14 @@ class CausalSelfAttention(Layer):
 class ReLU(Layer):
     """``y = max(x, 0)``, elementwise; no parameters.
 
+    Parameters
+    ----------
+    name : str, default="relu"
+    in_place : bool, default=False
+        Overwrite the input with the output, and the output gradient with
+        the input gradient (for a caller that owns both arrays): no fresh
+        array of the activations' size, whose pages the system would zero.
+
     Examples
     --------
     >>> import numpy as np
@@ -196,15 +213,21 @@ class ReLU(Layer):
     array([0., 2.])
     """
 
-    def __init__(self, name="relu"):
+    def __init__(self, name="relu", *, in_place=False):
         super().__init__(name)
+        self.in_place = in_place
 
     def forward(self, parameters, inputs):
-        positive = inputs > 0
-        return np.where(positive, inputs, 0).astype(inputs.dtype, copy=False), positive
+        # The cache is the output itself, which the next layer keeps anyway:
+        # no mask array.  (np.maximum: np.where is several times slower.)
+        outputs = np.maximum(inputs, 0, out=inputs if self.in_place else None)
+        return outputs, outputs
 
     def backward(self, parameters, grad_outputs, cache):
-        return np.where(cache, grad_outputs, 0).astype(grad_outputs.dtype, copy=False), {}
+        if self.in_place:
+            grad_outputs *= cache > 0
+            return grad_outputs, {}
+        return grad_outputs * (cache > 0), {}
 
 
 class GELU(Layer):
@@ -213,6 +236,13 @@ class GELU(Layer):
     ``y = x / 2 * (1 + tanh(u))`` with ``u = sqrt(2 / pi) (x + 0.044715 x**3)``,
     which is within 1e-3 of ``x * Phi(x)`` (GPT-2's activation;
     ``torch.nn.GELU(approximate="tanh")``).
+
+    Parameters
+    ----------
+    name : str, default="gelu"
+    in_place : bool, default=False
+        Overwrite the output gradient with the input gradient (the forward
+        pass keeps its input, so it makes a fresh output).
 
     Examples
     --------
@@ -224,8 +254,9 @@ class GELU(Layer):
     SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
     CUBIC = 0.044715
 
-    def __init__(self, name="gelu"):
+    def __init__(self, name="gelu", *, in_place=False):
         super().__init__(name)
+        self.in_place = in_place
 
     def forward(self, parameters, inputs):
         dtype = inputs.dtype
@@ -242,6 +273,9 @@ class GELU(Layer):
         # d/dx [x/2 (1 + tanh u)] = (1 + tanh u) / 2 + x/2 (1 - tanh(u)**2) du/dx.
         slope_u = dtype.type(self.SQRT_2_OVER_PI) * (1 + dtype.type(3 * self.CUBIC) * squared)
         slope = dtype.type(0.5) * ((1 + tanh) + inputs * (1 - tanh * tanh) * slope_u)
+        if self.in_place:  # the forward pass needs its input: only the gradient is reused
+            grad_outputs *= slope
+            return grad_outputs, {}
         return grad_outputs * slope, {}
 
 
@@ -276,7 +310,8 @@ class FeedForward(Layer):
     def __init__(self, name, d_model, d_ff, activation, *, out_init_scale=1.0):
         super().__init__(name)
         self.fc1 = Linear(self.key("fc1"), d_model, d_ff)
-        self.activation = ACTIVATIONS[activation](self.key(activation))
+        # fc1's output and fc2's input gradient are private to the block.
+        self.activation = ACTIVATIONS[activation](self.key(activation), in_place=True)
         self.fc2 = Linear(self.key("fc2"), d_ff, d_model, init_scale=out_init_scale)
 
     def init_parameters(self, random_state, dtype):

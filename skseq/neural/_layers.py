@@ -277,18 +277,23 @@ class RMSNorm(Layer):
         return {self.key("gain"): np.ones(self.dim, dtype=dtype)}
 
     def forward(self, parameters, inputs):
-        inverse_rms = 1.0 / np.sqrt(np.mean(inputs * inputs, axis=-1, keepdims=True) + self.eps)
+        # The sum of squares by einsum: no squared copy of the input.
+        mean_square = np.einsum("...d,...d->...", inputs, inputs)[..., None] / self.dim
+        inverse_rms = 1.0 / np.sqrt(mean_square + self.eps)
         normalised = inputs * inverse_rms
         return normalised * parameters[self.key("gain")], (normalised, inverse_rms)
 
     def backward(self, parameters, grad_outputs, cache):
         normalised, inverse_rms = cache
-        grad_normalised = grad_outputs * parameters[self.key("gain")]
         grad_gain = np.einsum(
             "id,id->d",
             grad_outputs.reshape(-1, self.dim),
             normalised.reshape(-1, self.dim),
         )
-        projection = np.mean(grad_normalised * normalised, axis=-1, keepdims=True)
-        grad_inputs = inverse_rms * (grad_normalised - normalised * projection)
+        # grad_inputs = inverse_rms * (g - normalised * mean(g * normalised)) with
+        # g = grad_outputs * gain, in one buffer: fresh arrays cost page faults.
+        grad_inputs = grad_outputs * parameters[self.key("gain")]
+        projection = np.einsum("...d,...d->...", grad_inputs, normalised)[..., None] / self.dim
+        grad_inputs -= normalised * projection
+        grad_inputs *= inverse_rms
         return grad_inputs, {self.key("gain"): grad_gain}

@@ -135,7 +135,9 @@ class ResidualSequenceNetwork:
             grads.update(layer_grads)
             grad_normalised, layer_grads = norm.backward(parameters, grad_update, norm_cache)
             grads.update(layer_grads)
-            grad_hidden = grad_hidden + grad_normalised
+            # The norm's input gradient is a fresh array: add in place into it.
+            grad_normalised += grad_hidden
+            grad_hidden = grad_normalised
         if self.positional_encoding is not None:
             grad_hidden, layer_grads = self.positional_encoding.backward(
                 parameters, grad_hidden, position_cache
