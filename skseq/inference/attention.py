@@ -15,9 +15,10 @@ The Cython kernels of :mod:`skseq._kernels._attention` compute it in tiles
 with an online softmax (FlashAttention): no ``(length, length)`` matrix is
 formed, only one tile of scores per thread, and the backward pass rebuilds the
 probabilities from the per-row log-sum-exp ``lse`` that the forward pass can
-return.  Tile products go through BLAS (``sgemm`` / ``dgemm``).  Different
-(batch, head) pairs are independent and can be spread over threads
-(``n_jobs``); the result does not depend on it.
+return.  Tile products go through BLAS (``sgemm`` / ``dgemm``), held to one
+thread during the call: the tiles are small, and a threaded BLAS makes each
+product several times slower.  Different (batch, head) pairs are independent
+and can be spread over threads (``n_jobs``); the result does not depend on it.
 """
 
 import numbers
@@ -26,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._kernels import load
+from .._parallel import single_threaded_blas
 from ._checks import all_finite as _all_finite
 from .scan import _pair_blocks, _run_blocks
 
@@ -188,7 +190,8 @@ def _forward(q, k, v, scale, n_jobs, blocks, out=None):
     def run(pair_start, pair_stop):
         _attention.forward(q, k, v, out, lse, scale, pair_start, pair_stop, *blocks)
 
-    _run_blocks(run, _pair_blocks(batch, n_heads, n_jobs))
+    with single_threaded_blas():
+        _run_blocks(run, _pair_blocks(batch, n_heads, n_jobs))
     return out, lse
 
 
@@ -205,7 +208,8 @@ def _backward(dout, q, k, v, out, lse, scale, n_jobs, blocks, destinations=(None
     def run(pair_start, pair_stop):
         _attention.backward(dout, q, k, v, out, lse, *grads, scale, pair_start, pair_stop, *blocks)
 
-    _run_blocks(run, _pair_blocks(batch, n_heads, n_jobs))
+    with single_threaded_blas():
+        _run_blocks(run, _pair_blocks(batch, n_heads, n_jobs))
     return grads
 
 

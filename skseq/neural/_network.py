@@ -116,7 +116,11 @@ class ResidualSequenceNetwork:
         return outputs, cache
 
     def backward(self, parameters, grad_outputs, cache):
-        """Gradients of every parameter given the gradient of the outputs."""
+        """Gradients of every parameter given the gradient of the outputs.
+
+        Consumes ``cache``: the blocks' activations are released as the pass
+        goes down the stack, so a cache serves one backward pass.
+        """
         hidden_shape, input_cache, position_cache, block_caches, final_cache, head_cache = cache
         grads = {}
         grad_normalised, layer_grads = self.head.backward(parameters, grad_outputs, head_cache)
@@ -128,13 +132,16 @@ class ResidualSequenceNetwork:
         else:
             grad_hidden = np.zeros(hidden_shape, dtype=grad_read.dtype)
             grad_hidden[:, -1] = grad_read
-        for (norm, block), (norm_cache, block_cache) in zip(
-            reversed(self._residual_blocks), reversed(block_caches), strict=True
-        ):
+        for norm, block in reversed(self._residual_blocks):
+            # Each block's activations are released as soon as its backward pass
+            # is done, so the memory serves the gradients of the blocks below
+            # (lower peak, fewer fresh pages): a cache serves one backward pass.
+            norm_cache, block_cache = block_caches.pop()
             grad_update, layer_grads = block.backward(parameters, grad_hidden, block_cache)
             grads.update(layer_grads)
             grad_normalised, layer_grads = norm.backward(parameters, grad_update, norm_cache)
             grads.update(layer_grads)
+            del norm_cache, block_cache, grad_update
             # The norm's input gradient is a fresh array: add in place into it.
             grad_normalised += grad_hidden
             grad_hidden = grad_normalised
