@@ -420,26 +420,66 @@ def test_empty_inputs():
         assert all(grad.shape == shape for grad in grads)
 
 
+@pytest.mark.parametrize("build", ["avx2", "avx512"])
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-6)])
-def test_avx2_build_equals_the_portable_build(monkeypatch, dtype, rtol):
-    if not _kernels.cpu_has_avx2_fma():
-        pytest.skip("this CPU has no AVX2/FMA")
+def test_vector_builds_equal_the_portable_build(monkeypatch, build, dtype, rtol):
+    supported = {"avx2": _kernels.cpu_has_avx2_fma, "avx512": _kernels.cpu_has_avx512}[build]
+    if not supported():
+        pytest.skip(f"this CPU does not run the {build} build")
     try:
-        importlib.import_module("skseq._kernels._attention_avx2")
+        fast = importlib.import_module(f"skseq._kernels._attention_{build}")
     except ImportError:
-        pytest.skip("the AVX2 build is not available on this platform")
+        pytest.skip(f"the {build} build is not available on this platform")
     rng = np.random.default_rng(15)
     q, k, v = make_qkv(rng, batch=2, n_heads=2, length=100, d_head=8, dtype=dtype)
     dout = rng.normal(size=q.shape).astype(dtype)
     results = []
-    for name in ("_attention_avx2", "_attention"):
-        monkeypatch.setattr(
-            attention_module, "_attention", importlib.import_module(f"skseq._kernels.{name}")
-        )
+    for module in (fast, importlib.import_module("skseq._kernels._attention")):
+        monkeypatch.setattr(attention_module, "_attention", module)
         out, lse = causal_attention(q, k, v, return_lse=True, _block_rows=16, _block_cols=32)
         results.append([out, lse, *causal_attention_backward(dout, q, k, v, out, lse)])
-    for fast, portable in zip(*results, strict=True):
-        assert_allclose(fast, portable, rtol=rtol, atol=rtol)
+    for fast_result, portable_result in zip(*results, strict=True):
+        assert_allclose(fast_result, portable_result, rtol=rtol, atol=rtol)
+
+
+def test_blas_runs_on_one_thread_inside_the_kernels(monkeypatch):
+    """Tile products are small: a threaded BLAS makes them several times slower."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    kernels = attention_module._attention
+    seen = []
+
+    def blas_threads():
+        return max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
+
+    class Spy:
+        def forward(self, *arguments):
+            seen.append(blas_threads())
+            return kernels.forward(*arguments)
+
+        def backward(self, *arguments):
+            seen.append(blas_threads())
+            return kernels.backward(*arguments)
+
+    monkeypatch.setattr(attention_module, "_attention", Spy())
+    q, k, v = make_qkv(np.random.default_rng(23))
+    with threadpool_limits(limits=2, user_api="blas"):
+        if blas_threads() < 2:
+            pytest.skip("BLAS runs on one thread here anyway")
+        causal_attention_backward(q, q, k, v)
+    assert seen == [1, 1]
+
+
+def test_load_prefers_the_widest_build(monkeypatch):
+    if not _kernels.cpu_has_avx512():
+        pytest.skip("this CPU has no AVX-512")
+    assert _kernels.load("_attention").__name__ == "skseq._kernels._attention_avx512"
+    # Kernels without an AVX-512 build get their AVX2 one.
+    assert _kernels.load("_scan").__name__ == "skseq._kernels._scan_avx2"
+    monkeypatch.setenv("SKSEQ_KERNELS", "avx2")
+    assert _kernels.load("_attention").__name__ == "skseq._kernels._attention_avx2"
+    monkeypatch.setenv("SKSEQ_KERNELS", "baseline")
+    assert _kernels.load("_attention").__name__ == "skseq._kernels._attention"
 
 
 # -- overflow: exact or loud -------------------------------------------------------------
