@@ -574,6 +574,29 @@ def test_non_finite_input_raises_naming_it(name, bad):
             causal_attention(arrays["q"], arrays["k"], arrays["v"])
 
 
+@pytest.mark.parametrize("name", ["q", "k", "v", "dout", "out", "lse"])
+def test_without_the_finiteness_pass_a_nan_is_still_named(name):
+    """check_finite=False: the same results; a NaN shows in the results, then gets named."""
+    rng = np.random.default_rng(24)
+    q, k, v = make_qkv(rng)
+    out, lse = causal_attention(q, k, v, return_lse=True)
+    arrays = dict(q=q, k=k, v=v, dout=rng.normal(size=q.shape), out=out, lse=lse)
+    assert_same(causal_attention(q, k, v, check_finite=False), out)
+    for fast, checked in zip(
+        causal_attention_backward(**arrays, check_finite=False),
+        causal_attention_backward(**arrays),
+        strict=True,
+    ):
+        assert_same(fast, checked)
+    arrays[name] = arrays[name].copy()
+    arrays[name].flat[3 * 5 + 1] = np.nan  # row 3 of the first head
+    with pytest.raises(ValueError, match=f"{name} contains NaN or infinity"):
+        causal_attention_backward(**arrays, check_finite=False)
+    if name in "qkv":
+        with pytest.raises(ValueError, match=f"{name} contains NaN or infinity"):
+            causal_attention(arrays["q"], arrays["k"], arrays["v"], check_finite=False)
+
+
 def test_backward_needs_both_or_neither_of_out_and_lse():
     rng = np.random.default_rng(19)
     q, k, v = make_qkv(rng)

@@ -81,12 +81,12 @@ def _working_dtype(q):
     return np.dtype(np.float32) if q.dtype == np.float32 else np.dtype(np.float64)
 
 
-def _as_kernel_array(name, value, dtype, shape=None):
-    """A finite array of ``dtype`` whose last axis is contiguous; raises naming ``name``.
+def _as_kernel_array(name, value, dtype, shape=None, check_finite=True):
+    """An array of ``dtype`` whose last axis is contiguous, finite; raises naming ``name``.
 
     An array of the right dtype whose last axis is contiguous (a transposed
     view of a packed projection, for example) is used as it is, without a copy;
-    anything else is copied.
+    anything else is copied.  ``check_finite=False`` skips the finiteness test.
     """
     array = np.asarray(value)
     if array.dtype.kind == "c":
@@ -105,21 +105,28 @@ def _as_kernel_array(name, value, dtype, shape=None):
     )
     if not reusable:
         array = np.ascontiguousarray(array, dtype=dtype)
-    if not _all_finite(array):
-        raise ValueError(f"{name} contains NaN or infinity.")
+    if check_finite:
+        _require_finite({name: array})
     return array
 
 
-def _check_qkv(q, k, v):
+def _require_finite(arrays):
+    """Raise a ValueError naming the first of ``{name: array}`` with a NaN or an infinity."""
+    for name, array in arrays.items():
+        if not _all_finite(array):
+            raise ValueError(f"{name} contains NaN or infinity.")
+
+
+def _check_qkv(q, k, v, check_finite):
     q = np.asarray(q)
     if q.dtype.kind in "fiub" and q.ndim != 4:
         raise ValueError(f"q must have shape (batch, n_heads, length, d_head), got {q.shape}.")
     dtype = _working_dtype(q) if q.dtype.kind in "fiub" else np.dtype(np.float64)
-    q = _as_kernel_array("q", q, dtype)
+    q = _as_kernel_array("q", q, dtype, check_finite=check_finite)
     if q.shape[3] == 0:
         raise ValueError("d_head (the last axis of q, k and v) must be at least 1.")
-    k = _as_kernel_array("k", k, dtype, q.shape)
-    v = _as_kernel_array("v", v, dtype, q.shape)
+    k = _as_kernel_array("k", k, dtype, q.shape, check_finite)
+    v = _as_kernel_array("v", v, dtype, q.shape, check_finite)
     return q, k, v
 
 
@@ -236,6 +243,7 @@ def causal_attention(
     scale=None,
     return_lse=False,
     out=None,
+    check_finite=True,
     n_jobs=None,
     _block_rows=None,
     _block_cols=None,
@@ -263,6 +271,13 @@ def causal_attention(
         dtype with a contiguous last axis, sharing no memory with the inputs.
         A transposed view of a ``(batch, length, n_heads, d_head)`` array
         gives the heads side by side at every step, with no copy.
+    check_finite : bool, default=True
+        Whether to check first that the inputs hold no NaN or infinity (a
+        pass over them).  False skips it, for inputs known to be finite: the
+        inputs are then checked only if a result comes out non-finite (to
+        name the culprit); a NaN or infinity that leaves every result finite
+        (a key of -inf, which gets weight 0) goes unnoticed.  Either way the
+        kernels read no memory out of bounds.
     n_jobs : int, default=None
         Threads over blocks of (batch, head) pairs; None means 1 (or the value
         of an enclosing ``joblib.parallel_config``), -1 all cores.  The result
@@ -323,12 +338,14 @@ def causal_attention(
     >>> out.shape, out.dtype
     ((2, 4, 16, 8), dtype('float32'))
     """
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = _check_qkv(q, k, v, check_finite)
     scale = _check_scale(scale, q.shape[3])
     blocks = _check_blocks(_block_rows, _block_cols)
     (destination,) = _check_destinations({"out": out}, q.dtype, q.shape, (q, k, v))
     out, lse = _forward(q, k, v, scale, n_jobs, blocks, destination)
     if not (_all_finite(lse) and _all_finite(out)):
+        if not check_finite:
+            _require_finite({"q": q, "k": k, "v": v})
         if q.dtype != np.float32:
             raise ValueError(
                 "The attention scores overflow float64 (|scale * q . k| is too large); "
@@ -364,6 +381,7 @@ def causal_attention_backward(
     dq=None,
     dk=None,
     dv=None,
+    check_finite=True,
     n_jobs=None,
     _block_rows=None,
     _block_cols=None,
@@ -393,6 +411,13 @@ def causal_attention_backward(
         sharing no memory with the inputs or with each other; for example
         transposed views of one ``(batch, length, 3, n_heads, d_head)``
         gradient of a packed projection.
+    check_finite : bool, default=True
+        Whether to check first that the inputs hold no NaN or infinity (a
+        pass over them).  False skips it, for inputs known to be finite: the
+        inputs are then checked only if a result comes out non-finite (to
+        name the culprit); a NaN or infinity that leaves every result finite
+         goes unnoticed.  Either way the
+        kernels read no memory out of bounds.
     n_jobs : int, default=None
         Threads over blocks of (batch, head) pairs; None means 1.  The result
         does not depend on it.
@@ -448,9 +473,9 @@ def causal_attention_backward(
     >>> bool(np.allclose(grads.dq, again.dq))
     True
     """
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = _check_qkv(q, k, v, check_finite)
     dtype = q.dtype
-    dout = _as_kernel_array("dout", dout, dtype, q.shape)
+    dout = _as_kernel_array("dout", dout, dtype, q.shape, check_finite)
     scale = _check_scale(scale, q.shape[3])
     blocks = _check_blocks(_block_rows, _block_cols)
     if (out is None) != (lse is None):
@@ -459,17 +484,20 @@ def causal_attention_backward(
         )
     if out is None:
         out, lse = _forward(q, k, v, scale, n_jobs, blocks)
+        finite_forward = _all_finite(lse) and _all_finite(out)
     else:
-        out = _as_kernel_array("out", out, dtype, q.shape)
-        lse = _as_kernel_array("lse", lse, dtype, q.shape[:3])
+        out = _as_kernel_array("out", out, dtype, q.shape, check_finite)
+        lse = _as_kernel_array("lse", lse, dtype, q.shape[:3], check_finite)
+        finite_forward = True  # checked above, or with the gradients
     destinations = _check_destinations(
         {"dq": dq, "dk": dk, "dv": dv}, dtype, q.shape, (q, k, v, dout, out, lse)
     )
-    finite_forward = _all_finite(lse) and _all_finite(out)
     if finite_forward:
         grads = _backward(dout, q, k, v, out, lse, scale, n_jobs, blocks, destinations)
         if all(_all_finite(grad) for grad in grads):
             return AttentionGradients(*grads)
+    if not check_finite:
+        _require_finite({"q": q, "k": k, "v": v, "dout": dout, "out": out, "lse": lse})
     if dtype == np.float32:
         # Scores, or products of the backward pass, beyond the float32 range:
         # redo everything in float64.

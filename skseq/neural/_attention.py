@@ -162,8 +162,13 @@ class CausalSelfAttention(Layer):
         # The kernel writes the heads side by side at every step, the layout
         # of out_proj's input.
         merged = np.empty((batch, length, self.n_heads, self.d_head), dtype=inputs.dtype)
+        # The projections of finite inputs by finite weights: no finiteness pass
+        # (non-finite results would still be caught, and the loss checked).
         _, lse = causal_attention(
-            *self._heads(packed), return_lse=True, out=merged.transpose(0, 2, 1, 3)
+            *self._heads(packed),
+            return_lse=True,
+            out=merged.transpose(0, 2, 1, 3),
+            check_finite=False,
         )
         merged = merged.reshape(batch, length, self.d_model)
         outputs, out_cache = self.out_proj.forward(parameters, merged)
@@ -186,7 +191,14 @@ class CausalSelfAttention(Layer):
         grad_packed = np.empty_like(packed)
         dq, dk, dv = self._heads(grad_packed)
         causal_attention_backward(
-            by_head(grad_merged), *self._heads(packed), by_head(merged), lse, dq=dq, dk=dk, dv=dv
+            by_head(grad_merged),
+            *self._heads(packed),
+            by_head(merged),
+            lse,
+            dq=dq,
+            dk=dk,
+            dv=dv,
+            check_finite=False,
         )
         grad_inputs, layer_grads = self.qkv.backward(
             parameters, grad_packed.reshape(batch, length, 3 * self.d_model), qkv_cache
