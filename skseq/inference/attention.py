@@ -416,8 +416,8 @@ def causal_attention_backward(
         pass over them).  False skips it, for inputs known to be finite: the
         inputs are then checked only if a result comes out non-finite (to
         name the culprit); a NaN or infinity that leaves every result finite
-         goes unnoticed.  Either way the
-        kernels read no memory out of bounds.
+        (an infinite ``lse``, which gives probabilities 0) goes unnoticed.
+        Either way the kernels read no memory out of bounds.
     n_jobs : int, default=None
         Threads over blocks of (batch, head) pairs; None means 1.  The result
         does not depend on it.
