@@ -335,6 +335,10 @@ def test_n_jobs_gives_the_serial_result():
     threaded = TransformerRegressor(**kwargs, n_jobs=2).fit(X, y)
     assert_allclose(threaded.loss_curve_, serial.loss_curve_, rtol=1e-9)
     assert_allclose(threaded.predict(X), serial.predict(X), rtol=1e-7, atol=1e-9)
+    # For a fixed n_jobs the shards and the order of their sums are fixed: bitwise.
+    again = TransformerRegressor(**kwargs, n_jobs=2).fit(X, y)
+    assert again.loss_curve_ == threaded.loss_curve_
+    assert_array_equal(again.predict(X), threaded.predict(X))
 
 
 def test_float32_and_float64():

@@ -47,6 +47,10 @@ __all__ = [
 _DEFAULT_BLOCK_ROWS = 64
 _DEFAULT_BLOCK_COLS = 512
 
+# BLAS takes the row stride in elements as a 32-bit int: arrays whose row
+# stride reaches 2**31 bytes (so possibly 2**31 elements) are copied.
+_MAX_ROW_STRIDE = 2**31
+
 
 class AttentionResult(NamedTuple):
     """What :func:`causal_attention` returns with ``return_lse=True``.
@@ -101,7 +105,7 @@ def _as_kernel_array(name, value, dtype, shape=None, check_finite=True):
         and array.flags.aligned
         and (array.size == 0 or array.strides[-1] == itemsize)
         and all(stride >= 0 and stride % itemsize == 0 for stride in array.strides)
-        and (array.ndim < 2 or array.strides[-2] >= array.shape[-1] * itemsize)
+        and (array.ndim < 2 or array.shape[-1] * itemsize <= array.strides[-2] < _MAX_ROW_STRIDE)
     )
     if not reusable:
         array = np.ascontiguousarray(array, dtype=dtype)
@@ -173,7 +177,7 @@ def _check_destinations(destinations, dtype, shape, inputs):
         if array.size and not (
             array.strides[-1] == itemsize
             and all(stride >= 0 and stride % itemsize == 0 for stride in array.strides)
-            and array.strides[-2] >= shape[-1] * itemsize
+            and shape[-1] * itemsize <= array.strides[-2] < _MAX_ROW_STRIDE
         ):
             raise ValueError(
                 f"{name} must have a contiguous last axis (for example a transposed view of "
