@@ -542,12 +542,16 @@ def test_float64_overflow_is_loud():
         ),
         (dict(q=np.ones((2, 3, 4, 5), dtype=complex)), TypeError, "q must be real"),
         (dict(v=np.full((2, 3, 4, 5), "a")), TypeError, "v must be a numeric array"),
-        (dict(scale=0.0), ValueError, "scale must be a positive finite number"),
-        (dict(scale=np.inf), ValueError, "scale must be a positive finite number"),
-        (dict(scale="big"), TypeError, "scale must be a positive real number"),
-        (dict(scale=True), TypeError, "scale must be a positive real number"),
-        (dict(_block_rows=0), ValueError, "_block_rows must be a positive integer"),
-        (dict(_block_cols=2.5), ValueError, "_block_cols must be a positive integer"),
+        (dict(scale=0.0), ValueError, "scale must be > 0"),
+        (dict(scale=np.inf), ValueError, "scale must be finite"),
+        (dict(scale=np.nan), ValueError, "scale must be finite"),
+        (dict(scale="big"), TypeError, "scale must be a real number"),
+        (dict(scale=True), TypeError, "scale must be a real number"),
+        (dict(n_jobs=0), ValueError, "n_jobs == 0 has no meaning"),
+        (dict(n_jobs=1.5), TypeError, "n_jobs must be an integer"),
+        (dict(check_finite="no"), TypeError, "check_finite must be a bool"),
+        (dict(_block_rows=0), ValueError, "_block_rows must be >= 1"),
+        (dict(_block_cols=2.5), TypeError, "_block_cols must be an integer"),
     ],
 )
 def test_bad_input_raises_naming_it(change, error, match):
@@ -596,6 +600,12 @@ def test_without_the_finiteness_pass_a_nan_is_still_named(name):
     if name in "qkv":
         with pytest.raises(ValueError, match=f"{name} contains NaN or infinity"):
             causal_attention(arrays["q"], arrays["k"], arrays["v"], check_finite=False)
+
+
+def test_return_lse_must_be_a_bool():
+    q, k, v = make_qkv(np.random.default_rng(25))
+    with pytest.raises(TypeError, match="return_lse must be a bool"):
+        causal_attention(q, k, v, return_lse=1)
 
 
 def test_backward_needs_both_or_neither_of_out_and_lse():

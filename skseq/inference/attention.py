@@ -21,13 +21,13 @@ product several times slower.  Different (batch, head) pairs are independent
 and can be spread over threads (``n_jobs``); the result does not depend on it.
 """
 
-import numbers
 from typing import NamedTuple
 
 import numpy as np
 
 from .._kernels import load
 from .._parallel import single_threaded_blas
+from .._validation import check_bool_param, check_n_jobs, check_scalar_param
 from ._checks import all_finite as _all_finite
 from .scan import _pair_blocks, _run_blocks
 
@@ -134,25 +134,24 @@ def _check_qkv(q, k, v, check_finite):
     return q, k, v
 
 
-def _check_scale(scale, d_head):
+def _check_options(scale, d_head, n_jobs, block_rows, block_cols, **flags):
+    """The scalar arguments: the scale (None or positive), n_jobs, the tile sizes, bools.
+
+    Returns the scale (``1 / sqrt(d_head)`` by default), the tile sizes with
+    ``block_cols`` rounded up to a multiple of ``block_rows``, and the flags
+    as Python bools, in the order given.
+    """
     if scale is None:
-        return 1.0 / np.sqrt(d_head)
-    if isinstance(scale, bool | np.bool_) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale must be a positive real number or None, got {scale!r}.")
-    if not (np.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a positive finite number, got {scale!r}.")
-    return float(scale)
-
-
-def _check_blocks(block_rows, block_cols):
-    """Tile sizes, with ``block_cols`` rounded up to a multiple of ``block_rows``."""
+        scale = 1.0 / np.sqrt(d_head)
+    else:
+        scale = float(check_scalar_param(scale, "scale", "real", low=0, low_open=True))
+    check_n_jobs(n_jobs)
     rows = _DEFAULT_BLOCK_ROWS if block_rows is None else block_rows
     cols = _DEFAULT_BLOCK_COLS if block_cols is None else block_cols
-    for name, value in (("_block_rows", rows), ("_block_cols", cols)):
-        if not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    rows, cols = int(rows), int(cols)
-    return rows, -(-max(cols, rows) // rows) * rows
+    rows = int(check_scalar_param(rows, "_block_rows", "int", low=1))
+    cols = int(check_scalar_param(cols, "_block_cols", "int", low=1))
+    blocks = (rows, -(-max(cols, rows) // rows) * rows)
+    return (scale, blocks, *(check_bool_param(value, name) for name, value in flags.items()))
 
 
 def _check_destinations(destinations, dtype, shape, inputs):
@@ -342,9 +341,11 @@ def causal_attention(
     >>> out.shape, out.dtype
     ((2, 4, 16, 8), dtype('float32'))
     """
+    check_finite = check_bool_param(check_finite, "check_finite")
     q, k, v = _check_qkv(q, k, v, check_finite)
-    scale = _check_scale(scale, q.shape[3])
-    blocks = _check_blocks(_block_rows, _block_cols)
+    scale, blocks, return_lse = _check_options(
+        scale, q.shape[3], n_jobs, _block_rows, _block_cols, return_lse=return_lse
+    )
     (destination,) = _check_destinations({"out": out}, q.dtype, q.shape, (q, k, v))
     out, lse = _forward(q, k, v, scale, n_jobs, blocks, destination)
     if not (_all_finite(lse) and _all_finite(out)):
@@ -477,11 +478,11 @@ def causal_attention_backward(
     >>> bool(np.allclose(grads.dq, again.dq))
     True
     """
+    check_finite = check_bool_param(check_finite, "check_finite")
     q, k, v = _check_qkv(q, k, v, check_finite)
     dtype = q.dtype
     dout = _as_kernel_array("dout", dout, dtype, q.shape, check_finite)
-    scale = _check_scale(scale, q.shape[3])
-    blocks = _check_blocks(_block_rows, _block_cols)
+    scale, blocks = _check_options(scale, q.shape[3], n_jobs, _block_rows, _block_cols)
     if (out is None) != (lse is None):
         raise ValueError(
             "Pass both out and lse (from causal_attention(..., return_lse=True)) or neither."

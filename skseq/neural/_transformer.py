@@ -1,6 +1,6 @@
 """Causal Transformer estimators: TransformerRegressor and TransformerClassifier."""
 
-from ..base import check_scalar_param
+from .._validation import check_scalar_param
 from ._attention import ACTIVATIONS, make_transformer_network
 from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
