@@ -29,6 +29,7 @@ from .._kernels import load
 from .._parallel import single_threaded_blas
 from .._validation import check_bool_param, check_n_jobs, check_scalar_param
 from ._checks import all_finite as _all_finite
+from ._checks import working_dtype
 from .scan import _pair_blocks, _run_blocks
 
 _attention = load("_attention")
@@ -80,11 +81,6 @@ class AttentionGradients(NamedTuple):
     dv: np.ndarray
 
 
-def _working_dtype(q):
-    """float32 for float32 ``q``; float64 for any other real ``q``."""
-    return np.dtype(np.float32) if q.dtype == np.float32 else np.dtype(np.float64)
-
-
 def _as_kernel_array(name, value, dtype, shape=None, check_finite=True):
     """An array of ``dtype`` whose last axis is contiguous, finite; raises naming ``name``.
 
@@ -93,10 +89,7 @@ def _as_kernel_array(name, value, dtype, shape=None, check_finite=True):
     anything else is copied.  ``check_finite=False`` skips the finiteness test.
     """
     array = np.asarray(value)
-    if array.dtype.kind == "c":
-        raise TypeError(f"{name} must be real; complex inputs are not supported.")
-    if array.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}.")
+    working_dtype(name, array)  # real and numeric, or raises naming it
     if shape is not None and array.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {array.shape}.")
     itemsize = dtype.itemsize
@@ -123,9 +116,9 @@ def _require_finite(arrays):
 
 def _check_qkv(q, k, v, check_finite):
     q = np.asarray(q)
-    if q.dtype.kind in "fiub" and q.ndim != 4:
+    dtype = working_dtype("q", q)
+    if q.ndim != 4:
         raise ValueError(f"q must have shape (batch, n_heads, length, d_head), got {q.shape}.")
-    dtype = _working_dtype(q) if q.dtype.kind in "fiub" else np.dtype(np.float64)
     q = _as_kernel_array("q", q, dtype, check_finite=check_finite)
     if q.shape[3] == 0:
         raise ValueError("d_head (the last axis of q, k and v) must be at least 1.")
