@@ -16,6 +16,10 @@ from numpy.testing import assert_allclose
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq import (
+    ElmanRNNClassifier,
+    ElmanRNNRegressor,
+    S4DClassifier,
+    S4DRegressor,
     SelectiveSSMClassifier,
     SelectiveSSMRegressor,
     TransformerClassifier,
@@ -23,7 +27,9 @@ from skseq import (
 )
 from skseq.neural import _trainer
 from skseq.neural._attention import make_transformer_network
+from skseq.neural._elman import make_elman_network
 from skseq.neural._mamba import make_mamba_network
+from skseq.neural._s4d import make_s4d_network
 from skseq.neural._trainer import (
     PREDICTION_MEMORY_FACTOR,
     TRAINING_MEMORY_FACTOR,
@@ -35,6 +41,10 @@ from skseq.neural._trainer import (
 NEURAL_ESTIMATORS = [
     SelectiveSSMRegressor(d_model=8, n_layers=1, d_state=4, max_iter=1, random_state=0),
     SelectiveSSMClassifier(d_model=8, n_layers=1, d_state=4, max_iter=1, random_state=0),
+    S4DRegressor(d_model=8, n_layers=1, d_state=4, max_iter=1, random_state=0),
+    S4DClassifier(d_model=8, n_layers=1, d_state=4, max_iter=1, random_state=0),
+    ElmanRNNRegressor(d_model=8, n_layers=1, max_iter=1, random_state=0),
+    ElmanRNNClassifier(d_model=8, n_layers=1, max_iter=1, random_state=0),
     TransformerRegressor(d_model=8, n_layers=1, n_heads=2, max_iter=1, random_state=0),
     TransformerClassifier(d_model=8, n_layers=1, n_heads=2, max_iter=1, random_state=0),
 ]
@@ -53,6 +63,12 @@ NETWORKS = {
     ),
     "transformer": lambda per_step: make_transformer_network(
         3, 2, per_step=per_step, d_model=16, n_layers=2, n_heads=4, d_ff=64, activation="gelu"
+    ),
+    "s4d": lambda per_step: make_s4d_network(
+        3, 2, per_step=per_step, d_model=16, n_layers=2, d_state=8, d_conv=4, expand=2, init="lin"
+    ),
+    "elman": lambda per_step: make_elman_network(
+        3, 2, per_step=per_step, d_model=16, n_layers=2, init_spectral_radius=0.9
     ),
 }
 
@@ -73,7 +89,11 @@ def kept_bytes(network, parameters, X):
 @pytest.mark.parametrize("per_step", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_estimate_is_the_kept_activations(name, per_step, dtype):
-    """Fitted on batches of at most 2 x 16 steps, exact for 5 x 300."""
+    """Fitted on batches of at most 2 x 64 steps, exact for 5 x 300.
+
+    (S4D's FFT length is the next fast length above twice the sequence length:
+    2 T exactly at the probes' powers of two, and at T = 300.)
+    """
     network = NETWORKS[name](per_step)
     parameters = network.init_parameters(np.random.RandomState(0), dtype)
     coefficients = estimate_activation_bytes(network, parameters, 3)

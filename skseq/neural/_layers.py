@@ -277,9 +277,7 @@ class RMSNorm(Layer):
         return {self.key("gain"): np.ones(self.dim, dtype=dtype)}
 
     def forward(self, parameters, inputs):
-        # The sum of squares by einsum: no squared copy of the input.
-        mean_square = np.einsum("...d,...d->...", inputs, inputs)[..., None] / self.dim
-        inverse_rms = 1.0 / np.sqrt(mean_square + self.eps)
+        inverse_rms = 1.0 / np.sqrt(np.mean(inputs * inputs, axis=-1, keepdims=True) + self.eps)
         normalised = inputs * inverse_rms
         return normalised * parameters[self.key("gain")], (normalised, inverse_rms)
 
@@ -293,7 +291,7 @@ class RMSNorm(Layer):
         # grad_inputs = inverse_rms * (g - normalised * mean(g * normalised)) with
         # g = grad_outputs * gain, in one buffer: fresh arrays cost page faults.
         grad_inputs = grad_outputs * parameters[self.key("gain")]
-        projection = np.einsum("...d,...d->...", grad_inputs, normalised)[..., None] / self.dim
+        projection = np.mean(grad_inputs * normalised, axis=-1, keepdims=True)
         grad_inputs -= normalised * projection
         grad_inputs *= inverse_rms
         return grad_inputs, {self.key("gain"): grad_gain}

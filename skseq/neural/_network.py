@@ -112,7 +112,9 @@ class ResidualSequenceNetwork:
         read = hidden if self.per_step else hidden[:, -1]
         normalised, final_cache = self.final_norm.forward(parameters, read)
         outputs, head_cache = self.head.forward(parameters, normalised)
-        cache = (hidden.shape, input_cache, position_cache, block_caches, final_cache, head_cache)
+        # Five entries, the positional encoding's with the input projection's: code
+        # that reads the block caches (ElmanRNN's gradient_norms) unpacks five.
+        cache = (hidden.shape, (input_cache, position_cache), block_caches, final_cache, head_cache)
         return outputs, cache
 
     def backward(self, parameters, grad_outputs, cache):
@@ -121,7 +123,7 @@ class ResidualSequenceNetwork:
         Consumes ``cache``: the blocks' activations are released as the pass
         goes down the stack, so a cache serves one backward pass.
         """
-        hidden_shape, input_cache, position_cache, block_caches, final_cache, head_cache = cache
+        hidden_shape, (input_cache, position_cache), block_caches, final_cache, head_cache = cache
         grads = {}
         grad_normalised, layer_grads = self.head.backward(parameters, grad_outputs, head_cache)
         grads.update(layer_grads)

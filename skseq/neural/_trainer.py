@@ -59,14 +59,14 @@ MAX_WORKING_MEMORY = 8 * 2**30
 
 # Estimated working memory per byte of the activations that a forward pass keeps:
 # a training step also holds the gradients of one block's activations and the
-# temporaries of its backward pass (peaks measured at 1.55 times the activations
-# for the Mamba stack, 1.3 for the Transformer), a forward pass only its own
-# temporaries (measured 1.1 to 1.2).
+# temporaries of its backward pass (peaks measured at 1.3 to 1.65 times the
+# activations for the Mamba, S4D, Elman and Transformer stacks), a forward pass
+# only its own temporaries (measured 1.1 to 1.25).
 TRAINING_MEMORY_FACTOR = 2.0
 PREDICTION_MEMORY_FACTOR = 1.5
 
 # (sequences, steps) of the probe forward passes of estimate_activation_bytes.
-_MEMORY_PROBES = [(n_sequences, n_steps) for n_sequences in (1, 2) for n_steps in (4, 8, 16)]
+_MEMORY_PROBES = [(n_sequences, n_steps) for n_sequences in (1, 2) for n_steps in (16, 32, 64)]
 
 
 def _owned_bytes(value, seen, excluded):
@@ -95,8 +95,10 @@ def estimate_activation_bytes(network, parameters, n_features):
     """A model of the bytes a forward pass keeps, as a function of the batch.
 
     The arrays that ``network.forward`` returns in its outputs and cache (what
-    the backward pass reads) are measured on six tiny batches of 1 or 2
-    sequences of 4, 8 or 16 steps, and fitted exactly by
+    the backward pass reads) are measured on six small batches of 1 or 2
+    sequences of 16, 32 or 64 steps (powers of two, so that FFT lengths are
+    exactly twice the length, as they nearly are at any length), and fitted
+    exactly by
     ``bytes(n, T) = a + b T + c T**2 + n (d + e T + f T**2)`` for ``n``
     sequences of ``T`` steps: terms that grow with the length (a quadratic
     one for an attention that kept its score matrices) and with the batch,
