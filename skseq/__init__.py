@@ -2,7 +2,16 @@
 
 from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, MultinomialHMM, PoissonHMM
 from .lds import LinearGaussianSSM
-from .neural import S4DClassifier, S4DRegressor, SelectiveSSMClassifier, SelectiveSSMRegressor
+from .neural import (
+    ElmanRNNClassifier,
+    ElmanRNNRegressor,
+    S4DClassifier,
+    S4DRegressor,
+    SelectiveSSMClassifier,
+    SelectiveSSMRegressor,
+    TransformerClassifier,
+    TransformerRegressor,
+)
 
 __version__ = "0.1.0"
 
@@ -17,4 +26,8 @@ __all__ = [
     "SelectiveSSMClassifier",
     "S4DRegressor",
     "S4DClassifier",
+    "ElmanRNNRegressor",
+    "ElmanRNNClassifier",
+    "TransformerRegressor",
+    "TransformerClassifier",
 ]

@@ -10,6 +10,7 @@ would add up to 10 ms to every E step of an EM fit (whose E steps take a few
 milliseconds).
 """
 
+import sys
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from joblib import Parallel, delayed, effective_n_jobs
@@ -19,18 +20,22 @@ from threadpoolctl import ThreadpoolController
 __all__ = ["ThreadRunner", "limited_threads", "single_threaded_blas"]
 
 _controller = None
+_modules_at_lookup = -1
 
 
 def limited_threads(n_threads):
     """A context in which BLAS and OpenMP run on at most ``n_threads`` threads
     (``threadpoolctl``).
 
-    The thread libraries are looked up once per process (a lookup costs
-    milliseconds, too much for every fit).
+    The thread libraries are looked up again only when modules have been
+    imported since the last lookup (a lookup costs milliseconds, too much for
+    every fit; a new thread library, such as the OpenMP runtime torch brings,
+    comes with an import).
     """
-    global _controller
-    if _controller is None:
+    global _controller, _modules_at_lookup
+    if _controller is None or len(sys.modules) != _modules_at_lookup:
         _controller = ThreadpoolController()
+        _modules_at_lookup = len(sys.modules)
     return _controller.limit(limits=int(n_threads))
 
 

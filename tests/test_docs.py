@@ -27,6 +27,8 @@ PUBLIC_MODULES = [
     "skseq.inference.kalman",
     "skseq.inference.scan",
     "skseq.inference.s4d",
+    "skseq.inference.rnn",
+    "skseq.inference.attention",
     "skseq.datasets",
 ]
 

@@ -1,19 +1,26 @@
 """Kalman filter, RTS smoother and EM statistics against the exact joint Gaussian and peers."""
 
+import pickle
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.linalg import block_diag, solve_discrete_are
 from scipy.stats import multivariate_normal
 
 from skseq._kernels import _kalman
 from skseq.inference.kalman import (
     KalmanFilterResult,
+    KalmanForwardSmoothingResult,
     KalmanSmootherResult,
+    KalmanStreamState,
     check_lgssm_parameters,
     em_statistics_offsets,
     kalman_filter,
     kalman_filter_step,
     kalman_forecast,
+    kalman_forward_smoothing,
     kalman_smoother,
     sample_lgssm,
 )
@@ -668,3 +675,142 @@ def test_blas_thresholds_are_per_thread_and_cannot_race():
         _kalman.set_blas_min_work(*previous)
     assert seen == [defaults]
     assert _kalman.blas_min_work() == defaults
+
+
+# -- streams: forward-only smoothing of the EM statistics ------------------------------
+
+
+def stream_case(n_state, n_obs, n_controls, n_rows, seed):
+    """Random parameters, observations with missing entries (a partly missing row,
+    an all-NaN row) and controls; the keyword arguments of the public functions."""
+    rng = np.random.default_rng(seed)
+    params = random_model(rng, n_state, n_obs, n_controls)
+    X = rng.normal(scale=2.0, size=(n_rows, n_obs))
+    X[missing_pattern(rng, n_rows, n_obs)] = np.nan
+    X[n_rows // 3] = np.nan  # an all-NaN row inside the sequence as well
+    controls = rng.normal(size=(n_rows, n_controls))
+    kwargs = dict(params)
+    if n_controls == 0:
+        del kwargs["control_matrix"]
+    return params, X, controls, kwargs
+
+
+def stream_in_chunks(X, controls, kwargs, bounds):
+    """Run kalman_forward_smoothing over X cut at ``bounds``; sum what the chunks add."""
+    carried, total, log_likelihood = None, None, 0.0
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        chunk_controls = controls[start:stop] if controls.shape[1] else None
+        result = kalman_forward_smoothing(
+            X[start:stop], **kwargs, controls=chunk_controls, carried=carried
+        )
+        assert isinstance(result, KalmanForwardSmoothingResult)
+        statistics, chunk_log_likelihood, carried = result
+        log_likelihood += chunk_log_likelihood
+        total = statistics if total is None else {k: total[k] + statistics[k] for k in total}
+    return total, log_likelihood, carried
+
+
+def assert_statistics_equal(actual, expected, rtol):
+    assert actual.keys() == expected.keys()
+    for key, value in expected.items():
+        scale = max(np.max(np.abs(value)), 1.0)
+        np.testing.assert_allclose(actual[key], value, rtol=rtol, atol=rtol * scale, err_msg=key)
+
+
+@pytest.mark.parametrize("n_state", [1, 2, 3])
+@pytest.mark.parametrize("n_obs", [1, 2])
+@pytest.mark.parametrize("chunk", [1, 37, 400])
+def test_stream_in_chunks_gives_the_statistics_of_the_whole_sequence(n_state, n_obs, chunk):
+    """At fixed parameters, what the chunks add is exactly the E step of the whole
+    sequence: the initial state, every transition (those across the chunk
+    boundaries too, with their controls), every row (partly missing and all-NaN
+    ones too), each revised in the light of the later chunks."""
+    n_controls = (n_state + n_obs) % 3
+    n_rows = 120 if chunk == 1 else 900  # one row at a time: the edge case, on fewer rows
+    params, X, controls, kwargs = stream_case(n_state, n_obs, n_controls, n_rows, seed=chunk)
+    model = check_lgssm_parameters(n_obs, **params)
+    whole, sequence_log_likelihood = em_statistics_offsets(
+        model, X, controls, np.array([0, n_rows], dtype=np.intp)
+    )
+    bounds = list(range(0, n_rows, chunk)) + [n_rows]
+    total, log_likelihood, _ = stream_in_chunks(X, controls, kwargs, bounds)
+    assert_statistics_equal(total, whole, rtol=1e-9)
+    np.testing.assert_allclose(log_likelihood, sequence_log_likelihood[0], rtol=1e-10)
+
+
+@pytest.mark.parametrize("n_state,n_obs,n_controls", [(2, 3, 1), (9, 4, 2)])
+def test_stream_statistics_match_exact_posterior_moments(n_state, n_obs, n_controls, blas_mode):
+    """Against the moments of the exact joint Gaussian, with every product in BLAS,
+    in the hand-written loops, and with the default thresholds."""
+    params, X, controls, kwargs = stream_case(n_state, n_obs, n_controls, 9, seed=5)
+    total, log_likelihood, _ = stream_in_chunks(X, controls, kwargs, [0, 1, 4, 5, 9])
+    assert_statistics_equal(total, moments_reference(params, X, controls, [9]), rtol=1e-9)
+    exact = exact_posteriors(params, X, controls, [9])["loglik"]
+    np.testing.assert_allclose(log_likelihood, exact[0], rtol=1e-10)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    cuts=st.lists(st.integers(min_value=1, max_value=59), max_size=8, unique=True),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_any_split_of_a_stream_gives_the_same_statistics(cuts, seed):
+    params, X, controls, kwargs = stream_case(2, 2, 1, 60, seed=seed)
+    whole, _ = em_statistics_offsets(
+        check_lgssm_parameters(2, **params), X, controls, np.array([0, 60], dtype=np.intp)
+    )
+    total, _, _ = stream_in_chunks(X, controls, kwargs, [0, *sorted(cuts), 60])
+    assert_statistics_equal(total, whole, rtol=1e-9)
+
+
+def test_stream_state_has_a_fixed_size_and_survives_pickling():
+    _, X, controls, kwargs = stream_case(3, 2, 1, 2_000, seed=8)
+    _, _, after_few = stream_in_chunks(X, controls, kwargs, [0, 10])
+    _, _, after_many = stream_in_chunks(X, controls, kwargs, list(range(0, 2_001, 400)))
+    assert isinstance(after_many, KalmanStreamState)
+    assert [np.shape(a) for a in after_few] == [np.shape(a) for a in after_many]
+    assert after_many.filtered_mean.shape == (3,)
+    restored = pickle.loads(pickle.dumps(after_many))
+    more = np.random.default_rng(1).normal(size=(50, 2))
+    continued = kalman_forward_smoothing(more, **kwargs, controls=controls[:50], carried=after_many)
+    from_pickle = kalman_forward_smoothing(more, **kwargs, controls=controls[:50], carried=restored)
+    for key, value in continued.statistics.items():
+        np.testing.assert_array_equal(from_pickle.statistics[key], value)
+
+
+def test_stream_continuation_differs_from_a_fresh_start():
+    """The carried message makes the next rows a continuation: the first one is no
+    sequence start, and the transition into it is counted."""
+    _, X, controls, kwargs = stream_case(2, 2, 1, 30, seed=11)
+    first = kalman_forward_smoothing(X[:20], **kwargs, controls=controls[:20])
+    assert float(first.statistics["n_sequences"]) == 1.0
+    continued = kalman_forward_smoothing(
+        X[20:], **kwargs, controls=controls[20:], carried=first.carried
+    )
+    fresh = kalman_forward_smoothing(X[20:], **kwargs, controls=controls[20:])
+    assert float(continued.statistics["n_sequences"]) == 0.0
+    assert continued.statistics["transition_regressor"][-1, -1] == 10.0
+    assert fresh.statistics["transition_regressor"][-1, -1] == 9.0
+    assert continued.log_likelihood != pytest.approx(fresh.log_likelihood)
+
+
+def test_stream_arguments_are_validated_and_not_modified():
+    _, X, controls, kwargs = stream_case(2, 2, 1, 30, seed=12)
+    X_copy, controls_copy = X.copy(), controls.copy()
+    carried = kalman_forward_smoothing(X[:10], **kwargs, controls=controls[:10]).carried
+    copies = [np.copy(value) for value in carried]
+    kalman_forward_smoothing(X[10:], **kwargs, controls=controls[10:], carried=carried)
+    for value, copy in zip(carried, copies):
+        np.testing.assert_array_equal(value, copy)
+    np.testing.assert_array_equal(X, X_copy)
+    np.testing.assert_array_equal(controls, controls_copy)
+    with pytest.raises(TypeError, match="KalmanStreamState"):
+        kalman_forward_smoothing(X, **kwargs, controls=controls, carried=tuple(carried))
+    three_states = stream_case(3, 2, 1, 10, seed=0)[3]
+    with pytest.raises(ValueError, match="carried.filtered_mean has shape"):
+        kalman_forward_smoothing(X, **three_states, controls=controls, carried=carried)
+    broken = carried._replace(constant=np.full_like(carried.constant, np.nan))
+    with pytest.raises(ValueError, match="carried.constant contains NaN"):
+        kalman_forward_smoothing(X, **kwargs, controls=controls, carried=broken)
+    with pytest.raises(ValueError, match="infinity"):
+        kalman_forward_smoothing(np.full((3, 2), np.inf), **kwargs, controls=controls[:3])

@@ -10,8 +10,10 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq import GaussianHMM, _kernels
+from skseq.inference import elman_rnn, elman_rnn_backward
 from skseq.inference import gaussian as inference_gaussian
 from skseq.inference import hmm as inference_hmm
+from skseq.inference import rnn as inference_rnn
 
 
 def portable_and_fast(name):
@@ -128,3 +130,29 @@ def test_unbuilt_source_tree_says_what_to_do(tmp_path):
     assert "ModuleNotFoundError" not in result.stderr
     assert "compiled kernels are missing" in result.stderr
     assert "pip install -e ." in result.stderr
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_elman_rnn_is_the_same_with_either_build(monkeypatch, dtype):
+    portable, fast = portable_and_fast("_rnn")
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(4, 40, 3)).astype(dtype)
+    weights = [
+        rng.normal(size=(8, 3)),
+        1.2 * rng.normal(size=(8, 8)) / np.sqrt(8),
+        rng.normal(size=8),
+    ]
+    d_hidden = rng.normal(size=(4, 40, 8)).astype(dtype)
+    results = []
+    for kernels in (fast, portable):
+        monkeypatch.setattr(inference_rnn, "_rnn", kernels)
+        hidden, _ = elman_rnn(x, *weights)
+        results.append((hidden, elman_rnn_backward(d_hidden, x, *weights)))
+    (fast_hidden, fast_grads), (hidden, grads) = results
+    tolerance = dict(rtol=1e-11, atol=1e-12) if dtype == np.float64 else dict(rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(fast_hidden, hidden, **tolerance)
+    for fast_gradient, gradient in zip(fast_grads, grads, strict=True):
+        scale = np.abs(gradient).max()
+        np.testing.assert_allclose(
+            fast_gradient, gradient, rtol=tolerance["rtol"], atol=tolerance["atol"] * scale
+        )

@@ -124,3 +124,37 @@ def test_kmeans_initialisation_runs_on_n_jobs_threads(monkeypatch):
     seen.clear()
     PoissonHMM(2, n_iter=1, random_state=0, n_jobs=2).fit(counts)
     assert seen == [2]
+
+
+def test_thread_libraries_loaded_after_the_first_limit_are_limited_too():
+    """The cached thread-library lookup is refreshed when more modules have been imported.
+
+    Here torch brings its own OpenMP runtime after skseq first limited the threads
+    (as when a test imports torch after earlier fits): it must be limited as well.
+    """
+    pytest.importorskip("torch")
+    import os
+    import subprocess
+    import sys
+
+    code = "\n".join(
+        [
+            "import threadpoolctl",
+            "from skseq._parallel import limited_threads",
+            "with limited_threads(1):",
+            "    pass",
+            "import torch",
+            "with limited_threads(1):",
+            "    info = threadpoolctl.threadpool_info()",
+            "    openmp = [i['num_threads'] for i in info if i['user_api'] == 'openmp']",
+            "assert openmp and max(openmp) == 1, info",
+        ]
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "3"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr

@@ -4,9 +4,16 @@ Usable on its own with any parameters; the estimators call these functions
 (and their underscore-prefixed cores), never the kernels directly.  Modules:
 :mod:`~skseq.inference.hmm` (re-exported here), :mod:`~skseq.inference.gaussian`,
 :mod:`~skseq.inference.kalman`, :mod:`~skseq.inference.scan`,
-:mod:`~skseq.inference.s4d` (re-exported here).
+:mod:`~skseq.inference.s4d`, :mod:`~skseq.inference.rnn` and
+:mod:`~skseq.inference.attention` (the last three re-exported here).
 """
 
+from .attention import (
+    AttentionGradients,
+    AttentionResult,
+    causal_attention,
+    causal_attention_backward,
+)
 from .hmm import (
     ForwardBackwardResult,
     ForwardResult,
@@ -21,6 +28,7 @@ from .hmm import (
     viterbi,
 )
 from .kalman import KalmanFilterResult, KalmanSmootherResult, kalman_filter, kalman_smoother
+from .rnn import ElmanGradients, ElmanResult, elman_rnn, elman_rnn_backward
 from .s4d import (
     ConvolutionGradients,
     ConvolutionResult,
@@ -61,4 +69,12 @@ __all__ = [
     "ConvolutionResult",
     "ConvolutionSpectra",
     "ConvolutionGradients",
+    "elman_rnn",
+    "elman_rnn_backward",
+    "ElmanResult",
+    "ElmanGradients",
+    "causal_attention",
+    "causal_attention_backward",
+    "AttentionResult",
+    "AttentionGradients",
 ]

@@ -15,8 +15,16 @@ entries only, exactly, and a row with no observed entry skips the update.
 
 The kernels use the Joseph-form covariance update and Cholesky solves (no
 matrix is ever inverted); they release the GIL.
+
+:func:`kalman_forward_smoothing` computes the EM statistics of a sequence that
+arrives in chunks, exactly, by forward-only smoothing: the message carried
+from one chunk to the next (:class:`KalmanStreamState`) has a size fixed by
+the dimensions of the model, never by the number of rows seen
+(doc/user_guide/lgssm.rst, "Streams: forward-only smoothing").
 """
 
+import functools
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -38,6 +46,9 @@ __all__ = [
     "KalmanLastStates",
     "KalmanForecast",
     "LGSSMSample",
+    "kalman_forward_smoothing",
+    "KalmanStreamState",
+    "KalmanForwardSmoothingResult",
 ]
 
 
@@ -165,6 +176,57 @@ class LGSSMSample(NamedTuple):
 
     observations: np.ndarray
     states: np.ndarray
+
+
+class KalmanStreamState(NamedTuple):
+    """The message a stream carries from one chunk to the next.
+
+    Its size is fixed by the state, feature and control dimensions (k, p, m),
+    whatever the number of rows seen.  Pass it back, unchanged, as
+    ``carried`` with the next chunk of the same sequence.
+
+    Attributes
+    ----------
+    filtered_mean : ndarray of shape (k,)
+        E[z_t | x_1..x_t] of the last row seen.
+    filtered_covariance : ndarray of shape (k, k)
+        Cov(z_t | x_1..x_t).
+    constant : ndarray of shape (n_moments,)
+    linear : ndarray of shape (n_moments, k)
+    quadratic : ndarray of shape (n_moments, k, k)
+        The coefficients of T(z) = constant + linear z + z^T quadratic z, the
+        expectation of each moment of all rows seen given the last state
+        z_t = z and the rows (the moments are listed by
+        :func:`skseq._kernels._kalman.stream_layout`).
+    """
+
+    filtered_mean: np.ndarray
+    filtered_covariance: np.ndarray
+    constant: np.ndarray
+    linear: np.ndarray
+    quadratic: np.ndarray
+
+
+class KalmanForwardSmoothingResult(NamedTuple):
+    """What :func:`kalman_forward_smoothing` returns.
+
+    Attributes
+    ----------
+    statistics : dict of ndarray
+        What the chunk adds to the smoothed EM statistics of the sequence (the
+        keys listed in :func:`kalman_forward_smoothing`): its own rows' terms plus the
+        revision of the earlier rows' terms in the light of the new rows.  At
+        fixed parameters the chunks' statistics add up to those of the whole
+        sequence.
+    log_likelihood : float
+        log p(chunk | earlier rows).
+    carried : KalmanStreamState
+        The message to pass with the next chunk.
+    """
+
+    statistics: dict
+    log_likelihood: float
+    carried: KalmanStreamState
 
 
 # -- validation ---------------------------------------------------------------
@@ -672,6 +734,141 @@ def _sample(parameters, n_samples, controls, random_state):
     return LGSSMSample(observations, states)
 
 
+# Blocks of the stream moments that are symmetric and kept in their upper triangle.
+_SYMMETRIC_MOMENTS = ("observation_regressor", "observation_target", "initial_outer")
+
+
+def _upper_mirrored(matrix):
+    return np.triu(matrix) + np.triu(matrix, 1).T
+
+
+@functools.lru_cache(maxsize=32)
+def _stream_blocks(n_state, n_obs, n_ctrl):
+    """The moments of a stream message: ``((name, start, stop, shape), ...)`` and their number."""
+    blocks, start = [], 0
+    for name, shape in _kalman.stream_layout(n_state, n_obs, n_ctrl):
+        blocks.append((name, start, start + math.prod(shape), shape))
+        start += math.prod(shape)
+    return tuple(blocks), start
+
+
+def _empty_stream_state(n_state, n_obs, n_ctrl):
+    """A message for a sequence that starts with the next chunk (all zeros)."""
+    n_moments = _stream_blocks(n_state, n_obs, n_ctrl)[1]
+    return KalmanStreamState(
+        np.zeros(n_state),
+        np.zeros((n_state, n_state)),
+        np.zeros(n_moments),
+        np.zeros((n_moments, n_state)),
+        np.zeros((n_moments, n_state, n_state)),
+    )
+
+
+def _stream_statistics(carried, n_obs, n_ctrl):
+    """The smoothed EM statistics of all rows a stream message has seen (no checks).
+
+    Each moment's expectation is its function T(z) of the last state averaged
+    over the filtered N(filtered_mean, filtered_covariance); the transition
+    statistics follow from the moments: the previous states of the
+    transitions are all rows but the last, their next states all rows but the
+    first (doc/user_guide/lgssm.rst).  Returns a dict with the keys of
+    :func:`_em_statistics_offsets`.
+    """
+    mean, covariance = carried.filtered_mean, carried.filtered_covariance
+    k, p, m = mean.shape[0], n_obs, n_ctrl
+    second = covariance + np.outer(mean, mean)
+    n_moments = carried.constant.shape[0]
+    values = (
+        carried.constant
+        + carried.linear @ mean
+        + carried.quadratic.reshape(n_moments, k * k) @ second.ravel()
+    )
+    moments = {
+        name: values[start:stop].reshape(shape)
+        for name, start, stop, shape in _stream_blocks(k, p, m)[0]
+    }
+    for name in _SYMMETRIC_MOMENTS:
+        moments[name] = _upper_mirrored(moments[name])
+    observation_regressor = moments["observation_regressor"]
+    state_outer, state_sum = observation_regressor[:k, :k], observation_regressor[:k, k]
+    D = k + m + 1
+    transition_regressor = np.empty((D, D))
+    transition_regressor[:k, :k] = state_outer - second
+    transition_regressor[:k, k : k + m] = moments["previous_control"]
+    transition_regressor[k : k + m, :k] = moments["previous_control"].T
+    transition_regressor[:k, -1] = transition_regressor[-1, :k] = state_sum - mean
+    transition_regressor[k : k + m, k : k + m] = _upper_mirrored(moments["control_outer"])
+    transition_regressor[k : k + m, -1] = transition_regressor[-1, k : k + m] = moments[
+        "control_sum"
+    ]
+    transition_regressor[-1, -1] = moments["n_transitions"]
+    transition_cross = np.hstack(
+        [
+            moments["lag_outer"],
+            moments["state_control"],
+            (state_sum - moments["initial_sum"])[:, None],
+        ]
+    )
+    return {
+        "initial_sum": moments["initial_sum"].copy(),
+        "initial_outer": moments["initial_outer"],
+        "transition_regressor": transition_regressor,
+        "transition_cross": transition_cross,
+        "transition_target": state_outer - moments["initial_outer"],
+        "observation_regressor": observation_regressor,
+        "observation_cross": moments["observation_cross"].copy(),
+        "observation_target": moments["observation_target"],
+        "n_sequences": moments["n_sequences"].copy(),
+    }
+
+
+def _forward_smoothing_rows(model, X, controls, carried):
+    """Forward-only smoothing over the rows of one chunk, on validated inputs (no checks).
+
+    ``carried`` is the message of the earlier rows of the sequence, or None
+    when ``X[0]`` starts it; it is not modified.  Returns
+    ``(statistics, log_likelihood, carried)`` as :class:`KalmanForwardSmoothingResult`,
+    where ``statistics`` is what the rows add to the smoothed statistics of
+    the sequence; a numerical failure gives log-likelihood NaN (the caller
+    raises) and the other two fields are then None.
+    """
+    X, controls = _rows(X), _rows(controls)
+    k, p, m = model.n_state, model.n_obs, model.n_ctrl
+    fresh = carried is None
+    before = None if fresh else _stream_statistics(carried, p, m)
+    state = (
+        _empty_stream_state(k, p, m)
+        if fresh
+        else KalmanStreamState(*(np.array(value, dtype=np.float64, order="C") for value in carried))
+    )
+    log_predictive = np.zeros(X.shape[0])
+    log_likelihood = _kalman.forward_smoothing(model, X, controls, fresh, *state, log_predictive)
+    if np.isnan(log_likelihood):
+        return KalmanForwardSmoothingResult(None, float("nan"), None)
+    after = _stream_statistics(state, p, m)
+    added = after if fresh else {name: after[name] - before[name] for name in after}
+    return KalmanForwardSmoothingResult(added, float(log_likelihood), state)
+
+
+def _check_carried(carried, n_state, n_obs, n_ctrl):
+    if not isinstance(carried, KalmanStreamState):
+        raise TypeError(
+            "carried must be the KalmanStreamState returned by kalman_forward_smoothing "
+            f"for the previous chunk (or None to start a sequence), got {type(carried).__name__}."
+        )
+    expected = _empty_stream_state(n_state, n_obs, n_ctrl)
+    for name, value, reference in zip(carried._fields, carried, expected):
+        value = _as_float_array(value, f"carried.{name}")
+        if value.shape != reference.shape:
+            raise ValueError(
+                f"carried.{name} has shape {value.shape}, but a model with {n_state} states, "
+                f"{n_obs} features and {n_ctrl} controls carries shape {reference.shape}: "
+                "the message comes from a different model."
+            )
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"carried.{name} contains NaN or infinity.")
+
+
 # -- public functions ---------------------------------------------------------
 
 
@@ -1054,9 +1251,113 @@ def sample_lgssm(
     return _sample(parameters, n_samples, controls, check_random_state(random_state))
 
 
+def kalman_forward_smoothing(
+    X,
+    transition_matrix,
+    observation_matrix,
+    transition_covariance,
+    observation_covariance,
+    *,
+    transition_offset=None,
+    observation_offset=None,
+    initial_state_mean=None,
+    initial_state_covariance=None,
+    control_matrix=None,
+    controls=None,
+    carried=None,
+):
+    """EM statistics of a sequence that arrives in chunks, exactly, by forward-only smoothing.
+
+    Each call takes the next rows of one sequence and the message
+    ``carried`` returned by the call on the rows before them.  It returns
+    what these rows add to the smoothed sufficient statistics of the
+    sequence (their own terms, and the revision of the earlier rows' terms in
+    the light of the new rows), so that, at fixed parameters, the statistics
+    of the chunks add up to those of :func:`kalman_smoother` on the whole
+    sequence, whatever the chunk sizes.  The message has a fixed size (it
+    does not grow with the rows seen); the work adds O(k^4 + k^2 p) per row
+    to the filter and smoother's (doc/user_guide/lgssm.rst, "Streams:
+    forward-only smoothing").
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        The next rows of the sequence; NaN marks a missing entry.
+    transition_matrix, observation_matrix, transition_covariance, observation_covariance
+        F, H, Q, R, as in :func:`kalman_filter`.
+    transition_offset, observation_offset, initial_state_mean, initial_state_covariance
+        b, d, mu0, Sigma0, as in :func:`kalman_filter`.
+    control_matrix : array-like of shape (n_state, n_controls), optional
+        G; requires ``controls``.
+    controls : array-like of shape (n_samples, n_controls), optional
+        u_t of the rows.  The control of the first row is used when the rows
+        continue a sequence (it drives the transition into that row) and
+        unused when they start one.
+    carried : KalmanStreamState, optional
+        The message of the earlier rows; None when ``X[0]`` starts the sequence.
+        It is not modified.
+
+    Returns
+    -------
+    KalmanForwardSmoothingResult
+        ``statistics`` (a dict with the keys of the EM statistics:
+        ``initial_sum``, ``initial_outer``, ``transition_regressor``,
+        ``transition_cross``, ``transition_target``, ``observation_regressor``,
+        ``observation_cross``, ``observation_target``, ``n_sequences``),
+        ``log_likelihood`` (log p(rows | earlier rows)) and ``carried``.
+
+    Raises
+    ------
+    ValueError
+        On invalid parameters or observations (as :func:`kalman_filter`), or a
+        ``carried`` message of another model's dimensions.
+    TypeError
+        When ``carried`` is not a :class:`KalmanStreamState`.
+    numpy.linalg.LinAlgError
+        When a covariance loses positive definiteness in floating point.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import kalman_forward_smoothing
+    >>> X = np.random.default_rng(0).normal(size=(100, 2))
+    >>> params = dict(transition_matrix=[[0.9]], observation_matrix=[[1.0], [0.5]],
+    ...               transition_covariance=[[0.3]], observation_covariance=np.eye(2))
+    >>> whole = kalman_forward_smoothing(X, **params)
+    >>> carried, total = None, None
+    >>> for chunk in np.array_split(X, 7):
+    ...     statistics, log_likelihood, carried = kalman_forward_smoothing(
+    ...         chunk, **params, carried=carried)
+    ...     total = statistics if total is None else {
+    ...         name: total[name] + statistics[name] for name in total}
+    >>> bool(np.allclose(total["transition_cross"], whole.statistics["transition_cross"]))
+    True
+    """
+    parameters = dict(
+        transition_matrix=transition_matrix,
+        observation_matrix=observation_matrix,
+        transition_covariance=transition_covariance,
+        observation_covariance=observation_covariance,
+        transition_offset=transition_offset,
+        observation_offset=observation_offset,
+        initial_state_mean=initial_state_mean,
+        initial_state_covariance=initial_state_covariance,
+        control_matrix=control_matrix,
+    )
+    X, model, controls, _ = _check_inputs(X, controls, None, parameters)
+    if carried is not None:
+        _check_carried(carried, model.n_state, model.n_obs, model.n_ctrl)
+    result = _forward_smoothing_rows(model, X, controls, carried)
+    _raise_if_failed(np.array([result.log_likelihood]))
+    return result
+
+
 # The names the unchecked cores had before they became private, kept working
 # for code written against them.
 filter_offsets = _filter_offsets
 filter_last_offsets = _filter_last_offsets
 smoother_offsets = _smoother_offsets
 em_statistics_offsets = _em_statistics_offsets
+forward_smoothing_rows = _forward_smoothing_rows
+empty_stream_state = _empty_stream_state
+stream_statistics = _stream_statistics

@@ -36,19 +36,20 @@ from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_of
 from .._validation import check_n_jobs, masked_as_nan
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
+    _em_statistics_offsets,
+    _filter_last_offsets,
+    _filter_offsets,
     _filter_step,
     _forecast,
+    _forward_smoothing_rows,
     _sample,
+    _smoother_offsets,
     check_controls,
     check_covariance,
     check_lgssm_arrays,
     check_matrix,
     check_state_covariance,
-    em_statistics_offsets,
-    filter_last_offsets,
-    filter_offsets,
     make_model,
-    smoother_offsets,
 )
 
 __all__ = ["LinearGaussianSSM"]
@@ -380,9 +381,9 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     feature_names_in_ : ndarray of str
         Only when X has feature names.
     filter_state_mean_, filter_state_covariance_ : ndarray
-        The filtered state of the stream driven by :meth:`filter_update`
-        (present once it has been called or :meth:`reset_filter` was given a
-        history).
+        The filtered state of the stream driven by :meth:`filter_update` or
+        :meth:`partial_fit` (present once one of them has been called or
+        :meth:`reset_filter` was given a history).
 
     See Also
     --------
@@ -732,7 +733,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         blocks and scale linearly, as stochastic EM needs.
         """
         n_features = self.n_features_in_
-        statistics, sequence_log_likelihood = em_statistics_offsets(
+        statistics, sequence_log_likelihood = _em_statistics_offsets(
             self._model(), X[:, :n_features], X[:, n_features:], offsets
         )
         if np.isnan(sequence_log_likelihood).any():
@@ -1053,7 +1054,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         for name in ("filter_state_mean_", "filter_state_covariance_"):
             if hasattr(self, name):
                 delattr(self, name)
-        self._stream_state = None
+        self._stream = None
         self._fit_em(self._stack(X, controls), offsets)
         return self
 
@@ -1082,15 +1083,19 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         :meth:`fit` continues from its parameters.
 
         Consecutive calls on consecutive chunks of one long sequence continue
-        it: the first sequence of ``X`` starts from the one-step prediction of
-        the filtered state after the last row of the previous call (so the
-        log-likelihood of a stream in chunks equals that of the whole
-        sequence), and its first row is not counted as a sequence start.  The
-        smoother does not revise earlier chunks, and the one transition
-        across each chunk boundary is not counted: with chunks of hundreds of
-        rows the statistics differ from whole-sequence EM by that fraction.
-        Memory held between calls is the parameters, the statistics and one
-        filtered state.
+        it: the first sequence of ``X`` continues the last sequence of the
+        previous call, through a forward-only smoothing message whose size
+        does not depend on how many rows have passed.  Each chunk contributes
+        the change it makes to the smoothed statistics of the whole sequence
+        so far (its own rows, the transition across the chunk boundary, and
+        the revision of the earlier rows in the light of the new ones), so at
+        fixed parameters the chunks add up to exactly the statistics of the
+        whole sequence (see :doc:`/user_guide/stochastic_em`).  Sequences in
+        between the first and the last of ``X`` are complete and go through
+        the ordinary E step (in threads with ``n_jobs``).  Afterwards
+        ``filter_state_mean_`` and ``filter_state_covariance_`` hold the
+        filtered state of the last row, from which :meth:`filter_update`
+        continues the stream.
 
         Parameters
         ----------
@@ -1098,7 +1103,9 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         y : None
             Ignored.
         lengths, sequence_ids, controls
-            As in :meth:`fit`.
+            As in :meth:`fit`.  When the first sequence of ``X`` continues the
+            stream, the control of its first row drives the transition into
+            it.
         new_sequence : bool, default=False
             True when the first sequence of ``X`` starts afresh rather than
             continuing the last sequence of the previous call.
@@ -1112,7 +1119,12 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         X, offsets, controls = self._validate_sequences(
             X, y, lengths, sequence_ids, controls, reset=first_call, method="partial_fit"
         )
-        self._reject_empty_sequences(X, offsets)
+        carried = None if (first_call or new_sequence) else getattr(self, "_stream", None)
+        # A chunk that continues the stream may be entirely NaN: the sequence is not.
+        checked = 0 if carried is None else 1
+        if checked < len(offsets) - 1:
+            start = offsets[checked]
+            self._reject_empty_sequences(X[start:], offsets[checked:] - start)
         if first_call:
             self.n_controls_ = controls.shape[1]
             self._n_features_out = self.n_components
@@ -1120,13 +1132,14 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 self._stack(X, controls), offsets, check_random_state(self.random_state)
             )
             self._running_statistics = None
-            self._stream_state = None
             self._n_rows_seen = 0
             self.n_batch_iter_ = 0
         else:
             # Continue from validated float64 copies of the fitted arrays.
             self._set_parameters(self._checked_parameters())
-        statistics, log_likelihood = self._stream_estep(X, controls, offsets, new_sequence)
+        statistics, log_likelihood, stream = self._stream_estep(
+            self._stack(X, controls), offsets, carried
+        )
         running = getattr(self, "_running_statistics", None)
         if running is not None and any(
             np.shape(running[name]) != np.shape(value) for name, value in statistics.items()
@@ -1137,35 +1150,44 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 "new estimator."
             )
         self._partial_fit_step(statistics, log_likelihood, X.shape[0])
+        self._stream = stream
+        self.filter_state_mean_ = stream.filtered_mean.copy()
+        self.filter_state_covariance_ = stream.filtered_covariance.copy()
         return self
 
-    def _continued_model(self, state, control):
-        """The model whose initial state is the one-step prediction from ``state``."""
-        filtered_mean, filtered_covariance = state
-        F = self.transition_matrix_
-        mean = F @ filtered_mean + self.transition_offset_ + self.control_matrix_ @ control
-        covariance = F @ filtered_covariance @ F.T + self.transition_covariance_
-        return make_model(
-            F,
-            self.observation_matrix_,
-            self.transition_covariance_,
-            self.observation_covariance_,
-            self.transition_offset_,
-            self.observation_offset_,
-            mean,
-            covariance,
-            self.control_matrix_,
-        )
+    def _advance_stream(self, X, carried):
+        """Forward-only smoothing over the rows of one sequence (part).
 
-    def _stream_estep(self, X, controls, offsets, new_sequence):
-        """E step of one partial_fit batch; keeps the filtered state of its last row.
-
-        Returns the statistics and the batch's log-likelihood (its first
-        sequence given the rows before it, when it continues a stream).
+        ``X`` is the stacked ``[X, controls]`` array of rows that continue the
+        sequence whose message is ``carried`` (None: they start a sequence).
+        Returns the statistics these rows add (at fixed parameters, exactly
+        what the whole-sequence E step adds for them, revisions of earlier
+        rows included), their log-likelihood given the past, and the new message.
         """
-        carried = None if new_sequence else getattr(self, "_stream_state", None)
-        statistics, first, log_likelihood = None, 0, 0.0
-        continued_model = None
+        n_features = self.n_features_in_
+        statistics, log_likelihood, stream = _forward_smoothing_rows(
+            self._model(), X[:, :n_features], X[:, n_features:], carried
+        )
+        if np.isnan(log_likelihood):
+            raise ValueError(
+                "The E step failed numerically (a covariance lost positive definiteness); "
+                "the current parameters are too ill-conditioned for these data."
+            )
+        return SufficientStatistics(statistics), log_likelihood, stream
+
+    def _stream_estep(self, X, offsets, carried):
+        """E step of one ``partial_fit`` batch of the stacked ``[X, controls]`` rows.
+
+        The first sequence continues the stream of ``carried`` (unless it is
+        None) and the last one may be continued by the next call: both go
+        through the forward-only smoother.  Sequences in between are complete
+        and use the batch E step (in threads with ``n_jobs``).  Returns
+        ``(statistics, log_likelihood, carried)``, the last being the message
+        of the last sequence.
+        """
+        n_sequences = len(offsets) - 1
+        statistics, log_likelihood = None, 0.0
+        first_complete = 0
         if carried is not None:
             k = self.n_components
             if np.shape(carried[0]) != (k,) or np.shape(carried[1]) != (k, k):
@@ -1174,31 +1196,20 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                     f"the model has n_components={k}; pass new_sequence=True."
                 )
             stop = offsets[1]
-            continued_model = self._continued_model(carried, controls[0])
-            values, sequence_log_likelihood = em_statistics_offsets(
-                continued_model, X[:stop], controls[:stop], np.array([0, stop], dtype=np.intp)
+            statistics, log_likelihood, stream = self._advance_stream(X[:stop], carried)
+            first_complete = 1
+            if n_sequences == 1:
+                return statistics, log_likelihood, stream
+        if n_sequences - 1 > first_complete:
+            start, stop = offsets[first_complete], offsets[n_sequences - 1]
+            middle, middle_log_likelihood = self._estep_parallel(
+                X[start:stop], offsets[first_complete:n_sequences] - start
             )
-            self._check_finite(sequence_log_likelihood)
-            log_likelihood += float(np.sum(sequence_log_likelihood))
-            statistics = SufficientStatistics(values)
-            for name in ("initial_sum", "initial_outer", "n_sequences"):
-                statistics[name] = np.zeros_like(statistics[name])
-            first = 1
-        if first < len(offsets) - 1:
-            start = offsets[first]
-            rest, rest_log_likelihood = self._estep_parallel(
-                self._stack(X[start:], controls[start:]), offsets[first:] - start
-            )
-            log_likelihood += rest_log_likelihood
-            statistics = rest if statistics is None else statistics + rest
-        last = offsets[-2]
-        model = continued_model if (carried is not None and len(offsets) == 2) else self._model()
-        last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
-            model, X[last:], controls[last:], np.array([0, X.shape[0] - last], dtype=np.intp)
-        )
-        self._check_finite(sequence_log_likelihood)
-        self._stream_state = (last_means[0], last_covariances[0])
-        return statistics, log_likelihood
+            statistics = middle if statistics is None else statistics + middle
+            log_likelihood += middle_log_likelihood
+        last, last_log_likelihood, stream = self._advance_stream(X[offsets[-2] :], None)
+        statistics = last if statistics is None else statistics + last
+        return statistics, log_likelihood + last_log_likelihood, stream
 
     def fit_transform(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):
         """Fit, then return the smoothed state means of X.
@@ -1251,7 +1262,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         log_likelihood : float
         """
         X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls, "score")
-        _, _, sequence_log_likelihood, log_predictive = filter_last_offsets(
+        _, _, sequence_log_likelihood, log_predictive = _filter_last_offsets(
             self._checked_model(), X, controls, offsets
         )
         self._check_finite(sequence_log_likelihood)
@@ -1272,7 +1283,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         X, offsets, controls = self._prepare(
             X, y, lengths, sequence_ids, controls, "score_sequences"
         )
-        _, _, sequence_log_likelihood, _ = filter_last_offsets(
+        _, _, sequence_log_likelihood, _ = _filter_last_offsets(
             self._checked_model(), X, controls, offsets
         )
         self._check_finite(sequence_log_likelihood)
@@ -1322,7 +1333,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         states : ndarray of shape (n_samples, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = smoother_offsets(
+        result = _smoother_offsets(
             self._checked_model(), X, controls, offsets, with_covariances=False
         )
         self._check_finite(result.sequence_log_likelihood)
@@ -1340,7 +1351,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         covariances : ndarray of shape (n_samples, n_components, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = filter_offsets(self._checked_model(), X, controls, offsets)
+        result = _filter_offsets(self._checked_model(), X, controls, offsets)
         self._check_finite(result.sequence_log_likelihood)
         return result.filtered_means, result.filtered_covariances
 
@@ -1356,7 +1367,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         covariances : ndarray of shape (n_samples, n_components, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = smoother_offsets(self._checked_model(), X, controls, offsets)
+        result = _smoother_offsets(self._checked_model(), X, controls, offsets)
         self._check_finite(result.sequence_log_likelihood)
         return result.smoothed_means, result.smoothed_covariances
 
@@ -1390,7 +1401,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         check_scalar_param(n_steps, "n_steps", "int", low=1)
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
         model = self._checked_model()
-        last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
+        last_means, last_covariances, sequence_log_likelihood, _ = _filter_last_offsets(
             model, X, controls, offsets
         )
         self._check_finite(sequence_log_likelihood)
@@ -1455,7 +1466,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 delattr(self, name)
         if X is not None:
             X, offsets, controls = self._prepare(X, None, None, None, controls)
-            last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
+            last_means, last_covariances, sequence_log_likelihood, _ = _filter_last_offsets(
                 self._checked_model(), X, controls, offsets
             )
             self._check_finite(sequence_log_likelihood)
@@ -1471,9 +1482,9 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         after :meth:`fit` or ``reset_filter()`` conditions the prior
         N(mu0, Sigma0) on ``x`` (as the first row of a sequence); later calls
         first propagate the state with the transition (and ``control``).  After
-        ``reset_filter(history)`` the stream continues the history.  The
-        result equals, row by row and to the last bit, :meth:`filter` on the
-        whole stream.
+        ``reset_filter(history)`` the stream continues the history, and after
+        :meth:`partial_fit` the last row it saw.  The result equals, row by
+        row and to the last bit, :meth:`filter` on the whole stream.
 
         Parameters
         ----------

@@ -1,0 +1,219 @@
+# cython: language_level=3
+"""The Elman recurrence and its back-propagation through time.
+
+Pure numeric code on typed memoryviews; nothing here validates its inputs (the
+callers in :mod:`skseq.inference.rnn` do).  For every sequence ``b`` and step
+``t``, with the input projection ``p[b, t] = W_x x[b, t] + b`` computed by the
+caller (one large matrix product over all steps)::
+
+    h[b, t] = tanh(p[b, t] + W_h h[b, t - 1]),      h[b, -1] = h0[b]
+
+Only the product with ``W_h`` has to run step by step.  At each step it is one
+matrix product over the whole batch, ``(batch, H) x (H, H)``, done by BLAS
+directly on the rows of ``hidden`` (their stride is ``length * H``), so nothing
+is copied; ``tanh`` then runs over the ``H`` contiguous numbers of each row.
+
+The backward pass runs the recurrence of the gradients with respect to the
+pre-activations, ``a[b, t] = (dL/dh[b, t]) * (1 - h[b, t]**2)`` with
+``dL/dh[b, t] = d_hidden[b, t] + W_h^T a[b, t + 1]``, in place over a copy of
+``d_hidden``, again one BLAS product per step.  The weight gradient
+``dW_h = sum_t a_t h_{t-1}^T`` is then one product per sequence over all its
+steps.
+"""
+
+from scipy.linalg.cython_blas cimport dgemm, sgemm
+
+# The branch-free exp / select functions and the restrict pointer types.
+include "_elementary.pxi"
+
+
+# ------------------------------------------------------------ tanh
+
+
+cdef inline floating _abs(floating x) noexcept nogil:
+    """|x| by clearing the sign bit."""
+    cdef _Bits64 bits64
+    cdef _Bits32 bits32
+    if floating is float:
+        bits32.real = x
+        bits32.integer = bits32.integer & <uint32_t>0x7FFFFFFF
+        return bits32.real
+    else:
+        bits64.real = x
+        bits64.integer = bits64.integer & <uint64_t>0x7FFFFFFFFFFFFFFF
+        return bits64.real
+
+
+cdef inline floating _with_sign_of(floating magnitude, floating x) noexcept nogil:
+    """``magnitude`` (>= 0) with the sign bit of ``x``."""
+    cdef _Bits64 m64, x64
+    cdef _Bits32 m32, x32
+    if floating is float:
+        m32.real = magnitude
+        x32.real = x
+        m32.integer = m32.integer | (x32.integer & <uint32_t>0x80000000)
+        return m32.real
+    else:
+        m64.real = magnitude
+        x64.real = x
+        m64.integer = m64.integer | (x64.integer & <uint64_t>0x8000000000000000)
+        return m64.real
+
+
+cdef inline double _tanh64(double x) noexcept nogil:
+    """tanh(x) for finite x, to a few ulp, without branches.
+
+    For |x| < 0.625 Cephes' rational form ``a + a s P(s) / Q(s)`` (s = a**2),
+    otherwise ``(e - 1) / (e + 1)`` with ``e = exp(2 a)``; both are written as
+    one quotient whose numerator and denominator are selected before the one
+    division.  |x| is clamped to 22, beyond which tanh rounds to 1.
+    """
+    cdef double a = _abs(x)
+    cdef double clamped = _where_negative(22.0 - a, 22.0, a)
+    cdef double e = _exp_in_range64(2.0 * clamped)
+    cdef double s = a * a
+    cdef double p = (-9.64399179425052238628e-1 * s - 9.92877231001918586564e1) * s \
+        - 1.61468768441708447952e3
+    cdef double q = ((s + 1.12811678491632931402e2) * s + 2.23548839060100448583e3) * s \
+        + 4.84406305325125486048e3
+    cdef double numerator = _where_negative(a - 0.625, a * (q + s * p), e - 1.0)
+    cdef double denominator = _where_negative(a - 0.625, q, e + 1.0)
+    return _with_sign_of(numerator / denominator, x)
+
+
+cdef inline float _tanh32(float x) noexcept nogil:
+    """tanh(x) for finite x in single precision (Cephes' tanhf), without branches.
+
+    An odd polynomial for |x| < 0.625, ``(e - 1) / (e + 1)`` with
+    ``e = exp(2 a)`` otherwise; |x| is clamped to 10, beyond which tanh rounds
+    to 1.
+    """
+    cdef float a = _abs(x)
+    cdef float clamped = _where_negative(<float>10.0 - a, <float>10.0, a)
+    cdef float e = _exp_in_range32(<float>2.0 * clamped)
+    cdef float s = a * a
+    cdef float small = ((((<float>-5.70498872745e-3 * s + <float>2.06390887954e-2) * s
+                          - <float>5.37397155531e-2) * s + <float>1.33314422036e-1) * s
+                        - <float>3.33332819422e-1) * s * a + a
+    cdef float large = (e - <float>1.0) / (e + <float>1.0)
+    return _with_sign_of(_where_negative(a - <float>0.625, small, large), x)
+
+
+cdef inline floating _tanh(floating x) noexcept nogil:
+    if floating is float:
+        return _tanh32(x)
+    else:
+        return _tanh64(x)
+
+
+cdef inline void _tanh_row(floating_out row, Py_ssize_t count) noexcept nogil:
+    """row = tanh(row), in place."""
+    cdef Py_ssize_t j
+    for j in range(count):
+        row[j] = _tanh(row[j])
+
+
+cdef inline void _times_tanh_slope(
+    floating_out grad, floating_in hidden, Py_ssize_t count
+) noexcept nogil:
+    """grad *= 1 - hidden**2: the derivative of tanh at the pre-activation."""
+    cdef Py_ssize_t j
+    for j in range(count):
+        grad[j] = grad[j] * (1 - hidden[j] * hidden[j])
+
+
+# ------------------------------------------------------------ BLAS
+
+
+cdef inline void _gemm(
+    char* transa, char* transb, int m, int n, int k,
+    floating alpha, floating* a, int lda, floating* b, int ldb,
+    floating beta, floating* c, int ldc,
+) noexcept nogil:
+    """Column-major ``c = alpha op(a) op(b) + beta c`` in the precision of ``floating``."""
+    if floating is float:
+        sgemm(transa, transb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc)
+    else:
+        dgemm(transa, transb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc)
+
+
+# ------------------------------------------------------------ kernels
+
+
+def tanh(floating[::1] values):
+    """Apply the kernel's tanh in place (exposed for the tests of its accuracy)."""
+    if values.shape[0] == 0:
+        return
+    with nogil:
+        _tanh_row(&values[0], values.shape[0])
+
+
+def forward(floating[:, :, ::1] hidden, const floating[:, ::1] W_h,
+            const floating[:, ::1] h0, bint has_h0):
+    """Run the recurrence in place: ``hidden`` holds ``p`` on entry and ``h`` on exit.
+
+    ``hidden`` has shape (batch, length, H), each at least 1; ``h0``
+    (batch, H) is read only when ``has_h0``.
+    """
+    cdef Py_ssize_t batch = hidden.shape[0]
+    cdef Py_ssize_t length = hidden.shape[1]
+    cdef int n_hidden = <int>hidden.shape[2]
+    cdef int row_stride = <int>(length * n_hidden)
+    cdef Py_ssize_t t, row
+    cdef floating* W = <floating*>&W_h[0, 0]
+    with nogil:
+        for t in range(length):
+            # Row-major (batch, H) += previous (batch, H) @ W_h^T, i.e. the
+            # column-major (H, batch) += W_h (H, H) @ previous (H, batch).
+            if t > 0:
+                _gemm(b"T", b"N", n_hidden, <int>batch, n_hidden, <floating>1, W, n_hidden,
+                      &hidden[0, t - 1, 0], row_stride, <floating>1, &hidden[0, t, 0],
+                      row_stride)
+            elif has_h0:
+                _gemm(b"T", b"N", n_hidden, <int>batch, n_hidden, <floating>1, W, n_hidden,
+                      <floating*>&h0[0, 0], n_hidden, <floating>1, &hidden[0, 0, 0],
+                      row_stride)
+            for row in range(batch):
+                _tanh_row(&hidden[row, t, 0], n_hidden)
+
+
+def backward(floating[:, :, ::1] grad, const floating[:, :, ::1] hidden,
+             const floating[:, ::1] W_h, const floating[:, ::1] h0, bint has_h0,
+             floating[:, ::1] dW_h, floating[:, ::1] dh0):
+    """Back-propagate through time, in place over ``grad``.
+
+    On entry ``grad`` (batch, length, H) holds dL/dh from outside the
+    recurrence (``d_hidden``, with ``d_last_hidden`` added at the last step);
+    on exit it holds the gradients of the pre-activations ``a[b, t]``.
+    ``dh0`` (batch, H) is overwritten; the weight gradient is added to
+    ``dW_h`` (H, H), which the caller passes zeroed.  batch, length, H >= 1.
+    """
+    cdef Py_ssize_t batch = hidden.shape[0]
+    cdef Py_ssize_t length = hidden.shape[1]
+    cdef int n_hidden = <int>hidden.shape[2]
+    cdef int row_stride = <int>(length * n_hidden)
+    cdef Py_ssize_t t, row
+    cdef floating* W = <floating*>&W_h[0, 0]
+    with nogil:
+        for t in range(length - 1, -1, -1):
+            for row in range(batch):
+                _times_tanh_slope(&grad[row, t, 0], &hidden[row, t, 0], n_hidden)
+            # Row-major target (batch, H) += a_t (batch, H) @ W_h, i.e. the
+            # column-major (H, batch) += W_h^T (H, H) @ a_t^T (H, batch).
+            if t > 0:
+                _gemm(b"N", b"N", n_hidden, <int>batch, n_hidden, <floating>1, W, n_hidden,
+                      &grad[0, t, 0], row_stride, <floating>1, &grad[0, t - 1, 0], row_stride)
+            else:
+                _gemm(b"N", b"N", n_hidden, <int>batch, n_hidden, <floating>1, W, n_hidden,
+                      &grad[0, 0, 0], row_stride, <floating>0, &dh0[0, 0], n_hidden)
+        # dW_h = sum_b sum_{t >= 1} a[b, t] h[b, t - 1]^T (+ a[b, 0] h0[b]^T).  Row-major
+        # (H, H) = A^T P with A = a[b, 1:], P = h[b, :-1]; column-major dW_h^T = P^T A.
+        if length > 1:
+            for row in range(batch):
+                _gemm(b"N", b"T", n_hidden, n_hidden, <int>(length - 1), <floating>1,
+                      <floating*>&hidden[row, 0, 0], n_hidden, &grad[row, 1, 0], n_hidden,
+                      <floating>1, &dW_h[0, 0], n_hidden)
+        if has_h0:
+            _gemm(b"N", b"T", n_hidden, n_hidden, <int>batch, <floating>1,
+                  <floating*>&h0[0, 0], n_hidden, &grad[0, 0, 0], row_stride,
+                  <floating>1, &dW_h[0, 0], n_hidden)

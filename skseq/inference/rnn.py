@@ -1,0 +1,291 @@
+"""The Elman recurrent network and its back-propagation through time, on plain arrays.
+
+For every sequence ``b`` and step ``t`` (the user guide's :doc:`/user_guide/rnn`)::
+
+    h[b, t] = tanh(W_x x[b, t] + W_h h[b, t - 1] + b),      h[b, -1] = h0[b]
+
+with the weights laid out as PyTorch's ``torch.nn.RNN`` lays out
+``weight_ih_l0`` (``W_x``) and ``weight_hh_l0`` (``W_h``).  The input
+projection ``W_x x + b`` of all steps is one matrix product; the recurrence
+runs in the Cython kernel :mod:`skseq._kernels._rnn`, one BLAS product over
+the batch per step and an inline, vectorised ``tanh``.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .._kernels import load
+from ._checks import checked_array, working_dtype
+from .scan import _require
+
+_rnn = load("_rnn")
+
+__all__ = ["elman_rnn", "elman_rnn_backward", "ElmanResult", "ElmanGradients"]
+
+# The kernel hands row strides of length * n_hidden to BLAS as a C int.
+_MAX_ROW_ELEMENTS = np.iinfo(np.int32).max
+
+
+class ElmanResult(NamedTuple):
+    """What :func:`elman_rnn` returns.
+
+    Attributes
+    ----------
+    hidden : ndarray of shape (batch, length, n_hidden)
+        The hidden state after every step.
+    last_hidden : ndarray of shape (batch, n_hidden)
+        The state after the last step (``h0``, or zeros, when ``length`` is 0).
+    """
+
+    hidden: np.ndarray
+    last_hidden: np.ndarray
+
+
+class ElmanGradients(NamedTuple):
+    """What :func:`elman_rnn_backward` returns: one gradient per input, of its shape.
+
+    ``dh0`` is the gradient with respect to the initial state, also when
+    ``h0`` was None (the zero state).
+    """
+
+    dx: np.ndarray
+    dW_x: np.ndarray
+    dW_h: np.ndarray
+    db: np.ndarray
+    dh0: np.ndarray
+
+
+def _check_inputs(x, W_x, W_h, b, h0):
+    """Validate and convert the inputs to C-contiguous arrays of x's dtype."""
+    _require(x=x, W_x=W_x, W_h=W_h, b=b)
+    x = np.asarray(x)
+    dtype = working_dtype("x", x)
+    if x.ndim != 3:
+        raise ValueError(f"x must have shape (batch, length, n_inputs), got {x.shape}.")
+    x = checked_array("x", x, dtype)
+    batch, length, n_inputs = x.shape
+    W_h = np.asarray(W_h)
+    if W_h.ndim != 2 or W_h.shape[0] != W_h.shape[1] or W_h.shape[0] == 0:
+        raise ValueError(
+            f"W_h must be a non-empty square matrix of shape (n_hidden, n_hidden), got {W_h.shape}."
+        )
+    W_h = checked_array("W_h", W_h, dtype)
+    n_hidden = W_h.shape[0]
+    if length * n_hidden > _MAX_ROW_ELEMENTS:
+        raise ValueError(
+            f"length * n_hidden = {length * n_hidden} exceeds {_MAX_ROW_ELEMENTS}, the largest "
+            "row stride BLAS takes; split the sequences into shorter pieces (pass each "
+            "piece's last_hidden as the next one's h0)."
+        )
+    W_x = checked_array("W_x", W_x, dtype, (n_hidden, n_inputs))
+    b = checked_array("b", b, dtype, (n_hidden,))
+    if h0 is not None:
+        h0 = checked_array("h0", h0, dtype, (batch, n_hidden))
+    return x, W_x, W_h, b, h0
+
+
+def _run_forward(x, W_x, W_h, b, h0):
+    """Hidden states of validated inputs; the kernel runs in place on the input projection."""
+    batch, length, n_inputs = x.shape
+    n_hidden = W_h.shape[0]
+    hidden = np.empty((batch, length, n_hidden), dtype=x.dtype)
+    if hidden.size == 0:
+        return hidden
+    np.matmul(x.reshape(-1, n_inputs), W_x.T, out=hidden.reshape(-1, n_hidden))
+    hidden += b
+    _rnn.forward(hidden, W_h, h0 if h0 is not None else W_h, h0 is not None)
+    return hidden
+
+
+def _last_hidden(hidden, h0, batch, n_hidden, dtype):
+    if hidden.shape[1] > 0:
+        return hidden[:, -1].copy()
+    return h0.copy() if h0 is not None else np.zeros((batch, n_hidden), dtype=dtype)
+
+
+def elman_rnn(x, W_x, W_h, b, h0=None):
+    """Run the Elman (tanh) recurrence over a batch of sequences.
+
+    ``h_t = tanh(W_x x_t + W_h h_{t-1} + b)`` for ``t = 0 .. length - 1``,
+    starting from ``h_{-1} = h0``.
+
+    Parameters
+    ----------
+    x : array-like of shape (batch, length, n_inputs)
+        Input sequences.  Its dtype sets the working precision: float32 stays
+        float32, anything else real is computed in float64; the other inputs
+        are cast to that dtype.
+    W_x : array-like of shape (n_hidden, n_inputs)
+        Input weights (``torch.nn.RNN``'s ``weight_ih_l0``).
+    W_h : array-like of shape (n_hidden, n_hidden)
+        Recurrent weights (``weight_hh_l0``).
+    b : array-like of shape (n_hidden,)
+        Bias (torch's ``bias_ih_l0 + bias_hh_l0``).
+    h0 : array-like of shape (batch, n_hidden), default=None
+        Initial state; zeros if None.
+
+    Returns
+    -------
+    ElmanResult
+        ``(hidden, last_hidden)``: the states after every step, of shape
+        (batch, length, n_hidden), and after the last one, of shape
+        (batch, n_hidden), both of the working dtype.
+
+    Raises
+    ------
+    ValueError
+        If a shape does not match or an input contains NaN or infinity.
+    TypeError
+        If an input is complex or not numeric, or a required array is None.
+
+    See Also
+    --------
+    elman_rnn_backward : Gradients of a loss through this function.
+
+    Notes
+    -----
+    ``tanh`` is the kernel's own branch-free rational approximation, within
+    2 ulp of the correctly rounded value.  The result of each sequence does
+    not depend on the other sequences of the batch, up to the rounding of the
+    BLAS products.
+
+    Examples
+    --------
+    One hidden unit that adds half of its previous state to the input:
+
+    >>> import numpy as np
+    >>> from skseq.inference import elman_rnn
+    >>> x = np.array([[[1.0], [0.0], [0.0]]])
+    >>> hidden, last_hidden = elman_rnn(x, W_x=[[1.0]], W_h=[[0.5]], b=[0.0])
+    >>> np.round(hidden[0, :, 0], 6)
+    array([0.761594, 0.363399, 0.179726])
+    >>> bool(np.isclose(hidden[0, 1, 0], np.tanh(0.5 * np.tanh(1.0))))
+    True
+
+    Three steps from a given state, in float32:
+
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(2, 3, 4)).astype(np.float32)
+    >>> result = elman_rnn(x, rng.normal(size=(5, 4)), 0.5 * np.eye(5), np.zeros(5),
+    ...                    h0=np.ones((2, 5)))
+    >>> result.hidden.shape, result.last_hidden.dtype
+    ((2, 3, 5), dtype('float32'))
+    """
+    x, W_x, W_h, b, h0 = _check_inputs(x, W_x, W_h, b, h0)
+    hidden = _run_forward(x, W_x, W_h, b, h0)
+    batch, _, _ = x.shape
+    return ElmanResult(hidden, _last_hidden(hidden, h0, batch, W_h.shape[0], x.dtype))
+
+
+def elman_rnn_backward(d_hidden, x, W_x, W_h, b, h0=None, d_last_hidden=None, *, hidden=None):
+    """Gradients of a loss through :func:`elman_rnn` (back-propagation through time).
+
+    Given ``d_hidden = dL/dhidden`` (and optionally ``d_last_hidden =
+    dL/dlast_hidden``), returns the gradient of ``L`` with respect to every
+    input of ``elman_rnn(x, W_x, W_h, b, h0)``.  With ``a_t = (dL/dh_t) *
+    (1 - h_t**2)``, the gradient with respect to the pre-activation at step
+    ``t``, the recurrence runs backwards in time,
+    ``dL/dh_{t-1} = d_hidden_{t-1} + W_h^T a_t``, and then
+    ``dW_h = sum_t a_t h_{t-1}^T``, ``dW_x = sum_t a_t x_t^T``,
+    ``db = sum_t a_t``, ``dx_t = W_x^T a_t``, ``dh0 = W_h^T a_0``.
+
+    Parameters
+    ----------
+    d_hidden : array-like of shape (batch, length, n_hidden) or None
+        Gradient of the loss with respect to ``hidden``; None means zeros
+        (then pass ``d_last_hidden``).
+    x, W_x, W_h, b, h0
+        The arguments of the forward call; see :func:`elman_rnn`.
+    d_last_hidden : array-like of shape (batch, n_hidden), default=None
+        Gradient of the loss with respect to ``last_hidden``; none if None.
+    hidden : array-like of shape (batch, length, n_hidden), default=None
+        The ``hidden`` that :func:`elman_rnn` returned for these inputs, to
+        save recomputing it.  It is trusted: other values give the gradients
+        at another point.  None recomputes the forward pass.
+
+    Returns
+    -------
+    ElmanGradients
+        ``(dx, dW_x, dW_h, db, dh0)``, each of the shape of its input
+        (``dh0`` of shape (batch, n_hidden) also when ``h0`` is None) and of
+        the working dtype (that of ``x``).
+
+    Raises
+    ------
+    ValueError
+        If a shape does not match or an input contains NaN or infinity.
+    TypeError
+        If an input is complex or not numeric, or a required array is None.
+
+    See Also
+    --------
+    elman_rnn : The forward recurrence.
+
+    Notes
+    -----
+    Besides the outputs, the pass holds one array of the size of ``hidden``
+    (the pre-activation gradients, computed in place over a copy of
+    ``d_hidden``), plus ``hidden`` itself when it is recomputed.
+
+    Examples
+    --------
+    For one unit with ``W_h = 0`` each step is ``h_t = tanh(w x_t)``, so the
+    gradient of ``sum(hidden)`` with respect to ``w`` is
+    ``sum_t (1 - h_t**2) x_t``:
+
+    >>> import numpy as np
+    >>> from skseq.inference import elman_rnn_backward
+    >>> x = np.array([[[1.0], [2.0]]])
+    >>> grads = elman_rnn_backward(np.ones((1, 2, 1)), x, [[0.5]], [[0.0]], [0.0])
+    >>> bool(np.isclose(grads.dW_x[0, 0], (1 - np.tanh(0.5) ** 2) + 2 * (1 - np.tanh(1.0) ** 2)))
+    True
+    >>> dx, dW_x, dW_h, db, dh0 = grads
+    >>> dh0
+    array([[0.]])
+    """
+    x, W_x, W_h, b, h0 = _check_inputs(x, W_x, W_h, b, h0)
+    dtype = x.dtype
+    batch, length, n_inputs = x.shape
+    n_hidden = W_h.shape[0]
+    state_shape = (batch, length, n_hidden)
+    if d_hidden is None and d_last_hidden is None:
+        raise ValueError("Pass d_hidden, d_last_hidden or both: there is no gradient to propagate.")
+    if d_hidden is None:
+        grad = np.zeros(state_shape, dtype=dtype)
+    else:
+        grad = checked_array("d_hidden", d_hidden, dtype, state_shape)
+        if np.may_share_memory(grad, d_hidden):
+            # The kernel turns it into the pre-activation gradients in place.
+            grad = grad.copy()
+    if d_last_hidden is not None:
+        d_last_hidden = checked_array("d_last_hidden", d_last_hidden, dtype, (batch, n_hidden))
+    if hidden is None:
+        hidden = _run_forward(x, W_x, W_h, b, h0)
+    else:
+        hidden = checked_array("hidden", hidden, dtype, state_shape)
+
+    dW_h = np.zeros((n_hidden, n_hidden), dtype=dtype)
+    if length == 0 or batch == 0:
+        dh0 = np.zeros((batch, n_hidden), dtype=dtype)
+        if d_last_hidden is not None:
+            dh0 += d_last_hidden  # last_hidden is h0 itself
+        return ElmanGradients(
+            np.zeros(x.shape, dtype=dtype),
+            np.zeros(W_x.shape, dtype=dtype),
+            dW_h,
+            np.zeros(n_hidden, dtype=dtype),
+            dh0,
+        )
+    if d_last_hidden is not None:
+        grad[:, -1] += d_last_hidden
+    dh0 = np.empty((batch, n_hidden), dtype=dtype)
+    _rnn.backward(grad, hidden, W_h, h0 if h0 is not None else W_h, h0 is not None, dW_h, dh0)
+    flat_grad = grad.reshape(-1, n_hidden)
+    return ElmanGradients(
+        (flat_grad @ W_x).reshape(x.shape),
+        flat_grad.T @ x.reshape(-1, n_inputs),
+        dW_h,
+        flat_grad.sum(axis=0),
+        dh0,
+    )
