@@ -7,6 +7,7 @@ happens to run the code that holds it.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,58 @@ def test_kernels_import_nothing_of_skseq_but_kernels():
         text = path.read_text(encoding="utf-8")
         assert "import skseq" not in text and "from skseq" not in text, path
         assert "from .." not in text, f"{path.name} imports from above the kernels"
+
+
+KERNEL_SOURCES = sorted((PACKAGE / "_kernels").glob("*.pyx"))
+# What a kernel entry point does with each array it is given, said on the
+# argument's line as in scikit-learn's _k_means_lloyd.pyx.
+ARGUMENT_ROLE = re.compile(r"#\s*(IN|OUT|INOUT|scratch)\b")
+
+
+def kernel_array_arguments(path):
+    """``(function, argument line)`` of every memoryview argument of the module's
+    Python-visible functions (``def`` / ``cpdef``)."""
+    text = path.read_text(encoding="utf-8")
+    arguments = []
+    for match in re.finditer(r"^(?:cp)?def (\w+)\((.*?)\):", text, re.S | re.M):
+        for line in match.group(2).splitlines() or [match.group(2)]:
+            if re.search(r"\w\[[:, ]*", line.split("#")[0]):
+                arguments.append((match.group(1), line.strip()))
+    return arguments
+
+
+def test_kernel_argument_scan_finds_the_arguments():
+    """The checker itself: it sees the arrays of a known entry point."""
+    arguments = kernel_array_arguments(PACKAGE / "_kernels" / "_kalman.pyx")
+    names = {
+        line.split("#")[0].split()[-1].rstrip(",")
+        for name, line in arguments
+        if name == "filter_step"
+    }
+    assert {"previous_mean", "x", "filtered_mean", "filtered_cov"} <= names
+
+
+@pytest.mark.parametrize("path", KERNEL_SOURCES, ids=lambda p: p.name)
+def test_kernel_arrays_say_in_or_out(path):
+    unmarked = [
+        f"{name}: {line}"
+        for name, line in kernel_array_arguments(path)
+        if not ARGUMENT_ROLE.search(line)
+    ]
+    assert not unmarked, f"{path.name}: arrays without # IN / # OUT / # INOUT: {unmarked}"
+
+
+@pytest.mark.parametrize("path", KERNEL_SOURCES, ids=lambda p: p.name)
+def test_kernels_allocate_scratch_through_common(path):
+    """Scratch comes from _common.pxd's allocators (numpy's C API), not numpy's
+    Python functions on every call; only the build probe uses numpy itself."""
+    if path.name == "_build_info.pyx":
+        return
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"^\s*import numpy", text, re.M), f"{path.name} imports numpy"
+    assert not re.search(r"^cdef \w+.*\b_zeros\w*\(", text, re.M), (
+        f"{path.name} defines its own zeros helper: use _common.pxd"
+    )
 
 
 # -- self-contained ----------------------------------------------------------------

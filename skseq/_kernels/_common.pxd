@@ -58,6 +58,32 @@ cdef inline floating[:, ::1] zeros_like_2d(const floating[:, ::1] like, Py_ssize
         n_rows, n_columns)
 
 
+cdef inline floating[::1] floating_zeros_1d(floating kind, Py_ssize_t n):
+    """(n,) zeros of the type of ``kind`` (float32 or float64; its value is unused).
+
+    For a fused kernel whose arrays give no C-contiguous 2-D array to take
+    the type from: call as ``floating_zeros_1d(<floating>0, n)``.
+    """
+    cdef int typenum = cnp.NPY_FLOAT if floating is float else cnp.NPY_DOUBLE
+    return _aligned_zeros(n, typenum, sizeof(floating))
+
+
+cdef inline floating[:, ::1] floating_zeros_2d(floating kind, Py_ssize_t n_rows,
+                                               Py_ssize_t n_columns):
+    """(n_rows, n_columns) zeros of the type of ``kind``."""
+    cdef int typenum = cnp.NPY_FLOAT if floating is float else cnp.NPY_DOUBLE
+    return _aligned_zeros(n_rows * n_columns, typenum, sizeof(floating)).reshape(
+        n_rows, n_columns)
+
+
+cdef inline floating[:, :, ::1] floating_zeros_3d(floating kind, Py_ssize_t n_blocks,
+                                                  Py_ssize_t n_rows, Py_ssize_t n_columns):
+    """(n_blocks, n_rows, n_columns) zeros of the type of ``kind``."""
+    cdef int typenum = cnp.NPY_FLOAT if floating is float else cnp.NPY_DOUBLE
+    return _aligned_zeros(n_blocks * n_rows * n_columns, typenum, sizeof(floating)).reshape(
+        n_blocks, n_rows, n_columns)
+
+
 cdef inline Py_ssize_t longest_sequence(const Py_ssize_t[::1] offsets) noexcept nogil:
     """Rows of the longest sequence that ``offsets`` delimit, at least 1 (sizes scratch)."""
     cdef Py_ssize_t s, longest = 1
