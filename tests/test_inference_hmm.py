@@ -315,22 +315,22 @@ def test_forward_smoothing_in_chunks_matches_enumeration(n_states, n_samples, ch
     log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(
         log_start, log_trans, log_frame
     )
-    message, total = None, 0.0
+    carried, total = None, 0.0
     for start in range(0, n_samples, chunk):
         rows = slice(start, start + chunk)
         result = forward_smoothing(
-            log_start, log_trans, log_frame[rows], features[rows], message=message
+            log_start, log_trans, log_frame[rows], features[rows], carried=carried
         )
         total += result.log_likelihood
         np.testing.assert_allclose(result.log_predictive.sum(), result.log_likelihood)
-        message = result.message
-    statistics = message.statistics()
+        carried = result.carried
+    statistics = carried.statistics()
     np.testing.assert_allclose(total, log_likelihood, rtol=1e-12)
     np.testing.assert_allclose(statistics.start_counts, posteriors[0], atol=1e-12)
     np.testing.assert_allclose(statistics.transition_counts, counts, atol=1e-12)
     expected = np.einsum("ti,tip->ip", posteriors, features)
     np.testing.assert_allclose(statistics.feature_sums, expected, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(message.filtered, posteriors[-1], atol=1e-12)
+    np.testing.assert_allclose(carried.filtered, posteriors[-1], atol=1e-12)
 
 
 def test_forward_smoothing_leaves_its_message_and_inputs_unchanged():
@@ -338,17 +338,17 @@ def test_forward_smoothing_leaves_its_message_and_inputs_unchanged():
     log_start, log_trans, log_frame = random_model(rng, 3, 8)
     features = rng.normal(size=(8, 2))  # the same features for every state
     first = forward_smoothing(log_start, log_trans, log_frame[:4], features[:4])
-    kept = [part.copy() for part in first.message]
+    kept = [part.copy() for part in first.carried]
     copies = [array.copy() for array in (log_start, log_trans, log_frame, features)]
     again = [
-        forward_smoothing(log_start, log_trans, log_frame[4:], features[4:], message=first.message)
+        forward_smoothing(log_start, log_trans, log_frame[4:], features[4:], carried=first.carried)
         for _ in range(2)
     ]
-    for part, before in zip(first.message, kept):
+    for part, before in zip(first.carried, kept):
         np.testing.assert_array_equal(part, before)
     for array, before in zip((log_start, log_trans, log_frame, features), copies):
         np.testing.assert_array_equal(array, before)
-    for part, other in zip(again[0].message, again[1].message):
+    for part, other in zip(again[0].carried, again[1].carried):
         np.testing.assert_array_equal(part, other)
 
 
@@ -357,9 +357,9 @@ def test_forward_smoothing_leaves_its_message_and_inputs_unchanged():
     [
         (dict(features=np.ones((3, 2, 1, 1))), ValueError, "features must have shape"),
         (dict(features=np.full((4, 1), np.nan)), ValueError, "features contains NaN"),
-        (dict(message=(np.ones(2),)), TypeError, "ForwardSmoothingMessage"),
-        (dict(message="message"), TypeError, "ForwardSmoothingMessage"),
-        (dict(message=False), TypeError, "ForwardSmoothingMessage"),
+        (dict(carried=(np.ones(2),)), TypeError, "ForwardSmoothingMessage"),
+        (dict(carried="message"), TypeError, "ForwardSmoothingMessage"),
+        (dict(carried=False), TypeError, "ForwardSmoothingMessage"),
     ],
 )
 def test_forward_smoothing_bad_input(change, error, message):
@@ -377,15 +377,15 @@ def test_forward_smoothing_bad_input(change, error, message):
 def test_forward_smoothing_checks_the_carried_message():
     log_start, log_trans = np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]])
     first = forward_smoothing(log_start, log_trans, np.zeros((3, 2)), np.ones((3, 1)))
-    wrong_size = first.message._replace(features=np.zeros((2, 2, 3)))
-    with pytest.raises(ValueError, match=r"message.features must have shape \(2, 2, 1\)"):
+    wrong_size = first.carried._replace(features=np.zeros((2, 2, 3)))
+    with pytest.raises(ValueError, match=r"carried.features must have shape \(2, 2, 1\)"):
         forward_smoothing(
-            log_start, log_trans, np.zeros((1, 2)), np.ones((1, 1)), message=wrong_size
+            log_start, log_trans, np.zeros((1, 2)), np.ones((1, 1)), carried=wrong_size
         )
-    not_probabilities = first.message._replace(filtered=np.array([0.7, 0.7]))
-    with pytest.raises(ValueError, match="message.filtered must be a probability vector"):
+    not_probabilities = first.carried._replace(filtered=np.array([0.7, 0.7]))
+    with pytest.raises(ValueError, match="carried.filtered must be a probability vector"):
         forward_smoothing(
-            log_start, log_trans, np.zeros((1, 2)), np.ones((1, 1)), message=not_probabilities
+            log_start, log_trans, np.zeros((1, 2)), np.ones((1, 1)), carried=not_probabilities
         )
 
 

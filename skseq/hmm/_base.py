@@ -635,9 +635,9 @@ class BaseHMM(BaseEM):
                 "the others (zeros in transmat_). Use fit on whole sequences instead."
             )
         self._check_log_likelihood(result.log_likelihood)
-        after = self._stream_statistics(result.message)
+        after = self._stream_statistics(result.carried)
         added = after if stream is None else after + (-1.0) * self._stream_statistics(stream)
-        return added, result.log_likelihood, result.message
+        return added, result.log_likelihood, result.carried
 
     def _stream_estep(self, X, offsets, new_sequence):
         """E step of one ``partial_fit`` batch.

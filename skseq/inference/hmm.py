@@ -158,14 +158,15 @@ class ForwardSmoothingResult(NamedTuple):
     log_likelihood : float
         log p(rows of the chunk | earlier rows): NaN from the unchecked core
         when the scaled recursion underflowed (the public function raises).
-    message : ForwardSmoothingMessage
-        The message after the chunk's last row.
+    carried : ForwardSmoothingMessage
+        The message after the chunk's last row: pass it as ``carried`` with
+        the next chunk of the same sequence.
     log_predictive : ndarray of shape (n_samples,)
         log p(x_t | x_1..x_{t-1}) of each row of the chunk.
     """
 
     log_likelihood: float
-    message: ForwardSmoothingMessage
+    carried: ForwardSmoothingMessage
     log_predictive: np.ndarray
 
 
@@ -547,10 +548,10 @@ def _empty_message(n_states, n_features):
     )
 
 
-def _forward_smoothing_rows(startprob, transmat, log_frameprob, features, message=None):
+def _forward_smoothing_rows(startprob, transmat, log_frameprob, features, carried=None):
     """Forward-only smoothing over the rows of one chunk, on validated inputs (no checks).
 
-    ``features`` has shape (n_samples, n_states, n_features); ``message`` is
+    ``features`` has shape (n_samples, n_states, n_features); ``carried`` is
     the one carried from the earlier rows of the same sequence, or None for
     rows that start a sequence (from ``startprob``); it is not modified.
     Returns a :class:`ForwardSmoothingResult` whose ``log_likelihood`` is NaN
@@ -559,11 +560,11 @@ def _forward_smoothing_rows(startprob, transmat, log_frameprob, features, messag
     frame, shift = _shifted_frame(log_frameprob)
     features = _contiguous(features)
     n_states, n_features = frame.shape[1], features.shape[2]
-    fresh = message is None
+    fresh = carried is None
     if fresh:
         message = _empty_message(n_states, n_features)
     else:  # the kernel updates the message in place: work on copies
-        message = ForwardSmoothingMessage(*(np.array(part, dtype=np.float64) for part in message))
+        message = ForwardSmoothingMessage(*(np.array(part, dtype=np.float64) for part in carried))
     log_predictive = np.empty(frame.shape[0])
     log_likelihood = _hmm.forward_smoothing(
         _contiguous(startprob),
@@ -578,38 +579,38 @@ def _forward_smoothing_rows(startprob, transmat, log_frameprob, features, messag
     return ForwardSmoothingResult(float(log_likelihood), message, log_predictive)
 
 
-def _check_message(message, n_states, n_features):
+def _check_carried(carried, n_states, n_features):
     try:
-        parts = tuple(message)
+        parts = tuple(carried)
     except TypeError:
         parts = ()
     if len(parts) != 4:
         raise TypeError(
-            "message must be the ForwardSmoothingMessage of an earlier forward_smoothing call."
+            "carried must be the ForwardSmoothingMessage of an earlier forward_smoothing call."
         )
     shapes = _empty_message(n_states, n_features)
     checked = []
     for name, part, like in zip(ForwardSmoothingMessage._fields, parts, shapes):
-        part = _real_array(part, f"message.{name}")
+        part = _real_array(part, f"carried.{name}")
         if part.shape != like.shape:
-            raise ValueError(f"message.{name} must have shape {like.shape}, got {part.shape}.")
+            raise ValueError(f"carried.{name} must have shape {like.shape}, got {part.shape}.")
         if not np.isfinite(part).all():
-            raise ValueError(f"message.{name} contains NaN or infinity.")
+            raise ValueError(f"carried.{name} contains NaN or infinity.")
         checked.append(part)
     filtered = checked[0]
     if np.any(filtered < 0) or not np.isclose(filtered.sum(), 1.0, rtol=0, atol=1e-6):
-        raise ValueError("message.filtered must be a probability vector (>= 0, summing to 1).")
+        raise ValueError("carried.filtered must be a probability vector (>= 0, summing to 1).")
     return ForwardSmoothingMessage(*checked)
 
 
-def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, message=None):
+def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, carried=None):
     """Smoothed sums of per-row features over one chunk of a sequence, forward only.
 
     Forward-only smoothing (Cappé 2011) gives the smoothed expectations
     E[sum_s [z_s = i] features[s, i] | x_1..x_t], the start and the
     transition counts of all rows seen so far without a backward pass, so a
-    sequence can arrive in chunks: pass the ``message`` of one call to the
-    next.  At fixed parameters the statistics of the last message equal
+    sequence can arrive in chunks: pass the ``carried`` message of one call
+    to the next.  At fixed parameters the statistics of the last message equal
     those of :func:`forward_backward` on the whole sequence (see
     doc/user_guide/stochastic_em.rst, "Streams in chunks").
 
@@ -621,14 +622,14 @@ def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, m
         The per-row vectors whose posterior-weighted sums are wanted (for
         Gaussian emissions, (1, x_t, x_t^2)); a 2-D array is the same vector
         for every state.
-    message : ForwardSmoothingMessage, optional
+    carried : ForwardSmoothingMessage, optional
         What the previous chunk of the same sequence returned; None: the
         chunk starts the sequence.  Not modified.
 
     Returns
     -------
     ForwardSmoothingResult
-        ``log_likelihood`` of the chunk given the earlier rows, ``message``
+        ``log_likelihood`` of the chunk given the earlier rows, ``carried``
         (whose :meth:`~ForwardSmoothingMessage.statistics` are the smoothed
         statistics of every row so far) and ``log_predictive``.
 
@@ -649,9 +650,9 @@ def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, m
     >>> features = np.ones((4, 1))  # sums of posteriors: state occupancies
     >>> first = forward_smoothing(log_start, log_trans, log_frame[:2], features[:2])
     >>> second = forward_smoothing(log_start, log_trans, log_frame[2:], features[2:],
-    ...                            message=first.message)
+    ...                            carried=first.carried)
     >>> whole = forward_backward(log_start, log_trans, log_frame)
-    >>> statistics = second.message.statistics()
+    >>> statistics = second.carried.statistics()
     >>> bool(np.allclose(statistics.transition_counts, whole.transition_counts))
     True
     >>> bool(np.allclose(statistics.feature_sums[:, 0], whole.posteriors.sum(axis=0)))
@@ -671,10 +672,10 @@ def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, m
         )
     if not np.isfinite(features).all():
         raise ValueError("features contains NaN or infinity.")
-    if message is not None:
-        message = _check_message(message, n_states, features.shape[2])
+    if carried is not None:
+        carried = _check_carried(carried, n_states, features.shape[2])
     result = _forward_smoothing_rows(
-        np.exp(log_startprob), np.exp(log_transmat), log_frameprob, features, message
+        np.exp(log_startprob), np.exp(log_transmat), log_frameprob, features, carried
     )
     if np.isnan(result.log_likelihood):
         raise ValueError(
