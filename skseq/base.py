@@ -42,7 +42,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._parallel import ThreadRunner, single_threaded_blas
 from ._sequences import split_offsets
-from ._validation import check_prior_param, check_scalar_param
+from ._validation import check_bool_param, check_prior_param, check_scalar_param
 
 __all__ = [
     "ConvergenceMonitor",
@@ -502,6 +502,96 @@ class BaseEM(BaseEstimator):
         else:
             self._running_statistics = (1.0 - step) * previous + step * per_row
         self._mstep(reference_rows * self._running_statistics)
+
+    # -- streams: one engine for every family's partial_fit ------------------------
+    #
+    # A stream is the sequence of partial_fit calls.  Its state is the message
+    # carried across a chunk boundary (``_stream``: the family's forward-only
+    # smoothing message of the last sequence seen), the running statistics,
+    # the rows seen and the step counter; the public attributes listed in
+    # ``_stream_attributes`` describe the filtered state of the last row.
+    # Families supply the hooks: ``_is_new_stream``, ``_validate_stream_batch``,
+    # ``_initialize_stream``, ``_advance_stream`` and ``_publish_stream``.
+
+    _stream_attributes = ()
+
+    def _reset_stream(self):
+        """Forget the carried message and the published filtered state (``fit`` does)."""
+        self._stream = None
+        for name in self._stream_attributes:
+            self.__dict__.pop(name, None)
+
+    def _partial_fit(self, X, y, lengths, sequence_ids, new_sequence, **batch_arguments):
+        """One stochastic-EM step on a batch: the body of every family's ``partial_fit``.
+
+        The first call (``_is_new_stream``) initialises the model from the
+        batch and starts the stream state; later calls check the fitted
+        parameters and continue.  The first sequence of the batch continues
+        the stream's last sequence unless ``new_sequence``.
+        """
+        first_call = self._is_new_stream()
+        self._check_params()
+        check_bool_param(new_sequence, "new_sequence")
+        carried = None if first_call or new_sequence else getattr(self, "_stream", None)
+        X, offsets = self._validate_stream_batch(
+            X,
+            y,
+            lengths,
+            sequence_ids,
+            first_call=first_call,
+            continues=carried is not None,
+            **batch_arguments,
+        )
+        if first_call:
+            self._initialize_stream(X, offsets)
+            self._running_statistics = None
+            self._n_rows_seen = 0
+            self.n_batch_iter_ = 0
+        statistics, log_likelihood, carried = self._stream_estep(X, offsets, carried)
+        running = getattr(self, "_running_statistics", None)
+        if running is not None and any(
+            np.shape(running[name]) != np.shape(value) for name, value in statistics.items()
+        ):
+            raise ValueError(
+                "The running statistics of earlier partial_fit calls do not fit the model's "
+                "current dimensions; call fit, or start from a new estimator."
+            )
+        self._partial_fit_step(statistics, log_likelihood, X.shape[0])
+        self._stream = carried
+        self._publish_stream(carried)
+        return self
+
+    def _stream_estep(self, X, offsets, carried):
+        """E step of one ``partial_fit`` batch: ``(statistics, log_likelihood, carried)``.
+
+        The first sequence continues the stream whose message is ``carried``
+        (unless it is None) and the last one may be continued by the next
+        call: both go through the family's forward-only smoother
+        (``_advance_stream``), whose statistics include the revision of the
+        rows before the chunk, so that at fixed parameters the chunks add up
+        to the statistics of the whole sequence.  Sequences in between are
+        complete and go through the batch E step (in threads with
+        ``n_jobs``).  The returned message is that of the last sequence.
+        """
+        n_sequences = len(offsets) - 1
+        statistics, log_likelihood = None, 0.0
+        first_complete = 0
+        if carried is not None:
+            statistics, log_likelihood, carried = self._advance_stream(X[: offsets[1]], carried)
+            first_complete = 1
+            if n_sequences == 1:
+                return statistics, log_likelihood, carried
+        if n_sequences - 1 > first_complete:
+            start, stop = offsets[first_complete], offsets[n_sequences - 1]
+            middle, middle_log_likelihood = self._estep_parallel(
+                X[start:stop], offsets[first_complete:n_sequences] - start
+            )
+            self._check_log_likelihood(middle_log_likelihood)
+            statistics = middle if statistics is None else statistics + middle
+            log_likelihood += middle_log_likelihood
+        last, last_log_likelihood, carried = self._advance_stream(X[offsets[-2] :], None)
+        statistics = last if statistics is None else statistics + last
+        return statistics, log_likelihood + last_log_likelihood, carried
 
     # -- model selection --------------------------------------------------------
 

@@ -187,8 +187,9 @@ def test_new_sequence_does_not_carry_the_chain(gaussian_stream):
     truth, X, _ = gaussian_stream
     fixed = dict(n_components=3, **TRUE_GAUSSIAN, params="")
     continued = GaussianHMM(**fixed).partial_fit(X[:500])
-    continued_ll = continued._stream_estep(X[500:1000], np.array([0, 500]), False)[1]
-    restarted_ll = continued._stream_estep(X[500:1000], np.array([0, 500]), True)[1]
+    offsets = np.array([0, 500])
+    continued_ll = continued._stream_estep(X[500:1000], offsets, continued._stream)[1]
+    restarted_ll = continued._stream_estep(X[500:1000], offsets, None)[1]
     np.testing.assert_allclose(continued_ll, truth.score(X[:1000]) - truth.score(X[:500]))
     np.testing.assert_allclose(restarted_ll, truth.score(X[500:1000]))
 
@@ -300,3 +301,64 @@ def test_bad_batches():
     counts = MultinomialHMM(2, n_trials=3, random_state=0).partial_fit(np.array([[1, 2], [3, 0]]))
     with pytest.raises(ValueError, match="row 1 sums to 2, not 3"):
         counts.partial_fit(np.array([[1, 2], [2, 0]]))
+
+
+# -- one stream engine for every family ---------------------------------------
+
+STREAM_FAMILIES = [GaussianHMM, GMMHMM, CategoricalHMM, MultinomialHMM, PoissonHMM]
+
+
+def _stream_estimators():
+    from skseq.lds import LinearGaussianSSM
+
+    return [*STREAM_FAMILIES, LinearGaussianSSM]
+
+
+@pytest.mark.parametrize("cls", _stream_estimators(), ids=lambda cls: cls.__name__)
+def test_every_family_streams_on_the_one_engine(cls):
+    """partial_fit and the batch's E-step composition are written once, in BaseEM."""
+    from skseq.base import BaseEM
+
+    assert cls._stream_estep is BaseEM._stream_estep
+    assert cls._partial_fit is BaseEM._partial_fit
+    assert cls._reset_stream is BaseEM._reset_stream
+    assert "filtered_state_" in dir(cls) or "filtered_state_" in cls._stream_attributes
+
+
+def _stream_data(cls, seed=0):
+    rng = np.random.default_rng(seed)
+    if cls is CategoricalHMM:
+        return rng.integers(0, 3, size=(60, 1))
+    if cls is MultinomialHMM:
+        return rng.multinomial(4, [0.2, 0.3, 0.5], size=60)
+    if cls is PoissonHMM:
+        return rng.poisson(3.0, size=(60, 2))
+    return rng.normal(size=(60, 2))
+
+
+@pytest.mark.parametrize("cls", _stream_estimators(), ids=lambda cls: cls.__name__)
+def test_stream_state_is_published_and_fit_resets_it(cls):
+    model = cls(n_components=2, random_state=0)
+    X = _stream_data(cls)
+    assert not hasattr(model, "filtered_state_")
+    model.partial_fit(X[:30])
+    first = model.filtered_state_
+    model.partial_fit(X[30:])
+    assert model.n_batch_iter_ == 2
+    assert model._stream is not None
+    assert not np.array_equal(np.ravel(first[0]), np.ravel(model.filtered_state_[0]))
+    model.fit(X)
+    assert model._stream is None
+    assert not hasattr(model, "filtered_state_")
+    with pytest.raises(TypeError, match="new_sequence must be a bool"):
+        model.partial_fit(X, new_sequence="no")
+
+
+def test_lgssm_filtered_state_is_its_filter_state():
+    from skseq.lds import LinearGaussianSSM
+
+    X = _stream_data(LinearGaussianSSM)
+    model = LinearGaussianSSM(2, random_state=0).partial_fit(X)
+    mean, covariance = model.filtered_state_
+    np.testing.assert_array_equal(mean, model.filter_state_mean_)
+    np.testing.assert_array_equal(covariance, model.filter_state_covariance_)

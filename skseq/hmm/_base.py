@@ -429,8 +429,7 @@ class BaseHMM(BaseEM):
             del self._presets
             self.__dict__.pop("_workspace", None)
         self._initialized()
-        self._stream = None
-        self.__dict__.pop("filtered_state_", None)
+        self._reset_stream()
         return result
 
     def _n_data_points(self, X):
@@ -639,36 +638,6 @@ class BaseHMM(BaseEM):
         added = after if stream is None else after + (-1.0) * self._stream_statistics(stream)
         return added, result.log_likelihood, result.carried
 
-    def _stream_estep(self, X, offsets, new_sequence):
-        """E step of one ``partial_fit`` batch.
-
-        The first sequence continues the stream of the previous call (unless
-        ``new_sequence``) and the last one may be continued by the next call:
-        both go through the forward-only smoother.  Sequences in between are
-        complete and use forward-backward (in threads with ``n_jobs``).
-        """
-        n_sequences = len(offsets) - 1
-        carried = None if new_sequence else getattr(self, "_stream", None)
-        statistics, log_likelihood = None, 0.0
-        first_complete = 0
-        if carried is not None:
-            stop = offsets[1]
-            statistics, log_likelihood, stream = self._advance_stream(X[:stop], carried)
-            first_complete = 1
-            if n_sequences == 1:
-                return statistics, log_likelihood, stream
-        if n_sequences - 1 > first_complete:
-            start, stop = offsets[first_complete], offsets[n_sequences - 1]
-            middle, middle_log_likelihood = self._estep_parallel(
-                X[start:stop], offsets[first_complete:n_sequences] - start
-            )
-            self._check_log_likelihood(middle_log_likelihood)
-            statistics = middle if statistics is None else statistics + middle
-            log_likelihood += middle_log_likelihood
-        last, last_log_likelihood, stream = self._advance_stream(X[offsets[-2] :], None)
-        statistics = last if statistics is None else statistics + last
-        return statistics, log_likelihood + last_log_likelihood, stream
-
     def partial_fit(self, X, y=None, *, lengths=None, sequence_ids=None, new_sequence=False):
         """One step of stochastic EM on a batch of rows.
 
@@ -705,8 +674,16 @@ class BaseHMM(BaseEM):
         -------
         self
         """
-        first_call = not hasattr(self, "startprob_") or not hasattr(self, "n_features_in_")
-        self._check_params()
+        return self._partial_fit(X, y, lengths, sequence_ids, new_sequence)
+
+    # The hooks of the stream engine (BaseEM._partial_fit).
+
+    _stream_attributes = ("filtered_state_",)
+
+    def _is_new_stream(self):
+        return not hasattr(self, "startprob_") or not hasattr(self, "n_features_in_")
+
+    def _validate_stream_batch(self, X, y, lengths, sequence_ids, *, first_call, continues):
         X, offsets = self._prepare(
             X, y, lengths, sequence_ids, reset=first_call, method="partial_fit"
         )
@@ -715,22 +692,18 @@ class BaseHMM(BaseEM):
         if not first_call:
             self._check_fitted_parameters(X.shape[1])
             self._ensure_emission_centre()
-        if first_call:
-            self._capture_presets()
-            try:
-                self._initialize(X, offsets, check_random_state(self.random_state))
-            finally:
-                del self._presets
-            self._initialized()
-            self._running_statistics = None
-            self._stream = None
-            self._n_rows_seen = 0
-            self.n_batch_iter_ = 0
-        statistics, log_likelihood, stream = self._stream_estep(X, offsets, new_sequence)
-        self._partial_fit_step(statistics, log_likelihood, X.shape[0])
-        self._stream = stream
-        self.filtered_state_ = stream.filtered.copy()
-        return self
+        return X, offsets
+
+    def _initialize_stream(self, X, offsets):
+        self._capture_presets()
+        try:
+            self._initialize(X, offsets, check_random_state(self.random_state))
+        finally:
+            del self._presets
+        self._initialized()
+
+    def _publish_stream(self, carried):
+        self.filtered_state_ = carried.filtered.copy()
 
     def filter_stream(self, X, *, new_sequence=False):
         """Filtered state probabilities of new rows of a stream, without learning.

@@ -384,6 +384,9 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         The filtered state of the stream driven by :meth:`filter_update` or
         :meth:`partial_fit` (present once one of them has been called or
         :meth:`reset_filter` was given a history).
+    filtered_state_ : tuple of ndarray
+        ``(filter_state_mean_, filter_state_covariance_)``, under the name the
+        HMMs give the filtered state of a stream's last row.
 
     See Also
     --------
@@ -1051,10 +1054,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         self._reject_empty_sequences(X, offsets)
         self.n_controls_ = controls.shape[1]
         self._n_features_out = self.n_components
-        for name in ("filter_state_mean_", "filter_state_covariance_"):
-            if hasattr(self, name):
-                delattr(self, name)
-        self._stream = None
+        self._reset_stream()
         self._fit_em(self._stack(X, controls), offsets)
         return self
 
@@ -1114,46 +1114,56 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         -------
         self : LinearGaussianSSM
         """
-        first_call = not hasattr(self, "transition_matrix_")
-        self._check_params()
+        return self._partial_fit(X, y, lengths, sequence_ids, new_sequence, controls=controls)
+
+    # The hooks of the stream engine (BaseEM._partial_fit).
+
+    _stream_attributes = ("filter_state_mean_", "filter_state_covariance_")
+
+    def _is_new_stream(self):
+        return not hasattr(self, "transition_matrix_")
+
+    def _validate_stream_batch(
+        self, X, y, lengths, sequence_ids, *, first_call, continues, controls
+    ):
+        """Validate a batch; return the stacked ``[X, controls]`` rows and offsets."""
         X, offsets, controls = self._validate_sequences(
             X, y, lengths, sequence_ids, controls, reset=first_call, method="partial_fit"
         )
-        carried = None if (first_call or new_sequence) else getattr(self, "_stream", None)
         # A chunk that continues the stream may be entirely NaN: the sequence is not.
-        checked = 0 if carried is None else 1
+        checked = 1 if continues else 0
         if checked < len(offsets) - 1:
             start = offsets[checked]
             self._reject_empty_sequences(X[start:], offsets[checked:] - start)
         if first_call:
             self.n_controls_ = controls.shape[1]
             self._n_features_out = self.n_components
-            self._initialize(
-                self._stack(X, controls), offsets, check_random_state(self.random_state)
-            )
-            self._running_statistics = None
-            self._n_rows_seen = 0
-            self.n_batch_iter_ = 0
         else:
             # Continue from validated float64 copies of the fitted arrays.
             self._set_parameters(self._checked_parameters())
-        statistics, log_likelihood, stream = self._stream_estep(
-            self._stack(X, controls), offsets, carried
-        )
-        running = getattr(self, "_running_statistics", None)
-        if running is not None and any(
-            np.shape(running[name]) != np.shape(value) for name, value in statistics.items()
-        ):
-            raise ValueError(
-                "The running statistics of earlier partial_fit calls do not fit the model's "
-                f"dimensions (n_components={self.n_components}); call fit, or start from a "
-                "new estimator."
+        return self._stack(X, controls), offsets
+
+    def _initialize_stream(self, X, offsets):
+        self._initialize(X, offsets, check_random_state(self.random_state))
+
+    def _publish_stream(self, carried):
+        self.filter_state_mean_ = carried.filtered_mean.copy()
+        self.filter_state_covariance_ = carried.filtered_covariance.copy()
+
+    @property
+    def filtered_state_(self):
+        """The filtered state of the stream's last row, ``(mean, covariance)``.
+
+        The same name as the HMMs' ``filtered_state_`` (their filtered
+        distribution of the last row); here the filtered Gaussian
+        N(``filter_state_mean_``, ``filter_state_covariance_``).
+        """
+        if "filter_state_mean_" not in self.__dict__:
+            raise AttributeError(
+                "filtered_state_ exists once partial_fit, filter_update or "
+                "reset_filter(history) has been called."
             )
-        self._partial_fit_step(statistics, log_likelihood, X.shape[0])
-        self._stream = stream
-        self.filter_state_mean_ = stream.filtered_mean.copy()
-        self.filter_state_covariance_ = stream.filtered_covariance.copy()
-        return self
+        return self.filter_state_mean_, self.filter_state_covariance_
 
     def _advance_stream(self, X, carried):
         """Forward-only smoothing over the rows of one sequence (part).
@@ -1164,6 +1174,13 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         what the whole-sequence E step adds for them, revisions of earlier
         rows included), their log-likelihood given the past, and the new message.
         """
+        if carried is not None:
+            k = self.n_components
+            if np.shape(carried[0]) != (k,) or np.shape(carried[1]) != (k, k):
+                raise ValueError(
+                    f"The stream's filtered state has {np.shape(carried[0])[0]} dimensions but "
+                    f"the model has n_components={k}; pass new_sequence=True."
+                )
         n_features = self.n_features_in_
         statistics, log_likelihood, stream = _forward_smoothing_rows(
             self._model(), X[:, :n_features], X[:, n_features:], carried
@@ -1174,42 +1191,6 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 "the current parameters are too ill-conditioned for these data."
             )
         return SufficientStatistics(statistics), log_likelihood, stream
-
-    def _stream_estep(self, X, offsets, carried):
-        """E step of one ``partial_fit`` batch of the stacked ``[X, controls]`` rows.
-
-        The first sequence continues the stream of ``carried`` (unless it is
-        None) and the last one may be continued by the next call: both go
-        through the forward-only smoother.  Sequences in between are complete
-        and use the batch E step (in threads with ``n_jobs``).  Returns
-        ``(statistics, log_likelihood, carried)``, the last being the message
-        of the last sequence.
-        """
-        n_sequences = len(offsets) - 1
-        statistics, log_likelihood = None, 0.0
-        first_complete = 0
-        if carried is not None:
-            k = self.n_components
-            if np.shape(carried[0]) != (k,) or np.shape(carried[1]) != (k, k):
-                raise ValueError(
-                    f"The stream's filtered state has {np.shape(carried[0])[0]} dimensions but "
-                    f"the model has n_components={k}; pass new_sequence=True."
-                )
-            stop = offsets[1]
-            statistics, log_likelihood, stream = self._advance_stream(X[:stop], carried)
-            first_complete = 1
-            if n_sequences == 1:
-                return statistics, log_likelihood, stream
-        if n_sequences - 1 > first_complete:
-            start, stop = offsets[first_complete], offsets[n_sequences - 1]
-            middle, middle_log_likelihood = self._estep_parallel(
-                X[start:stop], offsets[first_complete:n_sequences] - start
-            )
-            statistics = middle if statistics is None else statistics + middle
-            log_likelihood += middle_log_likelihood
-        last, last_log_likelihood, stream = self._advance_stream(X[offsets[-2] :], None)
-        statistics = last if statistics is None else statistics + last
-        return statistics, log_likelihood + last_log_likelihood, stream
 
     def fit_transform(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):
         """Fit, then return the smoothed state means of X.
