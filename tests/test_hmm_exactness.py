@@ -409,3 +409,117 @@ def test_only_the_flagged_sequence_is_redone(counting):
         logsumexp(brute_force(log_start, log_trans, part)[1]) for part in (ordinary, hard, ordinary)
     ]
     np.testing.assert_allclose(both.sequence_log_likelihood, expected, rtol=1e-12)
+
+
+# -- streams: forward-only smoothing in chunks on hard inputs -------------------
+
+
+def stream_in_chunks(log_start, log_trans, log_frame, features, cut):
+    """forward_smoothing over rows [:cut] then [cut:], the message carried."""
+    from skseq.inference import forward_smoothing
+
+    first = forward_smoothing(log_start, log_trans, log_frame[:cut], features[:cut])
+    if cut == log_frame.shape[0]:
+        return first.log_likelihood, first.carried
+    second = forward_smoothing(
+        log_start, log_trans, log_frame[cut:], features[cut:], carried=first.carried
+    )
+    return first.log_likelihood + second.log_likelihood, second.carried
+
+
+@st.composite
+def wide_models(draw, max_states, max_rows):
+    """Log-emissions spread over hundreds of nats with zeros in the transitions: the
+    scaled recursions' shifted emissions underflow on the path with the mass."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n_states = draw(st.integers(2, max_states))
+    n_rows = draw(st.integers(2, max_rows))
+    start = rng.dirichlet(np.ones(n_states))
+    trans = rng.dirichlet(np.ones(n_states), size=n_states)
+    trans[rng.random((n_states, n_states)) < 0.3] = 0.0
+    trans[np.arange(n_states), np.arange(n_states)] += 1e-3
+    if draw(st.booleans()):
+        start[rng.integers(n_states)] = 0.0
+    start /= start.sum()
+    trans /= trans.sum(axis=1, keepdims=True)
+    spread = draw(st.sampled_from([1.0, 100.0, 800.0, 1500.0]))
+    with np.errstate(divide="ignore"):
+        return np.log(start), np.log(trans), rng.normal(size=(n_rows, n_states)) * spread
+
+
+@HARD
+@given(
+    model=st.one_of(
+        hard_models(max_states=4, min_rows=1, max_rows=7, max_paths=2048),
+        wide_models(max_states=3, max_rows=6),
+    ),
+    cut_fraction=st.floats(0.0, 1.0),
+)
+def test_forward_smoothing_in_chunks_matches_enumeration_on_hard_inputs(model, cut_fraction):
+    """Where enumeration gives a finite answer, the stream gives it too (the fast
+    path, or its log-space redo), whatever the chunk boundary; zero-probability
+    data raise."""
+    log_start, log_trans, log_frame = model
+    n_rows, n_states = log_frame.shape
+    cut = max(1, round(cut_fraction * n_rows))
+    log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(
+        log_start, log_trans, log_frame
+    )
+    features = np.random.default_rng(n_rows).normal(size=(n_rows, n_states, 2))
+    if log_likelihood == -np.inf:
+        with pytest.raises(ValueError, match="probability zero"):
+            stream_in_chunks(log_start, log_trans, log_frame, features, cut)
+        return
+    streamed_ll, carried = stream_in_chunks(log_start, log_trans, log_frame, features, cut)
+    assert_log_likelihood(streamed_ll, log_likelihood, log_frame)
+    statistics = carried.statistics()
+    np.testing.assert_allclose(statistics.start_counts, posteriors[0], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(statistics.transition_counts, counts, rtol=0, atol=1e-9)
+    expected_sums = np.einsum("tj,tjp->jp", posteriors, features)
+    np.testing.assert_allclose(statistics.feature_sums, expected_sums, rtol=0, atol=1e-8)
+
+
+def test_an_underflowing_chunk_is_redone_in_log_space():
+    """The state that carries all the mass has emissions 800 nats below the
+    other's: the fast path's shifted emissions underflow to zero and its
+    redo in log space gives the exact answer instead of an error."""
+    from skseq.inference import forward_backward, forward_smoothing
+
+    with np.errstate(divide="ignore"):
+        log_start = np.log([1.0, 0.0])
+        log_trans = np.log([[1.0, 0.0], [0.5, 0.5]])
+    log_frame = np.array([[-800.0, 0.0]] * 5 + [[0.0, -3.0]] * 5)
+    features = np.ones((10, 1))
+    whole = forward_backward(log_start, log_trans, log_frame)
+    streamed = forward_smoothing(log_start, log_trans, log_frame[:4], features[:4])
+    streamed = forward_smoothing(
+        log_start, log_trans, log_frame[4:], features[4:], carried=streamed.carried
+    )
+    total = forward_smoothing(log_start, log_trans, log_frame[:4], features[:4]).log_likelihood
+    np.testing.assert_allclose(total + streamed.log_likelihood, whole.log_likelihood, rtol=1e-12)
+    statistics = streamed.carried.statistics()
+    np.testing.assert_allclose(statistics.feature_sums[:, 0], whole.posteriors.sum(axis=0))
+    np.testing.assert_allclose(statistics.transition_counts, whole.transition_counts, atol=1e-12)
+
+
+def test_the_log_space_redo_equals_the_fast_path_on_ordinary_inputs():
+    rng = np.random.default_rng(5)
+    n_rows, n_states = 40, 3
+    startprob = rng.dirichlet(np.ones(n_states))
+    transmat = rng.dirichlet(np.ones(n_states), size=n_states)
+    log_frame = rng.normal(size=(n_rows, n_states)) * 3
+    features = rng.normal(size=(n_rows, n_states, 2))
+    fast = inference_hmm._forward_smoothing_rows(startprob, transmat, log_frame[:15], features[:15])
+    slow = inference_hmm._log_forward_smoothing_rows(
+        startprob, transmat, log_frame[:15], features[:15]
+    )
+    fast = inference_hmm._forward_smoothing_rows(
+        startprob, transmat, log_frame[15:], features[15:], fast.carried
+    )
+    slow = inference_hmm._log_forward_smoothing_rows(
+        startprob, transmat, log_frame[15:], features[15:], slow.carried
+    )
+    np.testing.assert_allclose(slow.log_likelihood, fast.log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(slow.log_predictive, fast.log_predictive, rtol=1e-11)
+    for slow_part, fast_part in zip(slow.carried, fast.carried):
+        np.testing.assert_allclose(slow_part, fast_part, rtol=1e-10, atol=1e-12)

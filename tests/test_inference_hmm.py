@@ -393,7 +393,7 @@ def test_forward_smoothing_of_impossible_data_is_an_error():
     log_start = np.array([0.0, -np.inf])
     log_trans = np.array([[0.0, -np.inf], [-np.inf, 0.0]])
     log_frame = np.array([[0.0, 0.0], [-np.inf, 0.0]])  # state 0 cannot emit row 1
-    with pytest.raises(ValueError, match="underflowed"):
+    with pytest.raises(ValueError, match="probability zero"):
         forward_smoothing(log_start, log_trans, log_frame, np.ones((2, 1)))
 
 

@@ -627,12 +627,7 @@ class BaseHMM(BaseEM):
             self._emission_features(X, cache),
             stream,
         )
-        if np.isnan(result.log_likelihood):
-            raise ValueError(
-                "The forward-only smoother underflowed on this chunk: the data have "
-                "probability zero, or a state's probability fell below 1e-308 relative to "
-                "the others (zeros in transmat_). Use fit on whole sequences instead."
-            )
+        # NaN: the rows have probability zero given the earlier ones.
         self._check_log_likelihood(result.log_likelihood)
         after = self._stream_statistics(result.carried)
         added = after if stream is None else after + (-1.0) * self._stream_statistics(stream)

@@ -26,6 +26,7 @@ sequence split as ``offsets`` (what the estimators call).
 from typing import NamedTuple
 
 import numpy as np
+from scipy.special import logsumexp
 from sklearn.utils import check_random_state
 
 from .._buffers import longest_sequence, work_array
@@ -128,12 +129,17 @@ class ForwardSmoothingMessage(NamedTuple):
         ``transitions[j, a, b]`` = E[#(z_s = a, z_{s+1} = b), s < t | x_1..x_t, z_t = j].
     features : ndarray of shape (n_states, n_states, n_features)
         ``features[j, a]`` = E[sum_{s <= t} [z_s = a] features[s, a] | x_1..x_t, z_t = j].
+    log_filtered : ndarray of shape (n_states,) or None
+        log p(z_t = j | x_1..x_t), exact where ``filtered`` underflows (a state
+        far less likely than the others now may dominate later rows); None in
+        messages built by hand, where it is taken to be ``log(filtered)``.
     """
 
     filtered: np.ndarray
     start: np.ndarray
     transitions: np.ndarray
     features: np.ndarray
+    log_filtered: np.ndarray = None
 
     def statistics(self):
         """The smoothed statistics of all rows seen: the message averaged over z_t.
@@ -561,10 +567,16 @@ def _forward_smoothing_rows(startprob, transmat, log_frameprob, features, carrie
     features = _contiguous(features)
     n_states, n_features = frame.shape[1], features.shape[2]
     fresh = carried is None
+    if not fresh and np.any(_underflows(_log_filtered(carried))):
+        # The probabilities of the message lost a state that the log-space
+        # filter still has: only the log-space recursion can carry it on.
+        return _log_forward_smoothing_rows(startprob, transmat, log_frameprob, features, carried)
     if fresh:
         message = _empty_message(n_states, n_features)
     else:  # the kernel updates the message in place: work on copies
-        message = ForwardSmoothingMessage(*(np.array(part, dtype=np.float64) for part in carried))
+        message = _empty_message(n_states, n_features)
+        for part, given in zip(message, carried[:4]):
+            part[...] = given
     log_predictive = np.empty(frame.shape[0])
     log_likelihood = _hmm.forward_smoothing(
         _contiguous(startprob),
@@ -573,10 +585,117 @@ def _forward_smoothing_rows(startprob, transmat, log_frameprob, features, carrie
         shift,
         features,
         fresh,
-        *message,
+        *message[:4],
         log_predictive,
     )
+    if np.isnan(log_likelihood) or _lost_precision(
+        message.filtered, startprob, transmat, log_frameprob, carried
+    ):
+        # NaN: the scaled recursion underflowed (a state's shifted emission or
+        # scaled probability fell below the smallest double on the path that
+        # carries the mass).  A state's filtered probability near the bottom of
+        # the doubles: the fast path cannot tell how small it truly is (nor
+        # whether it is zero), and a later chunk may need it exactly.  Either
+        # way, redo the chunk with the filter in log space.
+        return _log_forward_smoothing_rows(startprob, transmat, log_frameprob, features, carried)
+    with np.errstate(divide="ignore"):  # impossible states: log 0 = -inf
+        message = message._replace(log_filtered=np.log(message.filtered))
     return ForwardSmoothingResult(float(log_likelihood), message, log_predictive)
+
+
+# Filtered probabilities below this (2**-1000) are carried in log space.
+_SMALLEST_CARRIED = 2.0**-1000
+
+
+def _log_filtered(carried):
+    if len(carried) > 4 and carried[4] is not None:
+        return np.asarray(carried[4], dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(carried[0], dtype=np.float64))
+
+
+def _lost_precision(filtered, startprob, transmat, log_frameprob, carried):
+    """Whether a state of positive probability ends below what the fast path carries.
+
+    A filtered probability that is exactly zero is no loss when the state is
+    impossible (its support, followed through the chunk, is empty): left-right
+    models and zero emission probabilities keep the fast path.
+    """
+    small = filtered < _SMALLEST_CARRIED
+    if not small.any():
+        return False
+    possible = log_frameprob > -np.inf
+    allowed = transmat > 0
+    support = (startprob > 0) if carried is None else (_log_filtered(carried) > -np.inf)
+    for t in range(log_frameprob.shape[0]):
+        if t or carried is not None:
+            support = (support.astype(np.float64) @ allowed) > 0
+        support &= possible[t]
+    return bool(np.any(small & support))
+
+
+def _underflows(log_filtered):
+    """States whose probability is positive but below what the fast path carries."""
+    return np.isfinite(log_filtered) & (log_filtered < np.log(_SMALLEST_CARRIED))
+
+
+def _log_forward_smoothing_rows(startprob, transmat, log_frameprob, features, carried=None):
+    """The forward-only smoother with the filter in log space (the fallback of the fast path).
+
+    The same recursion as the kernel (doc/user_guide/stochastic_em.rst,
+    "Streams in chunks"): the filter is carried as log-probabilities, so no
+    shifted emission or filtered probability underflows within the chunk,
+    and each row's statistics are averaged over the backward conditional
+    p(z_{t-1} = i | z_t = j, x_1..x_{t-1}), computed by log-sum-exp.  The
+    auxiliary statistics are expectations, bounded by the rows' features, so
+    they need no rescaling.  A state of zero predicted probability keeps zero
+    statistics (they are never weighted).  ``log_likelihood`` is NaN only
+    when the rows have probability zero given the earlier ones.
+    """
+    n_samples, n_states = log_frameprob.shape
+    n_features = features.shape[2]
+    with np.errstate(divide="ignore"):
+        log_transmat = np.log(transmat)
+        log_startprob = np.log(startprob)
+    identity = np.eye(n_states)
+    if carried is None:
+        log_filtered = None
+        start, transitions, sums = _empty_message(n_states, n_features)[1:4]
+    else:
+        log_filtered = _log_filtered(carried)
+        start, transitions, sums = (np.array(part, dtype=np.float64) for part in carried[1:4])
+    log_predictive = np.empty(n_samples)
+    for t in range(n_samples):
+        if log_filtered is None:
+            log_alpha = log_startprob + log_frameprob[t]
+            start = identity.copy()
+            transitions = np.zeros((n_states, n_states, n_states))
+            sums = identity[:, :, None] * features[t][None, :, :]
+        else:
+            joint = log_filtered[:, None] + log_transmat  # (i, j): z_{t-1} = i, z_t = j
+            log_prior = logsumexp(joint, axis=0)
+            reachable = np.isfinite(log_prior)
+            backward = np.zeros((n_states, n_states))  # (j, i): p(z_{t-1} = i | z_t = j, .)
+            backward[reachable] = np.exp(joint[:, reachable] - log_prior[reachable]).T
+            start = backward @ start
+            transitions = np.einsum("ji,iab->jab", backward, transitions)
+            transitions += np.einsum("ja,jb->jab", backward, identity)
+            sums = np.einsum("ji,iap->jap", backward, sums)
+            sums += identity[:, :, None] * features[t][None, :, :]
+            log_alpha = log_prior + log_frameprob[t]
+        row_log_likelihood = logsumexp(log_alpha)
+        if not np.isfinite(row_log_likelihood):
+            return ForwardSmoothingResult(
+                np.nan, _empty_message(n_states, n_features), log_predictive
+            )
+        log_predictive[t] = row_log_likelihood
+        log_filtered = log_alpha - row_log_likelihood
+    unreachable = log_filtered == -np.inf  # never weighted: keep their statistics zero
+    start[unreachable] = 0.0
+    transitions[unreachable] = 0.0
+    sums[unreachable] = 0.0
+    result = ForwardSmoothingMessage(np.exp(log_filtered), start, transitions, sums, log_filtered)
+    return ForwardSmoothingResult(float(log_predictive.sum()), result, log_predictive)
 
 
 def _check_carried(carried, n_states, n_features):
@@ -584,13 +703,22 @@ def _check_carried(carried, n_states, n_features):
         parts = tuple(carried)
     except TypeError:
         parts = ()
-    if len(parts) != 4:
+    if len(parts) not in (4, 5):
         raise TypeError(
             "carried must be the ForwardSmoothingMessage of an earlier forward_smoothing call."
         )
+    log_filtered = parts[4] if len(parts) == 5 else None
+    if log_filtered is not None:
+        log_filtered = _real_array(log_filtered, "carried.log_filtered")
+        if log_filtered.shape != (n_states,):
+            raise ValueError(
+                f"carried.log_filtered must have shape ({n_states},), got {log_filtered.shape}."
+            )
+        if np.isnan(log_filtered).any() or (log_filtered > 1e-6).any():
+            raise ValueError("carried.log_filtered must hold log-probabilities (<= 0, no NaN).")
     shapes = _empty_message(n_states, n_features)
     checked = []
-    for name, part, like in zip(ForwardSmoothingMessage._fields, parts, shapes):
+    for name, part, like in zip(ForwardSmoothingMessage._fields, parts[:4], shapes):
         part = _real_array(part, f"carried.{name}")
         if part.shape != like.shape:
             raise ValueError(f"carried.{name} must have shape {like.shape}, got {part.shape}.")
@@ -600,7 +728,7 @@ def _check_carried(carried, n_states, n_features):
     filtered = checked[0]
     if np.any(filtered < 0) or not np.isclose(filtered.sum(), 1.0, rtol=0, atol=1e-6):
         raise ValueError("carried.filtered must be a probability vector (>= 0, summing to 1).")
-    return ForwardSmoothingMessage(*checked)
+    return ForwardSmoothingMessage(*checked, log_filtered)
 
 
 def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, carried=None):
@@ -636,9 +764,10 @@ def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, c
     Raises
     ------
     ValueError
-        On invalid inputs, or when the scaled recursion underflows (data of
-        probability zero, or a state's probability below 1e-308 relative to
-        the others): use :func:`forward_backward` on the whole sequence then.
+        On invalid inputs, or for rows of probability zero given the earlier
+        ones.  Where the scaled recursion would underflow (a state's
+        probability far below the others' on the path that carries the mass),
+        the chunk is redone with the filter in log space.
 
     Examples
     --------
@@ -679,9 +808,8 @@ def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, c
     )
     if np.isnan(result.log_likelihood):
         raise ValueError(
-            "The forward-only smoother underflowed: the rows have probability zero, or a "
-            "state's probability fell below 1e-308 relative to the others. Run "
-            "forward_backward on the whole sequence instead."
+            "The rows have probability zero given the earlier ones under these parameters "
+            "(log-likelihood -inf)."
         )
     return result
 
