@@ -3,6 +3,7 @@
 from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, MultinomialHMM, PoissonHMM
 from .lds import LinearGaussianSSM
 from .neural import (
+    DeepMarkovModel,
     ElmanRNNClassifier,
     ElmanRNNRegressor,
     S4DClassifier,
@@ -26,4 +27,5 @@ __all__ = [
     "S4DClassifier",
     "ElmanRNNRegressor",
     "ElmanRNNClassifier",
+    "DeepMarkovModel",
 ]

@@ -1,4 +1,5 @@
-"""Neural sequence models trained by minibatch Adam: state spaces (Mamba, S4D) and Elman RNNs.
+"""Neural sequence models trained by minibatch Adam: state spaces (Mamba, S4D), Elman RNNs
+and the deep Markov model.
 
 Supervised sequence estimators take ``X`` of shape ``(n_sequences, seq_len)``
 or ``(n_sequences, seq_len, n_features)`` and one target per sequence or per
@@ -6,9 +7,12 @@ step.  Their layers (:mod:`skseq.neural._layers`, :mod:`skseq.neural._mamba`,
 :mod:`skseq.neural._s4d`, :mod:`skseq.neural._elman`) have explicit numpy
 forward and backward passes; the recurrence runs in the Cython selective-scan
 kernel, S4D's kernel in the Cython Vandermonde kernel and its convolution by
-FFT, the Elman recurrence in its Cython kernel.
+FFT, the Elman recurrence in its Cython kernel.  :class:`DeepMarkovModel` is
+unsupervised: it takes the rows of concatenated sequences like the HMMs and
+runs its inference network's backward RNN on the Elman kernel.
 """
 
+from ._deep_markov import DeepMarkovModel
 from ._elman_rnn import ElmanRNNClassifier, ElmanRNNRegressor
 from ._selective_ssm import SelectiveSSMClassifier, SelectiveSSMRegressor
 from ._structured_ssm import S4DClassifier, S4DRegressor
@@ -20,4 +24,5 @@ __all__ = [
     "S4DClassifier",
     "ElmanRNNRegressor",
     "ElmanRNNClassifier",
+    "DeepMarkovModel",
 ]

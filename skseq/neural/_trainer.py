@@ -13,6 +13,12 @@ A network is any object with ``init_parameters(random_state, dtype)``,
 ``decayed_parameters()``, ``forward(parameters, X) -> (outputs, cache)`` and
 ``backward(parameters, grad_outputs, cache) -> grads`` (see
 :class:`~skseq.neural._network.ResidualSequenceNetwork`).
+
+Unsupervised models (the deep Markov model) train on the same loop: they
+validate their own data and call :meth:`BaseSequenceNetwork._train` with one
+"target" and one weight array per sequence, and redefine the hooks
+``_new_network``, ``_loss_and_gradients``, ``_validation_score`` and
+``_describe_loss``.
 """
 
 import sys
@@ -234,6 +240,18 @@ class BaseSequenceNetwork(BaseEstimator):
 
     # -- one minibatch ---------------------------------------------------------------
 
+    def _sharded(self, shard, n_sequences, parallel):
+        """Sum ``shard(part) -> (loss, grads)`` over shards of the minibatch's sequences.
+
+        One shard per thread, in sequence order, so the sum equals the
+        one-thread result up to rounding.
+        """
+        n_shards = self._n_threads(n_sequences)
+        if n_shards == 1:
+            return shard(slice(None))
+        results = parallel([partial(shard, part) for part in _shard_slices(n_sequences, n_shards)])
+        return sum(loss for loss, _ in results), _sum_dicts([grads for _, grads in results])
+
     def _loss_and_gradients(self, X, targets, weights, normaliser, parallel):
         """Loss and gradient of one minibatch; shards of sequences go to threads."""
 
@@ -242,11 +260,7 @@ class BaseSequenceNetwork(BaseEstimator):
             loss, grad_outputs = self._loss(outputs, targets[part], weights[part], normaliser)
             return loss, self.network_.backward(self.parameters_, grad_outputs, cache)
 
-        n_shards = self._n_threads(X.shape[0])
-        if n_shards == 1:
-            return shard(slice(None))
-        results = parallel([partial(shard, part) for part in _shard_slices(X.shape[0], n_shards)])
-        return sum(loss for loss, _ in results), _sum_dicts([grads for _, grads in results])
+        return self._sharded(shard, X.shape[0], parallel)
 
     def _train_step(self, X, targets, weights, parallel):
         normaliser = float(np.sum(weights, dtype=np.float64))
@@ -269,9 +283,21 @@ class BaseSequenceNetwork(BaseEstimator):
 
     # -- the loop ----------------------------------------------------------------------
 
+    def _new_network(self, n_features):
+        """The untrained network for ``n_features`` inputs per step."""
+        return self._make_network(n_features, self.n_outputs_, self.per_step_)
+
+    def _validation_score(self, X, targets, weights):
+        """The score early stopping maximises, on the held-out sequences."""
+        return self._score_outputs(self._network_outputs(X), targets, weights)
+
+    def _describe_loss(self, loss):
+        """The epoch's loss as ``verbose`` prints it."""
+        return f"loss {loss:.6f}"
+
     def _initialize(self, n_features, dtype):
         self._random_state = check_random_state(self.random_state)
-        self.network_ = self._make_network(n_features, self.n_outputs_, self.per_step_)
+        self.network_ = self._new_network(n_features)
         self.parameters_ = self.network_.init_parameters(self._random_state, dtype)
         self._decayed_parameters = tuple(self.network_.decayed_parameters())
         self._optimizer = Adam(self.parameters_)
@@ -292,6 +318,16 @@ class BaseSequenceNetwork(BaseEstimator):
         targets, weights = self._prepare_targets(
             X, y, sample_weight, first_call=first_call, classes=classes
         )
+        return self._train(X, targets, weights, first_call=first_call, incremental=incremental)
+
+    def _train(self, X, targets, weights, *, first_call, incremental):
+        """The epoch loop on validated arrays (the hyperparameters are checked).
+
+        ``X`` is (n_sequences, seq_len, n_features) of the working dtype;
+        ``targets`` and ``weights`` have one entry (or row) per sequence and
+        are what ``_loss_and_gradients`` receives for a minibatch.
+        """
+        dtype = self._working_dtype()
         weights = weights.astype(dtype, copy=False)
         if first_call:
             self._initialize(X.shape[2], dtype)
@@ -320,11 +356,9 @@ class BaseSequenceNetwork(BaseEstimator):
         with single_threaded_blas(), ThreadRunner(n_threads) as parallel:
             for _ in range(1 if incremental else self.max_iter):
                 loss = self._run_epoch(X, targets, weights, batch_size, parallel)
-                message = f"Epoch {self.n_iter_}: loss {loss:.6f}"
+                message = f"Epoch {self.n_iter_}: {self._describe_loss(loss)}"
                 if early_stopping:
-                    score = self._score_outputs(
-                        self._network_outputs(X_val), targets_val, weights_val
-                    )
+                    score = self._validation_score(X_val, targets_val, weights_val)
                     message += f", validation score {score:.6f}"
                     if self._record_validation_score(score):
                         best_parameters = {k: v.copy() for k, v in self.parameters_.items()}
