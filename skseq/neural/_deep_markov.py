@@ -22,7 +22,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 from .._parallel import ThreadRunner, single_threaded_blas
 from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
 from .._validation import check_scalar_param, masked_as_nan
-from ._dmm import DeepMarkovNetwork, MIN_SCALE
+from ._dmm import DeepMarkovNetwork
 from ._docstrings import training_parameters
 from ._trainer import PREDICTION_CHUNK_POSITIONS, BaseSequenceNetwork
 from ._validation import check_positive_int
@@ -250,9 +250,7 @@ class DeepMarkovModel(
         -------
         self : DeepMarkovModel
         """
-        return self._fit_sequences(
-            X, y, lengths, sequence_ids, incremental=False, method="fit"
-        )
+        return self._fit_sequences(X, y, lengths, sequence_ids, incremental=False, method="fit")
 
     @lengths_by_keyword
     def partial_fit(self, X, y=None, *, lengths=None, sequence_ids=None):
@@ -286,9 +284,9 @@ class DeepMarkovModel(
         """
         n_steps = int(np.count_nonzero(weights, axis=1).max())
         inputs, observed, step_mask = X[:, :n_steps], targets[:, :n_steps], weights[:, :n_steps]
-        noise = self._random_state.standard_normal(
-            (X.shape[0], n_steps, self.n_components)
-        ).astype(X.dtype)
+        noise = self._random_state.standard_normal((X.shape[0], n_steps, self.n_components)).astype(
+            X.dtype
+        )
         kl_weight = self._kl_weight()
 
         def shard(part):
@@ -358,15 +356,13 @@ class DeepMarkovModel(
         """
         n_sequences = inputs.shape[0]
         n_samples = self.n_importance_samples
-        seeds = np.random.RandomState(self._evaluation_seed).randint(
-            np.iinfo(np.int32).max, size=n_sequences
-        )
+        streams = self._sequence_streams(n_sequences)
         lengths = np.diff(offsets)
         m = self.n_components
 
         def one_sequence(s):
             length = int(lengths[s])
-            rng = np.random.RandomState(seeds[s])
+            rng = streams[s]
             block = max(1, min(n_samples, PREDICTION_CHUNK_POSITIONS // length))
             log_weights = np.empty(n_samples)
             state_sum = np.zeros((length, m)) if want_states else None
@@ -482,30 +478,42 @@ class DeepMarkovModel(
         log_density, _ = self.network_.emission_log_density(self.parameters_, x, observed, out)
         return log_density.sum(axis=-1, dtype=np.float64)
 
-    def _particle_filter(self, inputs, observed, step_mask, rng):
-        """Bootstrap particle filter over a batch of sequences.
+    def _sequence_streams(self, n_sequences, offset=0):
+        """One random stream per sequence, seeded from the fitted model."""
+        seeds = np.random.RandomState(self._evaluation_seed + offset).randint(
+            np.iinfo(np.int32).max, size=n_sequences
+        )
+        return [np.random.RandomState(seed) for seed in seeds]
+
+    def _particle_filter(self, inputs, observed, step_mask, streams):
+        """Bootstrap particle filter over a batch of sequences, one random stream each.
 
         Returns the log predictive density log p(x_t | x_{1:t-1}) of every
         step (n_sequences, T) and the particles after the last step of each
         sequence (n_sequences, S, m), equally weighted.
         """
-        n_sequences, n_steps, n_features = inputs.shape
+        n_sequences, n_steps, _ = inputs.shape
         n_particles, m = self.n_importance_samples, self.n_components
         lengths = np.count_nonzero(step_mask, axis=1)
         dtype = inputs.dtype
-        particles = np.empty((n_sequences, n_particles, m), dtype=dtype)
-        particles[:] = self.network_.initial_draws(
-            self.parameters_, n_sequences * n_particles, rng
-        ).reshape(n_sequences, n_particles, m)
+
+        def normal_draws(active):
+            draws = np.zeros((n_sequences, n_particles, m), dtype=dtype)
+            for s in np.flatnonzero(active):
+                draws[s] = streams[s].standard_normal((n_particles, m))
+            return draws
+
+        everyone = np.ones(n_sequences, dtype=bool)
+        particles = self.network_.initial_draws(self.parameters_, normal_draws(everyone))
         final = np.empty_like(particles)
         log_predictive = np.zeros((n_sequences, n_steps))
         rows = np.arange(n_sequences)[:, None]
         for t in range(n_steps):
             active = lengths > t
             if t > 0:
-                moved = self.network_.simulate(
-                    self.parameters_, particles.reshape(-1, m), 1, rng
-                ).reshape(n_sequences, n_particles, m)
+                moved = self.network_.transition_draws(
+                    self.parameters_, particles, normal_draws(active)
+                )
                 particles = np.where(active[:, None, None], moved, particles)
             log_weights = self._emission_log_density(
                 inputs[:, t, None, :], observed[:, t, None, :], particles
@@ -518,28 +526,33 @@ class DeepMarkovModel(
             weights = np.exp(log_weights - log_weights.max(axis=1, keepdims=True))
             cumulative = np.cumsum(weights, axis=1)
             cumulative /= cumulative[:, -1:]
-            positions = (rng.uniform(size=(n_sequences, 1)) + np.arange(n_particles)) / n_particles
+            offsets = np.array(
+                [streams[s].uniform() if active[s] else 0.0 for s in range(n_sequences)]
+            )
+            positions = (offsets[:, None] + np.arange(n_particles)) / n_particles
             found = np.searchsorted((cumulative + rows).ravel(), (positions + rows).ravel())
-            chosen = np.minimum(found.reshape(n_sequences, n_particles) - rows * n_particles,
-                                n_particles - 1)
+            chosen = np.minimum(
+                found.reshape(n_sequences, n_particles) - rows * n_particles, n_particles - 1
+            )
             particles = np.where(active[:, None, None], particles[rows, chosen], particles)
             ending = lengths == t + 1
             final[ending] = particles[ending]
         return log_predictive, final
 
     def _filter_chunks(self, inputs, observed, step_mask):
-        rng = np.random.RandomState(self._evaluation_seed)
+        """The particle filter over chunks of sequences; returns it with the streams used."""
+        streams = self._sequence_streams(inputs.shape[0], offset=1)
         chunk = max(1, PREDICTION_CHUNK_POSITIONS // self.n_importance_samples)
         results = []
         with single_threaded_blas():
             for part in _chunks(inputs.shape[0], chunk):
                 results.append(
-                    self._particle_filter(inputs[part], observed[part], step_mask[part], rng)
+                    self._particle_filter(
+                        inputs[part], observed[part], step_mask[part], streams[part]
+                    )
                 )
-        return (
-            np.concatenate([log_predictive for log_predictive, _ in results]),
-            np.concatenate([final for _, final in results]),
-        )
+        log_predictive = np.concatenate([log_predictive for log_predictive, _ in results])
+        return log_predictive, np.concatenate([final for _, final in results]), streams
 
     @lengths_by_keyword
     def log_predictive_density(self, X, *, lengths=None, sequence_ids=None):
@@ -561,7 +574,7 @@ class DeepMarkovModel(
         log_densities : ndarray of shape (n_samples,)
         """
         inputs, observed, step_mask, offsets = self._prepare(X, None, lengths, sequence_ids, None)
-        log_predictive, _ = self._filter_chunks(inputs, observed, step_mask)
+        log_predictive, _, _ = self._filter_chunks(inputs, observed, step_mask)
         steps = step_mask.astype(bool)
         return log_predictive[steps] - observed[steps].astype(np.float64) @ np.log(self._scale)
 
@@ -599,22 +612,33 @@ class DeepMarkovModel(
         check_scalar_param(n_steps, "n_steps", "int", low=1)
         levels = np.asarray(quantiles, dtype=np.float64)
         if levels.ndim != 1 or levels.size == 0 or np.any(~np.isfinite(levels)):
-            raise ValueError(f"quantiles must be a non-empty 1-D sequence of levels, got {quantiles!r}.")
+            raise ValueError(
+                f"quantiles must be a non-empty 1-D sequence of levels, got {quantiles!r}."
+            )
         if np.any((levels < 0) | (levels > 1)):
             raise ValueError(f"quantiles must lie in [0, 1], got {quantiles!r}.")
         inputs, observed, step_mask, _ = self._prepare(X, None, lengths, sequence_ids, None)
-        _, final = self._filter_chunks(inputs, observed, step_mask)
+        _, final, streams = self._filter_chunks(inputs, observed, step_mask)
         n_sequences, n_particles, m = final.shape
-        rng = np.random.RandomState(self._evaluation_seed + 1)
+        p = self.n_features_in_
+        paths = np.empty((n_sequences, n_particles, n_steps, m), dtype=final.dtype)
+        draws = np.empty((n_sequences, n_particles, n_steps, p))
         with single_threaded_blas():
-            paths = self.network_.simulate(
-                self.parameters_, final.reshape(-1, m), n_steps, rng
-            ).reshape(n_sequences, n_particles, n_steps, m)
+            for s, stream in enumerate(streams):  # each sequence continues its own stream
+                previous = final[s]
+                for h in range(n_steps):
+                    noise = stream.standard_normal((n_particles, m)).astype(final.dtype)
+                    previous = self.network_.transition_draws(self.parameters_, previous, noise)
+                    paths[s, :, h] = previous
+                draws[s] = self.network_.observation_draws(
+                    self.parameters_,
+                    paths[s],
+                    self.network_.observation_noise(stream, (n_particles, n_steps, p)),
+                )
             out, _ = self.network_.emission_outputs(self.parameters_, paths)
-            draws = self.network_.observation_draws(self.parameters_, paths, rng)
         if self.emission == "gaussian":
             means = out.mean(axis=1, dtype=np.float64) * self._scale + self._location
-            draws = draws.astype(np.float64) * self._scale + self._location
+            draws = draws * self._scale + self._location
         else:
             means = expit(out.astype(np.float64)).mean(axis=1)
         quantile_values = np.quantile(draws, levels, axis=1)
@@ -640,13 +664,23 @@ class DeepMarkovModel(
         check_is_fitted(self)
         check_scalar_param(n_samples, "n_samples", "int", low=1)
         rng = check_random_state(random_state)
+        m, dtype = self.n_components, self.parameters_["initial.mean"].dtype
+        states = np.empty((n_samples, m), dtype=dtype)
         with single_threaded_blas():
-            first = self.network_.initial_draws(self.parameters_, 1, rng)
-            rest = self.network_.simulate(self.parameters_, first, n_samples - 1, rng)
-            states = np.concatenate([first[:, None], rest], axis=1)
-            draws = self.network_.observation_draws(self.parameters_, states, rng)[0]
+            previous = self.network_.initial_draws(self.parameters_, rng.standard_normal(m))
+            states[0] = previous
+            for t in range(1, n_samples):
+                previous = self.network_.transition_draws(
+                    self.parameters_, previous, rng.standard_normal(m)
+                )
+                states[t] = previous
+            draws = self.network_.observation_draws(
+                self.parameters_,
+                states,
+                self.network_.observation_noise(rng, (n_samples, self.n_features_in_)),
+            )
         X = draws.astype(np.float64) * self._scale + self._location
-        return X, states[0].astype(np.float64)
+        return X, states.astype(np.float64)
 
 
 _PARAMETERS = """\
@@ -682,7 +716,7 @@ _PARAMETERS += training_parameters(
 """
 )
 
-DeepMarkovModel.__doc__ = f"""Deep Markov model: neural transition and emission, amortised inference.
+DeepMarkovModel.__doc__ = f"""Deep Markov model: neural transition and emission, amortised inference
 
     The deep state-space model of Krishnan, Shalit & Sontag (AAAI 2017)::
 

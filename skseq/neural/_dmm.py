@@ -210,7 +210,9 @@ class DeepMarkovNetwork:
         d_linear = d_mean * (1 - gate)
         d_gate_hidden, g = self.gate_output.backward(parameters, d_gate_out, gate_output_cache)
         grads.update(g)
-        d_z, g = self.gate_hidden.backward(parameters, d_gate_hidden * (gate_pre > 0), gate_hidden_cache)
+        d_z, g = self.gate_hidden.backward(
+            parameters, d_gate_hidden * (gate_pre > 0), gate_hidden_cache
+        )
         grads.update(g)
         d_proposal_hidden, g = self.proposal_output.backward(
             parameters, d_proposal, proposal_output_cache
@@ -233,7 +235,9 @@ class DeepMarkovNetwork:
     def emission_backward(self, parameters, d_out, cache):
         hidden_pre, hidden_cache, output_cache = cache
         d_hidden, grads = self.emission_output.backward(parameters, d_out, output_cache)
-        d_z, g = self.emission_hidden.backward(parameters, d_hidden * (hidden_pre > 0), hidden_cache)
+        d_z, g = self.emission_hidden.backward(
+            parameters, d_hidden * (hidden_pre > 0), hidden_cache
+        )
         grads.update(g)
         return d_z, grads
 
@@ -253,9 +257,12 @@ class DeepMarkovNetwork:
         if self.emission == "gaussian":
             standardised, scale = aux
             d_out = weights * standardised / scale
-            d_scale = np.sum(
-                (weights * (standardised * standardised - 1)).reshape(-1, x.shape[-1]), axis=0
-            ) / scale
+            d_scale = (
+                np.sum(
+                    (weights * (standardised * standardised - 1)).reshape(-1, x.shape[-1]), axis=0
+                )
+                / scale
+            )
             raw = parameters["emission.scale"]
             return d_out, {"emission.scale": d_scale * expit(raw)}
         return weights * (x - expit(out)), {}
@@ -445,8 +452,7 @@ class DeepMarkovNetwork:
         d_q_scale = weight * (q_scale * inverse_variance - 1 / q_scale)
         d_p_mean = -d_q_mean
         d_p_scale = weight * (
-            1 / p_scale
-            - (q_scale * q_scale + (q_mean - p_mean) ** 2) * inverse_variance / p_scale
+            1 / p_scale - (q_scale * q_scale + (q_mean - p_mean) ** 2) * inverse_variance / p_scale
         )
         # The prior: the initial state, then the transition from z_{t-1}.
         grads["initial.mean"] = d_p_mean[:, 0].sum(axis=0)
@@ -474,30 +480,28 @@ class DeepMarkovNetwork:
         return grads
 
     # -- drawing from the generative model ----------------------------------------
+    #
+    # The draws take their standard noise as an argument, so that a caller can
+    # give every sequence its own random stream.
 
-    def simulate(self, parameters, z_start, n_steps, random_state):
-        """Latent paths continuing from ``z_start`` (B, m) for ``n_steps`` steps, shape (B, n_steps, m)."""
-        batch, m = z_start.shape
-        z = np.empty((batch, n_steps, m), dtype=z_start.dtype)
-        previous = z_start
-        for t in range(n_steps):
-            mean, scale, _ = self.transition(parameters, previous)
-            previous = mean + scale * random_state.standard_normal((batch, m)).astype(
-                z_start.dtype
-            )
-            z[:, t] = previous
-        return z
+    def transition_draws(self, parameters, z_previous, noise):
+        """z_t = mu(z_{t-1}) + sigma(z_{t-1}) * noise for standard normal ``noise``."""
+        mean, scale, _ = self.transition(parameters, z_previous)
+        return mean + scale * noise
 
-    def initial_draws(self, parameters, batch, random_state):
-        """z_1 drawn from its prior, shape (batch, m)."""
-        m = self.n_components
-        noise = random_state.standard_normal((batch, m)).astype(parameters["initial.mean"].dtype)
+    def initial_draws(self, parameters, noise):
+        """z_1 = mu_0 + sigma_0 * noise for standard normal ``noise`` of shape (..., m)."""
         return parameters["initial.mean"] + _scale_of(parameters["initial.scale"]) * noise
 
-    def observation_draws(self, parameters, z, random_state):
-        """x drawn from p(x | z) (standardised units for Gaussian emissions)."""
+    def observation_noise(self, random_state, shape):
+        """The noise :meth:`observation_draws` turns into x: normal, or uniform for Bernoulli."""
+        if self.emission == "gaussian":
+            return random_state.standard_normal(shape)
+        return random_state.uniform(size=shape)
+
+    def observation_draws(self, parameters, z, noise):
+        """x drawn from p(x | z) with :meth:`observation_noise` (standardised units if Gaussian)."""
         out, _ = self.emission_outputs(parameters, z)
         if self.emission == "gaussian":
-            scale = _scale_of(parameters["emission.scale"])
-            return out + scale * random_state.standard_normal(out.shape)
-        return (random_state.uniform(size=out.shape) < expit(out)).astype(out.dtype)
+            return out + _scale_of(parameters["emission.scale"]) * noise
+        return (noise < expit(out)).astype(out.dtype)
