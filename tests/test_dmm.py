@@ -44,6 +44,13 @@ def _quiet_convergence():
         yield
 
 
+def _benchmarks_on_path():
+    """The benchmarks' torch model and data generators, shared with these tests."""
+    path = str(Path(__file__).resolve().parent.parent / "benchmarks")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
 def test_exported():
     assert skseq.DeepMarkovModel is DeepMarkovModel
     assert skseq.neural.DeepMarkovModel is DeepMarkovModel
@@ -168,7 +175,7 @@ def test_posterior_draw_gradients_match_finite_differences():
 @pytest.mark.parametrize("emission", ["gaussian", "bernoulli"])
 def test_loss_and_gradients_match_torch_autograd(emission):
     torch = pytest.importorskip("torch")
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    _benchmarks_on_path()
     from torch_dmm import negative_elbo
 
     rng = np.random.RandomState(3)
@@ -462,6 +469,39 @@ def test_bound_is_below_the_exact_log_likelihood_and_within_two_percent(
         lgssm_data[1]
     )
     assert (exact - bound) / abs(exact) < 0.02
+
+
+def test_non_linear_system_beats_the_linear_model_and_the_hmm():
+    # A small version of bench_dmm.py's pendulum: held-out bound per step.
+    _benchmarks_on_path()
+    from bench_dmm import pendulum
+
+    rng = np.random.RandomState(0)
+    train, test = pendulum(50, 40, rng), pendulum(30, 40, rng)
+    train_lengths, test_lengths = [40] * 50, [40] * 30
+    dmm = DeepMarkovModel(
+        2,
+        **dict(
+            SMALL,
+            learning_rate_init=2e-2,
+            transition_hidden_size=16,
+            emission_hidden_size=16,
+            inference_hidden_size=16,
+        ),
+        max_iter=120,
+        batch_size=20,
+        kl_anneal_epochs=5,
+        n_iter_no_change=1000,
+        n_importance_samples=64,
+    ).fit(train, lengths=train_lengths)
+    lds = LinearGaussianSSM(2, n_iter=200, random_state=0).fit(train, lengths=train_lengths)
+    hmm = GaussianHMM(14, covariance_type="full", n_iter=100, random_state=0)
+    hmm.fit(train, lengths=train_lengths)
+    n_dmm = sum(v.size for k, v in dmm.parameters_.items() if not k.startswith(("rnn", "comb")))
+    assert abs(hmm._n_parameters() - n_dmm) < 0.1 * n_dmm  # comparable sizes
+    bound = dmm.score(test, lengths=test_lengths) / len(test)
+    assert bound > lds.score(test, lengths=test_lengths) / len(test) + 0.2
+    assert bound > hmm.score(test, lengths=test_lengths) / len(test) + 0.2
 
 
 # -- estimator behaviour --------------------------------------------------------------------
