@@ -10,6 +10,8 @@ from .neural import (
     S4DRegressor,
     SelectiveSSMClassifier,
     SelectiveSSMRegressor,
+    TransformerClassifier,
+    TransformerRegressor,
 )
 
 __version__ = "0.1.0"
@@ -27,5 +29,7 @@ __all__ = [
     "S4DClassifier",
     "ElmanRNNRegressor",
     "ElmanRNNClassifier",
+    "TransformerRegressor",
+    "TransformerClassifier",
     "DeepMarkovModel",
 ]

@@ -303,12 +303,23 @@ class DeepMarkovModel(
         loss, grads = self._sharded(shard, X.shape[0], parallel)
         return loss - self._log_jacobian(observed) / normaliser, grads
 
+    def _kept_activations(self, parameters, X):
+        """What the forward pass of a training minibatch keeps: the whole cache."""
+        n_sequences, n_steps, _ = X.shape
+        return self.network_.forward(
+            parameters,
+            X,
+            np.ones_like(X),
+            np.ones((n_sequences, n_steps), dtype=X.dtype),
+            np.zeros((n_sequences, n_steps, self.n_components), dtype=X.dtype),
+        )
+
     def _validation_score(self, X, targets, weights):
         """ELBO per step of the held-out sequences, with the same draws every epoch."""
         rng = np.random.RandomState(self._evaluation_seed)
         noise = rng.standard_normal(X.shape[:2] + (self.n_components,)).astype(X.dtype)
         total = 0.0
-        chunk = max(1, PREDICTION_CHUNK_POSITIONS // X.shape[1])
+        chunk = self._prediction_chunk(X, max(1, PREDICTION_CHUNK_POSITIONS // X.shape[1]), 1)
         with single_threaded_blas():
             for part in _chunks(X.shape[0], chunk):
                 cache = self.network_.forward(
@@ -359,11 +370,24 @@ class DeepMarkovModel(
         streams = self._sequence_streams(n_sequences)
         lengths = np.diff(offsets)
         m = self.n_components
+        # Draws per forward pass, by length: fewer if a block on every thread at
+        # once would pass the memory limit.  (The draws of a stream do not
+        # depend on how they are blocked.)
+        n_threads = self._n_threads(n_sequences)
+        blocks = {
+            length: self._prediction_chunk(
+                inputs[:, :length],
+                max(1, min(n_samples, PREDICTION_CHUNK_POSITIONS // length)),
+                n_threads,
+                n_sequences=n_samples * n_threads,
+            )
+            for length in np.unique(lengths).tolist()
+        }
 
         def one_sequence(s):
             length = int(lengths[s])
             rng = streams[s]
-            block = max(1, min(n_samples, PREDICTION_CHUNK_POSITIONS // length))
+            block = blocks[length]
             log_weights = np.empty(n_samples)
             state_sum = np.zeros((length, m)) if want_states else None
             for start in range(0, n_samples, block):
