@@ -7,23 +7,38 @@
    bound per step of DeepMarkovModel against ``LinearGaussianSSM`` fitted by EM
    with the same latent dimension and a full-covariance ``GaussianHMM`` with
    about as many parameters as the DMM's generative model.
-3. Speed: one training epoch of DeepMarkovModel against the same model in
+3. The yearly sunspots (``skseq.datasets.load_sunspots``) on the square-root
+   scale ``2 (sqrt(1 + x) - 1)``, fitted on 1700-1928 and scored on 1929-2008
+   by the one-step-ahead log predictive density log p(x_t | x_1700..x_{t-1}):
+   exact for LinearGaussianSSM and GaussianHMM (``score`` with a
+   ``sample_weight`` that selects one year), a particle filter with 2000
+   particles for DeepMarkovModel (``log_predictive_density``); and the
+   one-step 90 % predictive intervals of DeepMarkovModel (``forecast``) and of
+   the best LinearGaussianSSM.  ``--save PATH`` writes them as JSON, which the
+   gallery example ``doc/gallery/plot_dmm_sunspots.py`` plots (about two
+   minutes to compute).
+4. Speed: one training epoch of DeepMarkovModel against the same model in
    PyTorch (``torch_dmm.py``: the same parameters, loss and noise; autograd,
    Adam, ``clip_grad_norm_``), one thread each, float32 and float64.
 
-Run ``python benchmarks/bench_dmm.py [--only speed] [--repeats 5]``.
+Run ``python benchmarks/bench_dmm.py [--only speed] [--repeats 5]``; the
+gallery's cached sunspots study is made by ``python benchmarks/bench_dmm.py
+--only sunspots --save doc/gallery/data/dmm_sunspots.json``.
 """
 
 import argparse
+import json
 import time
 import warnings
 from functools import partial
 
 import numpy as np
+from scipy.stats import norm
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from skseq import DeepMarkovModel, GaussianHMM, LinearGaussianSSM
+from skseq.datasets import load_sunspots
 
 try:
     import torch
@@ -177,7 +192,107 @@ def bench_pendulum(args):
         )
 
 
-# -- 3. one training epoch against PyTorch -----------------------------------------------------
+# -- 3. the yearly sunspots: one-step-ahead held-out log predictive density --------------
+
+FIRST_HELD_OUT_YEAR = 1929
+
+
+def sunspot_models():
+    models = {}
+    for k in (1, 2):
+        models[f"LinearGaussianSSM (k = {k})"] = LinearGaussianSSM(
+            k, n_iter=500, n_init=5, random_state=0
+        )
+    for n_states in (3, 5, 8):
+        models[f"GaussianHMM ({n_states} states)"] = GaussianHMM(
+            n_states, n_iter=500, n_init=5, random_state=0
+        )
+    models["DeepMarkovModel (m = 2)"] = DeepMarkovModel(
+        2,
+        transition_hidden_size=16,
+        emission_hidden_size=16,
+        inference_hidden_size=16,
+        learning_rate_init=1e-2,
+        max_iter=1500,
+        kl_anneal_epochs=50,
+        n_iter_no_change=10**6,
+        n_importance_samples=2000,
+        dtype="float64",
+        random_state=0,
+    )
+    return models
+
+
+def bench_sunspots(args):
+    data = load_sunspots()
+    series = 2 * (np.sqrt(1 + data.data[:, :1]) - 1)
+    years = data.year
+    split = int(np.searchsorted(years, FIRST_HELD_OUT_YEAR))
+    models = sunspot_models()
+    results = {}
+    for name, model in models.items():
+        started = time.perf_counter()
+        model.fit(series[:split])
+        if isinstance(model, DeepMarkovModel):
+            per_year = model.log_predictive_density(series)
+            n_parameters = generative_parameters(model)
+        else:
+            # The predictive density of year t alone: the log-likelihood of the
+            # whole series with weight 1 on year t (its history conditions it).
+            selectors = np.eye(len(series))
+            per_year = np.array([model.score(series, sample_weight=w) for w in selectors])
+            n_parameters = model._n_parameters()
+        results[name] = {
+            "log_predictive_density": per_year.tolist(),
+            "held_out_per_year": float(per_year[split:].mean()),
+            "n_parameters": int(n_parameters),
+            "seconds": time.perf_counter() - started,
+        }
+
+    best_lds = max(
+        (name for name in models if name.startswith("Linear")),
+        key=lambda name: results[name]["held_out_per_year"],
+    )
+    dmm, lds = models["DeepMarkovModel (m = 2)"], models[best_lds]
+    levels = (0.05, 0.5, 0.95)
+    dmm_bands, lds_bands = [], []
+    for t in range(split, len(series)):
+        _, quantiles = dmm.forecast(series[:t], 1, quantiles=levels)
+        dmm_bands.append(quantiles[:, 0, 0].tolist())
+        mean, covariance = lds.forecast(series[:t], 1)
+        spread = np.sqrt(covariance[0, 0, 0])
+        lds_bands.append((mean[0, 0] + norm.ppf(levels) * spread).tolist())
+
+    print(
+        f"\n3. Yearly sunspots, square-root scale: fitted on {years[0]}-{years[split - 1]}, "
+        f"one-step-ahead log predictive density of the {len(series) - split} held-out years "
+        f"{years[split]}-{years[-1]}"
+    )
+    print(f"  {'model':30s} {'per year':>9s} {'parameters':>11s} {'fit + score':>12s}")
+    for name, result in sorted(results.items(), key=lambda item: -item[1]["held_out_per_year"]):
+        print(
+            f"  {name:30s} {result['held_out_per_year']:9.3f} {result['n_parameters']:11d} "
+            f"{result['seconds']:10.1f} s"
+        )
+    if args.save:
+        study = {
+            "description": "bench_dmm.py --only sunspots: one-step-ahead log predictive "
+            "densities (every year, in the square-root scale) of models fitted on the years "
+            "before first_held_out_year, and one-step 90 % predictive intervals (quantiles "
+            "0.05, 0.5, 0.95) of the held-out years.",
+            "first_held_out_year": FIRST_HELD_OUT_YEAR,
+            "years": years.tolist(),
+            "series": series[:, 0].tolist(),
+            "models": results,
+            "intervals": {"DeepMarkovModel (m = 2)": dmm_bands, best_lds: lds_bands},
+        }
+        with open(args.save, "w", encoding="utf-8") as file:
+            json.dump(study, file, indent=1)
+            file.write("\n")
+        print(f"  wrote {args.save}")
+
+
+# -- 4. one training epoch against PyTorch -----------------------------------------------------
 
 
 def make_torch_epoch(model, X, n_sequences, length, batch_size, dtype):
@@ -250,7 +365,7 @@ def bench_speed(args):
             )
         if dtype == "float32":
             print(
-                f"\n3. One training epoch: {n_sequences} sequences of {length} steps, batch "
+                f"\n4. One training epoch: {n_sequences} sequences of {length} steps, batch "
                 f"{batch_size}, latent 2, hidden {hidden}, Adam, clipping at norm 1, one thread"
             )
         print(line)
@@ -258,7 +373,10 @@ def bench_speed(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["lgssm", "pendulum", "speed"], default=None)
+    parser.add_argument("--only", choices=["lgssm", "pendulum", "sunspots", "speed"], default=None)
+    parser.add_argument(
+        "--save", default=None, help="with the sunspots study: write its results to this JSON file"
+    )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sequences", type=int, default=64)
     parser.add_argument("--length", type=int, default=100)
@@ -274,6 +392,8 @@ def main():
             bench_lgssm(args)
         if args.only in (None, "pendulum"):
             bench_pendulum(args)
+        if args.only in (None, "sunspots"):
+            bench_sunspots(args)
 
 
 if __name__ == "__main__":
