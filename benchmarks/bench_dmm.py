@@ -386,14 +386,14 @@ def main():
         torch.set_num_threads(1)
     with threadpool_limits(limits=1), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        if args.only in (None, "speed"):
-            bench_speed(args)
         if args.only in (None, "lgssm"):
             bench_lgssm(args)
         if args.only in (None, "pendulum"):
             bench_pendulum(args)
         if args.only in (None, "sunspots"):
             bench_sunspots(args)
+        if args.only in (None, "speed"):
+            bench_speed(args)
 
 
 if __name__ == "__main__":

@@ -726,6 +726,17 @@ def test_bad_input():
         model.fit(X, lengths)
     with pytest.raises(ValueError, match="2D array"):
         model.fit(X[:, 0])
+    with pytest.raises(ValueError, match="0 sample"):
+        model.fit(X[:0])
+    with pytest.raises(ValueError, match="not contiguous"):
+        model.fit(X, sequence_ids=np.arange(len(X)) % 2)
+    with pytest.raises(ValueError, match="either lengths or sequence_ids"):
+        model.fit(X, lengths=lengths, sequence_ids=np.zeros(len(X)))
+    # Fit needs every feature observed somewhere (its standardisation, its emission).
+    with pytest.raises(ValueError, match="feature 1 of X has no observed entry"):
+        model.fit(np.column_stack([X[:, 0], np.full(len(X), np.nan)]))
+    with pytest.raises(ValueError, match="feature 0 of X has no observed entry"):
+        model.fit(np.full_like(X, np.nan))
     with pytest.raises(ValueError, match="Complex data not supported"):
         model.fit(X.astype(complex))
     model.fit(X, lengths=lengths)

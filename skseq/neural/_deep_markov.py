@@ -218,6 +218,13 @@ class DeepMarkovModel(
             X, y, lengths, sequence_ids, reset=first_call, method=method
         )
         if first_call:
+            unobserved = np.flatnonzero(np.all(np.isnan(X), axis=0))
+            if unobserved.size:
+                raise ValueError(
+                    f"feature {unobserved[0]} of X has no observed entry (all NaN): fit needs "
+                    "every feature observed at least once, to standardise it and learn its "
+                    "emission."
+                )
             self._set_standardisation(X)
             self._n_features_out = self.n_components
         inputs, observed, step_mask = _padded(
@@ -236,7 +243,7 @@ class DeepMarkovModel(
         X : array-like of shape (n_samples, n_features)
             Rows of all sequences concatenated in time order.  NaN marks a
             missing entry, left out of the bound (a masked array's masked
-            entries likewise).
+            entries likewise); every feature must be observed at least once.
         y : None
             Ignored.  A ``y`` whose length differs from n_samples is taken
             for hmmlearn-style positional lengths and rejected.
