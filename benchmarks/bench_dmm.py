@@ -15,8 +15,8 @@
    particles for DeepMarkovModel (``log_predictive_density``); and the
    one-step 90 % predictive intervals of DeepMarkovModel (``forecast``) and of
    the best LinearGaussianSSM.  ``--save PATH`` writes them as JSON, which the
-   gallery example ``doc/gallery/plot_dmm_sunspots.py`` plots (about two
-   minutes to compute).
+   gallery example ``doc/gallery/plot_dmm_sunspots.py`` plots (about a minute
+   to compute on one core).
 4. Speed: one training epoch of DeepMarkovModel against the same model in
    PyTorch (``torch_dmm.py``: the same parameters, loss and noise; autograd,
    Adam, ``clip_grad_norm_``), one thread each, float32 and float64.

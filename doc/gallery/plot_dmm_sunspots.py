@@ -12,9 +12,10 @@ transition and emission and can follow the asymmetry.  Every model is fitted
 on 1700-1928 and judged on 1929-2008 by its one-step-ahead log predictive
 density :math:`\\log p(x_t \\mid x_{1700}, \\dots, x_{t-1})`.
 
-Training the deep Markov model takes about a minute, too long for the docs'
-build, so this example plots the results that ``benchmarks/bench_dmm.py``
-saved (``python benchmarks/bench_dmm.py --only sunspots --save
+Training the deep Markov model and running its particle filter for every
+held-out year take about a minute, too long for the docs' build, so this
+example plots the results that ``benchmarks/bench_dmm.py`` saved
+(``python benchmarks/bench_dmm.py --only sunspots --save
 doc/gallery/data/dmm_sunspots.json``, committed with the example); the
 benchmark's code shows how each number is computed.
 """
