@@ -415,13 +415,13 @@ def run_demo(family="all", plot=None, epochs=60):
     if any(name not in _DEMOS for name in families):
         raise ValueError(f"family must be one of {FAMILIES + ('all',)}, got {family!r}.")
     plt = pyplot() if plot is not None else None  # fail before any work
-    np.set_printoptions(precision=2, suppress=True)
     total = time.perf_counter()
     progress = _Progress(sum(_STEPS[name] for name in families))
     options = {"neural": {"epochs": epochs}}
-    drawings = [
-        draw for name in families for draw in _DEMOS[name](progress, **options.get(name, {}))
-    ]
+    with np.printoptions(precision=2, suppress=True):  # the reports' arrays; not global
+        drawings = [
+            draw for name in families for draw in _DEMOS[name](progress, **options.get(name, {}))
+        ]
     seconds = time.perf_counter() - total
     print(f"\nAll fits done in {seconds:.1f} s.")
     if plt is not None:

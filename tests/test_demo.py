@@ -111,6 +111,12 @@ def test_bad_arguments_exit_with_a_usage_error(argv, capsys):
     assert "usage:" in capsys.readouterr().err
 
 
+def test_demo_leaves_numpy_print_options_alone(capsys):
+    before = np.get_printoptions()
+    assert main(["demo", "lgssm"]) == 0
+    assert np.get_printoptions() == before
+
+
 def test_run_demo_rejects_an_unknown_family():
     with pytest.raises(ValueError, match="family must be one of"):
         _demo.run_demo("svm")

@@ -16,6 +16,19 @@ import pytest
 import skseq
 
 OPTIONS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
+NUMPY_DEFAULT_PRINT_OPTIONS = dict(
+    edgeitems=3,
+    threshold=1000,
+    floatmode="maxprec",
+    precision=8,
+    suppress=False,
+    linewidth=75,
+    nanstr="nan",
+    infstr="inf",
+    sign="-",
+    formatter=None,
+    legacy=False,
+)
 
 
 def _modules():
@@ -56,10 +69,8 @@ def test_the_collection_finds_the_public_examples():
 @pytest.mark.parametrize("test", EXAMPLES, ids=[test.name for test in EXAMPLES])
 def test_docstring_example(test):
     report = []
-    print_options = np.get_printoptions()
     runner = doctest.DocTestRunner(optionflags=OPTIONS)
-    try:
+    # The examples print with NumPy's default options, whatever ran before.
+    with np.printoptions(**NUMPY_DEFAULT_PRINT_OPTIONS):
         runner.run(test, out=report.append)
-    finally:
-        np.set_printoptions(**print_options)
     assert runner.failures == 0, "".join(report)
