@@ -145,3 +145,32 @@ def test_network_training_on_the_cluster_equals_threads(client, estimator):
     for name, value in local.parameters_.items():
         np.testing.assert_allclose(remote.parameters_[name], value, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(remote.loss_curve_, local.loss_curve_, rtol=1e-5)
+
+
+def test_deep_markov_model_training_on_the_cluster_equals_threads(client):
+    from skseq import DeepMarkovModel
+
+    rng = np.random.default_rng(0)
+    angle = np.cumsum(rng.normal(0.3, 0.05, size=(16, 12)), axis=1)
+    X = np.stack([np.sin(angle), np.cos(angle)], axis=-1).reshape(-1, 2)
+    lengths = [12] * 16
+
+    def model():
+        return DeepMarkovModel(
+            2,
+            transition_hidden_size=8,
+            emission_hidden_size=8,
+            inference_hidden_size=8,
+            batch_size=8,
+            max_iter=2,
+            random_state=0,
+            n_jobs=2,
+        )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local = model().fit(X, lengths=lengths)
+        remote = on_workers(client, lambda: model().fit(X, lengths=lengths))
+    for name, value in local.parameters_.items():
+        np.testing.assert_allclose(remote.parameters_[name], value, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(remote.elbo_curve_, local.elbo_curve_, rtol=1e-5)
