@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 from sklearn.exceptions import NotFittedError
 
-from skseq import CategoricalHMM, GaussianHMM, PoissonHMM
+from skseq import GMMHMM, CategoricalHMM, GaussianHMM, MultinomialHMM, PoissonHMM
 
 
 def hand_set(model_class, startprob, transmat, **emissions):
@@ -150,6 +150,47 @@ def test_predict_next_state_proba_is_the_filter_times_the_transitions_for_gaussi
         predictive = got[t] @ density[t + 1]
         ratio = np.exp(model.score(X[: t + 2]) - model.score(X[: t + 1]))
         np.testing.assert_allclose(predictive, ratio, rtol=1e-9)
+
+
+def enumerated_next_state(model, X):
+    """p(z_{t+1} = j | x_1..x_t) for every row t and state j, by enumeration."""
+    density = np.exp(model._compute_log_likelihood(X))
+    n_states = model.n_components
+    expected = np.empty((len(X), n_states))
+    for t in range(len(X)):
+        evidence = joint_probability(model.startprob_, model.transmat_, density[: t + 1])
+        for j in range(n_states):
+            # A unit emission at step t + 1 allowed only in state j.
+            indicator = np.zeros((1, n_states))
+            indicator[0, j] = 1.0
+            extended = np.vstack([density[: t + 1], indicator])
+            expected[t, j] = joint_probability(model.startprob_, model.transmat_, extended)
+        expected[t] /= evidence
+    return expected
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize(
+    "model,data",
+    [
+        (PoissonHMM(2, n_iter=3, random_state=0), "counts"),
+        (MultinomialHMM(2, n_trials=6, n_iter=3, random_state=0), "trials"),
+        (GMMHMM(2, n_mix=2, n_iter=3, random_state=0), "real"),
+        (GaussianHMM(3, covariance_type="full", n_iter=3, random_state=0), "real"),
+    ],
+    ids=["poisson", "multinomial", "gmm", "gaussian-full"],
+)
+def test_predict_next_state_proba_matches_enumeration_for_every_emission_model(model, data):
+    rng = np.random.default_rng(4)
+    if data == "counts":
+        X = rng.poisson(3.0, size=(60, 2))
+    elif data == "trials":
+        X = rng.multinomial(6, [0.2, 0.3, 0.5], size=60)
+    else:
+        X = rng.normal(size=(60, 2)) + np.repeat([[0.0, 0.0], [3.0, -2.0]], 30, axis=0)
+    model.fit(X)
+    got = model.predict_next_state_proba(X[:5])
+    np.testing.assert_allclose(got, enumerated_next_state(model, X[:5]), rtol=1e-9, atol=1e-14)
 
 
 @settings(max_examples=25, deadline=None)
