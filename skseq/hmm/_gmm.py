@@ -4,25 +4,27 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ..base import check_scalar_param
+from ..inference.gaussian import (
+    _check_covariance_type,
+    _log_gaussian_density,
+    _missing_rows,
+    _moment_features,
+    _moments_from_features,
+    _weighted_moments,
+    check_covars,
+    fill_covars,
+)
 from ._base import BaseHMM, dirichlet_map, fit_kmeans
 from ._gaussian import (
-    COVARIANCE_TYPES,
-    check_covars,
     check_data_scale,
     check_positive_semidefinite,
     distribute_covariance,
-    fill_covars,
     initial_covariance,
-    log_gaussian_density,
-    missing_rows,
-    moment_features,
     moments_centre,
-    moments_from_features,
     observed_rows,
     positive_definite_or_previous,
     sample_gaussians,
     validate_gaussian_X,
-    weighted_moments,
 )
 
 __all__ = ["GMMHMM"]
@@ -181,10 +183,7 @@ class GMMHMM(BaseHMM):
     def _check_emission_params(self):
         check_scalar_param(self.n_mix, "n_mix", "int", low=1)
         check_scalar_param(self.min_covar, "min_covar", "real", low=0, low_open=True)
-        if self.covariance_type not in COVARIANCE_TYPES:
-            raise ValueError(
-                f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}."
-            )
+        _check_covariance_type(self.covariance_type)
 
     def _validate_X(self, X, reset):
         return validate_gaussian_X(self, X, reset)
@@ -361,13 +360,13 @@ class GMMHMM(BaseHMM):
         n_components, n_mix, n_features = self.means_.shape
         flat_type, flat_covars = self._flat_covars()
         # Missing rows (NaN) get log-density 0 for every component.
-        log_component = log_gaussian_density(
+        log_component = _log_gaussian_density(
             X, self.means_.reshape(-1, n_features), flat_covars, flat_type
         ).reshape(-1, n_components, n_mix)
         with np.errstate(divide="ignore"):
             log_component += np.log(self.weights_)
         log_frameprob = logsumexp(log_component, axis=2)
-        missing = missing_rows(X)
+        missing = _missing_rows(X)
         log_frameprob[missing] = 0.0
         return log_frameprob, (log_component, log_frameprob, missing)
 
@@ -385,7 +384,7 @@ class GMMHMM(BaseHMM):
         within_state = self._component_responsibilities(X, cache)
         responsibilities = (posteriors[:, :, None] * within_state).reshape(X.shape[0], -1)
         full = self.covariance_type in ("full", "tied")
-        post_mix, first, second = weighted_moments(X, self._centre, responsibilities, full)
+        post_mix, first, second = _weighted_moments(X, self._centre, responsibilities, full)
         return self._gmm_statistics(post_mix, first, second)
 
     def _gmm_statistics(self, post_mix, first, second):
@@ -403,7 +402,7 @@ class GMMHMM(BaseHMM):
 
     def _emission_features(self, X, cache):
         n_components, n_mix, _ = self.means_.shape
-        moments = moment_features(X, self._centre, self.covariance_type in ("full", "tied"))
+        moments = _moment_features(X, self._centre, self.covariance_type in ("full", "tied"))
         within_state = self._component_responsibilities(X, cache)
         features = within_state[:, :, :, None] * moments[:, None, None, :]
         return features.reshape(X.shape[0], n_components, -1)
@@ -412,7 +411,7 @@ class GMMHMM(BaseHMM):
         n_components, n_mix, n_features = self.means_.shape
         full = self.covariance_type in ("full", "tied")
         per_component = sums.reshape(n_components * n_mix, -1)
-        post_mix, first, second = moments_from_features(per_component, n_features, full)
+        post_mix, first, second = _moments_from_features(per_component, n_features, full)
         return self._gmm_statistics(post_mix, first, second)
 
     def _emission_mstep(self, statistics):
