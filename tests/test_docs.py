@@ -160,3 +160,30 @@ def test_every_public_name_has_an_api_page():
         "Public names without a page in doc/api/ (add a stub page and list it in "
         f"doc/api/index.rst): {missing}"
     )
+
+
+HMM_NAMES = ["GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM"]
+
+
+@pytest.mark.parametrize("name", HMM_NAMES)
+def test_hmmlearn_parameters_and_methods_are_kept(name):
+    """doc/user_guide/hmmlearn.rst: every constructor parameter of hmmlearn's model, with
+    its default, and every public method and attribute are skseq's too."""
+    import inspect
+    import warnings
+
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    import skseq
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # hmmlearn's MultinomialHMM logs at construction
+        theirs, ours = getattr(hmm, name), getattr(skseq, name)
+    their_parameters = inspect.signature(theirs.__init__).parameters
+    our_parameters = inspect.signature(ours.__init__).parameters
+    for parameter in list(their_parameters)[1:]:
+        assert parameter in our_parameters, f"{name} lacks hmmlearn's {parameter}"
+        assert repr(our_parameters[parameter].default) == repr(
+            their_parameters[parameter].default
+        ), f"{name}.{parameter}: default differs from hmmlearn's"
+    missing = {member for member in dir(theirs) if not member.startswith("_")} - set(dir(ours))
+    assert not missing, f"{name} lacks hmmlearn's {sorted(missing)}"
