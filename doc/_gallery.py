@@ -21,6 +21,9 @@ READING_ORDER = [
     "plot_inference_functions.py",
     "plot_stream_classifier.py",
     "plot_elman_gradients.py",
+    "plot_selective_copying.py",
+    "plot_inductive_bias.py",
+    "plot_dmm_sunspots.py",
 ]
 
 # Scripts that need a public name which is not (yet) in this checkout of
