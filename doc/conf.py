@@ -84,19 +84,15 @@ numpydoc_validation_checks = set()
 # Every doc/gallery/plot_*.py is an example: sphinx-gallery runs it (matplotlib
 # on the Agg backend), captures its figures and output, and writes one page per
 # script into doc/auto_examples/ (generated, not committed).
+# doc/_gallery.py, named in the configuration below, is imported from here.
 sys.path.insert(0, str(DOC_DIR))
-from _gallery import ignore_pattern, skipped_examples  # noqa: E402
-
-_skipped = skipped_examples(DOC_DIR / "gallery")
-# doc/gallery/ is the scripts' source, not pages; a page an earlier build
-# generated for a script that is now skipped is left out too.
-exclude_patterns += ["gallery"] + [f"auto_examples/{Path(s).stem}.*" for s in _skipped]
+# doc/gallery/ holds the scripts' source, not pages.
+exclude_patterns += ["gallery"]
 
 sphinx_gallery_conf = {
     "examples_dirs": "gallery",
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",
-    "ignore_pattern": ignore_pattern(_skipped),
     "within_subsection_order": "_gallery.ExampleOrder",
     "reset_modules": ("matplotlib", "_gallery.reset_sklearn_config"),
     "remove_config_comments": True,

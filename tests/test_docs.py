@@ -74,12 +74,9 @@ def test_docs_build_without_warnings(tmp_path):
     )
     assert (tmp_path / "html" / "index.html").is_file()
     assert (tmp_path / "html" / "api" / "index.html").is_file()
-    # Every gallery script has its page (the gallery picks up any plot_*.py),
-    # but one that needs a name this checkout lacks (doc/_gallery.py).
-    skipped = set(_gallery_helpers().skipped_examples(DOC / "gallery"))
+    # Every gallery script has its page (the gallery picks up any plot_*.py).
     for script in GALLERY_SCRIPTS:
-        page = tmp_path / "html" / "auto_examples" / f"{script.stem}.html"
-        assert page.is_file() or script.name in skipped, script
+        assert (tmp_path / "html" / "auto_examples" / f"{script.stem}.html").is_file(), script
 
 
 GALLERY_SCRIPTS = sorted((DOC / "gallery").glob("plot_*.py"))
@@ -111,10 +108,6 @@ def _doc_module(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _gallery_helpers():
-    return _doc_module("_gallery")
 
 
 def _code_blocks(page):

@@ -26,7 +26,7 @@ from skseq import PoissonHMM
 from skseq.datasets import load_earthquakes
 
 quakes = load_earthquakes()
-counts, years = quakes.data, np.asarray(quakes.dates)  # counts: (107, 1)
+counts, years = quakes.data, quakes.year  # counts: (107, 1); year of each row
 print(counts.shape, years[0], years[-1])
 print(f"mean {counts.mean():.1f}, variance {counts.var(ddof=1):.1f} earthquakes per year")
 
