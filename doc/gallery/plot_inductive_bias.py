@@ -35,8 +35,8 @@ import numpy as np
 
 try:
     here = Path(__file__).resolve().parent
-except NameError:  # run interactively
-    here = Path("doc/gallery").resolve()
+except NameError:  # sphinx-gallery runs the script in doc/gallery/; or run from the root
+    here = Path.cwd() if (Path.cwd() / "data").is_dir() else Path("doc/gallery").resolve()
 study = json.loads((here / "data" / "inductive_bias.json").read_text(encoding="utf-8"))
 sizes = np.array(study["settings"]["sizes"])
 floor, stationary = study["true_log_loss"], study["stationary_log_loss"]

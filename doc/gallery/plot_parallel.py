@@ -31,8 +31,8 @@ import numpy as np
 
 try:
     here = Path(__file__).resolve().parent
-except NameError:  # run interactively
-    here = Path("doc/gallery").resolve()
+except NameError:  # sphinx-gallery runs the script in doc/gallery/; or run from the root
+    here = Path.cwd() if (Path.cwd() / "data").is_dir() else Path("doc/gallery").resolve()
 measured = json.loads((here / "data" / "parallel.json").read_text(encoding="utf-8"))
 results = measured["results"]
 names = [result["configuration"] for result in results]

@@ -1,7 +1,7 @@
 """
-==========================================================
+=============================================================
 Selective copying: selective SSM, S4D, Elman RNN, Transformer
-==========================================================
+=============================================================
 
 The selective-copying task of the Mamba paper at CPU scale (:ref:`studies`):
 data tokens sit at random positions among noise tokens, and after them the
@@ -35,8 +35,8 @@ import matplotlib.pyplot as plt
 
 try:
     here = Path(__file__).resolve().parent
-except NameError:  # run interactively
-    here = Path("doc/gallery").resolve()
+except NameError:  # sphinx-gallery runs the script in doc/gallery/; or run from the root
+    here = Path.cwd() if (Path.cwd() / "data").is_dir() else Path("doc/gallery").resolve()
 study = json.loads((here / "data" / "selective_copying.json").read_text(encoding="utf-8"))
 task, models = study["task"], study["models"]
 

@@ -1292,7 +1292,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         # Each block builds the kernel's model itself: it cannot be pickled
         # (to a dask worker), and building it is cheap.
         results = self._over_sequence_blocks(
-            lambda X, controls, offsets: filter_last_offsets(
+            lambda X, controls, offsets: _filter_last_offsets(
                 self._checked_model(), X, controls, offsets
             )[2:],
             offsets,
