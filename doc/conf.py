@@ -1,8 +1,11 @@
 """Sphinx configuration of the skseq documentation.
 
-Build with ``python -m sphinx -W --keep-going -b html doc doc/_build/html``.
-The build needs no network access: intersphinx is off unless the
-environment variable ``SKSEQ_DOCS_INTERSPHINX=1`` is set.
+Build with ``python -m sphinx -W --keep-going -b html doc doc/_build/html``:
+it runs every gallery script ``doc/gallery/plot_*.py`` (sphinx-gallery) and
+writes their pages into ``doc/auto_examples/``.  Add ``-D plot_gallery=0`` to
+build the pages without running the scripts.  The build needs no network
+access: intersphinx is off unless the environment variable
+``SKSEQ_DOCS_INTERSPHINX=1`` is set.
 """
 
 import os
@@ -35,6 +38,7 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "sphinx_gallery.gen_gallery",
 ]
 
 if os.environ.get("SKSEQ_DOCS_INTERSPHINX") == "1":
@@ -75,19 +79,50 @@ numpydoc_attributes_as_param_list = True
 numpydoc_xref_param_type = False
 numpydoc_validation_checks = set()
 
+# -- gallery -------------------------------------------------------------------
+
+# Every doc/gallery/plot_*.py is an example: sphinx-gallery runs it (matplotlib
+# on the Agg backend), captures its figures and output, and writes one page per
+# script into doc/auto_examples/ (generated, not committed).
+# doc/_gallery.py, named in the configuration below, is imported from here.
+sys.path.insert(0, str(DOC_DIR))
+# doc/gallery/ holds the scripts' source, not pages.
+exclude_patterns += ["gallery"]
+
+sphinx_gallery_conf = {
+    "examples_dirs": "gallery",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "within_subsection_order": "_gallery.ExampleOrder",
+    "reset_modules": ("matplotlib", "_gallery.reset_sklearn_config"),
+    "remove_config_comments": True,
+    "download_all_examples": False,
+    "show_signature": False,
+    "min_reported_time": 1,
+    # A failing example fails the build (with -W and without it).
+    "only_warn_on_example_error": False,
+    "abort_on_example_error": False,
+}
+
 # -- html ------------------------------------------------------------------------
 
-html_theme = "alabaster"
+html_theme = "pydata_sphinx_theme"
 html_title = f"skseq {release}"
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["skseq.css"]
 html_theme_options = {
-    "description": "scikit-learn estimators for sequence models on Cython nogil kernels",
-    "fixed_sidebar": True,
-    "page_width": "1100px",
-    "sidebar_width": "240px",
+    "logo": {"text": f"skseq {version}"},
+    "header_links_before_dropdown": 6,
+    "navbar_align": "left",
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+    "secondary_sidebar_items": ["page-toc"],
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version", "theme-version"],
 }
-html_sidebars = {"**": ["about.html", "navigation.html", "relations.html", "searchbox.html"]}
+html_sidebars = {"index": [], "getting_started": [], "performance": []}
 html_show_sourcelink = False
+html_copy_source = False
 
 # -- which members the API pages show ----------------------------------------------
 
@@ -114,5 +149,16 @@ def _skip_foreign_members(app, what, name, obj, skip, options):
     return None
 
 
+def _wide_gallery_pages(app, docname, source):
+    """The gallery's example pages give the secondary sidebar's width to code and figures.
+
+    sphinx-gallery writes these pages, so the theme's page-level switch is
+    added as they are read.
+    """
+    if docname.startswith("auto_examples/plot_"):
+        source[0] = ":html_theme.sidebar_secondary.remove: true\n\n" + source[0]
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_foreign_members)
+    app.connect("source-read", _wide_gallery_pages)

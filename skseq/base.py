@@ -236,6 +236,29 @@ class BaseEM(BaseEstimator):
             finally:
                 del self._pool
 
+    def _over_sequence_blocks(self, function, offsets, *row_arrays):
+        """``function(*blocks_of_row_arrays, local_offsets)`` on blocks of whole sequences.
+
+        The sequences are cut into at most ``n_jobs`` contiguous blocks of
+        similar row counts; each block's rows of every array of
+        ``row_arrays`` (one row per row of ``X``; ``None`` stays ``None``) and
+        its offsets, starting at 0, go to ``function`` in the pool of
+        :meth:`_threads`, or on the workers of the joblib backend in effect
+        (dask's, for example).  Returns the results in block order.
+        """
+        groups = split_offsets(offsets, effective_n_jobs(self.n_jobs))
+
+        def block(first, stop):
+            start_row, stop_row = offsets[first], offsets[stop]
+            local_offsets = offsets[first : stop + 1] - start_row
+            rows = [None if a is None else a[start_row:stop_row] for a in row_arrays]
+            return lambda: function(*rows, local_offsets)
+
+        if len(groups) == 1:
+            return [function(*row_arrays, offsets)]
+        with self._threads():
+            return self._pool([block(first, stop) for first, stop in groups])
+
     def _estep_parallel(self, X, offsets):
         """Sum the E-step statistics of all sequences, splitting them over threads.
 
@@ -243,16 +266,7 @@ class BaseEM(BaseEstimator):
         release the GIL.  The sum is taken in block order, so the result
         equals the one-thread result up to rounding.
         """
-        groups = split_offsets(offsets, effective_n_jobs(self.n_jobs))
-        if len(groups) == 1:
-            return self._estep(X, offsets)
-
-        def block(first, stop):
-            start_row, stop_row = offsets[first], offsets[stop]
-            return lambda: self._estep(X[start_row:stop_row], offsets[first : stop + 1] - start_row)
-
-        with self._threads():
-            return self._add_up(self._pool([block(first, stop) for first, stop in groups]))
+        return self._add_up(self._over_sequence_blocks(self._estep, offsets, X))
 
     @staticmethod
     def _add_up(results):

@@ -1,12 +1,19 @@
 """The documentation builds without warnings and documents every public name.
 
-The build runs Sphinx as ``python -m sphinx -W --keep-going -b html`` into a
-temporary directory (nothing is written into ``doc/``); it is skipped when
-Sphinx or numpydoc is not installed (``pip install ".[doc]"``).
+The build runs Sphinx as ``python -m sphinx -W --keep-going -b html`` on a
+copy of ``doc/`` in a temporary directory (sphinx-gallery writes its pages
+into the source tree, and nothing may be written into ``doc/``), without
+running the gallery's scripts (``-D plot_gallery=0``: CI's docs build runs
+them); it is skipped when the documentation's packages are not installed
+(``pip install ".[doc]"``).
 """
 
+import ast
 import importlib
+import importlib.util
+import pkgutil
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,26 +23,27 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "doc"
 
-# Modules whose ``__all__`` is public API and must appear in the API reference.
-PUBLIC_MODULES = [
-    "skseq",
-    "skseq.hmm",
-    "skseq.lds",
-    "skseq.neural",
-    "skseq.inference",
-    "skseq.inference.gaussian",
-    "skseq.inference.kalman",
-    "skseq.inference.scan",
-    "skseq.inference.s4d",
-    "skseq.inference.rnn",
-    "skseq.inference.attention",
-    "skseq.datasets",
-]
+
+def _public_modules():
+    """skseq and every submodule without a leading underscore in its dotted name: each
+    ``__all__`` is public API and must appear in the API reference."""
+    import skseq
+
+    names = [
+        module.name
+        for module in pkgutil.walk_packages(skseq.__path__, "skseq.")
+        if not any(part.startswith("_") for part in module.name.split("."))
+    ]
+    return ["skseq", *sorted(names)]
 
 
 def test_docs_build_without_warnings(tmp_path):
-    pytest.importorskip("sphinx")
-    pytest.importorskip("numpydoc")
+    for package in ("sphinx", "numpydoc", "pydata_sphinx_theme", "sphinx_gallery"):
+        pytest.importorskip(package)
+    source = tmp_path / "doc"
+    shutil.copytree(
+        DOC, source, ignore=shutil.ignore_patterns("_build", "auto_examples", "__pycache__")
+    )
     completed = subprocess.run(
         [
             sys.executable,
@@ -46,9 +54,11 @@ def test_docs_build_without_warnings(tmp_path):
             "-q",
             "-b",
             "html",
+            "-D",
+            "plot_gallery=0",
             "-d",
             str(tmp_path / "doctrees"),
-            str(DOC),
+            str(source),
             str(tmp_path / "html"),
         ],
         # Not the repository root: ``python -m`` puts the working directory
@@ -64,6 +74,53 @@ def test_docs_build_without_warnings(tmp_path):
     )
     assert (tmp_path / "html" / "index.html").is_file()
     assert (tmp_path / "html" / "api" / "index.html").is_file()
+    # Every gallery script has its page (the gallery picks up any plot_*.py).
+    for script in GALLERY_SCRIPTS:
+        assert (tmp_path / "html" / "auto_examples" / f"{script.stem}.html").is_file(), script
+
+
+GALLERY_SCRIPTS = sorted((DOC / "gallery").glob("plot_*.py"))
+
+
+@pytest.mark.parametrize("script", GALLERY_SCRIPTS, ids=lambda path: path.name)
+def test_gallery_script_has_a_title_text_and_a_figure(script):
+    """sphinx-gallery's format: a docstring with an RST title and some sentences, a plot."""
+    tree = ast.parse(script.read_text(encoding="utf-8"))
+    docstring = ast.get_docstring(tree)
+    assert docstring, f"{script.name} has no module docstring"
+    lines = docstring.strip().splitlines()
+    title_at = 1 if set(lines[0]) == {"="} else 0
+    assert set(lines[title_at + 1]) == {"="} and len(lines[title_at + 1]) >= len(lines[title_at]), (
+        f"{script.name}: the docstring must start with an RST title"
+    )
+    assert len(" ".join(lines[title_at + 2 :]).split()) >= 20, (
+        f"{script.name}: say in a few sentences what the example shows"
+    )
+    source = script.read_text(encoding="utf-8")
+    assert "matplotlib" in source and ("plt.show()" in source or "savefig" in source), (
+        f"{script.name} draws no figure"
+    )
+
+
+def _doc_module(name):
+    """A helper module of doc/ (not a package), imported from its file."""
+    spec = importlib.util.spec_from_file_location(f"skseq_doc_{name}", DOC / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _code_blocks(page):
+    """The Python code blocks of a documentation page, as doc/check_snippets.py reads them."""
+    return _doc_module("check_snippets").code_blocks(page.read_text(encoding="utf-8"))
+
+
+def test_pykalman_page_runs_and_agrees_with_pykalman():
+    """The side-by-side page's asserts compare both libraries: run them."""
+    pytest.importorskip("pykalman")
+    program = "\n\n".join(_code_blocks(DOC / "user_guide" / "pykalman.rst"))
+    assert "from pykalman import KalmanFilter" in program
+    exec(compile(program, "pykalman.rst", "exec"), {"__name__": "pykalman_page"})
 
 
 def _documented_objects():
@@ -85,7 +142,7 @@ def _documented_objects():
 def test_every_public_name_has_an_api_page():
     documented = _documented_objects()
     missing = []
-    for module_name in PUBLIC_MODULES:
+    for module_name in _public_modules():
         module = importlib.import_module(module_name)
         for name in getattr(module, "__all__", []):
             value = getattr(module, name)
@@ -106,3 +163,30 @@ def test_architecture_example_runs():
         sys.path.remove(str(DOC))
     ok, _, output = run_page(DOC / "user_guide" / "architecture.rst")
     assert ok, output
+
+
+HMM_NAMES = ["GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM"]
+
+
+@pytest.mark.parametrize("name", HMM_NAMES)
+def test_hmmlearn_parameters_and_methods_are_kept(name):
+    """doc/user_guide/hmmlearn.rst: every constructor parameter of hmmlearn's model, with
+    its default, and every public method and attribute are skseq's too."""
+    import inspect
+    import warnings
+
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    import skseq
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # hmmlearn's MultinomialHMM logs at construction
+        theirs, ours = getattr(hmm, name), getattr(skseq, name)
+    their_parameters = inspect.signature(theirs.__init__).parameters
+    our_parameters = inspect.signature(ours.__init__).parameters
+    for parameter in list(their_parameters)[1:]:
+        assert parameter in our_parameters, f"{name} lacks hmmlearn's {parameter}"
+        assert repr(our_parameters[parameter].default) == repr(
+            their_parameters[parameter].default
+        ), f"{name}.{parameter}: default differs from hmmlearn's"
+    missing = {member for member in dir(theirs) if not member.startswith("_")} - set(dir(ours))
+    assert not missing, f"{name} lacks hmmlearn's {sorted(missing)}"

@@ -19,6 +19,8 @@ return.  Tile products go through BLAS (``sgemm`` / ``dgemm``), held to one
 thread during the call: the tiles are small, and a threaded BLAS makes each
 product several times slower.  Different (batch, head) pairs are independent
 and can be spread over threads (``n_jobs``); the result does not depend on it.
+The online softmax, the backward pass and the float32 overflow fallback are
+derived in the user guide (doc/user_guide/attention.rst).
 """
 
 from typing import NamedTuple

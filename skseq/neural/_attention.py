@@ -14,6 +14,8 @@ A Transformer layer is two pre-norm residual sub-blocks of
 :class:`SinusoidalPositionalEncoding` adds the fixed sinusoids of Vaswani et
 al. to the projected input, so that attention (which is blind to order) can
 tell the steps apart; it has no parameters and works for any length.
+The network, its gradients and its initialisation are in the user guide
+(doc/user_guide/attention.rst, "The Transformer network").
 """
 
 import numpy as np

@@ -19,6 +19,9 @@ all its eigenvalues then have modulus ``init_spectral_radius`` and all its
 singular values equal it, so the recurrence neither shrinks nor stretches
 any direction of the state before the ``tanh``.  ``W_x`` is uniform in
 ``±1 / sqrt(d_model)`` (as ``torch.nn.RNN`` draws it) and ``b`` starts at 0.
+Back-propagation through time, the Jacobian norms of ``jacobian_norms`` and
+why the spectral radius sets their decay are in the user guide
+(doc/user_guide/rnn.rst).
 """
 
 import numpy as np
