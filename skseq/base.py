@@ -42,7 +42,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._parallel import ThreadRunner, single_threaded_blas
 from ._sequences import split_offsets
-from ._validation import check_prior_param, check_scalar_param
+from ._validation import check_parameters, check_prior_param, check_scalar_param
 
 __all__ = [
     "ConvergenceMonitor",
@@ -208,6 +208,21 @@ class BaseEM(BaseEstimator):
     ``learning_offset``, ``total_samples`` and ``batch_size`` as constructor
     parameters.
     """
+
+    # -- hyperparameters ---------------------------------------------------------
+
+    def _check_params(self):
+        """Validate the hyperparameters before ``fit`` or ``partial_fit`` uses them.
+
+        Every parameter named in :data:`skseq._validation.PARAMETER_RULES`
+        (``n_iter``, ``tol``, ``n_jobs``, the stochastic-EM schedule, ...) by
+        that rule, the family's own by :meth:`_parameter_rules`.
+        """
+        check_parameters(self, self._parameter_rules())
+
+    def _parameter_rules(self):
+        """``{name: rule(value, name)}`` for the family's own hyperparameters."""
+        return {}
 
     # -- the E step over sequences, in threads -------------------------------
 
@@ -385,8 +400,7 @@ class BaseEM(BaseEstimator):
     def _fit_em(self, X, offsets):
         """Run ``n_init`` initialisations + EM; keep the best by log-likelihood.
 
-        The caller has validated the hyperparameters (``_check_params``, which
-        includes ``_check_stochastic_params``).
+        The caller has validated the hyperparameters (``_check_params``).
         """
         random_state = check_random_state(self.random_state)
         best = None
@@ -452,19 +466,6 @@ class BaseEM(BaseEstimator):
             )
 
     # -- stochastic EM ------------------------------------------------------------
-
-    def _check_stochastic_params(self):
-        if self.learning_method not in ("batch", "online"):
-            raise ValueError(
-                f"learning_method must be 'batch' or 'online', got {self.learning_method!r}."
-            )
-        check_scalar_param(
-            self.learning_decay, "learning_decay", "real", low=0.5, high=1.0, low_open=True
-        )
-        check_scalar_param(self.learning_offset, "learning_offset", "real", low=0.0)
-        if self.total_samples is not None:
-            check_scalar_param(self.total_samples, "total_samples", "real", low=0, low_open=True)
-        check_scalar_param(self.batch_size, "batch_size", "int", low=1)
 
     def _partial_fit_step(self, statistics, log_likelihood, n_rows):
         """The learning step of one ``partial_fit`` batch of ``n_rows``.

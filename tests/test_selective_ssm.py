@@ -539,7 +539,7 @@ def test_pickle_round_trip_and_continue():
         ({"max_grad_norm": 0.0}, ValueError, "max_grad_norm"),
         ({"validation_fraction": 1.0}, ValueError, "validation_fraction"),
         ({"n_iter_no_change": 0}, ValueError, "n_iter_no_change"),
-        ({"tol": -1.0}, ValueError, "tol"),
+        ({"tol": np.nan}, ValueError, "tol"),
         ({"shuffle": "yes"}, TypeError, "shuffle"),
         ({"n_jobs": 0}, ValueError, "n_jobs"),
         ({"dtype": "int32"}, ValueError, "dtype"),

@@ -33,6 +33,7 @@ An emission model subclass adds:
 
 import numbers
 import sys
+from functools import partial
 
 import numpy as np
 from joblib import effective_n_jobs
@@ -49,6 +50,7 @@ from .._sequences import (
     lengths_by_keyword,
     sequence_offsets,
 )
+from .._validation import PARAMETER_RULES, check_option_param
 from ..base import (
     _PACKAGE_DIRECTORY,
     BaseEM,
@@ -122,6 +124,19 @@ def check_probability_vector(value, name, shape):
     if not np.allclose(sums, 1.0, rtol=0, atol=_PROBABILITY_ATOL):
         what = "must sum to 1" if value.ndim == 1 else "rows must sum to 1"
         raise ValueError(f"{name} {what}; sums are {np.round(sums, 10)}.")
+    return value
+
+
+def check_letters(value, name, letters):
+    """``params`` / ``init_params``: a string of the model's parameter letters."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string of parameter letters, got {value!r}.")
+    unknown = set(value) - set(letters)
+    if unknown:
+        raise ValueError(
+            f"{name} has unknown letters {sorted(unknown)}; allowed are "
+            f"{sorted(letters)} ({letters})."
+        )
     return value
 
 
@@ -269,41 +284,22 @@ class BaseHMM(BaseEM):
     def _all_letters(self):
         return {"s": "startprob_", "t": "transmat_", **self._emission_letters}
 
-    def _check_params(self):
-        check_scalar_param(self.n_components, "n_components", "int", low=1)
-        check_scalar_param(self.n_iter, "n_iter", "int", low=0)
-        check_scalar_param(self.tol, "tol", "real", allow_inf=True)
-        check_scalar_param(self.n_init, "n_init", "int", low=1)
-        if self.algorithm not in ("viterbi", "map"):
-            raise ValueError(f"algorithm must be 'viterbi' or 'map', got {self.algorithm!r}.")
-        if self.implementation not in ("log", "scaling"):
-            raise ValueError(
-                f"implementation must be 'log' or 'scaling', got {self.implementation!r}."
-            )
-        if self.n_jobs is not None:
-            check_scalar_param(self.n_jobs, "n_jobs", "int")
-        for name in ("params", "init_params"):
-            value = getattr(self, name)
-            if not isinstance(value, str):
-                raise TypeError(f"{name} must be a string of parameter letters, got {value!r}.")
-            unknown = set(value) - set(self._all_letters)
-            if unknown:
-                raise ValueError(
-                    f"{name} has unknown letters {sorted(unknown)}; allowed are "
-                    f"{sorted(self._all_letters)} ({self._all_letters})."
-                )
-        self._check_stochastic_params()
-        self._check_emission_params()
-
-    def _check_emission_params(self):
-        """Validate emission-specific hyperparameters (subclasses extend)."""
+    def _parameter_rules(self):
+        option = check_option_param
+        return {
+            "algorithm": partial(option, options=("viterbi", "map")),
+            "implementation": partial(option, options=("log", "scaling")),
+            "params": partial(check_letters, letters=self._all_letters),
+            "init_params": partial(check_letters, letters=self._all_letters),
+        }
 
     def _prior_bounds(self, n_features):
-        """``{prior hyperparameter: (low, low_open)}``: the range its M step needs
-        (``low`` None: any finite value).  Subclasses add their emission priors."""
-        # Dirichlet concentrations are positive; the M step's max(prior - 1 + counts, 0)
-        # is the MAP estimate for any of them, sparse below 1.
-        return {"startprob_prior": (0.0, True), "transmat_prior": (0.0, True)}
+        """``{prior hyperparameter: (low, low_open)}`` of the emission model's own
+        priors (``low`` None: any finite value), whose range may depend on the
+        number of features; checked at fit by :meth:`_check_priors`.  The priors
+        that several models share (``startprob_prior``, ``means_weight``, ...)
+        have their rules in :data:`skseq._validation.PARAMETER_RULES`."""
+        return {}
 
     def _check_priors(self, n_features):
         """Validate every prior hyperparameter at fit, before any data are used.
@@ -374,7 +370,7 @@ class BaseHMM(BaseEM):
         covariances must be positive definite.
         """
         check_is_fitted(self)
-        check_scalar_param(self.n_components, "n_components", "int", low=1)
+        PARAMETER_RULES["n_components"](self.n_components, "n_components")
         n_components = self.n_components
         check_probability_vector(self.startprob_, "startprob_", (n_components,))
         check_probability_vector(self.transmat_, "transmat_", (n_components, n_components))

@@ -1,11 +1,13 @@
 """Gaussian emissions: densities, covariance shapes, and GaussianHMM."""
 
+from functools import partial
+
 import numpy as np
 from scipy import linalg
 from sklearn.utils.validation import validate_data
 
 from .._kernels import load
-from .._validation import masked_as_nan
+from .._validation import check_option_param, masked_as_nan
 from ..base import check_scalar_param
 from ..inference.hmm import work_array
 from ._base import BaseHMM, fit_kmeans
@@ -368,6 +370,14 @@ def positive_definite_or_previous(new, previous, covariance_type):
     return result[0] if covariance_type == "tied" else result
 
 
+#: The rules of the hyperparameters that GaussianHMM and GMMHMM share and no
+#: other estimator has (see :func:`skseq._validation.check_parameters`).
+GAUSSIAN_PARAMETER_RULES = {
+    "covariance_type": partial(check_option_param, options=COVARIANCE_TYPES),
+    "min_covar": partial(check_scalar_param, kind="real", low=0, low_open=True),
+}
+
+
 class GaussianHMM(BaseHMM):
     """Hidden Markov model with Gaussian emissions.
 
@@ -584,23 +594,16 @@ class GaussianHMM(BaseHMM):
 
     # -- hyperparameters and data -------------------------------------------
 
-    def _check_emission_params(self):
-        if self.covariance_type not in COVARIANCE_TYPES:
-            raise ValueError(
-                f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}."
-            )
-        check_scalar_param(self.min_covar, "min_covar", "real", low=0, low_open=True)
+    def _parameter_rules(self):
+        return {**super()._parameter_rules(), **GAUSSIAN_PARAMETER_RULES}
 
     def _prior_bounds(self, n_features):
         bounds = super()._prior_bounds(n_features)
-        # The normal prior's precision weight and the (inverse) gamma / Wishart
-        # scale must be non-negative for the M step's denominators and
+        # The (inverse) gamma / Wishart scale must be non-negative for the
         # covariances to stay positive; covars_weight enters as max(w - 1, 0)
         # (max(w - n_features, 0) for full matrices), so any finite value works.
         diagonal = self.covariance_type in ("spherical", "diag")
         bounds.update(
-            means_prior=(None, False),
-            means_weight=(0.0, False),
             # full and tied: scale matrices, checked as such in _check_priors
             covars_prior=(0.0, False) if diagonal else (None, False),
             covars_weight=(None, False),

@@ -1,12 +1,14 @@
 """Gaussian-mixture emissions: GMMHMM."""
 
+from functools import partial
+
 import numpy as np
 from scipy.special import logsumexp
 
 from ..base import check_scalar_param
 from ._base import BaseHMM, dirichlet_map, fit_kmeans
 from ._gaussian import (
-    COVARIANCE_TYPES,
+    GAUSSIAN_PARAMETER_RULES,
     check_covars,
     check_data_scale,
     check_positive_semidefinite,
@@ -178,13 +180,12 @@ class GMMHMM(BaseHMM):
         self.means_init = means_init
         self.covars_init = covars_init
 
-    def _check_emission_params(self):
-        check_scalar_param(self.n_mix, "n_mix", "int", low=1)
-        check_scalar_param(self.min_covar, "min_covar", "real", low=0, low_open=True)
-        if self.covariance_type not in COVARIANCE_TYPES:
-            raise ValueError(
-                f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}."
-            )
+    def _parameter_rules(self):
+        return {
+            **super()._parameter_rules(),
+            **GAUSSIAN_PARAMETER_RULES,
+            "n_mix": partial(check_scalar_param, kind="int", low=1),
+        }
 
     def _validate_X(self, X, reset):
         return validate_gaussian_X(self, X, reset)
@@ -206,13 +207,7 @@ class GMMHMM(BaseHMM):
             "spherical": ((None, False), (0.0, False)),
         }.get(self.covariance_type, ((None, False), (None, False)))
         bounds = super()._prior_bounds(n_features)
-        bounds.update(
-            weights_prior=(0.0, True),
-            means_prior=(None, False),
-            means_weight=(0.0, False),
-            covars_prior=covariance_bounds[0],
-            covars_weight=covariance_bounds[1],
-        )
+        bounds.update(covars_prior=covariance_bounds[0], covars_weight=covariance_bounds[1])
         return bounds
 
     def _check_priors(self, n_features):

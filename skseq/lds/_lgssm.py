@@ -17,7 +17,6 @@ array ``[X, controls]`` of shape (n_samples, n_features + n_controls), so
 without knowing about controls.  :meth:`LinearGaussianSSM._stack` builds it.
 """
 
-import numbers
 import warnings
 
 import numpy as np
@@ -33,7 +32,7 @@ from sklearn.utils.validation import (
 
 from .._kernels import _kalman
 from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
-from .._validation import check_n_jobs, masked_as_nan
+from .._validation import PARAMETER_RULES, masked_as_nan
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
     check_controls,
@@ -480,15 +479,13 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     # -- validation -------------------------------------------------------------
 
     def _check_params(self):
-        check_scalar_param(self.n_components, "n_components", "int", low=1)
-        check_scalar_param(self.n_iter, "n_iter", "int", low=0)
-        check_scalar_param(self.tol, "tol", "real", low=0)
-        check_scalar_param(self.n_init, "n_init", "int", low=1)
-        check_n_jobs(self.n_jobs)
-        if not isinstance(self.verbose, numbers.Integral):
-            raise TypeError(f"verbose must be an int or bool, got {self.verbose!r}.")
-        self._check_stochastic_params()
+        """Validate the hyperparameters (see :meth:`BaseEM._check_params`);
+        returns the names of the parameters EM learns."""
+        super()._check_params()
         return _check_params_argument(self.params)
+
+    def _parameter_rules(self):
+        return {"params": lambda value, name: _check_params_argument(value)}
 
     def _given_initial_values(self, n_features, n_controls):
         """The user's initial values, validated (None where not given)."""
@@ -561,7 +558,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         copies, keyed by parameter name.
         """
         check_is_fitted(self)
-        check_scalar_param(self.n_components, "n_components", "int", low=1)
+        PARAMETER_RULES["n_components"](self.n_components, "n_components")
         check_scalar_param(self.n_features_in_, "n_features_in_", "int", low=1)
         check_scalar_param(self.n_controls_, "n_controls_", "int", low=0)
         k, p, m = self.n_components, self.n_features_in_, self.n_controls_
