@@ -280,13 +280,37 @@ class BaseEM(BaseEstimator):
 
     # -- the EM loop ------------------------------------------------------------
 
-    @staticmethod
-    def _check_log_likelihood(log_likelihood):
-        if not np.isfinite(log_likelihood):
-            raise ValueError(
-                "The data have probability zero (log-likelihood -inf) under the "
-                "current parameters; check the initial parameters or the data."
+    # Why a log-likelihood can be -inf or NaN, for the messages of
+    # _check_log_likelihood.  With densities that are never zero (Gaussian),
+    # -inf is an overflow of a sum, not data of probability zero.
+    _densities_never_zero = False
+    # What a NaN means in the family's recursions (their floating-point failure).
+    _numerical_failure = "the recursions of the E step failed in floating point"
+
+    @property
+    def _minus_infinity_cause(self):
+        """Why the log-likelihood is -inf (shared by EM's check and the decoders')."""
+        if self._densities_never_zero:
+            return (
+                "every density of the model is positive, so the data lie too far from "
+                "the model for double precision (a log-likelihood below -1.8e308); rescale X "
+                "(e.g. with sklearn.preprocessing.StandardScaler) or fit the model on data "
+                "of that scale"
             )
+        return "the data have probability zero under the model"
+
+    def _check_log_likelihood(self, log_likelihood):
+        """Raise when the log-likelihood of an E step (of fit, partial_fit or a
+        stream) is not finite: one ValueError, whose message says which estimator,
+        the value, and why (data of probability zero, an overflow, or the
+        family's numerical failure)."""
+        if np.isfinite(log_likelihood):
+            return
+        cause = self._minus_infinity_cause if log_likelihood == -np.inf else self._numerical_failure
+        raise ValueError(
+            f"{type(self).__name__}: the log-likelihood of the data is {float(log_likelihood)} "
+            f"under the current parameters: {cause}."
+        )
 
     # -- the convergence monitor --------------------------------------------------
 
@@ -470,13 +494,15 @@ class BaseEM(BaseEstimator):
     def _partial_fit_step(self, statistics, log_likelihood, n_rows):
         """The learning step of one ``partial_fit`` batch of ``n_rows``.
 
-        Counts the rows, blends ``statistics`` in and runs the M step (N:
+        Checks the log-likelihood (:meth:`_check_log_likelihood`), counts the
+        rows, blends ``statistics`` in and runs the M step (N:
         ``total_samples`` when given, else every row seen so far by ``fit``
         and ``partial_fit``, so that priors weigh against all data rather
         than against one batch).  Keeps the batch's log-likelihood (under the
         parameters before this step) in ``batch_log_likelihood_`` and, with
         ``verbose``, prints it with the rows seen so far.
         """
+        self._check_log_likelihood(log_likelihood)
         self._n_rows_seen = getattr(self, "_n_rows_seen", 0) + n_rows
         self._stochastic_step(statistics, n_rows, self.total_samples or self._n_rows_seen)
         self.batch_log_likelihood_ = float(log_likelihood)

@@ -175,10 +175,14 @@ class BaseHMM(BaseEM):
     """Hidden Markov model fitted by Baum-Welch EM; see subclasses."""
 
     _emission_letters = {}
-    # True for emission densities that are never zero (Gaussian): a
-    # log-likelihood of -inf can then only be an overflow of its sum, and
-    # score raises for it as predict and predict_proba do.
-    _densities_never_zero = False
+    # A NaN log-likelihood: whole sequences go through forward-backward, which
+    # redoes an underflowing sequence in log space; only the forward-only
+    # smoother of streams can lose a state this way.
+    _numerical_failure = (
+        "the forward-only smoother of the stream underflowed (the data have probability "
+        "zero, or a state's probability fell below 1e-308 relative to the others, e.g. "
+        "with zeros in transmat_); fit on whole sequences instead"
+    )
 
     __metadata_request__fit = {"sequence_ids": True}
     __metadata_request__score = {"sequence_ids": True, "sample_weight": True}
@@ -552,26 +556,10 @@ class BaseHMM(BaseEM):
         """State probabilities and paths are undefined for data of probability zero."""
         impossible = np.flatnonzero(np.asarray(sequence_log_likelihood) == -np.inf)
         if impossible.size:
-            raise ValueError(self._minus_infinity_message(f"Sequence(s) {impossible[:5].tolist()}"))
-
-    def _check_log_likelihood(self, log_likelihood):
-        if self._densities_never_zero and not np.isfinite(log_likelihood):
-            raise ValueError(self._minus_infinity_message("The data"))
-        super()._check_log_likelihood(log_likelihood)
-
-    def _minus_infinity_message(self, what):
-        """Why a log-likelihood is -inf: data of probability zero, or an overflow."""
-        if self._densities_never_zero:
-            return (
-                f"{what} lie too far from the model for double precision: the "
-                "log-likelihood is below -1.8e308 (every emission density is positive, "
-                "so it is not zero). Rescale X (e.g. with "
-                "sklearn.preprocessing.StandardScaler) or fit the model on data of that scale."
+            raise ValueError(
+                f"Sequence(s) {impossible[:5].tolist()} have log-likelihood -inf, so their "
+                f"state probabilities are undefined: {self._minus_infinity_cause}."
             )
-        return (
-            f"{what} have probability zero under the model (log-likelihood -inf): "
-            "their state probabilities are undefined."
-        )
 
     def _compute_log_likelihood(self, X):
         """log p(x_t | z_t = k) for every row and state (hmmlearn's name)."""
@@ -651,13 +639,6 @@ class BaseHMM(BaseEM):
             stream["emission"],
             log_predictive,
         )
-        if np.isnan(log_likelihood):
-            raise ValueError(
-                "The forward-only smoother underflowed on this chunk: the data have "
-                "probability zero, or a state's probability fell below 1e-308 relative to "
-                "the others (zeros in transmat_). Use fit on whole sequences instead."
-            )
-        self._check_log_likelihood(log_likelihood)
         after = self._stream_statistics(stream)
         added = after if before is None else after + (-1.0) * before
         return added, log_likelihood, stream
@@ -685,7 +666,6 @@ class BaseHMM(BaseEM):
             middle, middle_log_likelihood = self._estep_parallel(
                 X[start:stop], offsets[first_complete:n_sequences] - start
             )
-            self._check_log_likelihood(middle_log_likelihood)
             statistics = middle if statistics is None else statistics + middle
             log_likelihood += middle_log_likelihood
         last, last_log_likelihood, stream = self._advance_stream(X[offsets[-2] :], None)

@@ -417,6 +417,13 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     ((6, 2), (6, 2, 2))
     """
 
+    # Gaussian densities are never zero: a log-likelihood of -inf is an overflow.
+    _densities_never_zero = True
+    _numerical_failure = (
+        "a covariance of the Kalman recursions lost positive definiteness in floating "
+        "point (the parameters are too ill-conditioned for these data)"
+    )
+
     __metadata_request__fit = {"sequence_ids": True, "controls": True}
     __metadata_request__score = {"sequence_ids": True, "sample_weight": True, "controls": True}
     __metadata_request__transform = {"sequence_ids": True, "controls": True}
@@ -730,11 +737,6 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         statistics, sequence_log_likelihood = em_statistics_offsets(
             self._model(), X[:, :n_features], X[:, n_features:], offsets
         )
-        if np.isnan(sequence_log_likelihood).any():
-            raise ValueError(
-                "The E step failed numerically (a covariance lost positive definiteness); "
-                "the current parameters are too ill-conditioned for these data."
-            )
         return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
 
     def _mstep(self, statistics):
@@ -892,10 +894,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             accepted = False
             if extrapolated is not None:
                 self._set_parameters(extrapolated)
-                try:
-                    trial = self._estep_parallel(X, offsets)
-                except ValueError:  # the extrapolated parameters broke the recursions
-                    trial = (None, -np.inf)
+                # Not finite (NaN): the extrapolated parameters broke the recursions.
+                trial = self._estep_parallel(X, offsets)
                 accepted = bool(np.isfinite(trial[1]) and trial[1] >= theta1_log_likelihood)
                 if accepted:
                     statistics, log_likelihood = trial
@@ -1162,11 +1162,6 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         statistics, log_likelihood, stream = forward_smoothing_rows(
             self._model(), X[:, :n_features], X[:, n_features:], carried
         )
-        if np.isnan(log_likelihood):
-            raise ValueError(
-                "The E step failed numerically (a covariance lost positive definiteness); "
-                "the current parameters are too ill-conditioned for these data."
-            )
         return SufficientStatistics(statistics), log_likelihood, stream
 
     def _stream_estep(self, X, offsets, carried):
