@@ -42,13 +42,17 @@ if DEBUG:
 
 # ``<name>_avx2.pyx`` includes ``<name>.pyx``: the same kernels compiled with
 # AVX2 and FMA, picked at run time by skseq._kernels.load on CPUs that have
-# them.  Built on x86-64 with GCC-style compilers only.
+# them; ``<name>_avx512.pyx`` likewise with AVX-512 (F, DQ, BW, VL: Skylake-X
+# and later) and 512-bit vectors.  Built on x86-64 with GCC-style compilers only.
 BUILD_AVX2 = platform.machine().lower() in ("x86_64", "amd64") and sys.platform != "win32"
+AVX512_ARGS = ["-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mfma"]
 
 
 def compile_args(path):
     if path.stem.endswith("_avx2"):
         return COMPILE_ARGS + ["-mavx2", "-mfma"]
+    if path.stem.endswith("_avx512"):
+        return COMPILE_ARGS + AVX512_ARGS + ["-mprefer-vector-width=512"]
     return COMPILE_ARGS
 
 
@@ -62,7 +66,7 @@ extensions = [
         depends=[str(header) for header in Path("skseq/_kernels").glob("*.h")],
     )
     for path in sorted(Path("skseq/_kernels").glob("*.pyx"))
-    if BUILD_AVX2 or not path.stem.endswith("_avx2")
+    if BUILD_AVX2 or not path.stem.endswith(("_avx2", "_avx512"))
 ]
 
 # Neither Cython nor setuptools notices a change of compiler directives or

@@ -9,6 +9,8 @@ from .neural import (
     S4DRegressor,
     SelectiveSSMClassifier,
     SelectiveSSMRegressor,
+    TransformerClassifier,
+    TransformerRegressor,
 )
 
 __version__ = "0.1.0"
@@ -26,4 +28,6 @@ __all__ = [
     "S4DClassifier",
     "ElmanRNNRegressor",
     "ElmanRNNClassifier",
+    "TransformerRegressor",
+    "TransformerClassifier",
 ]

@@ -22,6 +22,8 @@ from skseq import (
     S4DRegressor,
     SelectiveSSMClassifier,
     SelectiveSSMRegressor,
+    TransformerClassifier,
+    TransformerRegressor,
 )
 from skseq.neural._trainer import BaseSequenceNetwork
 
@@ -124,6 +126,26 @@ ESTIMATORS = [
     ElmanRNNClassifier(
         d_model=8,
         n_layers=2,
+        max_iter=20,
+        batch_size=64,
+        learning_rate_init=2e-2,
+        random_state=0,
+        dtype="float64",
+    ),
+    TransformerRegressor(
+        d_model=8,
+        n_layers=2,
+        n_heads=2,
+        max_iter=20,
+        batch_size=64,
+        learning_rate_init=2e-2,
+        random_state=0,
+        dtype="float64",
+    ),
+    TransformerClassifier(
+        d_model=8,
+        n_layers=2,
+        n_heads=2,
         max_iter=20,
         batch_size=64,
         learning_rate_init=2e-2,

@@ -27,6 +27,7 @@ PUBLIC_MODULES = [
     "skseq.inference.scan",
     "skseq.inference.s4d",
     "skseq.inference.rnn",
+    "skseq.inference.attention",
     "skseq.datasets",
 ]
 

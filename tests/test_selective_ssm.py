@@ -9,6 +9,12 @@ import warnings
 
 import numpy as np
 import pytest
+from gradient_checks import (  # noqa: F401  (numerical_gradient: for other test modules)
+    check_layer_gradients,
+    check_network_gradients,
+    numerical_gradient,
+    perturbed_parameters,
+)
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
@@ -59,46 +65,6 @@ def reference_selective_scan(
     return out, None
 
 
-# -- finite differences -------------------------------------------------------------
-
-
-def numerical_gradient(function, array, eps=1e-6):
-    """Central differences of the scalar ``function()`` with respect to ``array`` (in place)."""
-    gradient = np.zeros_like(array)
-    for index in np.ndindex(array.shape):
-        original = array[index]
-        array[index] = original + eps
-        plus = function()
-        array[index] = original - eps
-        minus = function()
-        array[index] = original
-        gradient[index] = (plus - minus) / (2 * eps)
-    return gradient
-
-
-def perturbed_parameters(layer, rng, scale=0.3):
-    """Float64 parameters moved off their symmetric initial values."""
-    parameters = layer.init_parameters(rng, np.float64)
-    return {key: value + scale * rng.normal(size=value.shape) for key, value in parameters.items()}
-
-
-def check_layer_gradients(layer, parameters, inputs, rng, rtol=1e-6, atol=1e-8):
-    outputs, cache = layer.forward(parameters, inputs)
-    upstream = rng.normal(size=outputs.shape)
-    grad_inputs, grads = layer.backward(parameters, upstream, cache)
-
-    def objective():
-        return float(np.sum(layer.forward(parameters, inputs)[0] * upstream))
-
-    assert_allclose(grad_inputs, numerical_gradient(objective, inputs), rtol=rtol, atol=atol)
-    assert sorted(grads) == sorted(parameters)
-    for key, value in parameters.items():
-        assert grads[key].shape == value.shape
-        assert_allclose(
-            grads[key], numerical_gradient(objective, value), rtol=rtol, atol=atol, err_msg=key
-        )
-
-
 @pytest.mark.parametrize(
     "layer",
     [
@@ -139,11 +105,9 @@ def test_mamba_block_matches_reference_recurrence(monkeypatch):
 @pytest.mark.parametrize("per_step", [False, True])
 @pytest.mark.parametrize("loss", ["squared_error", "cross_entropy"])
 def test_network_gradients_end_to_end(per_step, loss):
-    rng = np.random.RandomState(3)
-    n_outputs = 3
     network = make_mamba_network(
         2,
-        n_outputs,
+        3,
         per_step=per_step,
         d_model=4,
         n_layers=2,
@@ -152,39 +116,7 @@ def test_network_gradients_end_to_end(per_step, loss):
         expand=2,
         dt_rank="auto",
     )
-    parameters = {
-        key: value + 0.2 * rng.normal(size=value.shape)
-        for key, value in network.init_parameters(rng, np.float64).items()
-    }
-    X = rng.normal(size=(3, 6, 2))
-    position_shape = (3, 6) if per_step else (3,)
-    weights = rng.uniform(0.2, 1.0, size=position_shape)
-    weights.flat[0] = 0.0  # a masked position
-    if loss == "squared_error":
-        targets = rng.normal(size=position_shape + (n_outputs,))
-        element_weights = np.repeat(weights[..., None], n_outputs, axis=-1)
-
-        def loss_function(outputs):
-            return squared_error(outputs, targets, element_weights, 2.5)
-    else:
-        labels = rng.randint(n_outputs, size=position_shape)
-
-        def loss_function(outputs):
-            return softmax_cross_entropy(outputs, labels, weights, 2.5)
-
-    outputs, cache = network.forward(parameters, X)
-    assert outputs.shape == position_shape + (n_outputs,)
-    _, grad_outputs = loss_function(outputs)
-    grads = network.backward(parameters, grad_outputs, cache)
-    assert sorted(grads) == sorted(parameters)
-
-    def objective():
-        return loss_function(network.forward(parameters, X)[0])[0]
-
-    for key, value in parameters.items():
-        assert_allclose(
-            grads[key], numerical_gradient(objective, value), rtol=1e-5, atol=1e-8, err_msg=key
-        )
+    check_network_gradients(network, np.random.RandomState(3), loss)
 
 
 @pytest.mark.parametrize("loss", ["squared_error", "cross_entropy"])

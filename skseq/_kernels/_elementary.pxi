@@ -289,6 +289,14 @@ cdef inline floating _softplus_from(floating r, floating e) noexcept nogil:
     return _where_negative(r, <floating>0, r) + _log1p_unit(e)
 
 
+cdef inline floating _exp_nonpositive(floating x) noexcept nogil:
+    """exp(x) for x <= 0 (not NaN); 0 below the precision's underflow bound."""
+    if floating is float:
+        return _exp_nonpositive32(x)
+    else:
+        return _exp_nonpositive64(x)
+
+
 cdef inline floating _exp_minus_abs(floating r) noexcept nogil:
     """exp(-|r|), in (0, 1]."""
     if floating is float:

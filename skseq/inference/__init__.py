@@ -3,6 +3,12 @@
 Usable on its own with any parameters; the estimators call these functions.
 """
 
+from .attention import (
+    AttentionGradients,
+    AttentionResult,
+    causal_attention,
+    causal_attention_backward,
+)
 from .hmm import ForwardBackwardResult, ForwardResult, forward, forward_backward, viterbi
 from .kalman import KalmanFilterResult, KalmanSmootherResult, kalman_filter, kalman_smoother
 from .rnn import ElmanGradients, ElmanResult, elman_rnn, elman_rnn_backward
@@ -42,4 +48,8 @@ __all__ = [
     "elman_rnn_backward",
     "ElmanResult",
     "ElmanGradients",
+    "causal_attention",
+    "causal_attention_backward",
+    "AttentionResult",
+    "AttentionGradients",
 ]

@@ -36,11 +36,14 @@ def checked_array(name, value, dtype, shape=None):
 def all_finite(array):
     """Whether no entry is NaN or infinite, without a temporary of the array's size.
 
-    A NaN or an infinity makes the float64 sum non-finite; only when the sum
-    is not finite (which an overflow of large finite values can also cause)
-    are the entries checked one by one.
+    A NaN or an infinity makes the sum non-finite; only when the sum is not
+    finite (which an overflow of large finite values can also cause) are the
+    entries checked one by one.  A floating array is summed in its own dtype:
+    a float64 sum of float32 data would convert it through a buffer, which
+    costs more than the sum.
     """
+    dtype = np.float64 if array.dtype.kind in "iub" else None
     with np.errstate(over="ignore", invalid="ignore"):
-        if np.isfinite(np.sum(array, dtype=np.float64)):
+        if np.isfinite(np.sum(array, dtype=dtype)):
             return True
     return bool(np.isfinite(array).all())

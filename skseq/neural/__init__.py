@@ -1,17 +1,20 @@
-"""Neural sequence models trained by minibatch Adam: state spaces (Mamba, S4D) and Elman RNNs.
+"""Neural sequence models trained by minibatch Adam: state spaces, Elman RNNs, Transformers.
 
 Supervised sequence estimators take ``X`` of shape ``(n_sequences, seq_len)``
 or ``(n_sequences, seq_len, n_features)`` and one target per sequence or per
 step.  Their layers (:mod:`skseq.neural._layers`, :mod:`skseq.neural._mamba`,
-:mod:`skseq.neural._s4d`, :mod:`skseq.neural._elman`) have explicit numpy
-forward and backward passes; the recurrence runs in the Cython selective-scan
-kernel, S4D's kernel in the Cython Vandermonde kernel and its convolution by
-FFT, the Elman recurrence in its Cython kernel.
+:mod:`skseq.neural._s4d`, :mod:`skseq.neural._elman`,
+:mod:`skseq.neural._attention`) have explicit numpy forward and backward
+passes; the recurrence runs in the Cython selective-scan kernel, S4D's kernel
+in the Cython Vandermonde kernel and its convolution by FFT, the Elman
+recurrence in its Cython kernel, attention in the Cython tiled-attention
+kernel.
 """
 
 from ._elman_rnn import ElmanRNNClassifier, ElmanRNNRegressor
 from ._selective_ssm import SelectiveSSMClassifier, SelectiveSSMRegressor
 from ._structured_ssm import S4DClassifier, S4DRegressor
+from ._transformer import TransformerClassifier, TransformerRegressor
 
 __all__ = [
     "SelectiveSSMRegressor",
@@ -20,4 +23,6 @@ __all__ = [
     "S4DClassifier",
     "ElmanRNNRegressor",
     "ElmanRNNClassifier",
+    "TransformerRegressor",
+    "TransformerClassifier",
 ]

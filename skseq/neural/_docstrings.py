@@ -19,6 +19,9 @@ _TRAINING_BEFORE_WEIGHT_DECAY = """\
 _TRAINING_AFTER_WEIGHT_DECAY = """\
     batch_size : int, default=32
         Sequences per minibatch (capped at the number of sequences).
+        :meth:`fit` first estimates the working memory of a minibatch's
+        forward and backward pass, and raises a ValueError beyond 8 GiB
+        (``skseq.neural._trainer.MAX_WORKING_MEMORY``; see the user guide).
     max_iter : int, default=200
         Maximum number of epochs (passes over the data) of :meth:`fit`.
     shuffle : bool, default=True

@@ -283,12 +283,15 @@ class RMSNorm(Layer):
 
     def backward(self, parameters, grad_outputs, cache):
         normalised, inverse_rms = cache
-        grad_normalised = grad_outputs * parameters[self.key("gain")]
         grad_gain = np.einsum(
             "id,id->d",
             grad_outputs.reshape(-1, self.dim),
             normalised.reshape(-1, self.dim),
         )
-        projection = np.mean(grad_normalised * normalised, axis=-1, keepdims=True)
-        grad_inputs = inverse_rms * (grad_normalised - normalised * projection)
+        # grad_inputs = inverse_rms * (g - normalised * mean(g * normalised)) with
+        # g = grad_outputs * gain, in one buffer: fresh arrays cost page faults.
+        grad_inputs = grad_outputs * parameters[self.key("gain")]
+        projection = np.mean(grad_inputs * normalised, axis=-1, keepdims=True)
+        grad_inputs -= normalised * projection
+        grad_inputs *= inverse_rms
         return grad_inputs, {self.key("gain"): grad_gain}

@@ -1,11 +1,13 @@
 """A residual sequence network around any sequence-mixing block.
 
-``input_projection`` (n_features -> d_model), then for each block a pre-norm
-residual update ``h <- h + block(rmsnorm(h))``, a final RMSNorm and a linear
-``head`` read out either at every step or only at the last one.  The blocks
-are any :class:`~skseq.neural._layers.Layer` mapping ``(batch, length,
-d_model)`` to the same shape: Mamba blocks here; S4D, recurrent or attention
-blocks later.
+``input_projection`` (n_features -> d_model), optionally a positional
+encoding, then for each block a pre-norm residual update
+``h <- h + block(rmsnorm(h))``, a final RMSNorm and a linear ``head`` read
+out either at every step or only at the last one.  The blocks are any
+:class:`~skseq.neural._layers.Layer` mapping ``(batch, length, d_model)`` to
+the same shape (Mamba blocks, attention blocks, ...).  A layer may also be a
+tuple of such sub-blocks, each with its own pre-norm residual update (a
+Transformer layer: attention, then an MLP).
 """
 
 import numpy as np
@@ -26,11 +28,17 @@ class ResidualSequenceNetwork:
         Width of the residual stream.
     n_outputs : int
         Outputs per read-out position.
-    blocks : list of Layer
-        The sequence mixers, applied in order; each keeps the shape.
+    blocks : list of Layer or of tuple of Layer
+        The layers, applied in order; each keeps the shape.  A Layer is one
+        residual block with its pre-norm ``layers.<i>.norm``; a tuple of
+        Layers is applied as consecutive residual sub-blocks with pre-norms
+        ``layers.<i>.norm1``, ``layers.<i>.norm2``, ...
     per_step : bool
         If True the head reads every step (outputs ``(batch, length,
         n_outputs)``), else only the last (outputs ``(batch, n_outputs)``).
+    positional_encoding : Layer, default=None
+        Applied to the projected input before the first block (for example
+        adding fixed sinusoids); None for none.
 
     Examples
     --------
@@ -41,20 +49,38 @@ class ResidualSequenceNetwork:
     (1, 6, 3)
     """
 
-    def __init__(self, n_features, d_model, n_outputs, blocks, *, per_step):
+    def __init__(
+        self, n_features, d_model, n_outputs, blocks, *, per_step, positional_encoding=None
+    ):
         self.n_features = n_features
         self.d_model = d_model
         self.n_outputs = n_outputs
         self.per_step = per_step
         self.input_projection = Linear("input_projection", n_features, d_model)
+        self.positional_encoding = positional_encoding
         self.blocks = list(blocks)
-        self.norms = [RMSNorm(f"layers.{index}.norm", d_model) for index in range(len(self.blocks))]
+        self.norms = []
+        # One (norm, block) pair per residual update, in order.
+        self._residual_blocks = []
+        for index, layer in enumerate(self.blocks):
+            if isinstance(layer, tuple):
+                norms = tuple(
+                    RMSNorm(f"layers.{index}.norm{number}", d_model)
+                    for number in range(1, len(layer) + 1)
+                )
+                self._residual_blocks.extend(zip(norms, layer, strict=True))
+            else:
+                norms = RMSNorm(f"layers.{index}.norm", d_model)
+                self._residual_blocks.append((norms, layer))
+            self.norms.append(norms)
         self.final_norm = RMSNorm("final_norm", d_model)
         self.head = Linear("head", d_model, n_outputs)
 
     def _layers(self):
         yield self.input_projection
-        for norm, block in zip(self.norms, self.blocks, strict=True):
+        if self.positional_encoding is not None:
+            yield self.positional_encoding
+        for norm, block in self._residual_blocks:
             yield norm
             yield block
         yield self.final_norm
@@ -74,8 +100,11 @@ class ResidualSequenceNetwork:
     def forward(self, parameters, X):
         """Outputs for ``X`` of shape ``(batch, length, n_features)``, and the cache."""
         hidden, input_cache = self.input_projection.forward(parameters, X)
+        position_cache = None
+        if self.positional_encoding is not None:
+            hidden, position_cache = self.positional_encoding.forward(parameters, hidden)
         block_caches = []
-        for norm, block in zip(self.norms, self.blocks, strict=True):
+        for norm, block in self._residual_blocks:
             normalised, norm_cache = norm.forward(parameters, hidden)
             update, block_cache = block.forward(parameters, normalised)
             hidden = hidden + update
@@ -83,11 +112,18 @@ class ResidualSequenceNetwork:
         read = hidden if self.per_step else hidden[:, -1]
         normalised, final_cache = self.final_norm.forward(parameters, read)
         outputs, head_cache = self.head.forward(parameters, normalised)
-        return outputs, (hidden.shape, input_cache, block_caches, final_cache, head_cache)
+        # Five entries, the positional encoding's with the input projection's: code
+        # that reads the block caches (ElmanRNN's gradient_norms) unpacks five.
+        cache = (hidden.shape, (input_cache, position_cache), block_caches, final_cache, head_cache)
+        return outputs, cache
 
     def backward(self, parameters, grad_outputs, cache):
-        """Gradients of every parameter given the gradient of the outputs."""
-        hidden_shape, input_cache, block_caches, final_cache, head_cache = cache
+        """Gradients of every parameter given the gradient of the outputs.
+
+        Consumes ``cache``: the blocks' activations are released as the pass
+        goes down the stack, so a cache serves one backward pass.
+        """
+        hidden_shape, (input_cache, position_cache), block_caches, final_cache, head_cache = cache
         grads = {}
         grad_normalised, layer_grads = self.head.backward(parameters, grad_outputs, head_cache)
         grads.update(layer_grads)
@@ -98,14 +134,24 @@ class ResidualSequenceNetwork:
         else:
             grad_hidden = np.zeros(hidden_shape, dtype=grad_read.dtype)
             grad_hidden[:, -1] = grad_read
-        for norm, block, (norm_cache, block_cache) in zip(
-            reversed(self.norms), reversed(self.blocks), reversed(block_caches), strict=True
-        ):
+        for norm, block in reversed(self._residual_blocks):
+            # Each block's activations are released as soon as its backward pass
+            # is done, so the memory serves the gradients of the blocks below
+            # (lower peak, fewer fresh pages): a cache serves one backward pass.
+            norm_cache, block_cache = block_caches.pop()
             grad_update, layer_grads = block.backward(parameters, grad_hidden, block_cache)
             grads.update(layer_grads)
             grad_normalised, layer_grads = norm.backward(parameters, grad_update, norm_cache)
             grads.update(layer_grads)
-            grad_hidden = grad_hidden + grad_normalised
+            del norm_cache, block_cache, grad_update
+            # The norm's input gradient is a fresh array: add in place into it.
+            grad_normalised += grad_hidden
+            grad_hidden = grad_normalised
+        if self.positional_encoding is not None:
+            grad_hidden, layer_grads = self.positional_encoding.backward(
+                parameters, grad_hidden, position_cache
+            )
+            grads.update(layer_grads)
         _, layer_grads = self.input_projection.backward(
             parameters, grad_hidden, input_cache, need_grad_inputs=False
         )

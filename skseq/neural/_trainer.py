@@ -13,6 +13,11 @@ A network is any object with ``init_parameters(random_state, dtype)``,
 ``decayed_parameters()``, ``forward(parameters, X) -> (outputs, cache)`` and
 ``backward(parameters, grad_outputs, cache) -> grads`` (see
 :class:`~skseq.neural._network.ResidualSequenceNetwork`).
+
+Before training and prediction the trainer estimates the working memory the
+passes will need and raises a ``ValueError`` beyond :data:`MAX_WORKING_MEMORY`
+(see :func:`estimate_activation_bytes`), instead of running out of memory
+part-way.
 """
 
 import sys
@@ -32,12 +37,123 @@ from .._parallel import ThreadRunner, single_threaded_blas
 from .._validation import check_parameters
 from ._validation import NETWORK_PARAMETER_RULES, check_sequences
 
-__all__ = ["Adam", "clip_by_global_norm", "global_norm", "BaseSequenceNetwork"]
+__all__ = [
+    "Adam",
+    "clip_by_global_norm",
+    "global_norm",
+    "estimate_activation_bytes",
+    "activation_bytes",
+    "BaseSequenceNetwork",
+    "MAX_WORKING_MEMORY",
+]
 
 # Positions (sequences x steps) per forward pass at prediction time: bounds memory.
 # BLAS runs on one thread throughout (``single_threaded_blas``): the matrices are
 # small, a multi-threaded BLAS slows them down, and parallelism comes from ``n_jobs``.
 PREDICTION_CHUNK_POSITIONS = 1 << 16
+
+# The most working memory, in bytes, that fit and predict may plan to use: a
+# minibatch (or a chunk of sequences in prediction, over all threads) whose
+# estimated need exceeds it raises a ValueError before any work is done.
+MAX_WORKING_MEMORY = 8 * 2**30
+
+# Estimated working memory per byte of the activations that a forward pass keeps:
+# a training step also holds the gradients of one block's activations and the
+# temporaries of its backward pass (peaks measured at 1.3 to 1.65 times the
+# activations for the Mamba, S4D, Elman and Transformer stacks), a forward pass
+# only its own temporaries (measured 1.1 to 1.25).
+TRAINING_MEMORY_FACTOR = 2.0
+PREDICTION_MEMORY_FACTOR = 1.5
+
+# (sequences, steps) of the probe forward passes of estimate_activation_bytes.
+_MEMORY_PROBES = [(n_sequences, n_steps) for n_sequences in (1, 2) for n_steps in (16, 32, 64)]
+
+
+def _owned_bytes(value, seen, excluded):
+    """Bytes of the distinct arrays (whole buffers) reachable from ``value``.
+
+    Views count as their base array, once; the arrays in ``excluded`` (by
+    ``id``: the parameters) and anything that is not an array, a tuple, a
+    list or a dict count nothing.
+    """
+    if isinstance(value, np.ndarray):
+        base = value
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        if id(base) in seen or id(base) in excluded:
+            return 0
+        seen.add(id(base))
+        return base.nbytes if base.base is None else value.nbytes
+    if isinstance(value, tuple | list):
+        return sum(_owned_bytes(item, seen, excluded) for item in value)
+    if isinstance(value, dict):
+        return sum(_owned_bytes(item, seen, excluded) for item in value.values())
+    return 0
+
+
+def estimate_activation_bytes(network, parameters, n_features):
+    """A model of the bytes a forward pass keeps, as a function of the batch.
+
+    The arrays that ``network.forward`` returns in its outputs and cache (what
+    the backward pass reads) are measured on six small batches of 1 or 2
+    sequences of 16, 32 or 64 steps (powers of two, so that FFT lengths are
+    exactly twice the length, as they nearly are at any length), and fitted
+    exactly by
+    ``bytes(n, T) = a + b T + c T**2 + n (d + e T + f T**2)`` for ``n``
+    sequences of ``T`` steps: terms that grow with the length (a quadratic
+    one for an attention that kept its score matrices) and with the batch,
+    apart from the per-call constants.  Works for any network of the
+    protocol, with no per-layer bookkeeping.
+
+    Parameters
+    ----------
+    network : network object
+    parameters : dict of ndarray
+        The network's parameters; their dtype is the working precision.
+    n_features : int
+
+    Returns
+    -------
+    coefficients : ndarray of shape (6,)
+        ``(a, b, c, d, e, f)``; :func:`activation_bytes` evaluates the model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.neural._network import ResidualSequenceNetwork
+    >>> network = ResidualSequenceNetwork(2, 4, 1, blocks=[], per_step=True)
+    >>> parameters = network.init_parameters(np.random.RandomState(0), np.float64)
+    >>> coefficients = estimate_activation_bytes(network, parameters, 2)
+    >>> outputs, cache = network.forward(parameters, np.zeros((10, 100, 2)))
+    >>> kept = _owned_bytes((outputs, cache), set(), {id(p) for p in parameters.values()})
+    >>> round(activation_bytes(coefficients, 10, 100)) == kept
+    True
+    """
+    dtype = next(iter(parameters.values())).dtype
+    excluded = {id(value) for value in parameters.values()}
+    rng = np.random.RandomState(0)
+    design, measured = [], []
+    for n_sequences, n_steps in _MEMORY_PROBES:
+        X = rng.normal(size=(n_sequences, n_steps, n_features)).astype(dtype)
+        outputs, cache = network.forward(parameters, X)
+        measured.append(_owned_bytes((outputs, cache), set(), excluded))
+        steps = np.array([1.0, n_steps, n_steps**2])
+        design.append(np.concatenate([steps, n_sequences * steps]))
+    return np.linalg.solve(np.array(design), np.array(measured, dtype=np.float64))
+
+
+def activation_bytes(coefficients, n_sequences, n_steps):
+    """The bytes of :func:`estimate_activation_bytes`'s model for a batch."""
+    steps = np.array([1.0, n_steps, float(n_steps) ** 2])
+    return max(0.0, float(coefficients[:3] @ steps + n_sequences * (coefficients[3:] @ steps)))
+
+
+def _gib(n_bytes):
+    return f"{n_bytes / 2**30:.3g} GiB"
+
+
+def _memory_limit():
+    return f"the limit of {_gib(MAX_WORKING_MEMORY)} (skseq.neural._trainer.MAX_WORKING_MEMORY)"
 
 
 def global_norm(grads):
@@ -179,6 +295,54 @@ class BaseSequenceNetwork(BaseEstimator):
             raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}.")
         return dtype
 
+    def _working_memory(self, X, n_sequences, *, training):
+        """Estimated bytes that ``n_sequences`` sequences of ``X``'s length need at once.
+
+        ``X`` is prepared (3-D).  The activations a forward pass keeps
+        (:func:`estimate_activation_bytes`, measured once per network and
+        dtype in fit) are scaled by TRAINING_MEMORY_FACTOR for a training
+        step or PREDICTION_MEMORY_FACTOR for prediction.
+        """
+        dtype = next(iter(self.parameters_.values())).dtype
+        model = getattr(self, "_activation_model", None)
+        if model is None or model[0] != dtype.str:
+            model = (
+                dtype.str,
+                estimate_activation_bytes(self.network_, self.parameters_, X.shape[2]),
+            )
+            if training:  # predict leaves the estimator unchanged
+                self._activation_model = model
+        factor = TRAINING_MEMORY_FACTOR if training else PREDICTION_MEMORY_FACTOR
+        return factor * activation_bytes(model[1], n_sequences, X.shape[1])
+
+    def _check_training_memory(self, X, batch_size):
+        needed = self._working_memory(X, batch_size, training=True)
+        if needed > MAX_WORKING_MEMORY:
+            raise ValueError(
+                f"{type(self).__name__}: a minibatch of {batch_size} sequences of {X.shape[1]} "
+                f"steps needs about {_gib(needed)} of working memory for its forward and "
+                f"backward pass, more than {_memory_limit()}; lower batch_size or cut the "
+                "sequences into shorter ones."
+            )
+
+    def _prediction_chunk(self, X, chunk, n_threads):
+        """``chunk`` sequences per forward pass, fewer if ``n_threads`` of them need too much."""
+        n_sequences = X.shape[0]
+
+        def needed(chunk):
+            return self._working_memory(X, min(n_sequences, chunk * n_threads), training=False)
+
+        while chunk > 1 and needed(chunk) > MAX_WORKING_MEMORY:
+            chunk //= 2
+        if needed(chunk) > MAX_WORKING_MEMORY:
+            raise ValueError(
+                f"{type(self).__name__}: predicting sequences of {X.shape[1]} steps needs about "
+                f"{_gib(needed(chunk))} of working memory with {min(n_sequences, n_threads)} "
+                f"sequence(s) at a time (one per thread), more than {_memory_limit()}; predict "
+                "shorter sequences, or with fewer n_jobs."
+            )
+        return chunk
+
     # -- the forward pass over many sequences --------------------------------------
 
     def _n_threads(self, n_items):
@@ -189,7 +353,7 @@ class BaseSequenceNetwork(BaseEstimator):
         n_sequences, seq_len, _ = X.shape
         chunk = max(1, PREDICTION_CHUNK_POSITIONS // seq_len)
         n_threads = self._n_threads(n_sequences)
-        chunk = min(chunk, -(-n_sequences // n_threads))
+        chunk = self._prediction_chunk(X, min(chunk, -(-n_sequences // n_threads)), n_threads)
         slices = [slice(start, start + chunk) for start in range(0, n_sequences, chunk)]
 
         def forward(part):
@@ -246,6 +410,7 @@ class BaseSequenceNetwork(BaseEstimator):
         self._random_state = check_random_state(self.random_state)
         self.network_ = self._make_network(n_features, self.n_outputs_, self.per_step_)
         self.parameters_ = self.network_.init_parameters(self._random_state, dtype)
+        self._activation_model = None  # measured for this network by _check_working_memory
         self._decayed_parameters = tuple(self.network_.decayed_parameters())
         self._optimizer = Adam(self.parameters_)
         self.n_iter_ = 0
@@ -287,6 +452,7 @@ class BaseSequenceNetwork(BaseEstimator):
             self.best_loss_ = np.inf
 
         batch_size = min(self.batch_size, X.shape[0])
+        self._check_training_memory(X, batch_size)
         n_threads = self._n_threads(batch_size)
         started = time.perf_counter()
         converged = False

@@ -1,0 +1,386 @@
+# cython: language_level=3
+"""Causal scaled dot-product attention in tiles, with an online softmax, and its gradients.
+
+Pure numeric code on typed memoryviews; nothing here validates its inputs (the
+callers in :mod:`skseq.inference.attention` do).  For every (batch b, head h)
+pair, with ``Q``, ``K``, ``V`` its ``(length, d)`` matrices and ``s`` the
+scale::
+
+    S[i, j] = s * Q[i] . K[j]                    for j <= i (the causal mask)
+    lse[i]  = log sum_{j <= i} exp(S[i, j])
+    out[i]  = sum_{j <= i} exp(S[i, j] - lse[i]) V[j]
+
+Tiles
+-----
+Query rows are taken in blocks of ``block_rows``.  The keys ``0 .. r1 - 1``
+that the block of rows ``r0 .. r1 - 1`` sees come in tiles of ``block_cols``
+keys, a multiple of ``block_rows``: only the last tile of a block reaches the
+diagonal, and every row has at least one key in every tile it sees.  For each
+tile the scores are one matrix product (BLAS gemm); the softmax is updated
+online (FlashAttention): the running row maximum ``m`` and sum ``l`` of
+``exp(S - m)``, the output rows rescaled by ``exp(m_old - m_new)`` when the
+maximum grows, and the tile's contribution added by a second product.  After
+the last tile ``out /= l`` and ``lse = m + log(l)``.  One tile of scores
+exists at a time; the backward pass gets the probabilities back from ``lse``.
+
+Backward
+--------
+With ``dO = dL/dout`` and ``delta[i] = dO[i] . out[i]``, for every tile
+(FlashAttention-2)::
+
+    P  = exp(S - lse)             dV += P^T dO              dP = dO V^T
+    dS = s * P * (dP - delta)     dQ += dS K                dK += dS^T Q
+
+five products per tile.  Masked entries have ``P = 0``, hence ``dS = 0``.
+Row blocks run from the last, which sees every key: its products write
+``dK`` and ``dV``, the earlier blocks' add to them.
+
+Layout
+------
+Each pair's matrices are row-major with a row stride that may exceed ``d``
+(a head of a packed ``(batch, length, 3, heads, d)`` projection is a strided
+view); the last axis of every array must be contiguous, which the callers
+ensure (the memoryviews accept any strides).  BLAS is column-major: the row-major product ``C = A B`` is the
+column-major ``C^T = B^T A^T`` of the same memory, which :func:`_gemm` calls.
+Row maxima and sums use ``LANES`` partial results combined by a fixed tree,
+branch-free (the sign-bit selects of ``_elementary.pxi``), so GCC vectorises
+them and the result does not depend on the vector width.
+"""
+
+from libc.math cimport log
+from libc.stdint cimport INT32_MAX, INT64_MAX, int32_t, int64_t
+
+from cython cimport floating
+from scipy.linalg.cython_blas cimport dgemm, sgemm
+
+
+import numpy as np
+
+include "_elementary.pxi"
+
+cdef enum:
+    # Width of the partial maxima and sums of a row of scores.
+    LANES = 16
+
+
+cdef inline void _gemm(
+    bint transpose_a,
+    bint transpose_b,
+    int m,
+    int n,
+    int k,
+    floating alpha,
+    const floating* a,
+    int lda,
+    const floating* b,
+    int ldb,
+    floating beta,
+    floating* c,
+    int ldc,
+) noexcept nogil:
+    """Row-major ``C (m x n) = alpha op(A) op(B) + beta C``; ``ld*`` are row strides."""
+    cdef char trans_a = b"T" if transpose_a else b"N"
+    cdef char trans_b = b"T" if transpose_b else b"N"
+    if floating is float:
+        sgemm(&trans_b, &trans_a, &n, &m, &k, &alpha, <float*>b, &ldb, <float*>a, &lda,
+              &beta, c, &ldc)
+    else:
+        dgemm(&trans_b, &trans_a, &n, &m, &k, &alpha, <double*>b, &ldb, <double*>a, &lda,
+              &beta, c, &ldc)
+
+
+cdef union _SignedBits64:
+    double real
+    int64_t integer
+
+
+cdef union _SignedBits32:
+    float real
+    int32_t integer
+
+
+cdef inline int64_t _order_key64(double x) noexcept nogil:
+    """An integer that orders like ``x`` (not NaN): sign and magnitude to two's complement."""
+    cdef _SignedBits64 bits
+    bits.real = x
+    return bits.integer ^ ((bits.integer >> 63) & INT64_MAX)
+
+
+cdef inline int32_t _order_key32(float x) noexcept nogil:
+    cdef _SignedBits32 bits
+    bits.real = x
+    return bits.integer ^ ((bits.integer >> 31) & INT32_MAX)
+
+
+cdef inline floating _larger(floating a, floating b) noexcept nogil:
+    """max(a, b) for numbers that are not NaN, without a comparison."""
+    return _where_negative(a - b, b, a)
+
+
+cdef inline floating _row_max(const floating* row, Py_ssize_t count) noexcept nogil:
+    """The largest of ``row[0 .. count - 1]`` (count >= 1, no NaN).
+
+    The maximum is taken over integers that order like the numbers (GCC
+    vectorises an integer maximum, not a floating one without
+    ``-ffinite-math-only``), and turned back into the number.
+    """
+    cdef Py_ssize_t c
+    cdef int64_t largest64, key64
+    cdef int32_t largest32, key32
+    cdef _SignedBits64 bits64
+    cdef _SignedBits32 bits32
+    if floating is float:
+        largest32 = _order_key32(row[0])
+        for c in range(1, count):
+            key32 = _order_key32(row[c])
+            largest32 = key32 if key32 > largest32 else largest32
+        bits32.integer = largest32 ^ ((largest32 >> 31) & INT32_MAX)
+        return bits32.real
+    else:
+        largest64 = _order_key64(row[0])
+        for c in range(1, count):
+            key64 = _order_key64(row[c])
+            largest64 = key64 if key64 > largest64 else largest64
+        bits64.integer = largest64 ^ ((largest64 >> 63) & INT64_MAX)
+        return bits64.real
+
+
+cdef inline floating _exp_row(floating* row, Py_ssize_t count, Py_ssize_t width,
+                              floating shift) noexcept nogil:
+    """``row[c] = exp(row[c] - shift)`` for ``c < count``, 0 up to ``width``; the sum.
+
+    ``shift`` is at least every ``row[c]`` (a row maximum or log-sum-exp), so
+    the exponents are not positive (up to rounding, which the exponential
+    tolerates).
+    """
+    cdef floating partial[LANES]
+    cdef Py_ssize_t lane, block, c
+    cdef floating value, total
+    for lane in range(LANES):
+        partial[lane] = 0
+    for block in range(count // LANES):
+        for lane in range(LANES):
+            c = block * LANES + lane
+            value = _exp_nonpositive(row[c] - shift)
+            row[c] = value
+            partial[lane] += value
+    total = 0
+    for c in range(count - count % LANES, count):
+        value = _exp_nonpositive(row[c] - shift)
+        row[c] = value
+        total += value
+    for c in range(count, width):
+        row[c] = 0
+    return total + (
+        (((partial[0] + partial[1]) + (partial[2] + partial[3]))
+         + ((partial[4] + partial[5]) + (partial[6] + partial[7])))
+        + (((partial[8] + partial[9]) + (partial[10] + partial[11]))
+           + ((partial[12] + partial[13]) + (partial[14] + partial[15])))
+    )
+
+
+cdef inline void _scale_row(floating* row, Py_ssize_t count, floating factor) noexcept nogil:
+    cdef Py_ssize_t c
+    for c in range(count):
+        row[c] *= factor
+
+
+cdef inline void _score_gradients(
+    floating_out grad_scores,
+    floating_in probabilities,
+    floating delta,
+    floating scale,
+    Py_ssize_t count,
+) noexcept nogil:
+    """dS = scale * P * (dP - delta) in place of dP, over one row of a tile."""
+    cdef Py_ssize_t c
+    for c in range(count):
+        grad_scores[c] = scale * probabilities[c] * (grad_scores[c] - delta)
+
+
+cdef inline floating _dot(const floating* a, const floating* b, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t c
+    cdef floating total = 0
+    for c in range(count):
+        total += a[c] * b[c]
+    return total
+
+
+cdef inline int _row_stride(Py_ssize_t stride_bytes, Py_ssize_t itemsize) noexcept nogil:
+    return <int>(stride_bytes // itemsize)
+
+
+# ------------------------------------------------------------------ kernels
+
+
+def forward(
+    const floating[:, :, :, :] q,
+    const floating[:, :, :, :] k,
+    const floating[:, :, :, :] v,
+    floating[:, :, :, :] out,
+    floating[:, :, ::1] lse,
+    double scale,
+    Py_ssize_t pair_start,
+    Py_ssize_t pair_stop,
+    Py_ssize_t block_rows,
+    Py_ssize_t block_cols,
+):
+    """Causal attention of the (batch, head) pairs [pair_start, pair_stop).
+
+    Pair p is (p // n_heads, p % n_heads).  Writes ``out`` and ``lse`` for
+    those pairs.  ``block_cols`` must be a multiple of ``block_rows``; the
+    scratch memory is ``block_rows * (block_cols + 2)`` numbers.
+    """
+    cdef Py_ssize_t n_heads = q.shape[1]
+    cdef Py_ssize_t length = q.shape[2]
+    cdef int d = <int>q.shape[3]
+    cdef Py_ssize_t itemsize = sizeof(floating)
+    cdef int ldq = _row_stride(q.strides[2], itemsize)
+    cdef int ldk = _row_stride(k.strides[2], itemsize)
+    cdef int ldv = _row_stride(v.strides[2], itemsize)
+    cdef int ldo = _row_stride(out.strides[2], itemsize)
+    dtype = np.float32 if floating is float else np.float64
+    cdef floating[:, ::1] scores = np.empty((block_rows, block_cols), dtype=dtype)
+    cdef floating[:, ::1] row_stats = np.empty((2, block_rows), dtype=dtype)
+    cdef floating* row_max = &row_stats[0, 0]
+    cdef floating* row_sum = &row_stats[1, 0]
+    cdef floating alpha = <floating>scale
+    cdef Py_ssize_t pair, b, h, block, tile, r0, r1, rows, c0, cols, i, row, n_valid
+    cdef floating tile_max, largest, total, correction
+    cdef const floating* Q
+    cdef const floating* K
+    cdef const floating* V
+    cdef floating* O
+    cdef floating* S
+    with nogil:
+        for pair in range(pair_start, pair_stop):
+            b = pair // n_heads
+            h = pair % n_heads
+            Q = &q[b, h, 0, 0]
+            K = &k[b, h, 0, 0]
+            V = &v[b, h, 0, 0]
+            O = &out[b, h, 0, 0]
+            for block in range((length + block_rows - 1) // block_rows):
+                r0 = block * block_rows
+                rows = block_rows if r0 + block_rows <= length else length - r0
+                r1 = r0 + rows
+                for tile in range((r1 + block_cols - 1) // block_cols):
+                    c0 = tile * block_cols
+                    cols = block_cols if c0 + block_cols <= r1 else r1 - c0
+                    S = &scores[0, 0]
+                    _gemm(False, True, <int>rows, <int>cols, d, alpha, Q + r0 * ldq, ldq,
+                          K + c0 * ldk, ldk, 0, S, <int>cols)
+                    for i in range(rows):
+                        row = r0 + i
+                        n_valid = cols if row - c0 + 1 >= cols else row - c0 + 1
+                        tile_max = _row_max(S + i * cols, n_valid)
+                        if c0 == 0:
+                            row_max[i] = tile_max
+                            row_sum[i] = _exp_row(S + i * cols, n_valid, cols, tile_max)
+                        else:
+                            largest = _larger(tile_max, row_max[i])
+                            total = _exp_row(S + i * cols, n_valid, cols, largest)
+                            correction = _exp_nonpositive(row_max[i] - largest)
+                            row_sum[i] = row_sum[i] * correction + total
+                            if correction != 1:
+                                _scale_row(O + row * ldo, d, correction)
+                            row_max[i] = largest
+                    _gemm(False, False, <int>rows, d, <int>cols, 1, S, <int>cols,
+                          V + c0 * ldv, ldv, 0 if c0 == 0 else 1, O + r0 * ldo, ldo)
+                for i in range(rows):
+                    row = r0 + i
+                    _scale_row(O + row * ldo, d, 1 / row_sum[i])
+                    lse[b, h, row] = row_max[i] + <floating>log(row_sum[i])
+
+
+def backward(
+    const floating[:, :, :, :] dout,
+    const floating[:, :, :, :] q,
+    const floating[:, :, :, :] k,
+    const floating[:, :, :, :] v,
+    const floating[:, :, :, :] out,
+    const floating[:, :, :] lse,
+    floating[:, :, :, :] dq,
+    floating[:, :, :, :] dk,
+    floating[:, :, :, :] dv,
+    double scale,
+    Py_ssize_t pair_start,
+    Py_ssize_t pair_stop,
+    Py_ssize_t block_rows,
+    Py_ssize_t block_cols,
+):
+    """Gradients of causal attention for the (batch, head) pairs [pair_start, pair_stop).
+
+    ``out`` and ``lse`` are those of :func:`forward`.  Writes ``dq``, ``dk``
+    and ``dv`` for those pairs; the scratch memory is ``block_rows * (2 *
+    block_cols + 1)`` numbers.
+    """
+    cdef Py_ssize_t n_heads = q.shape[1]
+    cdef Py_ssize_t length = q.shape[2]
+    cdef int d = <int>q.shape[3]
+    cdef Py_ssize_t itemsize = sizeof(floating)
+    cdef int ldq = _row_stride(q.strides[2], itemsize)
+    cdef int ldk = _row_stride(k.strides[2], itemsize)
+    cdef int ldv = _row_stride(v.strides[2], itemsize)
+    cdef int ldo = _row_stride(out.strides[2], itemsize)
+    cdef int lddo = _row_stride(dout.strides[2], itemsize)
+    cdef int lddq = _row_stride(dq.strides[2], itemsize)
+    cdef int lddk = _row_stride(dk.strides[2], itemsize)
+    cdef int lddv = _row_stride(dv.strides[2], itemsize)
+    dtype = np.float32 if floating is float else np.float64
+    cdef floating[:, :, ::1] tiles = np.empty((2, block_rows, block_cols), dtype=dtype)
+    cdef floating[::1] deltas = np.empty(block_rows, dtype=dtype)
+    cdef floating alpha = <floating>scale
+    cdef Py_ssize_t pair, b, h, block, n_blocks, tile, r0, r1, rows, c0, cols, i, row, n_valid
+    cdef bint first
+    cdef const floating* Q
+    cdef const floating* K
+    cdef const floating* V
+    cdef const floating* O
+    cdef const floating* dO
+    cdef floating* dQ
+    cdef floating* dK
+    cdef floating* dV
+    cdef floating* P = &tiles[0, 0, 0]
+    cdef floating* dS = &tiles[1, 0, 0]
+    with nogil:
+        for pair in range(pair_start, pair_stop):
+            b = pair // n_heads
+            h = pair % n_heads
+            Q = &q[b, h, 0, 0]
+            K = &k[b, h, 0, 0]
+            V = &v[b, h, 0, 0]
+            O = &out[b, h, 0, 0]
+            dO = &dout[b, h, 0, 0]
+            dQ = &dq[b, h, 0, 0]
+            dK = &dk[b, h, 0, 0]
+            dV = &dv[b, h, 0, 0]
+            # Row blocks from the last: the last one sees every key, so its
+            # products initialise dK and dV (beta = 0) and the others add.
+            n_blocks = (length + block_rows - 1) // block_rows
+            for block in range(n_blocks - 1, -1, -1):
+                r0 = block * block_rows
+                first = block == n_blocks - 1
+                rows = block_rows if r0 + block_rows <= length else length - r0
+                r1 = r0 + rows
+                for i in range(rows):
+                    deltas[i] = _dot(dO + (r0 + i) * lddo, O + (r0 + i) * ldo, d)
+                for tile in range((r1 + block_cols - 1) // block_cols):
+                    c0 = tile * block_cols
+                    cols = block_cols if c0 + block_cols <= r1 else r1 - c0
+                    _gemm(False, True, <int>rows, <int>cols, d, alpha, Q + r0 * ldq, ldq,
+                          K + c0 * ldk, ldk, 0, P, <int>cols)
+                    for i in range(rows):
+                        row = r0 + i
+                        n_valid = cols if row - c0 + 1 >= cols else row - c0 + 1
+                        _exp_row(P + i * cols, n_valid, cols, lse[b, h, row])
+                    _gemm(True, False, <int>cols, d, <int>rows, 1, P, <int>cols,
+                          dO + r0 * lddo, lddo, 0 if first else 1, dV + c0 * lddv, lddv)
+                    _gemm(False, True, <int>rows, <int>cols, d, 1, dO + r0 * lddo, lddo,
+                          V + c0 * ldv, ldv, 0, dS, <int>cols)
+                    for i in range(rows):
+                        _score_gradients(dS + i * cols, P + i * cols, deltas[i], alpha, cols)
+                    _gemm(False, False, <int>rows, d, <int>cols, 1, dS, <int>cols,
+                          K + c0 * ldk, ldk, 0 if c0 == 0 else 1, dQ + r0 * lddq, lddq)
+                    _gemm(True, False, <int>cols, d, <int>rows, 1, dS, <int>cols,
+                          Q + r0 * ldq, ldq, 0 if first else 1, dK + c0 * lddk, lddk)

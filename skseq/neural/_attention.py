@@ -1,0 +1,407 @@
+"""The layers of a causal Transformer: positional encoding, self-attention and the MLP.
+
+A Transformer layer is two pre-norm residual sub-blocks of
+:class:`~skseq.neural._network.ResidualSequenceNetwork`,
+``h <- h + attention(rmsnorm(h))`` then ``h <- h + mlp(rmsnorm(h))``:
+
+* :class:`CausalSelfAttention` projects its input to queries, keys and values
+  of ``n_heads`` heads of ``d_head = d_model / n_heads`` channels, runs
+  :func:`skseq.inference.causal_attention` (each step attends to itself and
+  the steps before it) and projects the concatenated heads back;
+* :class:`FeedForward` is ``Linear(d_model, d_ff)``, an activation (ReLU or
+  GELU) and ``Linear(d_ff, d_model)``, at every step on its own.
+
+:class:`SinusoidalPositionalEncoding` adds the fixed sinusoids of Vaswani et
+al. to the projected input, so that attention (which is blind to order) can
+tell the steps apart; it has no parameters and works for any length.
+"""
+
+import numpy as np
+
+from ..inference.attention import causal_attention, causal_attention_backward
+from ._layers import Layer, Linear
+from ._network import ResidualSequenceNetwork
+
+__all__ = [
+    "SinusoidalPositionalEncoding",
+    "CausalSelfAttention",
+    "ReLU",
+    "GELU",
+    "FeedForward",
+    "make_transformer_network",
+    "ACTIVATIONS",
+]
+
+# The wavelengths of the positional encoding grow geometrically from 2 pi to
+# 2 pi * POSITION_BASE over the channels (Vaswani et al., 2017).
+POSITION_BASE = 10000.0
+
+
+def sinusoidal_positions(length, d_model, dtype):
+    """The encoding ``E`` of shape (length, d_model).
+
+    ``E[t, 2i] = sin(t / base**(2i / d_model))`` and ``E[t, 2i + 1] =
+    cos(t / base**(2i / d_model))``, with ``base = 10000``.
+
+    Examples
+    --------
+    >>> sinusoidal_positions(3, 2, np.float64).round(4)
+    array([[ 0.    ,  1.    ],
+           [ 0.8415,  0.5403],
+           [ 0.9093, -0.4161]])
+    """
+    steps = np.arange(length, dtype=np.float64)[:, None]
+    pairs = np.arange(0, d_model, 2, dtype=np.float64)
+    angles = steps / POSITION_BASE ** (pairs / d_model)
+    encoding = np.empty((length, d_model), dtype=np.float64)
+    encoding[:, 0::2] = np.sin(angles)
+    encoding[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    return encoding.astype(dtype)
+
+
+class SinusoidalPositionalEncoding(Layer):
+    """Adds :func:`sinusoidal_positions` to a ``(batch, length, d_model)`` input.
+
+    No parameters; the gradient passes through unchanged.  The table of the
+    longest length seen so far is kept and sliced.
+
+    Parameters
+    ----------
+    name : str
+    d_model : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> encoding = SinusoidalPositionalEncoding("positions", 4)
+    >>> encoding.forward({}, np.zeros((2, 3, 4)))[0][1, 1].round(4)
+    array([0.8415, 0.5403, 0.01  , 1.    ])
+    """
+
+    def __init__(self, name, d_model):
+        super().__init__(name)
+        self.d_model = d_model
+        self._tables = {}
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_tables"] = {}  # recomputed on demand; not worth pickling
+        return state
+
+    def _table(self, length, dtype):
+        table = self._tables.get(np.dtype(dtype))
+        if table is None or table.shape[0] < length:
+            # Threads may race here; each computes the same table.
+            table = sinusoidal_positions(max(length, 64), self.d_model, dtype)
+            self._tables[np.dtype(dtype)] = table
+        return table[:length]
+
+    def forward(self, parameters, inputs):
+        return inputs + self._table(inputs.shape[1], inputs.dtype), None
+
+    def backward(self, parameters, grad_outputs, cache):
+        return grad_outputs, {}
+
+
+class CausalSelfAttention(Layer):
+    """Multi-head causal self-attention, without its residual connection and norm.
+
+    ``qkv`` maps the input to ``3 * d_model`` channels: the queries, keys and
+    values of ``n_heads`` heads of ``d_model // n_heads`` channels each.  Each
+    head runs :func:`~skseq.inference.causal_attention` with the scale
+    ``1 / sqrt(d_head)``; ``out_proj`` maps the concatenated heads back to
+    ``d_model``.  The forward pass keeps the per-row log-sum-exp of every head
+    for the backward pass, never a ``(length, length)`` matrix.
+
+    Parameters
+    ----------
+    name : str
+    d_model : int
+    n_heads : int
+        Must divide ``d_model``.
+    out_init_scale : float, default=1.0
+        Multiplies the initial range of ``out_proj``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> attention = CausalSelfAttention("attention", d_model=8, n_heads=2)
+    >>> parameters = attention.init_parameters(np.random.RandomState(0), np.float64)
+    >>> sorted(parameters)
+    ['attention.out_proj.bias', 'attention.out_proj.weight', 'attention.qkv.bias', \
+'attention.qkv.weight']
+    >>> y, cache = attention.forward(parameters, np.ones((3, 5, 8)))
+    >>> y.shape
+    (3, 5, 8)
+    """
+
+    def __init__(self, name, d_model, n_heads, *, out_init_scale=1.0):
+        super().__init__(name)
+        if d_model % n_heads:
+            raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}.")
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        self.qkv = Linear(self.key("qkv"), d_model, 3 * d_model)
+        self.out_proj = Linear(self.key("out_proj"), d_model, d_model, init_scale=out_init_scale)
+
+    def init_parameters(self, random_state, dtype):
+        parameters = self.qkv.init_parameters(random_state, dtype)
+        parameters.update(self.out_proj.init_parameters(random_state, dtype))
+        return parameters
+
+    def decayed_parameters(self):
+        return self.qkv.decayed_parameters() + self.out_proj.decayed_parameters()
+
+    def forward(self, parameters, inputs):
+        batch, length, _ = inputs.shape
+        projected, qkv_cache = self.qkv.forward(parameters, inputs)
+        # Heads as strided (batch, n_heads, length, d_head) views of the
+        # projection: the attention kernel reads them in place.
+        packed = projected.reshape(batch, length, 3, self.n_heads, self.d_head)
+        # The kernel writes the heads side by side at every step, the layout
+        # of out_proj's input.
+        merged = np.empty((batch, length, self.n_heads, self.d_head), dtype=inputs.dtype)
+        # The projections of finite inputs by finite weights: no finiteness pass
+        # (non-finite results would still be caught, and the loss checked).
+        _, lse = causal_attention(
+            *self._heads(packed),
+            return_lse=True,
+            out=merged.transpose(0, 2, 1, 3),
+            check_finite=False,
+        )
+        merged = merged.reshape(batch, length, self.d_model)
+        outputs, out_cache = self.out_proj.forward(parameters, merged)
+        return outputs, (qkv_cache, packed, merged, lse, out_cache)
+
+    def _heads(self, packed):
+        """Strided (batch, n_heads, length, d_head) views of q, k and v (or their gradients)."""
+        return [packed[:, :, index].transpose(0, 2, 1, 3) for index in range(3)]
+
+    def backward(self, parameters, grad_outputs, cache):
+        qkv_cache, packed, merged, lse, out_cache = cache
+        batch, length = packed.shape[:2]
+        grads = {}
+        grad_merged, layer_grads = self.out_proj.backward(parameters, grad_outputs, out_cache)
+        grads.update(layer_grads)
+
+        def by_head(array):
+            return array.reshape(batch, length, self.n_heads, self.d_head).transpose(0, 2, 1, 3)
+
+        grad_packed = np.empty_like(packed)
+        dq, dk, dv = self._heads(grad_packed)
+        causal_attention_backward(
+            by_head(grad_merged),
+            *self._heads(packed),
+            by_head(merged),
+            lse,
+            dq=dq,
+            dk=dk,
+            dv=dv,
+            check_finite=False,
+        )
+        grad_inputs, layer_grads = self.qkv.backward(
+            parameters, grad_packed.reshape(batch, length, 3 * self.d_model), qkv_cache
+        )
+        grads.update(layer_grads)
+        return grad_inputs, grads
+
+
+class ReLU(Layer):
+    """``y = max(x, 0)``, elementwise; no parameters.
+
+    Parameters
+    ----------
+    name : str, default="relu"
+    in_place : bool, default=False
+        Overwrite the input with the output, and the output gradient with
+        the input gradient (for a caller that owns both arrays): no fresh
+        array of the activations' size, whose pages the system would zero.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ReLU().forward({}, np.array([-1.0, 2.0]))[0]
+    array([0., 2.])
+    """
+
+    def __init__(self, name="relu", *, in_place=False):
+        super().__init__(name)
+        self.in_place = in_place
+
+    def forward(self, parameters, inputs):
+        # The cache is the output itself, which the next layer keeps anyway:
+        # no mask array.  (np.maximum: np.where is several times slower.)
+        outputs = np.maximum(inputs, 0, out=inputs if self.in_place else None)
+        return outputs, outputs
+
+    def backward(self, parameters, grad_outputs, cache):
+        if self.in_place:
+            grad_outputs *= cache > 0
+            return grad_outputs, {}
+        return grad_outputs * (cache > 0), {}
+
+
+class GELU(Layer):
+    """The Gaussian error linear unit in its tanh form, elementwise; no parameters.
+
+    ``y = x / 2 * (1 + tanh(u))`` with ``u = sqrt(2 / pi) (x + 0.044715 x**3)``,
+    which is within 1e-3 of ``x * Phi(x)`` (GPT-2's activation;
+    ``torch.nn.GELU(approximate="tanh")``).
+
+    Parameters
+    ----------
+    name : str, default="gelu"
+    in_place : bool, default=False
+        Overwrite the output gradient with the input gradient (the forward
+        pass keeps its input, so it makes a fresh output).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> GELU().forward({}, np.array([-1.0, 0.0, 1.0]))[0].round(4)
+    array([-0.1588,  0.    ,  0.8412])
+    """
+
+    SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
+    CUBIC = 0.044715
+
+    def __init__(self, name="gelu", *, in_place=False):
+        super().__init__(name)
+        self.in_place = in_place
+
+    def forward(self, parameters, inputs):
+        dtype = inputs.dtype
+        squared = inputs * inputs
+        tanh = np.tanh(
+            inputs * (dtype.type(self.SQRT_2_OVER_PI) * (1 + dtype.type(self.CUBIC) * squared))
+        )
+        return dtype.type(0.5) * inputs * (1 + tanh), (inputs, tanh)
+
+    def backward(self, parameters, grad_outputs, cache):
+        inputs, tanh = cache
+        dtype = inputs.dtype
+        squared = inputs * inputs
+        # d/dx [x/2 (1 + tanh u)] = (1 + tanh u) / 2 + x/2 (1 - tanh(u)**2) du/dx.
+        slope_u = dtype.type(self.SQRT_2_OVER_PI) * (1 + dtype.type(3 * self.CUBIC) * squared)
+        slope = dtype.type(0.5) * ((1 + tanh) + inputs * (1 - tanh * tanh) * slope_u)
+        if self.in_place:  # the forward pass needs its input: only the gradient is reused
+            grad_outputs *= slope
+            return grad_outputs, {}
+        return grad_outputs * slope, {}
+
+
+ACTIVATIONS = {"relu": ReLU, "gelu": GELU}
+
+
+class FeedForward(Layer):
+    """The position-wise MLP of a Transformer layer, without its residual and norm.
+
+    ``y = Linear(d_ff, d_model)(activation(Linear(d_model, d_ff)(x)))``, both
+    with a bias.
+
+    Parameters
+    ----------
+    name : str
+    d_model, d_ff : int
+    activation : {"relu", "gelu"}
+    out_init_scale : float, default=1.0
+        Multiplies the initial range of the second projection.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> mlp = FeedForward("mlp", d_model=4, d_ff=16, activation="gelu")
+    >>> parameters = mlp.init_parameters(np.random.RandomState(0), np.float32)
+    >>> sorted(parameters)
+    ['mlp.fc1.bias', 'mlp.fc1.weight', 'mlp.fc2.bias', 'mlp.fc2.weight']
+    >>> mlp.forward(parameters, np.ones((2, 3, 4), dtype=np.float32))[0].dtype
+    dtype('float32')
+    """
+
+    def __init__(self, name, d_model, d_ff, activation, *, out_init_scale=1.0):
+        super().__init__(name)
+        self.fc1 = Linear(self.key("fc1"), d_model, d_ff)
+        # fc1's output and fc2's input gradient are private to the block.
+        self.activation = ACTIVATIONS[activation](self.key(activation), in_place=True)
+        self.fc2 = Linear(self.key("fc2"), d_ff, d_model, init_scale=out_init_scale)
+
+    def init_parameters(self, random_state, dtype):
+        parameters = self.fc1.init_parameters(random_state, dtype)
+        parameters.update(self.fc2.init_parameters(random_state, dtype))
+        return parameters
+
+    def decayed_parameters(self):
+        return self.fc1.decayed_parameters() + self.fc2.decayed_parameters()
+
+    def forward(self, parameters, inputs):
+        hidden, fc1_cache = self.fc1.forward(parameters, inputs)
+        activated, activation_cache = self.activation.forward(parameters, hidden)
+        outputs, fc2_cache = self.fc2.forward(parameters, activated)
+        return outputs, (fc1_cache, activation_cache, fc2_cache)
+
+    def backward(self, parameters, grad_outputs, cache):
+        fc1_cache, activation_cache, fc2_cache = cache
+        grad_activated, grads = self.fc2.backward(parameters, grad_outputs, fc2_cache)
+        grad_hidden, _ = self.activation.backward(parameters, grad_activated, activation_cache)
+        grad_inputs, layer_grads = self.fc1.backward(parameters, grad_hidden, fc1_cache)
+        grads.update(layer_grads)
+        return grad_inputs, grads
+
+
+def make_transformer_network(
+    n_features, n_outputs, *, per_step, d_model, n_layers, n_heads, d_ff, activation
+):
+    """A causal Transformer: input projection, positions, ``n_layers`` layers, norm, head.
+
+    Each layer is a pre-norm attention sub-block and a pre-norm MLP sub-block.
+    The output projections of both start ``1 / sqrt(2 n_layers)`` times
+    smaller, so that the residual stream does not grow with the number of
+    residual updates (GPT-2's initialisation).
+
+    Parameters
+    ----------
+    n_features : int
+        Features per time step of the input.
+    n_outputs : int
+        Outputs per read-out position (targets, or classes for logits).
+    per_step : bool
+        Read out every step, or only the last one.
+    d_model, n_layers, n_heads, d_ff : int
+        ``n_heads`` must divide ``d_model``.
+    activation : {"relu", "gelu"}
+
+    Returns
+    -------
+    network : ResidualSequenceNetwork
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> network = make_transformer_network(3, 2, per_step=True, d_model=8, n_layers=2,
+    ...                                    n_heads=2, d_ff=32, activation="relu")
+    >>> parameters = network.init_parameters(np.random.RandomState(0), np.float32)
+    >>> outputs, cache = network.forward(parameters, np.ones((5, 7, 3), dtype=np.float32))
+    >>> outputs.shape, outputs.dtype
+    ((5, 7, 2), dtype('float32'))
+    """
+    out_init_scale = 1.0 / np.sqrt(2 * n_layers)
+    layers = [
+        (
+            CausalSelfAttention(
+                f"layers.{index}.attention", d_model, n_heads, out_init_scale=out_init_scale
+            ),
+            FeedForward(
+                f"layers.{index}.mlp", d_model, d_ff, activation, out_init_scale=out_init_scale
+            ),
+        )
+        for index in range(n_layers)
+    ]
+    return ResidualSequenceNetwork(
+        n_features,
+        d_model,
+        n_outputs,
+        layers,
+        per_step=per_step,
+        positional_encoding=SinusoidalPositionalEncoding("positions", d_model),
+    )
