@@ -21,6 +21,8 @@ from skseq import (
     S4DRegressor,
     SelectiveSSMClassifier,
     SelectiveSSMRegressor,
+    TransformerClassifier,
+    TransformerRegressor,
 )
 from skseq._validation import PARAMETER_RULES, check_parameters
 from skseq.neural._trainer import BaseSequenceNetwork
@@ -49,6 +51,8 @@ ESTIMATORS = [
     (S4DClassifier(**NETWORK_SIZES, d_state=2), SEQUENCES, TARGETS > 0),
     (ElmanRNNRegressor(**NETWORK_SIZES), SEQUENCES, TARGETS),
     (ElmanRNNClassifier(**NETWORK_SIZES), SEQUENCES, TARGETS > 0),
+    (TransformerRegressor(**NETWORK_SIZES, n_heads=2), SEQUENCES, TARGETS),
+    (TransformerClassifier(**NETWORK_SIZES, n_heads=2), SEQUENCES, TARGETS > 0),
 ]
 
 # Values that break each declared rule: of the wrong type, out of range, NaN.
