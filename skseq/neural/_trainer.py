@@ -22,7 +22,6 @@ part-way.
 
 import sys
 import time
-import warnings
 from functools import partial
 
 import numpy as np
@@ -35,6 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._parallel import ThreadRunner, single_threaded_blas
 from .._validation import check_parameters
+from ..base import warn_user
 from ._validation import NETWORK_PARAMETER_RULES, check_sequences
 
 __all__ = [
@@ -486,11 +486,10 @@ class BaseSequenceNetwork(BaseEstimator):
             if best_parameters is not None:
                 self.parameters_ = best_parameters
         if not incremental and not converged:
-            warnings.warn(
+            warn_user(
                 f"{type(self).__name__}: reached max_iter={self.max_iter} epochs without "
                 "convergence; increase max_iter.",
                 ConvergenceWarning,
-                stacklevel=3,
             )
         return self
 
