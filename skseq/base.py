@@ -3,10 +3,12 @@
 An EM estimator here is defined by four things:
 
 * ``_initialize(X, offsets, random_state)`` sets the initial parameters;
-* ``_estep(X, offsets)`` returns ``(statistics, log_likelihood)`` for a block
-  of whole sequences, where ``statistics`` is a :class:`SufficientStatistics`:
-  statistics of disjoint blocks *add up*, and can be *scaled* (stochastic EM
-  blends them as ``(1 - rho) * s + rho * (N / B) * s_batch``);
+* ``_estep(X, offsets, buffers=None)`` returns ``(statistics, log_likelihood)``
+  for a block of whole sequences (``buffers``: the block's work arrays, kept by
+  the fit's :class:`FitContext` between E steps, or None), where
+  ``statistics`` is a :class:`SufficientStatistics`: statistics of disjoint
+  blocks *add up*, and can be *scaled* (stochastic EM blends them as
+  ``(1 - rho) * s + rho * (N / B) * s_batch``);
 * ``_mstep(statistics)`` maps summed statistics to parameters;
 * ``_n_parameters()`` counts free parameters (for AIC / BIC).
 
@@ -30,6 +32,7 @@ import sys
 import time
 import warnings
 from contextlib import contextmanager
+from functools import partial
 
 import joblib
 import numpy as np
@@ -48,6 +51,7 @@ __all__ = [
     "ConvergenceMonitor",
     "SufficientStatistics",
     "BaseEM",
+    "FitContext",
     "check_scalar_param",
     "check_prior_param",
     "warn_user",
@@ -197,6 +201,42 @@ class ConvergenceMonitor:
         return self.iter >= self.n_iter or gain_below_tol
 
 
+class FitContext:
+    """What the E steps of one fit share: its thread runner and work arrays.
+
+    Made by :meth:`BaseEM._fit_context` for one fit and handed to each
+    :meth:`BaseEM._estep_parallel`; it lives as long as the fit and is never
+    stored on the estimator (so pickling and cloning an estimator need no
+    special case, during a fit or after).
+
+    Parameters
+    ----------
+    runner : :class:`skseq._parallel.ThreadRunner` or None
+        The fit's threads (running, inside its context); None: one thread.
+    data : ndarray or None
+        The fit's data.  Batch EM revisits the same blocks of whole sequences
+        every iteration, so each block of ``data`` keeps its work arrays from
+        one E step to the next; other arrays (online EM's minibatches, new
+        arrays each time) get none.
+    """
+
+    def __init__(self, runner=None, data=None):
+        self.runner = runner
+        self.data = data
+        self._buffers = {}
+
+    def buffers(self, X, start, stop):
+        """The work arrays (a dict for :func:`skseq.inference.hmm.work_array`) of
+        the rows ``start:stop`` when ``X`` is the fit's data, else None.
+
+        Called before the blocks go to threads: one thread at a time works on
+        a block's arrays.
+        """
+        if self.data is None or X is not self.data:
+            return None
+        return self._buffers.setdefault((int(start), int(stop)), {})
+
+
 class BaseEM(BaseEstimator):
     """Base class for estimators fitted by expectation-maximisation.
 
@@ -226,48 +266,51 @@ class BaseEM(BaseEstimator):
 
     # -- the E step over sequences, in threads -------------------------------
 
-    def __getstate__(self):
-        state = dict(super().__getstate__())  # a copy: the base may return __dict__ itself
-        state.pop("_pool", None)  # a live thread pool (during fit) is not data
-        state.pop("_workspace", None)  # nor are work arrays
-        return state
-
     @contextmanager
-    def _threads(self):
-        """One thread pool (:class:`skseq._parallel.ThreadRunner`) and one BLAS
-        thread cap for a whole fit.
+    def _fit_context(self, data=None):
+        """A :class:`FitContext` for one fit: the thread runner (and the BLAS
+        thread cap) of ``n_jobs``, and work arrays for the blocks of ``data``.
 
         Starting a pool costs milliseconds: far too much to pay on every E
-        step.  Inside this context, :meth:`_estep_parallel` reuses the pool.
+        step, so a fit makes one and hands it to every :meth:`_estep_parallel`.
+        The context lives in the caller's frame, never on the estimator: when
+        the fit ends (or fails) the threads stop and the work arrays go.
         """
-        n_jobs = effective_n_jobs(self.n_jobs)
-        if n_jobs == 1 or getattr(self, "_pool", None) is not None:
-            yield
+        if effective_n_jobs(self.n_jobs) == 1:
+            yield FitContext(None, data)
             return
-        with single_threaded_blas(), ThreadRunner(n_jobs) as pool:
-            self._pool = pool
-            try:
-                yield
-            finally:
-                del self._pool
+        with single_threaded_blas(), ThreadRunner(self.n_jobs) as runner:
+            yield FitContext(runner, data)
 
-    def _estep_parallel(self, X, offsets):
+    def _estep_parallel(self, X, offsets, context=None):
         """Sum the E-step statistics of all sequences, splitting them over threads.
 
         Each thread gets a contiguous block of whole sequences; the kernels
         release the GIL.  The sum is taken in block order, so the result
-        equals the one-thread result up to rounding.
+        equals the one-thread result up to rounding.  ``context`` (a
+        :class:`FitContext`): the fit's threads and work arrays; without
+        one (``partial_fit``), a pool is started for this call when it
+        needs more than one thread.
         """
         groups = split_offsets(offsets, effective_n_jobs(self.n_jobs))
         if len(groups) == 1:
-            return self._estep(X, offsets)
-
-        def block(first, stop):
+            buffers = None if context is None else context.buffers(X, 0, X.shape[0])
+            return self._estep(X, offsets, buffers)
+        if context is None or context.runner is None:
+            with self._fit_context() as context:
+                return self._estep_parallel(X, offsets, context)
+        calls = []
+        for first, stop in groups:
             start_row, stop_row = offsets[first], offsets[stop]
-            return lambda: self._estep(X[start_row:stop_row], offsets[first : stop + 1] - start_row)
-
-        with self._threads():
-            return self._add_up(self._pool([block(first, stop) for first, stop in groups]))
+            calls.append(
+                partial(
+                    self._estep,
+                    X[start_row:stop_row],
+                    offsets[first : stop + 1] - start_row,
+                    context.buffers(X, start_row, stop_row),
+                )
+            )
+        return self._add_up(context.runner(calls))
 
     @staticmethod
     def _add_up(results):
@@ -375,18 +418,18 @@ class BaseEM(BaseEstimator):
 
     # -- the EM loop ------------------------------------------------------------
 
-    def _run_em(self, X, offsets, random_state, monitor):
+    def _run_em(self, X, offsets, random_state, monitor, context):
         """Iterate E and M steps from the current parameters until ``monitor`` stops them.
 
-        Returns whether EM stopped on its criterion (rather than at
-        ``n_iter``) and the statistics of the last E step (``None`` when
-        ``n_iter`` is 0).
+        ``context``: the fit's :class:`FitContext`, for every E step.  Returns
+        whether EM stopped on its criterion (rather than at ``n_iter``) and the
+        statistics of the last E step (``None`` when ``n_iter`` is 0).
         """
         if self.learning_method == "online":
-            return self._run_online_em(X, offsets, random_state, monitor)
+            return self._run_online_em(X, offsets, random_state, monitor, context)
         statistics = None
         for _ in range(self.n_iter):
-            statistics, log_likelihood = self._estep_parallel(X, offsets)
+            statistics, log_likelihood = self._estep_parallel(X, offsets, context)
             self._check_log_likelihood(log_likelihood)
             monitor.report(log_likelihood)
             if self._stops(monitor):
@@ -394,7 +437,7 @@ class BaseEM(BaseEstimator):
             self._mstep(statistics)
         return False, statistics
 
-    def _run_online_em(self, X, offsets, random_state, monitor):
+    def _run_online_em(self, X, offsets, random_state, monitor, context):
         """Stochastic EM over minibatches of ``batch_size`` whole sequences.
 
         One iteration is one pass over the sequences in a random order; the
@@ -412,7 +455,9 @@ class BaseEM(BaseEstimator):
                 rows = np.concatenate([np.arange(offsets[s], offsets[s + 1]) for s in chosen])
                 lengths = offsets[chosen + 1] - offsets[chosen]
                 batch_offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.intp)
-                statistics, batch_log_likelihood = self._estep_parallel(X[rows], batch_offsets)
+                statistics, batch_log_likelihood = self._estep_parallel(
+                    X[rows], batch_offsets, context
+                )
                 self._check_log_likelihood(batch_log_likelihood)
                 log_likelihood += batch_log_likelihood
                 self._stochastic_step(statistics, len(rows), reference_rows)
@@ -435,8 +480,8 @@ class BaseEM(BaseEstimator):
             if init == 0:
                 self._warn_if_degenerate(X)
             monitor = self._fresh_monitor()
-            with self._threads():
-                converged, statistics = self._run_em(X, offsets, random_state, monitor)
+            with self._fit_context(X) as context:
+                converged, statistics = self._run_em(X, offsets, random_state, monitor, context)
             final = monitor.history[-1] if len(monitor.history) else -np.inf
             if best is None or final > best[0]:
                 if self.learning_method == "online":

@@ -421,15 +421,10 @@ class BaseHMM(BaseEM):
 
     def _fit_em(self, X, offsets):
         self._capture_presets()
-        if self.learning_method == "batch":
-            # Batch EM revisits the same blocks every iteration; online EM's
-            # minibatches are new arrays each time, so nothing to keep.
-            self._workspace = {}
         try:
             result = super()._fit_em(X, offsets)
         finally:
             del self._presets
-            self.__dict__.pop("_workspace", None)
         self._initialized()
         self._stream = None
         self.__dict__.pop("filtered_state_", None)
@@ -486,15 +481,10 @@ class BaseHMM(BaseEM):
 
     # -- EM -----------------------------------------------------------------
 
-    def _estep(self, X, offsets):
-        # During fit, each block of sequences keeps its work arrays from one EM
-        # iteration to the next (keyed by where its rows are; one thread at a
-        # time works on a block).
-        # Within a call, the sequences go in blocks that share the arrays.
-        workspace = getattr(self, "_workspace", None)
-        buffers = None
-        if workspace is not None:
-            buffers = workspace.setdefault((X.__array_interface__["data"][0], X.shape), {})
+    def _estep(self, X, offsets, buffers=None):
+        # ``buffers``: during a batch fit, this block's work arrays, kept from one
+        # EM iteration to the next by the fit's FitContext.  Within a call, the
+        # sequences go in blocks that share the arrays.
         blocks = []
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):

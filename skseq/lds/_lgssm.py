@@ -726,12 +726,13 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             "initial_state_covariance", initial_state_covariance
         )
 
-    def _estep(self, X, offsets):
+    def _estep(self, X, offsets, buffers=None):
         """Sufficient statistics and log-likelihood of a block of whole sequences.
 
         ``X`` is the stacked ``[X, controls]`` array (see :meth:`_stack`).  The
         statistics are sums over sequences and rows: they add across disjoint
-        blocks and scale linearly, as stochastic EM needs.
+        blocks and scale linearly, as stochastic EM needs.  The Kalman
+        recursions keep no work arrays between E steps (``buffers`` unused).
         """
         n_features = self.n_features_in_
         statistics, sequence_log_likelihood = em_statistics_offsets(
@@ -838,13 +839,13 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
 
     # -- batch EM, accelerated ----------------------------------------------------
 
-    def _run_em(self, X, offsets, random_state, monitor):
+    def _run_em(self, X, offsets, random_state, monitor, context):
         if self.learning_method == "online" or not _check_params_argument(self.params):
             # Nothing learned: no direction to extrapolate along.
-            return super()._run_em(X, offsets, random_state, monitor)
-        return self._run_squarem(X, offsets, monitor)
+            return super()._run_em(X, offsets, random_state, monitor, context)
+        return self._run_squarem(X, offsets, monitor, context)
 
-    def _run_squarem(self, X, offsets, monitor):
+    def _run_squarem(self, X, offsets, monitor, context):
         """Batch EM accelerated by SQUAREM.
 
         Returns, as :meth:`BaseEM._run_em`, whether EM stopped on its
@@ -873,7 +874,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             return False, None
         learned = sorted(_check_params_argument(self.params))
         units = self._coordinate_units(X)
-        statistics, log_likelihood = self._estep_parallel(X, offsets)
+        statistics, log_likelihood = self._estep_parallel(X, offsets, context)
         self._check_log_likelihood(log_likelihood)
         monitor.report(log_likelihood)
         step_cap = 1.0
@@ -882,7 +883,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             theta0 = self._get_parameters()
             self._mstep(statistics)
             theta1 = self._get_parameters()
-            statistics, log_likelihood = self._estep_parallel(X, offsets)
+            statistics, log_likelihood = self._estep_parallel(X, offsets, context)
             self._check_log_likelihood(log_likelihood)
             monitor.report(log_likelihood)
             if monitor.iter >= self.n_iter:
@@ -895,7 +896,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             if extrapolated is not None:
                 self._set_parameters(extrapolated)
                 # Not finite (NaN): the extrapolated parameters broke the recursions.
-                trial = self._estep_parallel(X, offsets)
+                trial = self._estep_parallel(X, offsets, context)
                 accepted = bool(np.isfinite(trial[1]) and trial[1] >= theta1_log_likelihood)
                 if accepted:
                     statistics, log_likelihood = trial
@@ -905,7 +906,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 step_cap *= 4.0
             if not accepted:
                 self._set_parameters(theta2)
-                statistics, log_likelihood = self._estep_parallel(X, offsets)
+                statistics, log_likelihood = self._estep_parallel(X, offsets, context)
                 self._check_log_likelihood(log_likelihood)
             monitor.report(log_likelihood)
             if log_likelihood - cycle_start < monitor.tol:
