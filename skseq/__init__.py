@@ -3,6 +3,7 @@
 from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, MultinomialHMM, PoissonHMM
 from .lds import LinearGaussianSSM
 from .neural import (
+    DeepMarkovModel,
     ElmanRNNClassifier,
     ElmanRNNRegressor,
     S4DClassifier,
@@ -30,4 +31,5 @@ __all__ = [
     "ElmanRNNClassifier",
     "TransformerRegressor",
     "TransformerClassifier",
+    "DeepMarkovModel",
 ]

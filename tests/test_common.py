@@ -12,6 +12,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from skseq import (
     GMMHMM,
     CategoricalHMM,
+    DeepMarkovModel,
     ElmanRNNClassifier,
     ElmanRNNRegressor,
     GaussianHMM,
@@ -54,7 +55,7 @@ def expected_failed_checks(estimator):
         failures["check_sample_weight_equivalence_on_dense_data"] = (
             MINIBATCH_WEIGHTS_ARE_NOT_REPEATS
         )
-    if isinstance(estimator, LinearGaussianSSM):
+    if isinstance(estimator, LinearGaussianSSM | DeepMarkovModel):
         failures["check_methods_sample_order_invariance"] = ROWS_ARE_TIME_STEPS
         failures["check_methods_subset_invariance"] = ROWS_ARE_TIME_STEPS
     return failures
@@ -149,6 +150,16 @@ ESTIMATORS = [
         max_iter=20,
         batch_size=64,
         learning_rate_init=2e-2,
+        random_state=0,
+        dtype="float64",
+    ),
+    DeepMarkovModel(
+        transition_hidden_size=4,
+        emission_hidden_size=4,
+        inference_hidden_size=4,
+        n_importance_samples=8,
+        max_iter=5,
+        learning_rate_init=1e-2,
         random_state=0,
         dtype="float64",
     ),

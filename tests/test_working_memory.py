@@ -16,6 +16,7 @@ from numpy.testing import assert_allclose
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq import (
+    DeepMarkovModel,
     ElmanRNNClassifier,
     ElmanRNNRegressor,
     S4DClassifier,
@@ -186,3 +187,99 @@ def test_the_default_limit_stops_an_absurd_request_before_any_work():
     X = np.zeros((64, 50000, 1), dtype=np.float32)
     with pytest.raises(ValueError, match=r"GiB of working memory .* than the limit of 8 GiB"):
         model.fit(X, np.zeros(64))
+
+
+# -- the deep Markov model: its own data layout, the same estimate and limit ----------------
+
+
+def _fitted_deep_markov_model(emission="gaussian", dtype="float64", **params):
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(120, 3))
+    if emission == "bernoulli":
+        X = (X > 0).astype(float)
+    params = dict(
+        transition_hidden_size=16,
+        emission_hidden_size=8,
+        inference_hidden_size=12,
+        max_iter=1,
+        random_state=0,
+        **params,
+    )
+    model = DeepMarkovModel(2, emission=emission, dtype=dtype, **params)
+    return model.fit(X, lengths=[40, 40, 40])
+
+
+@pytest.mark.parametrize("emission", ["gaussian", "bernoulli"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_deep_markov_estimate_bounds_the_kept_activations(emission, dtype):
+    """Exact for one sequence; a few percent above for more.
+
+    (A batch of one sequence keeps some reshaped views that are copies for
+    two or more, so the probes' slope in the number of sequences is a little
+    steeper than the truth: the estimate errs on the safe side.)
+    """
+    model = _fitted_deep_markov_model(emission, dtype)
+    parameters = model.parameters_
+    coefficients = estimate_activation_bytes(
+        model.network_, parameters, 3, forward=model._kept_activations
+    )
+    excluded = {id(value) for value in parameters.values()}
+    for n_sequences, n_steps in [(1, 500), (5, 300)]:
+        X = np.random.RandomState(1).normal(size=(n_sequences, n_steps, 3)).astype(dtype)
+        kept = _owned_bytes(model._kept_activations(parameters, X), set(), excluded)
+        ratio = activation_bytes(coefficients, n_sequences, n_steps) / kept
+        assert 1 - 1e-9 <= ratio <= 1.05
+
+
+def test_the_factors_bound_the_peak_of_a_deep_markov_training_step():
+    model = _fitted_deep_markov_model()
+    parameters = model.parameters_
+    coefficients = estimate_activation_bytes(
+        model.network_, parameters, 3, forward=model._kept_activations
+    )
+    X = np.random.RandomState(1).normal(size=(8, 400, 3))
+    kept = activation_bytes(coefficients, 8, 400)
+    tracemalloc.start()
+    try:
+        cache = model._kept_activations(parameters, X)
+        _, forward_peak = tracemalloc.get_traced_memory()
+        model.network_.backward(parameters, cache, -1.0, 1.0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert forward_peak <= PREDICTION_MEMORY_FACTOR * kept
+    assert forward_peak < peak <= TRAINING_MEMORY_FACTOR * kept
+
+
+def test_deep_markov_fit_beyond_the_limit_raises_naming_batch_size(monkeypatch):
+    X = np.random.RandomState(0).normal(size=(40 * 300, 2))
+    lengths = [300] * 40
+    model = DeepMarkovModel(2, max_iter=1, random_state=0)
+    # A minibatch of 32 sequences of 300 steps needs about 24 MiB, of 2 about 1.5 MiB.
+    monkeypatch.setattr(_trainer, "MAX_WORKING_MEMORY", 2**23)
+    with pytest.raises(ValueError, match=r"a minibatch of 32 sequences of 300 steps needs about"):
+        model.fit(X, lengths=lengths)
+    with pytest.raises(ValueError, match="lower batch_size"):
+        model.fit(X, lengths=lengths)
+    model.set_params(batch_size=2).fit(X, lengths=lengths)
+
+
+def test_deep_markov_scores_beyond_the_limit_take_fewer_draws_at_a_time(monkeypatch):
+    model = _fitted_deep_markov_model(n_importance_samples=64)
+    X_new = np.random.RandomState(1).normal(size=(2 * 500, 3))
+    lengths = [500, 500]
+    expected_scores = model.score_sequences(X_new, lengths=lengths)
+    expected_states = model.transform(X_new, lengths=lengths)
+    state = dict(vars(model))
+    one_draw = model._working_memory(np.zeros((1, 500, 3)), 1, training=False)
+    # 64 draws fit at once without a limit; 5 draws' worth allow 4 (64 -> 32 -> ... -> 4).
+    monkeypatch.setattr(_trainer, "MAX_WORKING_MEMORY", 5 * one_draw)
+    assert model._prediction_chunk(np.zeros((1, 500, 3)), 64, 1, n_sequences=64) == 4
+    assert_allclose(model.score_sequences(X_new, lengths=lengths), expected_scores, rtol=1e-12)
+    assert_allclose(
+        model.transform(X_new, lengths=lengths), expected_states, rtol=1e-12, atol=1e-14
+    )
+    monkeypatch.setattr(_trainer, "MAX_WORKING_MEMORY", 0.5 * one_draw)
+    with pytest.raises(ValueError, match="predicting sequences of 500 steps needs about"):
+        model.score(X_new, lengths=lengths)
+    assert vars(model).keys() == state.keys()

@@ -1,4 +1,5 @@
-"""Neural sequence models trained by minibatch Adam: state spaces, Elman RNNs, Transformers.
+"""Neural sequence models trained by minibatch Adam: state spaces, Elman RNNs, Transformers
+and the deep Markov model.
 
 Supervised sequence estimators take ``X`` of shape ``(n_sequences, seq_len)``
 or ``(n_sequences, seq_len, n_features)`` and one target per sequence or per
@@ -8,9 +9,12 @@ step.  Their layers (:mod:`skseq.neural._layers`, :mod:`skseq.neural._mamba`,
 passes; the recurrence runs in the Cython selective-scan kernel, S4D's kernel
 in the Cython Vandermonde kernel and its convolution by FFT, the Elman
 recurrence in its Cython kernel, attention in the Cython tiled-attention
-kernel.
+kernel.  :class:`DeepMarkovModel` is
+unsupervised: it takes the rows of concatenated sequences like the HMMs and
+runs its inference network's backward RNN on the Elman kernel.
 """
 
+from ._deep_markov import DeepMarkovModel
 from ._elman_rnn import ElmanRNNClassifier, ElmanRNNRegressor
 from ._selective_ssm import SelectiveSSMClassifier, SelectiveSSMRegressor
 from ._structured_ssm import S4DClassifier, S4DRegressor
@@ -25,4 +29,5 @@ __all__ = [
     "ElmanRNNClassifier",
     "TransformerRegressor",
     "TransformerClassifier",
+    "DeepMarkovModel",
 ]

@@ -14,6 +14,12 @@ A network is any object with ``init_parameters(random_state, dtype)``,
 ``backward(parameters, grad_outputs, cache) -> grads`` (see
 :class:`~skseq.neural._network.ResidualSequenceNetwork`).
 
+Unsupervised models (the deep Markov model) train on the same loop: they
+validate their own data and call :meth:`BaseSequenceNetwork._train` with one
+"target" and one weight array per sequence, and redefine the hooks
+``_new_network``, ``_loss_and_gradients``, ``_validation_score`` and
+``_describe_loss``.
+
 Before training and prediction the trainer estimates the working memory the
 passes will need and raises a ``ValueError`` beyond :data:`MAX_WORKING_MEMORY`
 (see :func:`estimate_activation_bytes`), instead of running out of memory
@@ -91,7 +97,7 @@ def _owned_bytes(value, seen, excluded):
     return 0
 
 
-def estimate_activation_bytes(network, parameters, n_features):
+def estimate_activation_bytes(network, parameters, n_features, *, forward=None):
     """A model of the bytes a forward pass keeps, as a function of the batch.
 
     The arrays that ``network.forward`` returns in its outputs and cache (what
@@ -111,6 +117,11 @@ def estimate_activation_bytes(network, parameters, n_features):
     parameters : dict of ndarray
         The network's parameters; their dtype is the working precision.
     n_features : int
+    forward : callable, optional
+        ``forward(parameters, X)`` returning what a training forward pass on
+        ``X`` of shape (n_sequences, n_steps, n_features) keeps; by default
+        ``network.forward`` (networks whose pass takes more than ``X``, as
+        the deep Markov model's, pass their own).
 
     Returns
     -------
@@ -129,14 +140,15 @@ def estimate_activation_bytes(network, parameters, n_features):
     >>> round(activation_bytes(coefficients, 10, 100)) == kept
     True
     """
+    if forward is None:
+        forward = network.forward
     dtype = next(iter(parameters.values())).dtype
     excluded = {id(value) for value in parameters.values()}
     rng = np.random.RandomState(0)
     design, measured = [], []
     for n_sequences, n_steps in _MEMORY_PROBES:
         X = rng.normal(size=(n_sequences, n_steps, n_features)).astype(dtype)
-        outputs, cache = network.forward(parameters, X)
-        measured.append(_owned_bytes((outputs, cache), set(), excluded))
+        measured.append(_owned_bytes(forward(parameters, X), set(), excluded))
         steps = np.array([1.0, n_steps, n_steps**2])
         design.append(np.concatenate([steps, n_sequences * steps]))
     return np.linalg.solve(np.array(design), np.array(measured, dtype=np.float64))
@@ -308,12 +320,18 @@ class BaseSequenceNetwork(BaseEstimator):
         if model is None or model[0] != dtype.str:
             model = (
                 dtype.str,
-                estimate_activation_bytes(self.network_, self.parameters_, X.shape[2]),
+                estimate_activation_bytes(
+                    self.network_, self.parameters_, X.shape[2], forward=self._kept_activations
+                ),
             )
             if training:  # predict leaves the estimator unchanged
                 self._activation_model = model
         factor = TRAINING_MEMORY_FACTOR if training else PREDICTION_MEMORY_FACTOR
         return factor * activation_bytes(model[1], n_sequences, X.shape[1])
+
+    def _kept_activations(self, parameters, X):
+        """What a training forward pass on prepared ``X`` keeps for its backward pass."""
+        return self.network_.forward(parameters, X)
 
     def _check_training_memory(self, X, batch_size):
         needed = self._working_memory(X, batch_size, training=True)
@@ -325,9 +343,14 @@ class BaseSequenceNetwork(BaseEstimator):
                 "sequences into shorter ones."
             )
 
-    def _prediction_chunk(self, X, chunk, n_threads):
-        """``chunk`` sequences per forward pass, fewer if ``n_threads`` of them need too much."""
-        n_sequences = X.shape[0]
+    def _prediction_chunk(self, X, chunk, n_threads, n_sequences=None):
+        """``chunk`` sequences per forward pass, fewer if ``n_threads`` of them need too much.
+
+        ``X`` gives the length and features; ``n_sequences`` (default
+        ``X.shape[0]``) is how many sequences there are to pass in all.
+        """
+        if n_sequences is None:
+            n_sequences = X.shape[0]
 
         def needed(chunk):
             return self._working_memory(X, min(n_sequences, chunk * n_threads), training=False)
@@ -371,6 +394,18 @@ class BaseSequenceNetwork(BaseEstimator):
 
     # -- one minibatch ---------------------------------------------------------------
 
+    def _sharded(self, shard, n_sequences, parallel):
+        """Sum ``shard(part) -> (loss, grads)`` over shards of the minibatch's sequences.
+
+        One shard per thread, in sequence order, so the sum equals the
+        one-thread result up to rounding.
+        """
+        n_shards = self._n_threads(n_sequences)
+        if n_shards == 1:
+            return shard(slice(None))
+        results = parallel([partial(shard, part) for part in _shard_slices(n_sequences, n_shards)])
+        return sum(loss for loss, _ in results), _sum_dicts([grads for _, grads in results])
+
     def _loss_and_gradients(self, X, targets, weights, normaliser, parallel):
         """Loss and gradient of one minibatch; shards of sequences go to threads."""
 
@@ -379,11 +414,7 @@ class BaseSequenceNetwork(BaseEstimator):
             loss, grad_outputs = self._loss(outputs, targets[part], weights[part], normaliser)
             return loss, self.network_.backward(self.parameters_, grad_outputs, cache)
 
-        n_shards = self._n_threads(X.shape[0])
-        if n_shards == 1:
-            return shard(slice(None))
-        results = parallel([partial(shard, part) for part in _shard_slices(X.shape[0], n_shards)])
-        return sum(loss for loss, _ in results), _sum_dicts([grads for _, grads in results])
+        return self._sharded(shard, X.shape[0], parallel)
 
     def _train_step(self, X, targets, weights, parallel):
         normaliser = float(np.sum(weights, dtype=np.float64))
@@ -406,11 +437,23 @@ class BaseSequenceNetwork(BaseEstimator):
 
     # -- the loop ----------------------------------------------------------------------
 
+    def _new_network(self, n_features):
+        """The untrained network for ``n_features`` inputs per step."""
+        return self._make_network(n_features, self.n_outputs_, self.per_step_)
+
+    def _validation_score(self, X, targets, weights):
+        """The score early stopping maximises, on the held-out sequences."""
+        return self._score_outputs(self._network_outputs(X), targets, weights)
+
+    def _describe_loss(self, loss):
+        """The epoch's loss as ``verbose`` prints it."""
+        return f"loss {loss:.6f}"
+
     def _initialize(self, n_features, dtype):
         self._random_state = check_random_state(self.random_state)
-        self.network_ = self._make_network(n_features, self.n_outputs_, self.per_step_)
+        self.network_ = self._new_network(n_features)
         self.parameters_ = self.network_.init_parameters(self._random_state, dtype)
-        self._activation_model = None  # measured for this network by _check_working_memory
+        self._activation_model = None  # measured for this network by _working_memory
         self._decayed_parameters = tuple(self.network_.decayed_parameters())
         self._optimizer = Adam(self.parameters_)
         self.n_iter_ = 0
@@ -430,6 +473,16 @@ class BaseSequenceNetwork(BaseEstimator):
         targets, weights = self._prepare_targets(
             X, y, sample_weight, first_call=first_call, classes=classes
         )
+        return self._train(X, targets, weights, first_call=first_call, incremental=incremental)
+
+    def _train(self, X, targets, weights, *, first_call, incremental):
+        """The epoch loop on validated arrays (the hyperparameters are checked).
+
+        ``X`` is (n_sequences, seq_len, n_features) of the working dtype;
+        ``targets`` and ``weights`` have one entry (or row) per sequence and
+        are what ``_loss_and_gradients`` receives for a minibatch.
+        """
+        dtype = self._working_dtype()
         weights = weights.astype(dtype, copy=False)
         if first_call:
             self._initialize(X.shape[2], dtype)
@@ -459,11 +512,9 @@ class BaseSequenceNetwork(BaseEstimator):
         with single_threaded_blas(), ThreadRunner(n_threads) as parallel:
             for _ in range(1 if incremental else self.max_iter):
                 loss = self._run_epoch(X, targets, weights, batch_size, parallel)
-                message = f"Epoch {self.n_iter_}: loss {loss:.6f}"
+                message = f"Epoch {self.n_iter_}: {self._describe_loss(loss)}"
                 if early_stopping:
-                    score = self._score_outputs(
-                        self._network_outputs(X_val), targets_val, weights_val
-                    )
+                    score = self._validation_score(X_val, targets_val, weights_val)
                     message += f", validation score {score:.6f}"
                     if self._record_validation_score(score):
                         best_parameters = {k: v.copy() for k, v in self.parameters_.items()}
