@@ -11,6 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from skseq import (
     GMMHMM,
     CategoricalHMM,
+    DeepMarkovModel,
     ElmanRNNClassifier,
     ElmanRNNRegressor,
     GaussianHMM,
@@ -53,6 +54,19 @@ ESTIMATORS = [
     (ElmanRNNClassifier(**NETWORK_SIZES), SEQUENCES, TARGETS > 0),
     (TransformerRegressor(**NETWORK_SIZES, n_heads=2), SEQUENCES, TARGETS),
     (TransformerClassifier(**NETWORK_SIZES, n_heads=2), SEQUENCES, TARGETS > 0),
+    (
+        DeepMarkovModel(
+            2,
+            transition_hidden_size=4,
+            emission_hidden_size=4,
+            inference_hidden_size=4,
+            n_importance_samples=4,
+            max_iter=1,
+            batch_size=8,
+        ),
+        REAL_ROWS,
+        None,
+    ),
 ]
 
 # Values that break each declared rule: of the wrong type, out of range, NaN.
