@@ -957,6 +957,46 @@ class BaseHMM(BaseEM):
         self._require_possible(result.sequence_log_likelihood)
         return result.filtered
 
+    @lengths_by_keyword
+    def predict_next_state_proba(self, X, *, lengths=None, sequence_ids=None):
+        """One-step predictive state probabilities p(z_{t+1} | x_1..x_t) of each row.
+
+        Row ``t`` of a sequence holds the distribution of the state of the
+        step after it, given the rows of its sequence up to and including
+        ``t``: the filtered probabilities of :meth:`filter` times
+        ``transmat_``.  The first row of a sequence thus holds the prediction
+        made after seeing that row, and its last row the prediction for the
+        step beyond the sequence's end; the prior of the first step, before
+        any row is seen, is ``startprob_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        lengths, sequence_ids : see :meth:`fit`.
+
+        Returns
+        -------
+        predicted : ndarray of shape (n_samples, n_components)
+            Each row sums to one.
+
+        Raises
+        ------
+        ValueError
+            If a sequence has probability zero under the model (its filtered
+            probabilities are undefined), as :meth:`filter` does.
+        """
+        X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
+        return self._predicted_states(X, offsets)
+
+    def _predicted_states(self, X, offsets):
+        """p(z_{t+1} | x_1..x_t) of every row of validated ``X``."""
+        result = self._forward(X, offsets)
+        self._require_possible(result.sequence_log_likelihood)
+        predicted = result.filtered @ self.transmat_
+        # Both factors are stochastic; renormalising only removes rounding.
+        predicted /= predicted.sum(axis=1, keepdims=True)
+        return predicted
+
     def _forward(self, X, offsets, keep_filtered=True):
         """Forward pass block by block; ``filtered`` is None unless ``keep_filtered``."""
         filtered = np.empty((X.shape[0], self.n_components)) if keep_filtered else None

@@ -5,6 +5,7 @@ import numpy as np
 from scipy.special import gammaln
 from sklearn.utils.validation import validate_data
 
+from .._sequences import lengths_by_keyword
 from .._validation import masked_as_nan, optional
 from ._base import BaseHMM, check_probability_vector, dirichlet_map, fit_kmeans
 
@@ -400,6 +401,62 @@ class CategoricalHMM(BaseHMM):
         support = np.arange(table.shape[2]) < self._alphabets()[:, None]
         prior = emission_table(self._prior("emissionprob_prior", shape))
         self.emissionprob_ = dirichlet_map(statistics["obs"], prior, table, support).reshape(shape)
+
+    @lengths_by_keyword
+    def predict_next_proba(self, X, *, lengths=None, sequence_ids=None):
+        """Filtered one-step predictive symbol probabilities p(x_{t+1} | x_1..x_t).
+
+        Row ``t`` of a sequence holds the distribution of the symbol at the
+        step after it, given the rows of its sequence up to and including
+        ``t``::
+
+            p(x_{t+1} = v | x_1..x_t) = sum_j p(z_{t+1} = j | x_1..x_t) emissionprob_[j, v]
+
+        with the predictive state probabilities of
+        :meth:`predict_next_state_proba`.  This is the convention of a causal
+        sequence model trained on next-symbol targets: row ``t`` is the
+        prediction of row ``t + 1``, the last row of a sequence predicts the
+        step beyond its end, and the first symbol of a sequence, predicted
+        before any row is seen, is in no row (its distribution is
+        ``startprob_ @ emissionprob_``).  So the log-probability of a
+        sequence is ``log p(x_1)`` plus the sum over its rows ``t < T`` of
+        ``log predict_next_proba(X)[t, x_{t+1}]``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_columns)
+        lengths, sequence_ids : see :meth:`fit`.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_symbols) or (n_samples, n_columns, n_symbols)
+            In the layout of ``emissionprob_`` without its state axis: for
+            one column of symbols, each row sums to one over the symbols;
+            for several, ``proba[t, f, v]`` is the predictive probability of
+            symbol ``v`` in column ``f`` (each column's marginal; entries
+            beyond a column's alphabet are zero).
+
+        Raises
+        ------
+        ValueError
+            If a sequence has probability zero under the model.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skseq.hmm import CategoricalHMM
+        >>> model = CategoricalHMM(n_components=2)
+        >>> model.startprob_ = [1.0, 0.0]
+        >>> model.transmat_ = [[0.0, 1.0], [1.0, 0.0]]
+        >>> model.emissionprob_ = [[1.0, 0.0], [0.0, 1.0]]
+        >>> model.predict_next_proba([[0], [1], [0]]).tolist()
+        [[0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]
+        """
+        X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
+        predicted = self._predicted_states(X, offsets)
+        table = emission_table(self.emissionprob_)
+        proba = np.einsum("tj,jfv->tfv", predicted, table)
+        return proba[:, 0] if np.ndim(self.emissionprob_) == 2 else proba
 
     def _emission_n_parameters(self):
         return {"e": self.n_components * int((self._alphabets() - 1).sum())}
