@@ -282,6 +282,40 @@ class BaseEM(BaseEstimator):
         with single_threaded_blas(), ThreadRunner(self.n_jobs) as runner:
             yield FitContext(runner, data)
 
+    def _over_sequence_blocks(self, function, offsets, *row_arrays, context=None):
+        """``function(*blocks_of_row_arrays, local_offsets)`` on blocks of whole sequences.
+
+        The sequences are cut into at most ``n_jobs`` contiguous blocks of
+        similar row counts; each block's rows of every array of
+        ``row_arrays`` (one row per row of ``X``; ``None`` stays ``None``) and
+        its offsets, starting at 0, go to ``function`` in the threads of
+        ``context`` (the fit's :class:`FitContext`; without one, threads
+        started for this call), or on the workers of the joblib backend in
+        effect (dask's, for example).  With a ``context``, ``function`` also
+        gets the block's work arrays as its last argument (None unless the
+        first of ``row_arrays`` is the fit's data).  Returns the results in
+        block order.
+        """
+        groups = split_offsets(offsets, effective_n_jobs(self.n_jobs))
+
+        def call(start_row, stop_row, rows, local_offsets):
+            if context is None:
+                return partial(function, *rows, local_offsets)
+            buffers = context.buffers(row_arrays[0], start_row, stop_row)
+            return partial(function, *rows, local_offsets, buffers)
+
+        if len(groups) == 1:
+            return [call(0, offsets[-1], row_arrays, offsets)()]
+        calls = []
+        for first, stop in groups:
+            start_row, stop_row = offsets[first], offsets[stop]
+            rows = [None if a is None else a[start_row:stop_row] for a in row_arrays]
+            calls.append(call(start_row, stop_row, rows, offsets[first : stop + 1] - start_row))
+        if context is not None and context.runner is not None:
+            return context.runner(calls)
+        with self._fit_context() as for_this_call:
+            return for_this_call.runner(calls)
+
     def _estep_parallel(self, X, offsets, context=None):
         """Sum the E-step statistics of all sequences, splitting them over threads.
 
@@ -292,25 +326,7 @@ class BaseEM(BaseEstimator):
         one (``partial_fit``), a pool is started for this call when it
         needs more than one thread.
         """
-        groups = split_offsets(offsets, effective_n_jobs(self.n_jobs))
-        if len(groups) == 1:
-            buffers = None if context is None else context.buffers(X, 0, X.shape[0])
-            return self._estep(X, offsets, buffers)
-        if context is None or context.runner is None:
-            with self._fit_context() as context:
-                return self._estep_parallel(X, offsets, context)
-        calls = []
-        for first, stop in groups:
-            start_row, stop_row = offsets[first], offsets[stop]
-            calls.append(
-                partial(
-                    self._estep,
-                    X[start_row:stop_row],
-                    offsets[first : stop + 1] - start_row,
-                    context.buffers(X, start_row, stop_row),
-                )
-            )
-        return self._add_up(context.runner(calls))
+        return self._add_up(self._over_sequence_blocks(self._estep, offsets, X, context=context))
 
     @staticmethod
     def _add_up(results):

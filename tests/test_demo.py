@@ -1,4 +1,4 @@
-"""The README's main job: ``python -m skseq demo`` on the bundled data."""
+"""The command line: ``python -m skseq demo`` (the README's first command) and its options."""
 
 import re
 import subprocess
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from skseq import PoissonHMM, _demo
+from skseq.__main__ import main
 from skseq.datasets import load_nile, load_sunspots, load_us_macro
 
 
@@ -27,14 +28,17 @@ def test_bundled_data_sets_load():
     assert sunspots.data.shape == (309, 1) and np.all(sunspots.data >= 0)
 
 
-def test_demo_runs_and_finds_the_known_structure():
+def test_demo_runs_every_family_and_finds_the_known_structure():
     result = subprocess.run(
         [sys.executable, "-m", "skseq", "demo"], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for model in ("GaussianHMM", "GMMHMM", "CategoricalHMM", "PoissonHMM"):
+    for model in ("GaussianHMM", "GMMHMM", "CategoricalHMM", "PoissonHMM", "LinearGaussianSSM"):
         assert model in out
+    for network in ("SelectiveSSM", "S4D", "ElmanRNN", "Transformer"):
+        assert f"{network}Regressor: R^2" in out
+    assert re.findall(r"^\[(\d+)/12\]", out, re.MULTILINE) == [str(k) for k in range(1, 13)]
     # The 2008-09 recession and the Nile's 1898-99 change point are found.
     assert "2008Q" in out.split("low-growth episodes:")[1].splitlines()[0]
     change_line = out.split("regime changes in:")[1].splitlines()[0]
@@ -81,3 +85,136 @@ def test_each_state_line_pairs_its_own_numbers_in_one_order(capsys):
         assert float(rate) == pytest.approx(model.lambdas_[state, 0], abs=0.005)
     rates = [float(rate) for _, _, rate in parsed]
     assert rates == sorted(rates)
+
+
+def test_help_lists_the_commands_and_the_families(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "demo" in out and "datasets" in out
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    out = capsys.readouterr().out
+    assert "{hmm,lgssm,neural,all}" in out and "--plot FILE" in out and "--epochs N" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["demo", "lds"], ["demo", "--epochs", "0"], ["demo", "--epochs", "x"], ["train"]],
+    ids=["no command", "unknown family", "zero epochs", "epochs not int", "unknown command"],
+)
+def test_bad_arguments_exit_with_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_demo_leaves_numpy_print_options_alone(capsys):
+    before = np.get_printoptions()
+    assert main(["demo", "lgssm"]) == 0
+    assert np.get_printoptions() == before
+
+
+def test_run_demo_rejects_an_unknown_family():
+    with pytest.raises(ValueError, match="family must be one of"):
+        _demo.run_demo("svm")
+
+
+def progress_steps(out):
+    return [(int(done), int(total)) for done, total in re.findall(r"^\[(\d+)/(\d+)\]", out, re.M)]
+
+
+def test_hmm_family_reports_every_hmm_and_the_earthquake_states(capsys):
+    assert main(["demo", "hmm"]) == 0
+    out = capsys.readouterr().out
+    assert progress_steps(out) == [(k, 6) for k in range(1, 7)]
+    bic = dict(
+        re.findall(r"(\d): ([\d.]+)", out.split("BIC by number of states:")[1].splitlines()[0])
+    )
+    assert sorted(bic) == ["1", "2", "3", "4"]
+    # The reported number of states is the one of least BIC.
+    best = min(bic, key=lambda k: float(bic[k]))
+    assert f"PoissonHMM, {best} states by BIC" in out
+    assert "LinearGaussianSSM" not in out and "Regressor" not in out
+
+
+def test_lgssm_family_finds_the_local_level_maximum_likelihood(capsys):
+    assert main(["demo", "lgssm"]) == 0
+    out = capsys.readouterr().out
+    assert progress_steps(out) == [(1, 2), (2, 2)]
+    level, noise = re.search(
+        r"level noise variance (\d+), observation noise variance (\d+)", out
+    ).groups()
+    # The maximum-likelihood estimates of the literature (Durbin and Koopman):
+    # 1469 and 15099; EM stops within half a percent of them.
+    assert float(level) == pytest.approx(1469, rel=0.01)
+    assert float(noise) == pytest.approx(15099, rel=0.01)
+    assert "2 factor(s): log-likelihood" in out
+
+
+def test_neural_family_on_tiny_settings(capsys):
+    assert main(["demo", "neural", "--epochs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert progress_steps(out) == [(k, 4) for k in range(1, 5)]
+    scores = dict(re.findall(r"(\w+Regressor): R\^2 (-?[\d.]+) on the test years, 2 epochs", out))
+    assert sorted(scores) == sorted(
+        ["SelectiveSSMRegressor", "S4DRegressor", "ElmanRNNRegressor", "TransformerRegressor"]
+    )
+    assert all(np.isfinite(float(value)) for value in scores.values())
+
+
+def test_sunspot_windows_never_train_on_the_test_years():
+    series = np.arange(30, dtype=np.float32)
+    years = np.arange(1900, 1930)
+    X_train, y_train, X_test, y_test, test_years = _demo._sunspot_windows(series, years, 1920, 5)
+    # Training targets are the next year's values of years before 1920.
+    assert y_train.max() == 19 and np.array_equal(y_train, X_train + 1)
+    assert np.array_equal(test_years, np.arange(1920, 1930))
+    assert np.array_equal(y_test, series[20:]) and np.array_equal(X_test[:, -1], series[19:29])
+
+
+def test_plot_saves_a_figure(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "demo.png"
+    assert main(["demo", "lgssm", "--plot", str(path)]) == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Figure saved to" in capsys.readouterr().err
+
+
+def test_plot_without_matplotlib_says_so_before_any_work(monkeypatch, capsys):
+    def no_matplotlib():
+        raise ImportError(
+            "--plot needs matplotlib, which is not installed (pip install matplotlib)."
+        )
+
+    monkeypatch.setattr(_demo, "pyplot", no_matplotlib)
+    assert main(["demo", "--plot", "figure.png"]) == 2
+    captured = capsys.readouterr()
+    assert "--plot needs matplotlib" in captured.err and "[1/" not in captured.out
+
+
+def test_pyplot_error_names_matplotlib(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(ImportError, match="pip install matplotlib"):
+        _demo.pyplot()
+
+
+def test_datasets_command_lists_every_loader_with_its_licence(capsys):
+    from skseq import datasets
+
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    for name in datasets.__all__:
+        assert f"{name}:" in out
+    assert out.count("licence:") == len(datasets.__all__)

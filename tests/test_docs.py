@@ -29,6 +29,7 @@ PUBLIC_MODULES = [
     "skseq.inference.rnn",
     "skseq.inference.attention",
     "skseq.datasets",
+    "skseq.streams",
 ]
 
 

@@ -800,7 +800,7 @@ class BaseHMM(BaseEM):
         log_likelihood : float
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids, y=y, method="score")
-        result = self._forward(X, offsets, keep_filtered=False)
+        result = self._forward_over_blocks(X, offsets)
         if self._densities_never_zero:
             self._require_possible(result.sequence_log_likelihood)
         if sample_weight is None:
@@ -822,7 +822,7 @@ class BaseHMM(BaseEM):
         log_likelihoods : ndarray of shape (n_sequences,)
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
-        result = self._forward(X, offsets, keep_filtered=False)
+        result = self._forward_over_blocks(X, offsets)
         sequence_log_likelihood = result.sequence_log_likelihood
         if self._densities_never_zero:
             self._require_possible(sequence_log_likelihood)
@@ -1019,6 +1019,20 @@ class BaseHMM(BaseEM):
         self._blockwise(X, offsets, block)
         return ForwardResult(
             float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
+        )
+
+    def _forward_over_blocks(self, X, offsets):
+        """:meth:`_forward` without ``filtered``, over blocks of sequences in
+        ``n_jobs`` threads or on the joblib backend's workers (scores)."""
+        results = self._over_sequence_blocks(
+            lambda X, offsets: self._forward(X, offsets, keep_filtered=False), offsets, X
+        )
+        sequence_log_likelihood = np.concatenate([r.sequence_log_likelihood for r in results])
+        return ForwardResult(
+            float(sequence_log_likelihood.sum()),
+            None,
+            sequence_log_likelihood,
+            np.concatenate([r.log_predictive for r in results]),
         )
 
     def sample(self, n_samples=1, random_state=None, currstate=None):

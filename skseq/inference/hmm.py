@@ -401,7 +401,11 @@ def forward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     ...                  np.log([[0.9, 0.1], [0.1, 0.9]]))
     >>> result.filtered.round(3)
     array([[0.9  , 0.1  ],
-           [0.218, 0.782]])
+           [0.352, 0.648]])
+
+    By hand: p(z_1) is proportional to (0.5 * 0.9, 0.5 * 0.1), that is (0.9, 0.1);
+    predicted one step, (0.83, 0.17); times the second frame's (0.1, 0.9) and
+    normalised, (0.083, 0.153) / 0.236.
     """
     log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
         log_startprob, log_transmat, log_frameprob

@@ -1252,9 +1252,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         log_likelihood : float
         """
         X, offsets, controls = self._prepare(X, y, lengths, sequence_ids, controls, "score")
-        _, _, sequence_log_likelihood, log_predictive = filter_last_offsets(
-            self._checked_model(), X, controls, offsets
-        )
+        sequence_log_likelihood, log_predictive = self._filter_over_blocks(X, controls, offsets)
         self._check_finite(sequence_log_likelihood)
         if sample_weight is None:
             return float(sequence_log_likelihood.sum())
@@ -1273,11 +1271,25 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         X, offsets, controls = self._prepare(
             X, y, lengths, sequence_ids, controls, "score_sequences"
         )
-        _, _, sequence_log_likelihood, _ = filter_last_offsets(
-            self._checked_model(), X, controls, offsets
-        )
+        sequence_log_likelihood, _ = self._filter_over_blocks(X, controls, offsets)
         self._check_finite(sequence_log_likelihood)
         return sequence_log_likelihood
+
+    def _filter_over_blocks(self, X, controls, offsets):
+        """Each sequence's log-likelihood and each row's one-step predictive log
+        density, by the Kalman filter over blocks of sequences in ``n_jobs``
+        threads or on the joblib backend's workers."""
+        # Each block builds the kernel's model itself: it cannot be pickled
+        # (to a dask worker), and building it is cheap.
+        results = self._over_sequence_blocks(
+            lambda X, controls, offsets: filter_last_offsets(
+                self._checked_model(), X, controls, offsets
+            )[2:],
+            offsets,
+            X,
+            controls,
+        )
+        return tuple(np.concatenate(parts) for parts in zip(*results))
 
     def aic(self, X, lengths=None, *, sequence_ids=None, controls=None):
         """Akaike information criterion on X (lower is better).
