@@ -23,6 +23,7 @@ PUBLIC_MODULES = [
     "skseq.lds",
     "skseq.neural",
     "skseq.inference",
+    "skseq.inference.gaussian",
     "skseq.inference.kalman",
     "skseq.inference.scan",
     "skseq.inference.s4d",
@@ -95,3 +96,14 @@ def test_every_public_name_has_an_api_page():
         "Public names without a page in doc/api/ (add a stub page and list it in "
         f"doc/api/index.rst): {missing}"
     )
+
+
+def test_architecture_example_runs():
+    """The worked emission model of doc/user_guide/architecture.rst fits, decodes and streams."""
+    sys.path.insert(0, str(DOC))
+    try:
+        from check_snippets import run_page
+    finally:
+        sys.path.remove(str(DOC))
+    ok, _, output = run_page(DOC / "user_guide" / "architecture.rst")
+    assert ok, output

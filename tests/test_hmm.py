@@ -937,34 +937,6 @@ def test_left_right_model_with_extreme_emissions_has_finite_likelihood():
     np.testing.assert_allclose(model.predict_proba(X), [[1, 0], [0, 1], [0, 1]], atol=1e-12)
 
 
-@pytest.mark.parametrize("n_components", [1, 3, 12])
-@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
-def test_log_gaussian_density_matches_scipy(n_components, covariance_type):
-    from skseq.hmm._gaussian import fill_covars, log_gaussian_density
-
-    rng = np.random.default_rng(n_components)
-    parameters = random_parameters(rng, n_components, 4, covariance_type)
-    # The kernels work in blocks of 256 rows (eight rows at a time in the AVX2
-    # builds): three blocks, the last one partial and not a multiple of eight,
-    # with missing rows in two of them.
-    n_samples = 603
-    X = rng.normal(scale=2.0, size=(n_samples, 4))
-    X[[7, 300, 599], 1] = np.nan
-    full = fill_covars(parameters["covars_"], covariance_type, n_components, 4)
-    expected = np.stack(
-        [multivariate_normal(m, c).logpdf(X) for m, c in zip(parameters["means_"], full)], axis=1
-    )
-    expected[[7, 300, 599]] = 0.0  # a missing row has density 1
-    got = log_gaussian_density(X, parameters["means_"], parameters["covars_"], covariance_type)
-    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
-    shift = np.empty(n_samples)
-    shifted = log_gaussian_density(
-        X, parameters["means_"], parameters["covars_"], covariance_type, shift=shift
-    )
-    np.testing.assert_allclose(shifted + shift[:, None], expected, rtol=1e-12, atol=1e-12)
-    assert np.all(shifted.max(axis=1) == 0.0)
-
-
 def test_work_arrays_live_only_during_a_batch_fit():
     """The fit's FitContext keeps each block's work arrays between E steps (the
     same dict every iteration); nothing of it stays on the estimator."""
@@ -1035,40 +1007,6 @@ def test_inference_block_by_block_equals_one_block(model, monkeypatch):
             expected if isinstance(expected, tuple) else (expected,),
         ):
             np.testing.assert_allclose(got_part, expected_part, rtol=1e-12, atol=1e-12)
-
-
-def test_thread_runner_returns_results_in_order_and_raises_errors():
-    from joblib import parallel_config
-
-    from skseq._parallel import ThreadRunner
-
-    def fail():
-        raise RuntimeError("boom")
-
-    for backend in ("threading", "loky"):  # a plain pool, then through joblib
-        with parallel_config(backend=backend), ThreadRunner(2) as run:
-            assert (run._executor is not None) == (backend == "threading")
-            assert run([lambda i=i: i * i for i in range(5)]) == [0, 1, 4, 9, 16]
-            with pytest.raises(RuntimeError, match="boom"):
-                run([lambda: 1, fail])
-
-
-@pytest.mark.parametrize("full", [False, True])
-def test_weighted_moments_match_numpy(full):
-    from skseq.hmm._gaussian import weighted_moments
-
-    rng = np.random.default_rng(3)
-    X = rng.normal(loc=5.0, size=(603, 4))  # three blocks of up to 256 rows
-    X[[2, 300, 602], 1] = np.nan
-    weights = rng.random((603, 3))
-    centre = np.array([5.0, 4.0, 6.0, 5.5])
-    observed = ~np.isnan(X).any(axis=1)
-    y, w = X[observed] - centre, weights[observed]
-    weight_sums, first, second = weighted_moments(X, centre, weights, full)
-    np.testing.assert_allclose(weight_sums, w.sum(axis=0), rtol=1e-12)
-    np.testing.assert_allclose(first, w.T @ y, rtol=1e-12)
-    expected = np.einsum("tk,ti,tj->kij", w, y, y) if full else w.T @ y**2
-    np.testing.assert_allclose(second, expected, rtol=1e-12)
 
 
 # -- exact or loud on hard inputs ----------------------------------------------

@@ -1,4 +1,5 @@
-"""Forward-backward and Viterbi against brute-force enumeration of all paths."""
+"""Forward-backward, Viterbi and forward-only smoothing against brute-force enumeration of
+all paths; sampling of state paths."""
 
 import itertools
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from skseq.inference import forward, forward_backward, viterbi
+from skseq.inference import forward, forward_backward, forward_smoothing, sample_states, viterbi
 
 
 def random_model(rng, n_states, n_samples, sparsity=False):
@@ -298,3 +299,135 @@ def test_viterbi_matches_a_reference_with_zeros_and_ties(n_states):
     uniform = np.full((n_states, n_states), -np.log(n_states))
     _, states = viterbi(uniform[0], uniform, np.zeros((20, n_states)))
     np.testing.assert_array_equal(states, 0)
+
+
+# -- forward-only smoothing and sampling ----------------------------------------
+
+
+@pytest.mark.parametrize("n_states,n_samples", [(1, 3), (2, 6), (3, 5)])
+@pytest.mark.parametrize("chunk", [1, 2, 6])
+def test_forward_smoothing_in_chunks_matches_enumeration(n_states, n_samples, chunk):
+    """The message after the last chunk holds exactly the smoothed statistics
+    of the whole sequence: start, transition counts and feature sums."""
+    rng = np.random.default_rng(10 * n_states + n_samples)
+    log_start, log_trans, log_frame = random_model(rng, n_states, n_samples)
+    features = rng.normal(size=(n_samples, n_states, 2))
+    log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(
+        log_start, log_trans, log_frame
+    )
+    carried, total = None, 0.0
+    for start in range(0, n_samples, chunk):
+        rows = slice(start, start + chunk)
+        result = forward_smoothing(
+            log_start, log_trans, log_frame[rows], features[rows], carried=carried
+        )
+        total += result.log_likelihood
+        np.testing.assert_allclose(result.log_predictive.sum(), result.log_likelihood)
+        carried = result.carried
+    statistics = carried.statistics()
+    np.testing.assert_allclose(total, log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(statistics.start_counts, posteriors[0], atol=1e-12)
+    np.testing.assert_allclose(statistics.transition_counts, counts, atol=1e-12)
+    expected = np.einsum("ti,tip->ip", posteriors, features)
+    np.testing.assert_allclose(statistics.feature_sums, expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(carried.filtered, posteriors[-1], atol=1e-12)
+
+
+def test_forward_smoothing_leaves_its_message_and_inputs_unchanged():
+    rng = np.random.default_rng(0)
+    log_start, log_trans, log_frame = random_model(rng, 3, 8)
+    features = rng.normal(size=(8, 2))  # the same features for every state
+    first = forward_smoothing(log_start, log_trans, log_frame[:4], features[:4])
+    kept = [part.copy() for part in first.carried]
+    copies = [array.copy() for array in (log_start, log_trans, log_frame, features)]
+    again = [
+        forward_smoothing(log_start, log_trans, log_frame[4:], features[4:], carried=first.carried)
+        for _ in range(2)
+    ]
+    for part, before in zip(first.carried, kept):
+        np.testing.assert_array_equal(part, before)
+    for array, before in zip((log_start, log_trans, log_frame, features), copies):
+        np.testing.assert_array_equal(array, before)
+    for part, other in zip(again[0].carried, again[1].carried):
+        np.testing.assert_array_equal(part, other)
+
+
+@pytest.mark.parametrize(
+    "change, error, message",
+    [
+        (dict(features=np.ones((3, 2, 1, 1))), ValueError, "features must have shape"),
+        (dict(features=np.full((4, 1), np.nan)), ValueError, "features contains NaN"),
+        (dict(carried=(np.ones(2),)), TypeError, "ForwardSmoothingMessage"),
+        (dict(carried="message"), TypeError, "ForwardSmoothingMessage"),
+        (dict(carried=False), TypeError, "ForwardSmoothingMessage"),
+    ],
+)
+def test_forward_smoothing_bad_input(change, error, message):
+    arguments = dict(
+        log_startprob=np.log([0.5, 0.5]),
+        log_transmat=np.log([[0.9, 0.1], [0.2, 0.8]]),
+        log_frameprob=np.zeros((4, 2)),
+        features=np.ones((4, 1)),
+    )
+    arguments.update(change)
+    with pytest.raises(error, match=message):
+        forward_smoothing(**arguments)
+
+
+def test_forward_smoothing_checks_the_carried_message():
+    log_start, log_trans = np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]])
+    first = forward_smoothing(log_start, log_trans, np.zeros((3, 2)), np.ones((3, 1)))
+    wrong_size = first.carried._replace(features=np.zeros((2, 2, 3)))
+    with pytest.raises(ValueError, match=r"carried.features must have shape \(2, 2, 1\)"):
+        forward_smoothing(
+            log_start, log_trans, np.zeros((1, 2)), np.ones((1, 1)), carried=wrong_size
+        )
+    not_probabilities = first.carried._replace(filtered=np.array([0.7, 0.7]))
+    with pytest.raises(ValueError, match="carried.filtered must be a probability vector"):
+        forward_smoothing(
+            log_start, log_trans, np.zeros((1, 2)), np.ones((1, 1)), carried=not_probabilities
+        )
+
+
+def test_forward_smoothing_of_impossible_data_is_an_error():
+    log_start = np.array([0.0, -np.inf])
+    log_trans = np.array([[0.0, -np.inf], [-np.inf, 0.0]])
+    log_frame = np.array([[0.0, 0.0], [-np.inf, 0.0]])  # state 0 cannot emit row 1
+    with pytest.raises(ValueError, match="underflowed"):
+        forward_smoothing(log_start, log_trans, log_frame, np.ones((2, 1)))
+
+
+def test_sample_states_follows_the_chain():
+    transmat = np.array([[0.9, 0.1, 0.0], [0.0, 0.5, 0.5], [0.3, 0.0, 0.7]])
+    states = sample_states([0.0, 0.0, 1.0], transmat, 20_000, random_state=0)
+    assert states.dtype == np.intp and states[0] == 2
+    counts = np.zeros((3, 3))
+    np.add.at(counts, (states[:-1], states[1:]), 1)
+    empirical = counts / counts.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(empirical, transmat, atol=0.02)
+    assert counts[transmat == 0].sum() == 0  # impossible transitions never drawn
+    np.testing.assert_array_equal(
+        states, sample_states([0.0, 0.0, 1.0], transmat, 20_000, random_state=0)
+    )
+
+
+@pytest.mark.parametrize(
+    "startprob, transmat, n_samples, error, message",
+    [
+        ([0.5, 0.5], [[1.0, 0.0]], 3, ValueError, r"transmat must have shape \(2, 2\)"),
+        ([0.7, 0.7], np.eye(2), 3, ValueError, "startprob must sum to 1"),
+        ([1.5, -0.5], np.eye(2), 3, ValueError, "startprob must hold probabilities"),
+        ([0.5, 0.5], [[0.5, 0.6], [0.5, 0.5]], 3, ValueError, "transmat must sum to 1"),
+        ([0.5, 0.5], np.eye(2), 0, ValueError, "n_samples must be >= 1"),
+        ([0.5, 0.5], np.eye(2), 2.0, TypeError, "n_samples must be an integer"),
+    ],
+)
+def test_sample_states_bad_input(startprob, transmat, n_samples, error, message):
+    with pytest.raises(error, match=message):
+        sample_states(startprob, transmat, n_samples)
+
+
+def test_viterbi_result_is_named_and_unpacks():
+    result = viterbi(np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]), np.zeros((3, 2)))
+    log_prob, states = result
+    assert result.log_prob == log_prob and result.states is states

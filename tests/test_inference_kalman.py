@@ -18,8 +18,11 @@ from skseq.inference.kalman import (
     check_lgssm_parameters,
     em_statistics_offsets,
     kalman_filter,
+    kalman_filter_step,
+    kalman_forecast,
     kalman_forward_smoothing,
     kalman_smoother,
+    sample_lgssm,
 )
 
 
@@ -505,6 +508,173 @@ def test_invalid_observations_raise_and_inputs_are_not_modified():
     np.testing.assert_array_equal(X, X_copy)
     for key, value in arguments.items():
         np.testing.assert_array_equal(value, copies[key])
+
+
+# -- the online filter step, forecasts and sampling ----------------------------
+
+
+@pytest.mark.parametrize("n_state, n_obs, n_controls", [(1, 1, 0), (2, 3, 0), (3, 2, 2)])
+def test_filter_step_by_step_equals_the_batch_filter_bit_for_bit(n_state, n_obs, n_controls):
+    rng = np.random.default_rng(n_state + 10 * n_obs)
+    params = random_model(rng, n_state, n_obs, n_controls)
+    X = rng.normal(size=(9, n_obs))
+    X[missing_pattern(rng, 9, n_obs)] = np.nan
+    controls = rng.normal(size=(9, n_controls))
+    batch = kalman_filter(X, **params, controls=controls)
+    mean = covariance = None
+    for t, x in enumerate(X):
+        step = kalman_filter_step(
+            x,
+            **params,
+            filtered_state_mean=mean,
+            filtered_state_covariance=covariance,
+            control=controls[t] if t > 0 and n_controls else None,
+        )
+        mean, covariance = step.filtered_state_mean, step.filtered_state_covariance
+        np.testing.assert_array_equal(mean, batch.filtered_means[t])
+        np.testing.assert_array_equal(covariance, batch.filtered_covariances[t])
+        assert step.log_predictive == batch.log_predictive[t]
+
+
+@pytest.mark.parametrize("n_state, n_obs, n_controls", [(1, 1, 0), (2, 3, 1), (3, 2, 0)])
+def test_forecast_matches_the_exact_joint_gaussian(n_state, n_obs, n_controls):
+    rng = np.random.default_rng(7 * n_state + n_obs)
+    params = random_model(rng, n_state, n_obs, n_controls)
+    n_rows, n_steps = 5, 3
+    X = rng.normal(size=(n_rows, n_obs))
+    X[2, 0] = np.nan
+    controls = rng.normal(size=(n_rows + n_steps, n_controls))
+    forecast = kalman_forecast(
+        X,
+        n_steps,
+        **params,
+        controls=controls[:n_rows],
+        future_controls=controls[n_rows:] if n_controls else None,
+    )
+    mean, cov = joint_gaussian(params, controls)
+    n_latent = (n_rows + n_steps) * n_state
+    x = np.zeros((n_rows + n_steps) * n_obs)
+    observed = np.zeros_like(x, dtype=bool)
+    x[: n_rows * n_obs] = np.nan_to_num(X.ravel())
+    observed[: n_rows * n_obs] = ~np.isnan(X.ravel())
+    posterior_mean, posterior_cov, _ = condition(mean, cov, n_latent, x, observed)
+    for h in range(n_steps):
+        rows = slice(n_latent + (n_rows + h) * n_obs, n_latent + (n_rows + h + 1) * n_obs)
+        np.testing.assert_allclose(forecast.means[h], posterior_mean[rows], rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(
+            forecast.covariances[h], posterior_cov[rows, rows], rtol=1e-9, atol=1e-10
+        )
+
+
+def test_forecast_of_several_sequences_equals_separate_forecasts():
+    rng = np.random.default_rng(3)
+    params = random_model(rng, 2, 2)
+    del params["control_matrix"]
+    X = rng.normal(size=(11, 2))
+    together = kalman_forecast(X, 4, **params, lengths=[5, 6])
+    for s, rows in enumerate((slice(0, 5), slice(5, 11))):
+        alone = kalman_forecast(X[rows], 4, **params)
+        np.testing.assert_allclose(together.means[4 * s : 4 * s + 4], alone.means, rtol=1e-12)
+        np.testing.assert_allclose(
+            together.covariances[4 * s : 4 * s + 4], alone.covariances, rtol=1e-12
+        )
+
+
+def test_sample_follows_the_model_and_its_random_state():
+    rng = np.random.default_rng(5)
+    params = random_model(rng, 2, 3, 1)
+    controls = rng.normal(size=(6, 1))
+    X, Z = sample_lgssm(6, **params, controls=controls, random_state=0)
+    again = sample_lgssm(6, **params, controls=controls, random_state=0)
+    np.testing.assert_array_equal(X, again.observations)
+    np.testing.assert_array_equal(Z, again.states)
+    # The draws are the model's equations applied to standard normal noise.
+    noise = np.random.RandomState(0)
+    state_noise, observation_noise = noise.standard_normal((6, 2)), noise.standard_normal((6, 3))
+    chol = np.linalg.cholesky
+    expected = np.empty((6, 2))
+    expected[0] = (
+        params["initial_state_mean"] + chol(params["initial_state_covariance"]) @ state_noise[0]
+    )
+    for t in range(1, 6):
+        expected[t] = (
+            params["transition_matrix"] @ expected[t - 1]
+            + params["control_matrix"] @ controls[t]
+            + params["transition_offset"]
+            + chol(params["transition_covariance"]) @ state_noise[t]
+        )
+    np.testing.assert_allclose(Z, expected, rtol=1e-12, atol=1e-12)
+    expected_x = (
+        expected @ params["observation_matrix"].T
+        + params["observation_offset"]
+        + observation_noise @ chol(params["observation_covariance"]).T
+    )
+    np.testing.assert_allclose(X, expected_x, rtol=1e-12, atol=1e-12)
+
+
+def test_step_forecast_and_sample_name_bad_input():
+    arguments = valid_arguments()
+    with pytest.raises(ValueError, match="go together"):
+        kalman_filter_step(np.zeros(3), **arguments, filtered_state_mean=np.zeros(2))
+    with pytest.raises(ValueError, match=r"filtered_state_mean must have shape \(2,\)"):
+        kalman_filter_step(
+            np.zeros(3),
+            **arguments,
+            filtered_state_mean=np.zeros(3),
+            filtered_state_covariance=np.eye(2),
+        )
+    with pytest.raises(
+        ValueError, match="filtered_state_covariance must be positive semi-definite"
+    ):
+        kalman_filter_step(
+            np.zeros(3),
+            **arguments,
+            filtered_state_mean=np.zeros(2),
+            filtered_state_covariance=-np.eye(2),
+        )
+    with pytest.raises(ValueError, match="x contains infinity"):
+        kalman_filter_step(np.array([0.0, np.inf, 0.0]), **arguments)
+    with pytest.raises(ValueError, match="control was given without a control_matrix"):
+        kalman_filter_step(
+            np.zeros(3),
+            **arguments,
+            filtered_state_mean=np.zeros(2),
+            filtered_state_covariance=np.eye(2),
+            control=[1.0],
+        )
+    with pytest.raises(ValueError, match="n_steps must be >= 1"):
+        kalman_forecast(np.zeros((4, 3)), 0, **arguments)
+    with pytest.raises(ValueError, match="future_controls has 2 rows"):
+        kalman_forecast(
+            np.zeros((4, 3)),
+            3,
+            **(arguments | {"control_matrix": np.ones((2, 1))}),
+            controls=np.zeros((4, 1)),
+            future_controls=np.zeros((2, 1)),
+        )
+    with pytest.raises(TypeError, match="n_samples must be an integer"):
+        sample_lgssm(2.5, **arguments)
+    with pytest.raises(ValueError, match="transition_covariance must be positive definite"):
+        sample_lgssm(3, **(arguments | {"transition_covariance": -np.eye(2)}))
+
+
+def test_blas_thresholds_are_per_thread_and_cannot_race():
+    """A threshold set in one thread is never seen by a kernel in another."""
+    import threading
+
+    defaults = _kalman.default_blas_min_work()
+    assert _kalman.blas_min_work() == defaults
+    seen = []
+    previous = _kalman.set_blas_min_work(0, 0, 0)
+    try:
+        assert previous == defaults and _kalman.blas_min_work() == (0, 0, 0)
+        worker = threading.Thread(target=lambda: seen.append(_kalman.blas_min_work()))
+        worker.start()
+        worker.join()
+    finally:
+        _kalman.set_blas_min_work(*previous)
+    assert seen == [defaults]
+    assert _kalman.blas_min_work() == defaults
 
 
 # -- streams: forward-only smoothing of the EM statistics ------------------------------

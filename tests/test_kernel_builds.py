@@ -10,9 +10,8 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq import GaussianHMM, _kernels
-from skseq.hmm import _base as hmm_base
-from skseq.hmm import _gaussian as hmm_gaussian
 from skseq.inference import elman_rnn, elman_rnn_backward
+from skseq.inference import gaussian as inference_gaussian
 from skseq.inference import hmm as inference_hmm
 from skseq.inference import rnn as inference_rnn
 
@@ -48,9 +47,9 @@ def test_hmm_fit_is_the_same_with_either_build(monkeypatch, covariance_type):
         (hmm_fast, gaussian_fast),
         (hmm_portable, gaussian_portable),
     ):
+        # The estimators reach the kernels only through the inference layer.
         monkeypatch.setattr(inference_hmm, "_hmm", hmm_kernels)
-        monkeypatch.setattr(hmm_base, "_hmm", hmm_kernels)
-        monkeypatch.setattr(hmm_gaussian, "_gaussian", gaussian_kernels)
+        monkeypatch.setattr(inference_gaussian, "_gaussian", gaussian_kernels)
         model = GaussianHMM(4, covariance_type=covariance_type, n_iter=5, random_state=0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)

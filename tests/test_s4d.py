@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from skseq.inference import (
     ConvolutionGradients,
+    ConvolutionResult,
     ConvolutionSpectra,
     S4DKernelGradients,
     causal_convolution,
@@ -622,3 +623,12 @@ def test_option_and_missing_argument_checks():
         causal_convolution(u, None)
     with pytest.raises(TypeError, match="dy is required"):
         causal_convolution_backward(None, u, K)
+
+
+def test_convolution_with_spectra_is_a_named_result():
+    rng = np.random.default_rng(0)
+    u, K = rng.normal(size=(2, 3, 16)), rng.normal(size=(3, 16))
+    result = causal_convolution(u, K, return_spectra=True)
+    assert isinstance(result, ConvolutionResult)
+    np.testing.assert_array_equal(result.y, causal_convolution(u, K))
+    assert result.spectra.n_fft >= 31 and result.spectra.length == 16

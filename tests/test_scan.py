@@ -92,7 +92,8 @@ def reference_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
 def reference_backward(
     dout, u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False
 ):
-    """MATH.md §5 backward in numpy, storing every state (float64, small inputs only)."""
+    """The backward pass of doc/user_guide/selective_ssm.rst in numpy, storing every state
+    (float64, small inputs only)."""
     u, dt, slope, A, B_at, C_at = reference_steps(u, delta, A, B, C, delta_bias, delta_softplus)
     dout = np.asarray(dout, np.float64)
     length = u.shape[2]

@@ -53,8 +53,11 @@ from libc.stdint cimport INT32_MAX, INT64_MAX, int32_t, int64_t
 from cython cimport floating
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
+from ._common cimport floating_zeros_1d, floating_zeros_2d, floating_zeros_3d
 
-import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()  # numpy's C API, for the scratch allocators of _common
 
 include "_elementary.pxi"
 
@@ -214,11 +217,11 @@ cdef inline int _row_stride(Py_ssize_t stride_bytes, Py_ssize_t itemsize) noexce
 
 
 def forward(
-    const floating[:, :, :, :] q,
-    const floating[:, :, :, :] k,
-    const floating[:, :, :, :] v,
-    floating[:, :, :, :] out,
-    floating[:, :, ::1] lse,
+    const floating[:, :, :, :] q,  # IN
+    const floating[:, :, :, :] k,  # IN
+    const floating[:, :, :, :] v,  # IN
+    floating[:, :, :, :] out,  # OUT
+    floating[:, :, ::1] lse,  # OUT
     double scale,
     Py_ssize_t pair_start,
     Py_ssize_t pair_stop,
@@ -239,9 +242,8 @@ def forward(
     cdef int ldk = _row_stride(k.strides[2], itemsize)
     cdef int ldv = _row_stride(v.strides[2], itemsize)
     cdef int ldo = _row_stride(out.strides[2], itemsize)
-    dtype = np.float32 if floating is float else np.float64
-    cdef floating[:, ::1] scores = np.empty((block_rows, block_cols), dtype=dtype)
-    cdef floating[:, ::1] row_stats = np.empty((2, block_rows), dtype=dtype)
+    cdef floating[:, ::1] scores = floating_zeros_2d(<floating>0, block_rows, block_cols)
+    cdef floating[:, ::1] row_stats = floating_zeros_2d(<floating>0, 2, block_rows)
     cdef floating* row_max = &row_stats[0, 0]
     cdef floating* row_sum = &row_stats[1, 0]
     cdef floating alpha = <floating>scale
@@ -294,15 +296,15 @@ def forward(
 
 
 def backward(
-    const floating[:, :, :, :] dout,
-    const floating[:, :, :, :] q,
-    const floating[:, :, :, :] k,
-    const floating[:, :, :, :] v,
-    const floating[:, :, :, :] out,
-    const floating[:, :, :] lse,
-    floating[:, :, :, :] dq,
-    floating[:, :, :, :] dk,
-    floating[:, :, :, :] dv,
+    const floating[:, :, :, :] dout,  # IN
+    const floating[:, :, :, :] q,  # IN
+    const floating[:, :, :, :] k,  # IN
+    const floating[:, :, :, :] v,  # IN
+    const floating[:, :, :, :] out,  # IN
+    const floating[:, :, :] lse,  # IN
+    floating[:, :, :, :] dq,  # OUT
+    floating[:, :, :, :] dk,  # OUT
+    floating[:, :, :, :] dv,  # OUT
     double scale,
     Py_ssize_t pair_start,
     Py_ssize_t pair_stop,
@@ -327,9 +329,8 @@ def backward(
     cdef int lddq = _row_stride(dq.strides[2], itemsize)
     cdef int lddk = _row_stride(dk.strides[2], itemsize)
     cdef int lddv = _row_stride(dv.strides[2], itemsize)
-    dtype = np.float32 if floating is float else np.float64
-    cdef floating[:, :, ::1] tiles = np.empty((2, block_rows, block_cols), dtype=dtype)
-    cdef floating[::1] deltas = np.empty(block_rows, dtype=dtype)
+    cdef floating[:, :, ::1] tiles = floating_zeros_3d(<floating>0, 2, block_rows, block_cols)
+    cdef floating[::1] deltas = floating_zeros_1d(<floating>0, block_rows)
     cdef floating alpha = <floating>scale
     cdef Py_ssize_t pair, b, h, block, n_blocks, tile, r0, r1, rows, c0, cols, i, row, n_valid
     cdef bint first

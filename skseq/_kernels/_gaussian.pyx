@@ -10,6 +10,12 @@ adds nothing to the moments.  These functions release the GIL.
 from libc.math cimport INFINITY, isnan
 from scipy.linalg.cython_blas cimport dgemm
 
+from ._common cimport zeros_1d
+
+cimport numpy as cnp
+
+cnp.import_array()  # numpy's C API, for the scratch allocators of _common
+
 cdef extern from "_gaussian_rows.h":
     # The quadratic forms of one component over a block of rows laid out
     # feature by feature (columns ``stride`` apart); explicit AVX2 vectors in
@@ -107,13 +113,13 @@ cdef void _store_column(
 
 
 def log_density(
-    const double[:, ::1] X,
-    const double[:, ::1] means,
-    const double[:, :, ::1] factors,
+    const double[:, ::1] X,  # IN
+    const double[:, ::1] means,  # IN
+    const double[:, :, ::1] factors,  # IN
     bint diagonal,
-    const double[::1] log_normalisers,
-    double[:, ::1] out,
-    double[::1] shift,
+    const double[::1] log_normalisers,  # IN
+    double[:, ::1] out,  # OUT
+    double[::1] shift,  # OUT
     bint subtract_max,
 ):
     """out[t, k] = log_normalisers[k] - 1/2 (quadratic form of X[t] - means[k]).
@@ -142,9 +148,9 @@ def log_density(
     cdef double mean
     cdef const double* column
     cdef double* centred_column
-    cdef double[::1] columns_buffer = _zeros(max(n_features, 1) * _STRIDE)
-    cdef double[::1] centred_buffer = _zeros(max(n_features, 1) * _STRIDE)
-    cdef double[::1] quadratic_buffer = _zeros(_BLOCK)
+    cdef double[::1] columns_buffer = zeros_1d(max(n_features, 1) * _STRIDE)
+    cdef double[::1] centred_buffer = zeros_1d(max(n_features, 1) * _STRIDE)
+    cdef double[::1] quadratic_buffer = zeros_1d(_BLOCK)
     cdef unsigned char missing[_BLOCK]
     cdef double* columns = &columns_buffer[0]
     cdef double* centred = &centred_buffer[0]
@@ -177,10 +183,10 @@ def log_density(
 
 
 def weighted_moments(
-    const double[:, ::1] X,
-    const double[::1] centre,
-    const double[:, ::1] weights,
-    double[:, ::1] moments_t,
+    const double[:, ::1] X,  # IN
+    const double[::1] centre,  # IN
+    const double[:, ::1] weights,  # IN
+    double[:, ::1] moments_t,  # INOUT
     bint full,
 ):
     """Accumulate weighted zeroth, first and second moments per component.
@@ -206,7 +212,7 @@ def weighted_moments(
     cdef const double* left
     cdef const double* right
     cdef double* product
-    cdef double[::1] features_buffer = _zeros(n_moments * _STRIDE)
+    cdef double[::1] features_buffer = zeros_1d(n_moments * _STRIDE)
     cdef double* features = &features_buffer[0]
     cdef int m = <int>n_components, n = <int>n_moments, k
     cdef int leading = <int>_STRIDE
@@ -240,8 +246,3 @@ def weighted_moments(
             dgemm(b"N", b"N", &m, &n, &k, &one, &weights[first, 0], &m, features, &leading,
                   &one, &moments_t[0, 0], &m)
             first += rows
-
-
-cdef double[::1] _zeros(Py_ssize_t n):
-    from numpy import zeros
-    return zeros(max(n, 1))

@@ -30,12 +30,18 @@ from libc.math cimport INFINITY, NAN, exp, fabs, isnan, log
 
 from scipy.linalg.cython_blas cimport dgemm
 
+from ._common cimport longest_sequence, zeros_2d, zeros_3d, zeros_uint64_2d
+
+cimport numpy as cnp
+
+cnp.import_array()  # numpy's C API, for the scratch allocators of _common
+
 
 
 def shift_rows(
-    const double[:, ::1] log_frame,
-    double[:, ::1] shifted,
-    double[::1] shift,
+    const double[:, ::1] log_frame,  # IN
+    double[:, ::1] shifted,  # OUT
+    double[::1] shift,  # OUT
 ):
     """shifted[t] = log_frame[t] - max(log_frame[t]); shift[t] = that max.
 
@@ -141,10 +147,9 @@ cdef double _amplification(const double[:, ::1] trans) noexcept nogil:
 
 cdef object _column_masks(const double[:, ::1] trans):
     """Bit i of word i // 64 of row l is set when A_il > 0: (n_states, n_words) uint64."""
-    from numpy import uint64, zeros
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef Py_ssize_t i, l
-    masks = zeros((n_states, (n_states + 63) // 64), dtype=uint64)
+    masks = zeros_uint64_2d(n_states, (n_states + 63) // 64)
     cdef uint64_t[:, ::1] view = masks
     for l in range(n_states):
         for i in range(n_states):
@@ -418,13 +423,6 @@ cdef double _backward_one(
     return 0.0
 
 
-cdef Py_ssize_t _longest(const Py_ssize_t[::1] offsets):
-    cdef Py_ssize_t s, longest = 1
-    for s in range(offsets.shape[0] - 1):
-        longest = max(longest, offsets[s + 1] - offsets[s])
-    return longest
-
-
 cdef double _vouch(double bound, const double[::1] scale, const double[::1] shift) noexcept nogil:
     """0 when the fast path's numbers stand, NaN (redo in log space) otherwise.
 
@@ -447,14 +445,14 @@ cdef double _vouch(double bound, const double[::1] scale, const double[::1] shif
 
 
 def forward(
-    const double[::1] start,
-    const double[:, ::1] trans,
-    const double[:, ::1] frame,
-    const double[::1] shift,
-    const Py_ssize_t[::1] offsets,
-    double[:, ::1] filtered,
-    double[::1] scale,
-    double[::1] sequence_status,
+    const double[::1] start,  # IN
+    const double[:, ::1] trans,  # IN
+    const double[:, ::1] frame,  # IN
+    const double[::1] shift,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    double[:, ::1] filtered,  # OUT
+    double[::1] scale,  # OUT
+    double[::1] sequence_status,  # OUT
 ):
     """Filtered state distributions (normalised forward messages).
 
@@ -468,7 +466,7 @@ def forward(
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef Py_ssize_t s, t, j, first, stop
-    cdef double[:, ::1] work = _zeros(4, n_states)
+    cdef double[:, ::1] work = zeros_2d(4, n_states)
     cdef uint64_t[:, ::1] column_masks = _column_masks(trans)
     cdef uint64_t[::1] positive = column_masks[0].copy()
     cdef double rho
@@ -489,17 +487,17 @@ def forward(
 
 
 def forward_backward(
-    const double[::1] start,
-    const double[:, ::1] trans,
-    double[:, ::1] frame,
-    const double[::1] shift,
-    const Py_ssize_t[::1] offsets,
-    double[:, ::1] posteriors,
-    double[::1] scale,
-    double[::1] sequence_status,
-    double[::1] start_counts,
-    double[:, ::1] transition_counts,
-    double[:, ::1] alpha,
+    const double[::1] start,  # IN
+    const double[:, ::1] trans,  # IN
+    double[:, ::1] frame,  # IN, overwritten (scratch)
+    const double[::1] shift,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    double[:, ::1] posteriors,  # OUT
+    double[::1] scale,  # OUT
+    double[::1] sequence_status,  # OUT
+    double[::1] start_counts,  # INOUT
+    double[:, ::1] transition_counts,  # INOUT
+    double[:, ::1] alpha,  # scratch
 ):
     """Posteriors, scale factors and summed expected counts.
 
@@ -518,10 +516,10 @@ def forward_backward(
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef Py_ssize_t s, t, i, j, first, stop
     cdef double[:, ::1] trans_t = trans.T.copy()
-    cdef double[:, ::1] xi_unscaled = _zeros(n_states, n_states)
-    cdef double[:, ::1] work = _zeros(4, n_states)
-    cdef double[::1] beta = _zeros(1, n_states)[0]
-    cdef double[::1] ones = _zeros(1, n_states)[0]
+    cdef double[:, ::1] xi_unscaled = zeros_2d(n_states, n_states)
+    cdef double[:, ::1] work = zeros_2d(4, n_states)
+    cdef double[::1] beta = zeros_2d(1, n_states)[0]
+    cdef double[::1] ones = zeros_2d(1, n_states)[0]
     cdef uint64_t[:, ::1] column_masks = _column_masks(trans)
     cdef uint64_t[::1] positive = column_masks[0].copy()
     cdef double rho
@@ -553,13 +551,13 @@ def forward_backward(
 
 
 def viterbi(
-    const double[::1] log_start,
-    const double[:, ::1] log_trans,
-    const double[:, ::1] log_frame,
-    const Py_ssize_t[::1] offsets,
-    Py_ssize_t[::1] states,
-    double[::1] sequence_log_prob,
-    int[:, ::1] backpointer,
+    const double[::1] log_start,  # IN
+    const double[:, ::1] log_trans,  # IN
+    const double[:, ::1] log_frame,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    Py_ssize_t[::1] states,  # OUT
+    double[::1] sequence_log_prob,  # OUT
+    int[:, ::1] backpointer,  # scratch
 ):
     """Most likely state path of each sequence, by max-sum in log space.
 
@@ -572,7 +570,7 @@ def viterbi(
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t s, t, j, first, stop, best_state
     cdef double best
-    cdef double[:, ::1] delta = _zeros(2, n_states)
+    cdef double[:, ::1] delta = zeros_2d(2, n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     cdef Py_ssize_t now, before
     with nogil:
@@ -604,16 +602,11 @@ def viterbi(
                 states[t - 1] = best_state
 
 
-cdef double[:, ::1] _zeros(Py_ssize_t n_rows, Py_ssize_t n_columns):
-    from numpy import zeros
-    return zeros((n_rows, n_columns))
-
-
 def sample_states(
-    const double[::1] start_cdf,
-    const double[:, ::1] trans_cdf,
-    const double[::1] uniforms,
-    Py_ssize_t[::1] states,
+    const double[::1] start_cdf,  # IN
+    const double[:, ::1] trans_cdf,  # IN
+    const double[::1] uniforms,  # IN
+    Py_ssize_t[::1] states,  # OUT
 ):
     """Draw a state path by inverse-CDF sampling from uniform variates.
 
@@ -639,17 +632,17 @@ def sample_states(
 
 
 def forward_smoothing(
-    const double[::1] startprob,
-    const double[:, ::1] trans,
-    const double[:, ::1] frame,
-    const double[::1] shift,
-    const double[:, :, ::1] features,
+    const double[::1] startprob,  # IN
+    const double[:, ::1] trans,  # IN
+    const double[:, ::1] frame,  # IN
+    const double[::1] shift,  # IN
+    const double[:, :, ::1] features,  # IN
     bint fresh,
-    double[::1] alpha,
-    double[:, ::1] start_stat,
-    double[:, :, ::1] trans_stat,
-    double[:, :, ::1] emission_stat,
-    double[::1] log_predictive,
+    double[::1] alpha,  # INOUT
+    double[:, ::1] start_stat,  # INOUT
+    double[:, :, ::1] trans_stat,  # INOUT
+    double[:, :, ::1] emission_stat,  # INOUT
+    double[::1] log_predictive,  # OUT
 ):
     """Forward-only smoothing of sufficient statistics over the rows of one chunk.
 
@@ -678,11 +671,11 @@ def forward_smoothing(
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef Py_ssize_t n_features = features.shape[2]
     cdef double log_likelihood
-    cdef double[:, ::1] backward = _zeros(n_states, n_states)
-    cdef double[::1] predicted = _zeros(1, n_states)[0]
-    cdef double[:, ::1] start_new = _zeros(n_states, n_states)
-    cdef double[:, :, ::1] trans_new = _zeros3(n_states, n_states, n_states)
-    cdef double[:, :, ::1] emission_new = _zeros3(n_states, n_states, n_features)
+    cdef double[:, ::1] backward = zeros_2d(n_states, n_states)
+    cdef double[::1] predicted = zeros_2d(1, n_states)[0]
+    cdef double[:, ::1] start_new = zeros_2d(n_states, n_states)
+    cdef double[:, :, ::1] trans_new = zeros_3d(n_states, n_states, n_states)
+    cdef double[:, :, ::1] emission_new = zeros_3d(n_states, n_states, n_features)
     with nogil:
         log_likelihood = _forward_smoothing(
             startprob, trans, frame, shift, features, fresh, alpha, start_stat, trans_stat,
@@ -788,11 +781,6 @@ cdef double _forward_smoothing(
     return total
 
 
-cdef double[:, :, ::1] _zeros3(Py_ssize_t n0, Py_ssize_t n1, Py_ssize_t n2):
-    from numpy import zeros
-    return zeros((n0, n1, n2))
-
-
 cdef double _log_sum_exp(const double* values, Py_ssize_t n) noexcept nogil:
     """log sum_i exp(values[i]) without overflow; -inf when every value is -inf."""
     cdef Py_ssize_t i
@@ -864,15 +852,15 @@ cdef double _log_predictive_one(
 
 
 def log_forward(
-    const double[::1] log_start,
-    const double[:, ::1] log_trans,
-    const double[:, ::1] log_frame,
-    const double[::1] shift,
-    const Py_ssize_t[::1] offsets,
-    const Py_ssize_t[::1] sequences,
-    double[:, ::1] filtered,
-    double[::1] log_predictive,
-    double[::1] sequence_log_likelihood,
+    const double[::1] log_start,  # IN
+    const double[:, ::1] log_trans,  # IN
+    const double[:, ::1] log_frame,  # IN
+    const double[::1] shift,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    const Py_ssize_t[::1] sequences,  # IN
+    double[:, ::1] filtered,  # INOUT
+    double[::1] log_predictive,  # INOUT
+    double[::1] sequence_log_likelihood,  # INOUT
 ):
     """:func:`forward` in log space, for the listed ``sequences`` only.
 
@@ -884,9 +872,9 @@ def log_forward(
     """
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t index, s, t, j, first, stop, possible
-    cdef double[:, ::1] log_alpha = _zeros(_longest(offsets), n_states)
-    cdef double[::1] log_scale = _zeros(1, _longest(offsets))[0]
-    cdef double[::1] terms = _zeros(1, n_states)[0]
+    cdef double[:, ::1] log_alpha = zeros_2d(longest_sequence(offsets), n_states)
+    cdef double[::1] log_scale = zeros_2d(1, longest_sequence(offsets))[0]
+    cdef double[::1] terms = zeros_2d(1, n_states)[0]
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
@@ -903,17 +891,17 @@ def log_forward(
 
 
 def log_forward_backward(
-    const double[::1] log_start,
-    const double[:, ::1] log_trans,
-    const double[:, ::1] log_frame,
-    const double[::1] shift,
-    const Py_ssize_t[::1] offsets,
-    const Py_ssize_t[::1] sequences,
-    double[:, ::1] posteriors,
-    double[::1] log_predictive,
-    double[::1] sequence_log_likelihood,
-    double[::1] start_counts,
-    double[:, ::1] transition_counts,
+    const double[::1] log_start,  # IN
+    const double[:, ::1] log_trans,  # IN
+    const double[:, ::1] log_frame,  # IN
+    const double[::1] shift,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    const Py_ssize_t[::1] sequences,  # IN
+    double[:, ::1] posteriors,  # INOUT
+    double[::1] log_predictive,  # INOUT
+    double[::1] sequence_log_likelihood,  # INOUT
+    double[::1] start_counts,  # INOUT
+    double[:, ::1] transition_counts,  # INOUT
 ):
     """:func:`forward_backward` in log space, for the listed ``sequences`` only.
 
@@ -925,14 +913,14 @@ def log_forward_backward(
     -inf, zero posteriors and adds nothing.
     """
     cdef Py_ssize_t n_states = log_trans.shape[0]
-    cdef Py_ssize_t longest = _longest(offsets)
+    cdef Py_ssize_t longest = longest_sequence(offsets)
     cdef Py_ssize_t index, s, t, i, j, first, stop, n_rows, possible
     cdef double total, inv_total, log_alpha_i
-    cdef double[:, ::1] log_alpha = _zeros(longest, n_states)
-    cdef double[:, ::1] log_beta = _zeros(longest, n_states)
-    cdef double[::1] log_scale = _zeros(1, longest)[0]
-    cdef double[::1] terms = _zeros(1, n_states)[0]
-    cdef double[::1] following = _zeros(1, n_states)[0]
+    cdef double[:, ::1] log_alpha = zeros_2d(longest, n_states)
+    cdef double[:, ::1] log_beta = zeros_2d(longest, n_states)
+    cdef double[::1] log_scale = zeros_2d(1, longest)[0]
+    cdef double[::1] terms = zeros_2d(1, n_states)[0]
+    cdef double[::1] following = zeros_2d(1, n_states)[0]
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):

@@ -2,7 +2,9 @@
 """Linear-Gaussian state-space kernels: Kalman filter, RTS smoother, EM statistics.
 
 Pure numeric code.  Nothing here validates its inputs: the callers in
-:mod:`skseq.inference.kalman` and :mod:`skseq.lds` do.  The model (doc/user_guide/lgssm.rst)
+:mod:`skseq.inference.kalman` does.  The model (see doc/user_guide/lgssm.rst,
+"The model"; the filter, the smoother, the EM statistics and the forward-only
+smoothing of the streams are derived there)
 is
 
     z_1 ~ N(mu0, Sigma0)
@@ -50,6 +52,16 @@ from libc.math cimport NAN, isnan, log, sqrt
 from scipy.linalg.cython_blas cimport dgemm, dtrsm
 from scipy.linalg.cython_lapack cimport dpotrf
 
+# The shared helpers under the names this module has always used for them.
+from ._common cimport longest_sequence as _longest
+from ._common cimport zeros_1d, zeros_intp_1d
+from ._common cimport zeros_2d as _zeros2
+from ._common cimport zeros_3d as _zeros3
+
+cimport numpy as cnp
+
+cnp.import_array()  # numpy's C API, for the scratch allocators of _common
+
 cdef double LOG_2PI = 1.8378770664093453
 
 # Matrix products (dgemm), triangular solves (dtrsm) and Cholesky
@@ -61,9 +73,42 @@ cdef double LOG_2PI = 1.8378770664093453
 # takes 6.4 us per row with it, 13.7 without; 4x4 is unchanged); dtrsm beats
 # the hand solves from k ~ 12 right-hand sides of order k; dpotrf only from
 # k ~ 40.
-cdef Py_ssize_t GEMM_MIN_WORK = 512
-cdef Py_ssize_t TRSM_MIN_WORK = 1024
-cdef Py_ssize_t POTRF_MIN_WORK = 8192
+#
+# The thresholds in force are thread-local (C11 ``_Thread_local``), starting
+# at these defaults in every thread: set_blas_min_work, a knob for measuring
+# the crossover, moves them for the calling thread only, so a kernel running
+# in any other thread (an E-step thread of a fit) never sees a change, and
+# nothing can race.
+cdef extern from *:
+    """
+    #if defined(_MSC_VER)
+    #define SKSEQ_THREAD_LOCAL __declspec(thread)
+    #else
+    #define SKSEQ_THREAD_LOCAL _Thread_local
+    #endif
+    #define SKSEQ_DEFAULT_GEMM_MIN_WORK 512
+    #define SKSEQ_DEFAULT_TRSM_MIN_WORK 1024
+    #define SKSEQ_DEFAULT_POTRF_MIN_WORK 8192
+    static SKSEQ_THREAD_LOCAL Py_ssize_t skseq_gemm_min_work = SKSEQ_DEFAULT_GEMM_MIN_WORK;
+    static SKSEQ_THREAD_LOCAL Py_ssize_t skseq_trsm_min_work = SKSEQ_DEFAULT_TRSM_MIN_WORK;
+    static SKSEQ_THREAD_LOCAL Py_ssize_t skseq_potrf_min_work = SKSEQ_DEFAULT_POTRF_MIN_WORK;
+    """
+    const Py_ssize_t DEFAULT_GEMM_MIN_WORK "SKSEQ_DEFAULT_GEMM_MIN_WORK"
+    const Py_ssize_t DEFAULT_TRSM_MIN_WORK "SKSEQ_DEFAULT_TRSM_MIN_WORK"
+    const Py_ssize_t DEFAULT_POTRF_MIN_WORK "SKSEQ_DEFAULT_POTRF_MIN_WORK"
+    Py_ssize_t GEMM_MIN_WORK "skseq_gemm_min_work"
+    Py_ssize_t TRSM_MIN_WORK "skseq_trsm_min_work"
+    Py_ssize_t POTRF_MIN_WORK "skseq_potrf_min_work"
+
+
+def default_blas_min_work():
+    """The default thresholds ``(gemm, trsm, potrf)``, in multiply-adds."""
+    return (DEFAULT_GEMM_MIN_WORK, DEFAULT_TRSM_MIN_WORK, DEFAULT_POTRF_MIN_WORK)
+
+
+def blas_min_work():
+    """The thresholds ``(gemm, trsm, potrf)`` in force in the calling thread."""
+    return (GEMM_MIN_WORK, TRSM_MIN_WORK, POTRF_MIN_WORK)
 
 
 # OpenBLAS runs a dgemm of at most 65536 * 4 multiply-adds on one thread and
@@ -75,14 +120,18 @@ cdef Py_ssize_t GEMM_PIECE_WORK = 262144
 
 
 def set_blas_min_work(Py_ssize_t gemm, Py_ssize_t trsm, Py_ssize_t potrf):
-    """Set the sizes (multiply-adds) from which products, solves and factorisations use BLAS.
+    """Set, for the calling thread only, the sizes (multiply-adds) from which
+    products, solves and factorisations use BLAS.
 
     Returns the previous three values.  For measuring the crossover between
     the hand loops and BLAS: 0 sends everything to BLAS, a huge value nothing.
+    Kernels running in other threads keep their own thresholds.
     """
     global GEMM_MIN_WORK, TRSM_MIN_WORK, POTRF_MIN_WORK
     old = (GEMM_MIN_WORK, TRSM_MIN_WORK, POTRF_MIN_WORK)
-    GEMM_MIN_WORK, TRSM_MIN_WORK, POTRF_MIN_WORK = gemm, trsm, potrf
+    GEMM_MIN_WORK = gemm
+    TRSM_MIN_WORK = trsm
+    POTRF_MIN_WORK = potrf
     return old
 
 
@@ -275,11 +324,10 @@ cdef class _Scratch:
     cdef Workspace w
 
     def __cinit__(self, Py_ssize_t n_state, Py_ssize_t n_obs):
-        from numpy import empty, intp
-        self.doubles = empty(max(_workspace_size(n_state, n_obs), 1))
-        self.indices = empty(max(2 * n_obs, 1), dtype=intp)
-        cdef double[::1] doubles = self.doubles
-        cdef Py_ssize_t[::1] indices = self.indices
+        cdef double[::1] doubles = zeros_1d(max(_workspace_size(n_state, n_obs), 1))
+        cdef Py_ssize_t[::1] indices = zeros_intp_1d(max(2 * n_obs, 1))
+        self.doubles = doubles
+        self.indices = indices
         _bind_workspace(&self.w, &doubles[0], &indices[0], n_state, n_obs)
 
 
@@ -823,13 +871,6 @@ cdef void _accumulate_transition(const ModelView* model, Statistics* stats,
 # Python-facing entry points.
 # --------------------------------------------------------------------------
 
-cdef Py_ssize_t _longest(const Py_ssize_t[::1] offsets):
-    cdef Py_ssize_t s, longest = 1
-    for s in range(offsets.shape[0] - 1):
-        longest = max(longest, offsets[s + 1] - offsets[s])
-    return longest
-
-
 cdef const double* _row_pointer(const double[:, ::1] array, Py_ssize_t row) noexcept nogil:
     """Pointer to array[row, 0], or NULL when the array has no columns."""
     if array.shape[1] == 0:
@@ -839,15 +880,15 @@ cdef const double* _row_pointer(const double[:, ::1] array, Py_ssize_t row) noex
 
 def kalman_filter(
     LinearGaussianModel model,
-    const double[:, ::1] X,
-    const double[:, ::1] controls,
-    const Py_ssize_t[::1] offsets,
-    double[:, ::1] predicted_mean,
-    double[:, :, ::1] predicted_cov,
-    double[:, ::1] filtered_mean,
-    double[:, :, ::1] filtered_cov,
-    double[::1] log_predictive,
-    double[::1] sequence_log_likelihood,
+    const double[:, ::1] X,  # IN
+    const double[:, ::1] controls,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    double[:, ::1] predicted_mean,  # OUT
+    double[:, :, ::1] predicted_cov,  # OUT
+    double[:, ::1] filtered_mean,  # OUT
+    double[:, :, ::1] filtered_cov,  # OUT
+    double[::1] log_predictive,  # OUT
+    double[::1] sequence_log_likelihood,  # OUT
 ):
     """Kalman filter, keeping the predicted and filtered state of every row.
 
@@ -877,13 +918,13 @@ def kalman_filter(
 
 def kalman_filter_last(
     LinearGaussianModel model,
-    const double[:, ::1] X,
-    const double[:, ::1] controls,
-    const Py_ssize_t[::1] offsets,
-    double[:, ::1] last_mean,
-    double[:, :, ::1] last_cov,
-    double[::1] log_predictive,
-    double[::1] sequence_log_likelihood,
+    const double[:, ::1] X,  # IN
+    const double[:, ::1] controls,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    double[:, ::1] last_mean,  # OUT
+    double[:, :, ::1] last_cov,  # OUT
+    double[::1] log_predictive,  # OUT
+    double[::1] sequence_log_likelihood,  # OUT
 ):
     """Kalman filter keeping only the filtered state after the last row of each sequence.
 
@@ -919,14 +960,14 @@ def kalman_filter_last(
 
 def kalman_smoother(
     LinearGaussianModel model,
-    const double[:, ::1] X,
-    const double[:, ::1] controls,
-    const Py_ssize_t[::1] offsets,
-    double[:, ::1] smoothed_mean,
-    double[:, :, ::1] smoothed_cov,
-    double[:, :, ::1] cross_cov,
-    double[::1] log_predictive,
-    double[::1] sequence_log_likelihood,
+    const double[:, ::1] X,  # IN
+    const double[:, ::1] controls,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    double[:, ::1] smoothed_mean,  # OUT
+    double[:, :, ::1] smoothed_cov,  # OUT
+    double[:, :, ::1] cross_cov,  # OUT
+    double[::1] log_predictive,  # OUT
+    double[::1] sequence_log_likelihood,  # OUT
 ):
     """Rauch-Tung-Striebel smoother.
 
@@ -984,19 +1025,19 @@ def kalman_smoother(
 
 def em_statistics(
     LinearGaussianModel model,
-    const double[:, ::1] X,
-    const double[:, ::1] controls,
-    const Py_ssize_t[::1] offsets,
-    double[::1] initial_sum,
-    double[:, ::1] initial_outer,
-    double[:, ::1] transition_regressor,
-    double[:, ::1] transition_cross,
-    double[:, ::1] transition_target,
-    double[:, ::1] observation_regressor,
-    double[:, ::1] observation_cross,
-    double[:, ::1] observation_target,
-    double[::1] n_sequences_seen,
-    double[::1] sequence_log_likelihood,
+    const double[:, ::1] X,  # IN
+    const double[:, ::1] controls,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    double[::1] initial_sum,  # INOUT
+    double[:, ::1] initial_outer,  # INOUT
+    double[:, ::1] transition_regressor,  # INOUT
+    double[:, ::1] transition_cross,  # INOUT
+    double[:, ::1] transition_target,  # INOUT
+    double[:, ::1] observation_regressor,  # INOUT
+    double[:, ::1] observation_cross,  # INOUT
+    double[:, ::1] observation_target,  # INOUT
+    double[::1] n_sequences_seen,  # INOUT
+    double[::1] sequence_log_likelihood,  # OUT
 ):
     """E step: filter, smooth and add the EM sufficient statistics of every sequence.
 
@@ -1564,15 +1605,15 @@ cdef double _forward_smoothing(const ModelView* model, Workspace* w, const Strea
 
 def forward_smoothing(
     LinearGaussianModel model,
-    const double[:, ::1] X,
-    const double[:, ::1] controls,
+    const double[:, ::1] X,  # IN
+    const double[:, ::1] controls,  # IN
     bint fresh,
-    double[::1] filtered_mean,
-    double[:, ::1] filtered_cov,
-    double[::1] constant,
-    double[:, ::1] linear,
-    double[:, :, ::1] quadratic,
-    double[::1] log_predictive,
+    double[::1] filtered_mean,  # INOUT
+    double[:, ::1] filtered_cov,  # INOUT
+    double[::1] constant,  # INOUT
+    double[:, ::1] linear,  # INOUT
+    double[:, :, ::1] quadratic,  # INOUT
+    double[::1] log_predictive,  # OUT
 ):
     """Forward-only smoothing of the EM moments over the rows of one chunk of a sequence.
 
@@ -1626,13 +1667,13 @@ def forward_smoothing(
 
 def filter_step(
     LinearGaussianModel model,
-    const double[::1] previous_mean,
-    const double[:, ::1] previous_cov,
+    const double[::1] previous_mean,  # IN
+    const double[:, ::1] previous_cov,  # IN
     bint has_previous,
-    const double[::1] x,
-    const double[::1] control,
-    double[::1] filtered_mean,
-    double[:, ::1] filtered_cov,
+    const double[::1] x,  # IN
+    const double[::1] control,  # IN
+    double[::1] filtered_mean,  # OUT
+    double[:, ::1] filtered_cov,  # OUT
 ):
     """One online filter step; returns log p(x_obs | past).
 
@@ -1664,12 +1705,12 @@ def filter_step(
 
 def forecast(
     LinearGaussianModel model,
-    const double[:, ::1] last_mean,
-    const double[:, :, ::1] last_cov,
-    const double[:, ::1] future_controls,
+    const double[:, ::1] last_mean,  # IN
+    const double[:, :, ::1] last_cov,  # IN
+    const double[:, ::1] future_controls,  # IN
     Py_ssize_t n_steps,
-    double[:, ::1] observation_mean,
-    double[:, :, ::1] observation_cov,
+    double[:, ::1] observation_mean,  # OUT
+    double[:, :, ::1] observation_cov,  # OUT
 ):
     """Predictive distribution of the next n_steps observations after each sequence.
 
@@ -1712,9 +1753,9 @@ def forecast(
 
 
 def simulate_states(
-    const double[:, ::1] transition_matrix,
-    const double[:, ::1] innovations,
-    double[:, ::1] states,
+    const double[:, ::1] transition_matrix,  # IN
+    const double[:, ::1] innovations,  # IN
+    double[:, ::1] states,  # OUT
 ):
     """states[0] = innovations[0];  states[t] = F states[t-1] + innovations[t]."""
     cdef Py_ssize_t n_rows = innovations.shape[0]
@@ -1729,13 +1770,3 @@ def simulate_states(
                     for j in range(k):
                         total += transition_matrix[i, j] * states[t - 1, j]
                 states[t, i] = total
-
-
-cdef double[:, ::1] _zeros2(Py_ssize_t n_rows, Py_ssize_t n_columns):
-    from numpy import zeros
-    return zeros((n_rows, n_columns))
-
-
-cdef double[:, :, ::1] _zeros3(Py_ssize_t n_blocks, Py_ssize_t n_rows, Py_ssize_t n_columns):
-    from numpy import zeros
-    return zeros((n_blocks, n_rows, n_columns))

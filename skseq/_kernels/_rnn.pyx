@@ -140,7 +140,9 @@ cdef inline void _gemm(
 # ------------------------------------------------------------ kernels
 
 
-def tanh(floating[::1] values):
+def tanh(
+    floating[::1] values,  # INOUT
+):
     """Apply the kernel's tanh in place (exposed for the tests of its accuracy)."""
     if values.shape[0] == 0:
         return
@@ -148,8 +150,12 @@ def tanh(floating[::1] values):
         _tanh_row(&values[0], values.shape[0])
 
 
-def forward(floating[:, :, ::1] hidden, const floating[:, ::1] W_h,
-            const floating[:, ::1] h0, bint has_h0):
+def forward(
+    floating[:, :, ::1] hidden,  # INOUT
+    const floating[:, ::1] W_h,  # IN
+    const floating[:, ::1] h0,  # IN
+    bint has_h0,
+):
     """Run the recurrence in place: ``hidden`` holds ``p`` on entry and ``h`` on exit.
 
     ``hidden`` has shape (batch, length, H), each at least 1; ``h0``
@@ -177,9 +183,15 @@ def forward(floating[:, :, ::1] hidden, const floating[:, ::1] W_h,
                 _tanh_row(&hidden[row, t, 0], n_hidden)
 
 
-def backward(floating[:, :, ::1] grad, const floating[:, :, ::1] hidden,
-             const floating[:, ::1] W_h, const floating[:, ::1] h0, bint has_h0,
-             floating[:, ::1] dW_h, floating[:, ::1] dh0):
+def backward(
+    floating[:, :, ::1] grad,  # INOUT
+    const floating[:, :, ::1] hidden,  # IN
+    const floating[:, ::1] W_h,  # IN
+    const floating[:, ::1] h0,  # IN
+    bint has_h0,
+    floating[:, ::1] dW_h,  # INOUT
+    floating[:, ::1] dh0,  # OUT
+):
     """Back-propagate through time, in place over ``grad``.
 
     On entry ``grad`` (batch, length, H) holds dL/dh from outside the

@@ -56,7 +56,11 @@ from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 from cython cimport floating
 
-import numpy as np
+from ._common cimport floating_zeros_1d, zeros_2d
+
+cimport numpy as cnp
+
+cnp.import_array()  # numpy's C API, for the scratch allocators of _common
 
 
 cdef inline floating _smallest_normal(floating x) noexcept nogil:
@@ -145,11 +149,11 @@ cdef void _fill_block_powers(
 
 
 def vandermonde_forward(
-    const double[:, ::1] x_re,
-    const double[:, ::1] x_im,
-    const double[:, ::1] w_re,
-    const double[:, ::1] w_im,
-    floating[:, ::1] K,
+    const double[:, ::1] x_re,  # IN
+    const double[:, ::1] x_im,  # IN
+    const double[:, ::1] w_re,  # IN
+    const double[:, ::1] w_im,  # IN
+    floating[:, ::1] K,  # OUT
     Py_ssize_t block,
     Py_ssize_t channel_start,
     Py_ssize_t channel_stop,
@@ -164,11 +168,9 @@ def vandermonde_forward(
     cdef Py_ssize_t length = K.shape[1]
     cdef Py_ssize_t n_blocks = (length + block - 1) // block
     cdef bint exact_fit = n_blocks * block == length
-    cdef floating[::1] scratch = np.empty(
-        2 * n_modes * (block + n_blocks) + (0 if exact_fit else n_blocks * block),
-        dtype=np.float32 if floating is float else np.float64,
-    )
-    cdef double[:, ::1] work = np.empty((2, block if block > n_blocks else n_blocks))
+    cdef floating[::1] scratch = floating_zeros_1d(
+        <floating>0, 2 * n_modes * (block + n_blocks) + (0 if exact_fit else n_blocks * block))
+    cdef double[:, ::1] work = zeros_2d(2, block if block > n_blocks else n_blocks)
     cdef floating* powers = &scratch[0]
     cdef floating* anchors = powers + 2 * n_modes * block
     cdef floating* product = anchors + 2 * n_modes * n_blocks
@@ -199,13 +201,13 @@ def vandermonde_forward(
 
 
 def vandermonde_backward(
-    const double[:, ::1] x_re,
-    const double[:, ::1] x_im,
-    const floating[:, ::1] dK,
-    double[:, ::1] s0_re,
-    double[:, ::1] s0_im,
-    double[:, ::1] s1_re,
-    double[:, ::1] s1_im,
+    const double[:, ::1] x_re,  # IN
+    const double[:, ::1] x_im,  # IN
+    const floating[:, ::1] dK,  # IN
+    double[:, ::1] s0_re,  # OUT
+    double[:, ::1] s0_im,  # OUT
+    double[:, ::1] s1_re,  # OUT
+    double[:, ::1] s1_im,  # OUT
     Py_ssize_t block,
     Py_ssize_t channel_start,
     Py_ssize_t channel_stop,
@@ -218,11 +220,9 @@ def vandermonde_backward(
     cdef Py_ssize_t n_modes = x_re.shape[1]
     cdef Py_ssize_t length = dK.shape[1]
     cdef Py_ssize_t n_blocks = (length + block - 1) // block
-    cdef floating[::1] scratch = np.empty(
-        2 * n_modes * block + 2 * block * n_blocks + 4 * n_modes * n_blocks,
-        dtype=np.float32 if floating is float else np.float64,
-    )
-    cdef double[:, ::1] work = np.empty((2, block if block > n_blocks else n_blocks))
+    cdef floating[::1] scratch = floating_zeros_1d(
+        <floating>0, 2 * n_modes * block + 2 * block * n_blocks + 4 * n_modes * n_blocks)
+    cdef double[:, ::1] work = zeros_2d(2, block if block > n_blocks else n_blocks)
     cdef floating* powers = &scratch[0]
     # gradient[j, m] = dK[m M + j], gradient[j, n_blocks + m] = j dK[m M + j].
     cdef floating* gradient = powers + 2 * n_modes * block
@@ -267,9 +267,9 @@ def vandermonde_backward(
 
 
 def spectrum_product(
-    const floating[:, :, ::1] u_spectrum,
-    const floating[:, ::1] kernel_spectrum,
-    floating[:, :, ::1] out,
+    const floating[:, :, ::1] u_spectrum,  # IN
+    const floating[:, ::1] kernel_spectrum,  # IN
+    floating[:, :, ::1] out,  # OUT
     Py_ssize_t channel_start,
     Py_ssize_t channel_stop,
 ):
@@ -297,10 +297,10 @@ def spectrum_product(
 
 
 def spectrum_backward(
-    const floating[:, :, ::1] u_spectrum,
-    const floating[:, ::1] kernel_spectrum,
-    floating[:, :, ::1] grad_spectrum,
-    floating[:, ::1] kernel_grad_spectrum,
+    const floating[:, :, ::1] u_spectrum,  # IN
+    const floating[:, ::1] kernel_spectrum,  # IN
+    floating[:, :, ::1] grad_spectrum,  # OUT
+    floating[:, ::1] kernel_grad_spectrum,  # OUT
     Py_ssize_t channel_start,
     Py_ssize_t channel_stop,
 ):

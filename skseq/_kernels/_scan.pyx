@@ -41,7 +41,8 @@ vectorises it with baseline SSE2 (2 lanes for float64, 4 for float32):
 
 Backward pass
 -------------
-Gradients follow MATH.md §5, backwards in time with
+Gradients follow doc/user_guide/selective_ssm.rst, "The backward pass",
+backwards in time with
 ``g_t = dL/dh_t = C_t dy_t + a_{t+1} g_{t+1}``, carried as ``a_{t+1} g_{t+1}``.
 The states ``h_{t-1}`` it needs are recomputed, never recovered by dividing by
 ``a`` (which underflows): a first sweep stores ``h`` at the start of every
@@ -62,7 +63,11 @@ default chunk of 64 steps this is below one ``length * N`` buffer from
 length 1024 up.
 """
 
-import numpy as np
+from ._common cimport zeros_like_2d
+
+cimport numpy as cnp
+
+cnp.import_array()  # numpy's C API, for the scratch allocators of _common
 
 cdef enum:
     # Width of the partial sums and multiple of the padded state size.
@@ -72,8 +77,6 @@ cdef enum:
     # Channels of one batch element that share the forward pass's transposed
     # B / C chunks (the forward keeps no checkpoints, so the group can be large).
     FORWARD_GROUP = 64
-    # Alignment of the scratch buffers, in bytes.
-    CACHE_LINE = 64
 
 
 # The branch-free exp / log1p / select functions and the restrict pointer types.
@@ -295,7 +298,7 @@ cdef inline void _step_backward(
     floating* sum_g_h_a_a,
     floating* sum_g_b,
 ) noexcept nogil:
-    """One reverse step of the gradient recurrence (MATH.md §5).
+    """One reverse step of the gradient recurrence (doc/user_guide/selective_ssm.rst).
 
     ``carried`` holds a_{t+1} g_{t+1} on entry and a_t g_t on exit.  Adds
     g h_{t-1} a dt to ``grad_a_row``, g dt u to ``grad_b_row`` and dy h_t to
@@ -364,21 +367,6 @@ cdef void _clear_rows(floating[:, ::1] rows, Py_ssize_t n_rows) noexcept nogil:
             rows[i, n] = 0
 
 
-cdef floating[:, ::1] _zeros(const floating[:, ::1] like, Py_ssize_t n_rows,
-                             Py_ssize_t n_columns):
-    """Zero (n_rows, n_columns) array of the dtype of ``like``, 64-byte aligned.
-
-    Rows of a padded state (a multiple of 8 numbers) then never straddle two
-    cache lines more than they must; numpy only guarantees 16 bytes.
-    """
-    dtype = np.float32 if floating is float else np.float64
-    cdef Py_ssize_t itemsize = sizeof(floating)
-    cdef Py_ssize_t size = n_rows * n_columns
-    buffer = np.zeros(size + CACHE_LINE // itemsize, dtype=dtype)
-    cdef Py_ssize_t offset = (-buffer.ctypes.data % CACHE_LINE) // itemsize
-    return buffer[offset : offset + size].reshape(n_rows, n_columns)
-
-
 cdef void _copy_rows(
     const floating[:, ::1] source,
     Py_ssize_t row_start,
@@ -429,16 +417,16 @@ def padded_state_size(Py_ssize_t n_state):
 
 
 def forward(
-    const floating[:, :, ::1] u,
-    const floating[:, :, ::1] delta,
-    const floating[:, ::1] A,
-    const floating[:, :, ::1] B,
-    const floating[:, :, ::1] C,
-    const floating[::1] D,
-    const floating[:, :, ::1] z,
-    const floating[::1] delta_bias,
-    floating[:, :, ::1] out,
-    floating[:, :, ::1] last_state,
+    const floating[:, :, ::1] u,  # IN
+    const floating[:, :, ::1] delta,  # IN
+    const floating[:, ::1] A,  # IN
+    const floating[:, :, ::1] B,  # IN
+    const floating[:, :, ::1] C,  # IN
+    const floating[::1] D,  # IN
+    const floating[:, :, ::1] z,  # IN
+    const floating[::1] delta_bias,  # IN
+    floating[:, :, ::1] out,  # OUT
+    floating[:, :, ::1] last_state,  # OUT
     bint selective_B,
     bint selective_C,
     bint gated,
@@ -466,15 +454,15 @@ def forward(
     cdef Py_ssize_t n_pad = padded_state_size(n_state)
     cdef Py_ssize_t chunk = chunk_size if chunk_size < length else length
     cdef Py_ssize_t n_chunks = (length + chunk - 1) // chunk
-    cdef floating[:, ::1] a_rows = _zeros(A, FORWARD_GROUP, n_pad)
+    cdef floating[:, ::1] a_rows = zeros_like_2d(A, FORWARD_GROUP, n_pad)
     # Selective B / C: one transposed chunk, advanced by n_pad per step;
     # time-invariant: one padded row per channel of the group, fixed over time.
-    cdef floating[:, ::1] b_rows = _zeros(A, chunk if selective_B else FORWARD_GROUP, n_pad)
-    cdef floating[:, ::1] c_rows = _zeros(A, chunk if selective_C else FORWARD_GROUP, n_pad)
+    cdef floating[:, ::1] b_rows = zeros_like_2d(A, chunk if selective_B else FORWARD_GROUP, n_pad)
+    cdef floating[:, ::1] c_rows = zeros_like_2d(A, chunk if selective_C else FORWARD_GROUP, n_pad)
     cdef Py_ssize_t b_step = n_pad if selective_B else 0
     cdef Py_ssize_t c_step = n_pad if selective_C else 0
-    cdef floating[:, ::1] states = _zeros(A, FORWARD_GROUP, n_pad)
-    cdef floating[:, ::1] vectors = _zeros(A, 3, chunk if chunk > FORWARD_GROUP else FORWARD_GROUP)
+    cdef floating[:, ::1] states = zeros_like_2d(A, FORWARD_GROUP, n_pad)
+    cdef floating[:, ::1] vectors = zeros_like_2d(A, 3, chunk if chunk > FORWARD_GROUP else FORWARD_GROUP)
     cdef floating[::1] dt_chunk = vectors[0]
     cdef floating[::1] gate_chunk = vectors[1]
     cdef floating[::1] a_max_abs = vectors[2]
@@ -538,23 +526,23 @@ def forward(
 
 
 def backward(
-    const floating[:, :, ::1] dout,
-    const floating[:, :, ::1] u,
-    const floating[:, :, ::1] delta,
-    const floating[:, ::1] A,
-    const floating[:, :, ::1] B,
-    const floating[:, :, ::1] C,
-    const floating[::1] D,
-    const floating[:, :, ::1] z,
-    const floating[::1] delta_bias,
-    floating[:, :, ::1] du,
-    floating[:, :, ::1] ddelta,
-    floating[:, ::1] dA,
-    floating[:, :, ::1] dB,
-    floating[:, :, ::1] dC,
-    floating[::1] dD,
-    floating[:, :, ::1] dz,
-    floating[::1] ddelta_bias,
+    const floating[:, :, ::1] dout,  # IN
+    const floating[:, :, ::1] u,  # IN
+    const floating[:, :, ::1] delta,  # IN
+    const floating[:, ::1] A,  # IN
+    const floating[:, :, ::1] B,  # IN
+    const floating[:, :, ::1] C,  # IN
+    const floating[::1] D,  # IN
+    const floating[:, :, ::1] z,  # IN
+    const floating[::1] delta_bias,  # IN
+    floating[:, :, ::1] du,  # OUT
+    floating[:, :, ::1] ddelta,  # OUT
+    floating[:, ::1] dA,  # INOUT
+    floating[:, :, ::1] dB,  # INOUT
+    floating[:, :, ::1] dC,  # INOUT
+    floating[::1] dD,  # INOUT
+    floating[:, :, ::1] dz,  # OUT
+    floating[::1] ddelta_bias,  # INOUT
     bint selective_B,
     bint selective_C,
     bint gated,
@@ -583,21 +571,21 @@ def backward(
     cdef Py_ssize_t n_pad = padded_state_size(n_state)
     cdef Py_ssize_t chunk = chunk_size if chunk_size < length else length
     cdef Py_ssize_t n_chunks = (length + chunk - 1) // chunk
-    cdef floating[:, ::1] a_rows = _zeros(A, CHANNEL_GROUP, n_pad)
-    cdef floating[:, ::1] grad_a_rows = _zeros(A, CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] a_rows = zeros_like_2d(A, CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] grad_a_rows = zeros_like_2d(A, CHANNEL_GROUP, n_pad)
     # B / C and their gradients: one transposed chunk when selective, one
     # padded row per channel of the group when time-invariant (see forward).
-    cdef floating[:, ::1] b_rows = _zeros(A, chunk if selective_B else CHANNEL_GROUP, n_pad)
-    cdef floating[:, ::1] c_rows = _zeros(A, chunk if selective_C else CHANNEL_GROUP, n_pad)
-    cdef floating[:, ::1] grad_b_rows = _zeros(A, chunk if selective_B else CHANNEL_GROUP, n_pad)
-    cdef floating[:, ::1] grad_c_rows = _zeros(A, chunk if selective_C else CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] b_rows = zeros_like_2d(A, chunk if selective_B else CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] c_rows = zeros_like_2d(A, chunk if selective_C else CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] grad_b_rows = zeros_like_2d(A, chunk if selective_B else CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] grad_c_rows = zeros_like_2d(A, chunk if selective_C else CHANNEL_GROUP, n_pad)
     cdef Py_ssize_t b_step = n_pad if selective_B else 0
     cdef Py_ssize_t c_step = n_pad if selective_C else 0
-    cdef floating[:, ::1] states = _zeros(A, chunk + 1, n_pad)
-    cdef floating[:, ::1] decays = _zeros(A, chunk, n_pad)
-    cdef floating[:, ::1] checkpoints = _zeros(A, CHANNEL_GROUP * n_chunks, n_pad)
-    cdef floating[:, ::1] carried = _zeros(A, CHANNEL_GROUP, n_pad)
-    cdef floating[:, ::1] vectors = _zeros(A, 5, chunk if chunk > CHANNEL_GROUP else CHANNEL_GROUP)
+    cdef floating[:, ::1] states = zeros_like_2d(A, chunk + 1, n_pad)
+    cdef floating[:, ::1] decays = zeros_like_2d(A, chunk, n_pad)
+    cdef floating[:, ::1] checkpoints = zeros_like_2d(A, CHANNEL_GROUP * n_chunks, n_pad)
+    cdef floating[:, ::1] carried = zeros_like_2d(A, CHANNEL_GROUP, n_pad)
+    cdef floating[:, ::1] vectors = zeros_like_2d(A, 5, chunk if chunk > CHANNEL_GROUP else CHANNEL_GROUP)
     cdef floating[::1] dt_chunk = vectors[0]
     cdef floating[::1] slope_chunk = vectors[1]
     cdef floating[::1] y_chunk = vectors[2]

@@ -16,7 +16,7 @@ An emission model subclass adds:
 * optionally ``_emissions(shifted)``: a function ``(X, buffers) -> (log_frameprob,
   shift, cache)`` with the parameters prepared once for many blocks of rows;
   with ``shifted`` each row comes already shifted by its maximum ``shift``
-  (saves a pass), and ``buffers`` (see :func:`skseq.inference.hmm.work_array`)
+  (saves a pass), and ``buffers`` (see :func:`skseq._buffers.work_array`)
   may hold the arrays;
 * ``_initialize_emissions(X, random_state)`` (``_initial_value(attribute)``
   gives the user's ``<name>_init`` or hand-set value);
@@ -42,7 +42,6 @@ from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from .._kernels import load
 from .._parallel import limited_threads
 from .._sequences import (
     blocks_of_rows,
@@ -61,13 +60,12 @@ from ..base import (
 )
 from ..inference.hmm import (
     ForwardResult,
-    forward_backward_offsets,
-    forward_offsets,
-    shifted_frame,
-    viterbi_offsets,
+    _forward_backward_offsets,
+    _forward_offsets,
+    _forward_smoothing_rows,
+    _sample_states,
+    _viterbi_offsets,
 )
-
-_hmm = load("_hmm")
 
 __all__ = ["BaseHMM"]
 
@@ -488,7 +486,7 @@ class BaseHMM(BaseEM):
         blocks = []
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            result = forward_backward_offsets(
+            result = _forward_backward_offsets(
                 self.startprob_, self.transmat_, log_frameprob, local_offsets, shift, buffers
             )
             statistics = SufficientStatistics(
@@ -505,7 +503,7 @@ class BaseHMM(BaseEM):
 
         ``shift`` None: the rows are not pre-shifted (always so here; an
         emission model may fuse the shift when ``shifted``).  ``buffers``
-        (see :func:`skseq.inference.hmm.work_array`) may hold the arrays
+        (see :func:`skseq._buffers.work_array`) may hold the arrays
         between calls.
         """
 
@@ -581,57 +579,32 @@ class BaseHMM(BaseEM):
 
     def _stream_statistics(self, stream):
         """Smoothed statistics of all rows a stream message has seen."""
-        alpha = stream["alpha"]
-        statistics = SufficientStatistics(
-            start=alpha @ stream["start"],
-            trans=np.einsum("j,jab->ab", alpha, stream["trans"]),
-        )
-        statistics.update(
-            self._statistics_from_features(np.einsum("j,jap->ap", alpha, stream["emission"]))
-        )
+        start_counts, transition_counts, feature_sums = stream.statistics()
+        statistics = SufficientStatistics(start=start_counts, trans=transition_counts)
+        statistics.update(self._statistics_from_features(feature_sums))
         return statistics
 
     def _advance_stream(self, X, stream):
         """Run the forward-only smoother over the rows of one sequence (part).
 
-        ``stream`` is the message carried from earlier rows of the same
-        sequence, or ``None`` for a sequence that starts at ``X[0]``.  Returns
-        the statistics these rows add (exactly what forward-backward over the
-        whole sequence would add, at fixed parameters), their log-likelihood
-        given the past, and the new message.
+        ``stream`` is the message (a
+        :class:`~skseq.inference.hmm.ForwardSmoothingMessage`) carried from
+        earlier rows of the same sequence, or ``None`` for a sequence that
+        starts at ``X[0]``.  Returns the statistics these rows add (exactly
+        what forward-backward over the whole sequence would add, at fixed
+        parameters), their log-likelihood given the past, and the new message.
         """
         log_frameprob, cache = self._emission_terms(X)
-        features = np.ascontiguousarray(self._emission_features(X, cache), dtype=np.float64)
-        frame, shift = shifted_frame(log_frameprob)
-        n_components, n_features = self.n_components, features.shape[2]
-        if stream is None:
-            before = None
-            stream = {
-                "alpha": np.zeros(n_components),
-                "start": np.zeros((n_components, n_components)),
-                "trans": np.zeros((n_components, n_components, n_components)),
-                "emission": np.zeros((n_components, n_components, n_features)),
-            }
-        else:
-            before = self._stream_statistics(stream)
-            stream = {name: value.copy() for name, value in stream.items()}
-        log_predictive = np.empty(X.shape[0])
-        log_likelihood = _hmm.forward_smoothing(
-            np.ascontiguousarray(self.startprob_, dtype=np.float64),
-            np.ascontiguousarray(self.transmat_, dtype=np.float64),
-            frame,
-            shift,
-            features,
-            before is None,
-            stream["alpha"],
-            stream["start"],
-            stream["trans"],
-            stream["emission"],
-            log_predictive,
+        result = _forward_smoothing_rows(
+            self.startprob_,
+            self.transmat_,
+            log_frameprob,
+            self._emission_features(X, cache),
+            stream,
         )
-        after = self._stream_statistics(stream)
-        added = after if before is None else after + (-1.0) * before
-        return added, log_likelihood, stream
+        after = self._stream_statistics(result.carried)
+        added = after if stream is None else after + (-1.0) * self._stream_statistics(stream)
+        return added, result.log_likelihood, result.carried
 
     def _stream_estep(self, X, offsets, new_sequence):
         """E step of one ``partial_fit`` batch.
@@ -722,7 +695,7 @@ class BaseHMM(BaseEM):
         statistics, log_likelihood, stream = self._stream_estep(X, offsets, new_sequence)
         self._partial_fit_step(statistics, log_likelihood, X.shape[0])
         self._stream = stream
-        self.filtered_state_ = stream["alpha"].copy()
+        self.filtered_state_ = stream.filtered.copy()
         return self
 
     def filter_stream(self, X, *, new_sequence=False):
@@ -747,7 +720,7 @@ class BaseHMM(BaseEM):
         X, offsets = self._prepare_fitted(X, None, None)
         state = getattr(self, "filtered_state_", None)
         start = self.startprob_ if new_sequence or state is None else state @ self.transmat_
-        result = forward_offsets(start, self.transmat_, self._compute_log_likelihood(X), offsets)
+        result = _forward_offsets(start, self.transmat_, self._compute_log_likelihood(X), offsets)
         self._check_log_likelihood(result.log_likelihood)
         self.filtered_state_ = result.filtered[-1].copy()
         return result.filtered
@@ -851,7 +824,7 @@ class BaseHMM(BaseEM):
         sequence_log_likelihood = np.empty(len(offsets) - 1)
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            forward_backward_offsets(
+            _forward_backward_offsets(
                 self.startprob_,
                 self.transmat_,
                 log_frameprob,
@@ -911,7 +884,7 @@ class BaseHMM(BaseEM):
         log_probs = np.empty(len(offsets) - 1)
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            viterbi_offsets(
+            _viterbi_offsets(
                 log_start,
                 log_trans,
                 log_frameprob,
@@ -1004,7 +977,7 @@ class BaseHMM(BaseEM):
         sequence_log_likelihood = np.empty(len(offsets) - 1)
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            forward_offsets(
+            _forward_offsets(
                 self.startprob_,
                 self.transmat_,
                 log_frameprob,
@@ -1069,13 +1042,7 @@ class BaseHMM(BaseEM):
                     f"got {currstate!r}."
                 )
             start = self.transmat_[currstate]
-        states = np.empty(n_samples, dtype=np.intp)
-        _hmm.sample_states(
-            np.cumsum(start, dtype=np.float64),
-            np.cumsum(self.transmat_, axis=1, dtype=np.float64),
-            random_state.rand(n_samples),
-            states,
-        )
+        states = _sample_states(start, self.transmat_, random_state.rand(n_samples))
         return self._sample_emissions(states, random_state), states
 
     def get_stationary_distribution(self):

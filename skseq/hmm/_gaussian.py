@@ -1,4 +1,7 @@
-"""Gaussian emissions: densities, covariance shapes, and GaussianHMM."""
+"""Gaussian emissions: GaussianHMM and the data and M-step helpers it shares with GMMHMM.
+
+The densities, moments and covariance shapes are in :mod:`skseq.inference.gaussian`.
+"""
 
 from functools import partial
 
@@ -6,14 +9,26 @@ import numpy as np
 from scipy import linalg
 from sklearn.utils.validation import validate_data
 
-from .._kernels import load
+from .._buffers import work_array
 from .._validation import check_option_param, masked_as_nan
 from ..base import check_scalar_param
-from ..inference.hmm import work_array
+from ..inference.gaussian import (
+    COVARIANCE_TYPES,
+    _gaussian_density,
+    _log_gaussian_density,
+    _moment_features,
+    _moments_from_features,
+    _weighted_moments,
+    check_covars,
+    compact_covars,
+    fill_covars,
+    log_gaussian_density,
+)
+from ..inference.gaussian import _missing_rows as missing_rows
 from ._base import BaseHMM, fit_kmeans
 
-_gaussian = load("_gaussian")
-
+# log_gaussian_density and fill_covars are skseq.inference.gaussian's, still
+# importable from here.
 __all__ = ["GaussianHMM", "log_gaussian_density", "fill_covars", "COVARIANCE_TYPES"]
 
 
@@ -32,16 +47,6 @@ def validate_gaussian_X(estimator, X, reset):
     if reset and missing_rows(X).all():
         raise ValueError("Every row of X contains NaN: there is no observed row.")
     return X
-
-
-def missing_rows(X):
-    """Mask of the rows of ``X`` that contain NaN (missing observations).
-
-    Data without any NaN, the common case, cost one fast pass.
-    """
-    if not np.isnan(X).any():
-        return np.zeros(X.shape[0], dtype=bool)
-    return np.isnan(X).any(axis=1)
 
 
 def moments_centre(observed, means):
@@ -86,84 +91,6 @@ def observed_rows(X):
     return X[~missing] if missing.any() else X
 
 
-COVARIANCE_TYPES = ("spherical", "diag", "full", "tied")
-_LOG_2PI = np.log(2 * np.pi)
-
-
-def compact_covars_shape(covariance_type, n_components, n_features):
-    """Shape of the stored covariances for each covariance type."""
-    return {
-        "spherical": (n_components,),
-        "diag": (n_components, n_features),
-        "full": (n_components, n_features, n_features),
-        "tied": (n_features, n_features),
-    }[covariance_type]
-
-
-def fill_covars(covars, covariance_type, n_components, n_features):
-    """Full (n_components, n_features, n_features) matrices from compact covariances."""
-    if covariance_type == "full":
-        return covars
-    if covariance_type == "diag":
-        return np.stack([np.diag(c) for c in covars])
-    if covariance_type == "tied":
-        return np.tile(covars, (n_components, 1, 1))
-    return covars[:, None, None] * np.eye(n_features)[None]
-
-
-def compact_covars(covars, covariance_type):
-    """Covariances in the compact shape of ``covariance_type``.
-
-    Accepts the compact shape, or full matrices (as ``covars_`` returns) when
-    they are exactly representable: diagonal for "diag", multiples of the
-    identity for "spherical", all equal for "tied".  Spherical variances may
-    also come as a column, (n_components, 1), as hmmlearn accepts.
-    """
-    covars = np.array(covars, dtype=np.float64)
-    if covariance_type == "spherical" and covars.ndim == 2 and covars.shape[1] == 1:
-        return covars[:, 0].copy()
-    if covars.ndim != 3 or covariance_type == "full":
-        return covars
-    diagonals = np.diagonal(covars, axis1=1, axis2=2)
-    if covariance_type == "tied":
-        if not np.all(covars == covars[:1]):
-            raise ValueError("tied covariances given as full matrices must all be equal.")
-        return covars[0].copy()
-    if not np.all(covars == diagonals[:, :, None] * np.eye(covars.shape[1])):
-        raise ValueError(f"{covariance_type} covariances given as full matrices must be diagonal.")
-    if covariance_type == "diag":
-        return diagonals.copy()
-    if not np.all(diagonals == diagonals[:, :1]):
-        raise ValueError("spherical covariances given as full matrices must be multiples of I.")
-    return diagonals[:, 0].copy()
-
-
-def check_covars(covars, covariance_type, n_components, n_features, name="covars"):
-    """Validate user-given compact covariances: shape, finite, positive definite."""
-    shape = compact_covars_shape(covariance_type, n_components, n_features)
-    covars = np.array(covars, dtype=np.float64)
-    if covars.shape != shape:
-        raise ValueError(
-            f"{name} for covariance_type={covariance_type!r} must have shape {shape}, "
-            f"got {covars.shape}."
-        )
-    if not np.all(np.isfinite(covars)):
-        raise ValueError(f"{name} contains NaN or inf.")
-    if covariance_type in ("spherical", "diag"):
-        if np.any(covars <= 0):
-            raise ValueError(f"{name} must be positive ({covariance_type} variances).")
-        return covars
-    matrices = covars[None] if covariance_type == "tied" else covars
-    for index, matrix in enumerate(matrices):
-        if not np.allclose(matrix, matrix.T, rtol=1e-8, atol=1e-12):
-            raise ValueError(f"{name}[{index}] is not symmetric.")
-        try:
-            linalg.cholesky(matrix, lower=True)
-        except linalg.LinAlgError:
-            raise ValueError(f"{name}[{index}] is not positive definite.") from None
-    return covars
-
-
 def check_positive_semidefinite(matrices, name):
     """Reject prior scale matrices (..., D, D) that are not symmetric positive semidefinite.
 
@@ -176,143 +103,6 @@ def check_positive_semidefinite(matrices, name):
         raise ValueError(f"{name} must be symmetric matrices.")
     if np.min(np.linalg.eigvalsh(matrices), initial=0.0) < -1e-10 * scale:
         raise ValueError(f"{name} must be positive semidefinite (a scalar prior must be >= 0).")
-
-
-def log_gaussian_density(X, means, covars, covariance_type, shift=None, out=None):
-    """log N(x_t; mean_k, covar_k) for every row t and component k.
-
-    With ``shift`` (an array of n_samples) each row is returned minus its
-    maximum, which goes to ``shift`` (the frame of forward-backward, fused
-    into the same pass).
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features), C-contiguous float64
-        A row containing NaN is missing: its log-density is 0 (density 1).
-    means : ndarray of shape (n_components, n_features)
-    covars : ndarray
-        Compact covariances (see :func:`compact_covars_shape`); all positive
-        definite.
-    covariance_type : {"spherical", "diag", "full", "tied"}
-
-    Returns
-    -------
-    log_density : ndarray of shape (n_samples, n_components)
-        ``out`` when given (C-contiguous float64 of that shape).
-    """
-    return gaussian_density(means, covars, covariance_type)(X, shift, out)
-
-
-def gaussian_density(means, covars, covariance_type):
-    """:func:`log_gaussian_density` with the parameters prepared once.
-
-    Returns ``density(X, shift=None, out=None)``; calling it on many blocks of
-    rows repeats none of the per-parameter work (inverses, logarithms).
-    """
-    n_components, n_features = means.shape
-    means = np.ascontiguousarray(means, dtype=np.float64)
-    covars = np.asarray(covars, dtype=np.float64)
-    diagonal = covariance_type in ("spherical", "diag")
-    # The kernel sums half the quadratic form, term by term: the 1/2 goes
-    # into the factors, so the sum overflows only when the log-density is
-    # below -DBL_MAX, not already at half of that.
-    if diagonal:
-        variances = (
-            covars[:, None] * np.ones(n_features) if covariance_type == "spherical" else covars
-        )
-        factors = np.ascontiguousarray(0.5 / variances)[:, None, :]  # half precisions
-        log_normalisers = -0.5 * (n_features * _LOG_2PI + np.sum(np.log(variances), axis=1))
-    else:
-        matrices = np.broadcast_to(covars, (n_components, n_features, n_features))
-        choleskys = np.linalg.cholesky(matrices)
-        # W_k = L_k^{-1}, lower triangular.  One batched call: scipy's triangular
-        # solve goes through threaded BLAS, which costs milliseconds per tiny
-        # matrix when the cores are busy.
-        whitening = np.tril(np.linalg.inv(choleskys))
-        factors = np.ascontiguousarray(whitening * np.sqrt(0.5))
-        log_normalisers = -0.5 * n_features * _LOG_2PI - np.sum(
-            np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1
-        )
-    log_normalisers = np.ascontiguousarray(log_normalisers)
-    no_shift = np.empty(0)
-
-    def density(X, shift=None, out=None):
-        log_density = np.empty((X.shape[0], n_components)) if out is None else out
-        overflowed = _gaussian.log_density(
-            X,
-            means,
-            factors,
-            diagonal,
-            log_normalisers,
-            log_density,
-            no_shift if shift is None else shift,
-            shift is not None,
-        )
-        if overflowed >= 0:
-            raise ValueError(
-                "X has a row too far from every Gaussian component for double precision "
-                f"(its largest entry in magnitude is {np.max(np.abs(X[overflowed])):.3g}): "
-                "its log-density is below -1.8e308 under every state. Rescale X (e.g. "
-                "with sklearn.preprocessing.StandardScaler) or refit the model on data "
-                "of that scale."
-            )
-        return log_density
-
-    return density
-
-
-def weighted_moments(X, centre, weights, full):
-    """Weighted moments of y_t = x_t - centre over observed rows (NaN rows skipped).
-
-    Returns ``(weight_sums (K,), first (K, D), second)`` where ``first`` is
-    sum_t w_tk y_t and ``second`` is sum_t w_tk y_t^2 (K, D) or, with
-    ``full``, sum_t w_tk y_t y_t^T (K, D, D).  A ``centre`` near the data keeps
-    variances computed from these moments free of cancellation.
-    """
-    n_components, n_features = weights.shape[1], X.shape[1]
-    n_pairs = n_features * (n_features + 1) // 2 if full else n_features
-    moments_t = np.zeros((1 + n_features + n_pairs, n_components))
-    _gaussian.weighted_moments(
-        X,
-        np.ascontiguousarray(centre, dtype=np.float64),
-        np.ascontiguousarray(weights, dtype=np.float64),
-        moments_t,
-        full,
-    )
-    return moments_from_features(moments_t.T.copy(), n_features, full)
-
-
-def unpack_symmetric(packed, n_features):
-    """Symmetric (..., D, D) matrices from their upper triangles packed row by row."""
-    rows, columns = np.triu_indices(n_features)
-    matrices = np.empty(packed.shape[:-1] + (n_features, n_features))
-    matrices[..., rows, columns] = packed
-    matrices[..., columns, rows] = packed
-    return matrices
-
-
-def moment_features(X, centre, full):
-    """Per-row vectors (1, y, y^2) or (1, y, upper triangle of y y^T), y = x - centre.
-
-    Zeros for missing rows.  Their weighted sums are the moments that
-    :func:`weighted_moments` accumulates.
-    """
-    observed = ~missing_rows(X)
-    X = np.where(observed[:, None], X - centre, 0.0)
-    if full:
-        rows, columns = np.triu_indices(X.shape[1])
-        second = X[:, rows] * X[:, columns]
-    else:
-        second = X * X
-    return np.concatenate([observed[:, None].astype(np.float64), X, second], axis=1)
-
-
-def moments_from_features(sums, n_features, full):
-    """(weight sums, first moments, second moments) from summed :func:`moment_features`."""
-    second = sums[..., 1 + n_features :]
-    if full:
-        second = unpack_symmetric(second, n_features)
-    return sums[..., 0], sums[..., 1 : 1 + n_features], second
 
 
 def sample_gaussians(means, full_covars, components, random_state):
@@ -727,10 +517,10 @@ class GaussianHMM(BaseHMM):
 
     def _emission_terms(self, X):
         # Rows with NaN get log-density 0 in the kernel: a missing observation.
-        return log_gaussian_density(X, self.means_, self._covars_, self.covariance_type), None
+        return _log_gaussian_density(X, self.means_, self._covars_, self.covariance_type), None
 
     def _emissions(self, shifted=True):
-        density = gaussian_density(self.means_, self._covars_, self.covariance_type)
+        density = _gaussian_density(self.means_, self._covars_, self.covariance_type)
         n_components = self.n_components
 
         def emissions(X, buffers=None):
@@ -794,18 +584,18 @@ class GaussianHMM(BaseHMM):
 
     def _emission_statistics(self, X, posteriors, cache):
         full = self.covariance_type in ("full", "tied")
-        post, first, second = weighted_moments(X, self._centre, posteriors, full)
+        post, first, second = _weighted_moments(X, self._centre, posteriors, full)
         return {"post": post, "obs": first, ("obs*obs.T" if full else "obs**2"): second}
 
     def _emission_features(self, X, cache):
-        features = moment_features(X, self._centre, self.covariance_type in ("full", "tied"))
+        features = _moment_features(X, self._centre, self.covariance_type in ("full", "tied"))
         return np.broadcast_to(
             features[:, None, :], (X.shape[0], self.n_components, features.shape[1])
         )
 
     def _statistics_from_features(self, sums):
         full = self.covariance_type in ("full", "tied")
-        post, first, second = moments_from_features(sums, self.means_.shape[1], full)
+        post, first, second = _moments_from_features(sums, self.means_.shape[1], full)
         return {"post": post, "obs": first, ("obs*obs.T" if full else "obs**2"): second}
 
     def _emission_mstep(self, statistics):

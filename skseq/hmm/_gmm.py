@@ -6,27 +6,29 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ..base import check_scalar_param
+from ..inference.gaussian import (
+    _log_gaussian_density,
+    _missing_rows,
+    _moment_features,
+    _moments_from_features,
+    _weighted_moments,
+    check_covars,
+    fill_covars,
+)
 from ._base import BaseHMM, dirichlet_map, fit_kmeans
 from ._gaussian import (
     GAUSSIAN_PARAMETER_RULES,
-    check_covars,
     check_data_scale,
     check_positive_semidefinite,
     distribute_covariance,
-    fill_covars,
     initial_covariance,
     keep_valid_covariances,
-    log_gaussian_density,
     map_covariance,
     map_means,
-    missing_rows,
-    moment_features,
     moments_centre,
-    moments_from_features,
     observed_rows,
     sample_gaussians,
     validate_gaussian_X,
-    weighted_moments,
     weighted_scatter,
 )
 
@@ -359,13 +361,13 @@ class GMMHMM(BaseHMM):
         n_components, n_mix, n_features = self.means_.shape
         flat_type, flat_covars = self._flat_covars()
         # Missing rows (NaN) get log-density 0 for every component.
-        log_component = log_gaussian_density(
+        log_component = _log_gaussian_density(
             X, self.means_.reshape(-1, n_features), flat_covars, flat_type
         ).reshape(-1, n_components, n_mix)
         with np.errstate(divide="ignore"):
             log_component += np.log(self.weights_)
         log_frameprob = logsumexp(log_component, axis=2)
-        missing = missing_rows(X)
+        missing = _missing_rows(X)
         log_frameprob[missing] = 0.0
         return log_frameprob, (log_component, log_frameprob, missing)
 
@@ -383,7 +385,7 @@ class GMMHMM(BaseHMM):
         within_state = self._component_responsibilities(X, cache)
         responsibilities = (posteriors[:, :, None] * within_state).reshape(X.shape[0], -1)
         full = self.covariance_type in ("full", "tied")
-        post_mix, first, second = weighted_moments(X, self._centre, responsibilities, full)
+        post_mix, first, second = _weighted_moments(X, self._centre, responsibilities, full)
         return self._gmm_statistics(post_mix, first, second)
 
     def _gmm_statistics(self, post_mix, first, second):
@@ -401,7 +403,7 @@ class GMMHMM(BaseHMM):
 
     def _emission_features(self, X, cache):
         n_components, n_mix, _ = self.means_.shape
-        moments = moment_features(X, self._centre, self.covariance_type in ("full", "tied"))
+        moments = _moment_features(X, self._centre, self.covariance_type in ("full", "tied"))
         within_state = self._component_responsibilities(X, cache)
         features = within_state[:, :, :, None] * moments[:, None, None, :]
         return features.reshape(X.shape[0], n_components, -1)
@@ -410,7 +412,7 @@ class GMMHMM(BaseHMM):
         n_components, n_mix, n_features = self.means_.shape
         full = self.covariance_type in ("full", "tied")
         per_component = sums.reshape(n_components * n_mix, -1)
-        post_mix, first, second = moments_from_features(per_component, n_features, full)
+        post_mix, first, second = _moments_from_features(per_component, n_features, full)
         return self._gmm_statistics(post_mix, first, second)
 
     def _emission_mstep(self, statistics):

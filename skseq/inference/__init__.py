@@ -1,6 +1,11 @@
 """The functional layer: exact inference on plain arrays.
 
-Usable on its own with any parameters; the estimators call these functions.
+Usable on its own with any parameters; the estimators call these functions
+(and their underscore-prefixed cores), never the kernels directly.  Modules:
+:mod:`~skseq.inference.hmm` (re-exported here), :mod:`~skseq.inference.gaussian`,
+:mod:`~skseq.inference.kalman`, :mod:`~skseq.inference.scan`,
+:mod:`~skseq.inference.s4d`, :mod:`~skseq.inference.rnn` and
+:mod:`~skseq.inference.attention` (the last three re-exported here).
 """
 
 from .attention import (
@@ -9,11 +14,24 @@ from .attention import (
     causal_attention,
     causal_attention_backward,
 )
-from .hmm import ForwardBackwardResult, ForwardResult, forward, forward_backward, viterbi
+from .hmm import (
+    ForwardBackwardResult,
+    ForwardResult,
+    ForwardSmoothingMessage,
+    ForwardSmoothingResult,
+    SmoothedStatistics,
+    ViterbiResult,
+    forward,
+    forward_backward,
+    forward_smoothing,
+    sample_states,
+    viterbi,
+)
 from .kalman import KalmanFilterResult, KalmanSmootherResult, kalman_filter, kalman_smoother
 from .rnn import ElmanGradients, ElmanResult, elman_rnn, elman_rnn_backward
 from .s4d import (
     ConvolutionGradients,
+    ConvolutionResult,
     ConvolutionSpectra,
     S4DKernelGradients,
     causal_convolution,
@@ -27,8 +45,14 @@ __all__ = [
     "forward_backward",
     "forward",
     "viterbi",
+    "forward_smoothing",
+    "sample_states",
     "ForwardBackwardResult",
     "ForwardResult",
+    "ViterbiResult",
+    "ForwardSmoothingMessage",
+    "ForwardSmoothingResult",
+    "SmoothedStatistics",
     "kalman_filter",
     "kalman_smoother",
     "KalmanFilterResult",
@@ -42,6 +66,7 @@ __all__ = [
     "S4DKernelGradients",
     "causal_convolution",
     "causal_convolution_backward",
+    "ConvolutionResult",
     "ConvolutionSpectra",
     "ConvolutionGradients",
     "elman_rnn",

@@ -14,18 +14,40 @@ apart): the kernels bound the effect of every such loss on the results and
 flag the sequences where it could exceed 2^-40 relative ("When the scaled
 recursions are exact" in the same guide); only those are redone in log space.
 Viterbi runs in log space.
+
+Conventions, in every inference module: an argument holding probabilities is
+named for them (``startprob``, ``transmat``), one holding their logarithms
+says so (``log_startprob``, ``log_transmat``, ``log_frameprob``); the public
+functions validate their arguments and return named tuples; the
+underscore-prefixed ``_..._offsets`` cores take validated arrays and the
+sequence split as ``offsets`` (what the estimators call).
 """
 
 from typing import NamedTuple
 
 import numpy as np
+from sklearn.utils import check_random_state
 
+from .._buffers import longest_sequence, work_array
 from .._kernels import load
 from .._sequences import sequence_offsets
+from .._validation import check_scalar_param
 
 _hmm = load("_hmm")
 
-__all__ = ["forward_backward", "forward", "viterbi", "ForwardBackwardResult", "ForwardResult"]
+__all__ = [
+    "forward_backward",
+    "forward",
+    "viterbi",
+    "forward_smoothing",
+    "sample_states",
+    "ForwardBackwardResult",
+    "ForwardResult",
+    "ViterbiResult",
+    "ForwardSmoothingMessage",
+    "ForwardSmoothingResult",
+    "SmoothedStatistics",
+]
 
 
 class ForwardBackwardResult(NamedTuple):
@@ -53,6 +75,98 @@ class ForwardBackwardResult(NamedTuple):
     start_counts: np.ndarray
     transition_counts: np.ndarray
     sequence_log_likelihood: np.ndarray
+    log_predictive: np.ndarray
+
+
+class ViterbiResult(NamedTuple):
+    """What :func:`viterbi` returns.
+
+    Attributes
+    ----------
+    log_prob : float
+        log p(x, z*) of the best path, summed over sequences.
+    states : ndarray of intp, shape (n_samples,)
+        The best path z* of every sequence, concatenated.
+    """
+
+    log_prob: float
+    states: np.ndarray
+
+
+class SmoothedStatistics(NamedTuple):
+    """Smoothed expectations of additive statistics over the rows seen so far.
+
+    Attributes
+    ----------
+    start_counts : ndarray of shape (n_states,)
+        p(z_1 = i | x_1..x_t).
+    transition_counts : ndarray of shape (n_states, n_states)
+        sum_{s < t} p(z_s = i, z_{s+1} = j | x_1..x_t).
+    feature_sums : ndarray of shape (n_states, n_features)
+        sum_{s <= t} p(z_s = i | x_1..x_t) features[s, i, :].
+    """
+
+    start_counts: np.ndarray
+    transition_counts: np.ndarray
+    feature_sums: np.ndarray
+
+
+class ForwardSmoothingMessage(NamedTuple):
+    """What forward-only smoothing carries from one chunk of a sequence to the next.
+
+    Its size does not depend on how many rows have passed.  For every state
+    ``j`` of the last row t seen it holds expectations given x_1..x_t and
+    z_t = j (see doc/user_guide/stochastic_em.rst, "Streams in chunks").
+
+    Attributes
+    ----------
+    filtered : ndarray of shape (n_states,)
+        p(z_t = j | x_1..x_t).
+    start : ndarray of shape (n_states, n_states)
+        ``start[j, a]`` = p(z_1 = a | x_1..x_t, z_t = j).
+    transitions : ndarray of shape (n_states, n_states, n_states)
+        ``transitions[j, a, b]`` = E[#(z_s = a, z_{s+1} = b), s < t | x_1..x_t, z_t = j].
+    features : ndarray of shape (n_states, n_states, n_features)
+        ``features[j, a]`` = E[sum_{s <= t} [z_s = a] features[s, a] | x_1..x_t, z_t = j].
+    """
+
+    filtered: np.ndarray
+    start: np.ndarray
+    transitions: np.ndarray
+    features: np.ndarray
+
+    def statistics(self):
+        """The smoothed statistics of all rows seen: the message averaged over z_t.
+
+        Returns
+        -------
+        SmoothedStatistics
+        """
+        alpha = self.filtered
+        return SmoothedStatistics(
+            alpha @ self.start,
+            np.einsum("j,jab->ab", alpha, self.transitions),
+            np.einsum("j,jap->ap", alpha, self.features),
+        )
+
+
+class ForwardSmoothingResult(NamedTuple):
+    """What :func:`forward_smoothing` returns.
+
+    Attributes
+    ----------
+    log_likelihood : float
+        log p(rows of the chunk | earlier rows): NaN from the unchecked core
+        when the scaled recursion underflowed (the public function raises).
+    carried : ForwardSmoothingMessage
+        The message after the chunk's last row: pass it as ``carried`` with
+        the next chunk of the same sequence.
+    log_predictive : ndarray of shape (n_samples,)
+        log p(x_t | x_1..x_{t-1}) of each row of the chunk.
+    """
+
+    log_likelihood: float
+    carried: ForwardSmoothingMessage
     log_predictive: np.ndarray
 
 
@@ -132,12 +246,12 @@ def _contiguous(array):
     return np.ascontiguousarray(array, dtype=np.float64)
 
 
-def shifted_frame(log_frameprob, buffers=None):
+def _shifted_frame(log_frameprob, buffers=None):
     """Max-shift each row of log-emissions and exponentiate.
 
     Returns ``(frame, shift)`` with ``frame[t] = exp(log_frameprob[t] - shift[t])``
     and ``shift[t] = max_j log_frameprob[t, j]``; ``log_frameprob`` is left as it
-    is.  ``buffers`` as in :func:`work_array`.
+    is.  ``buffers`` as in :func:`skseq._buffers.work_array`.
     """
     log_frameprob = _contiguous(log_frameprob)
     frame = work_array(buffers, "frame", log_frameprob.shape)
@@ -167,33 +281,12 @@ def _log_predictive(scale, shift, offsets, sequence_log_likelihood):
     return np.flatnonzero(~finite)
 
 
-def work_array(buffers, name, shape, dtype=np.float64):
-    """An uninitialised array for scratch or results that the caller consumes at once.
-
-    ``buffers`` (a dict, or None) keeps arrays from call to call: EM calls the
-    E step on the same blocks every iteration, inference runs block after
-    block, and a fresh array of that size costs a page fault per 4 KiB on
-    first touch, as much as the arithmetic.  A kept array with at least
-    ``shape[0]`` rows is reused through a view of its first rows.
-    """
-    if buffers is None:
-        return np.empty(shape, dtype=dtype)
-    array = buffers.get(name)
-    if array is None or array.shape[1:] != shape[1:] or array.shape[0] < shape[0]:
-        array = buffers[name] = np.empty(shape, dtype=dtype)
-    return array[: shape[0]]
-
-
-def _longest(offsets):
-    return int(np.diff(offsets).max())
-
-
 def _frame(log_frameprob, shift, buffers=None):
     """The exponentiated frame, its shift, and a function giving the shifted
     log-emissions for a log-space redo (computed only if one is needed)."""
     log_frameprob = _contiguous(log_frameprob)
     if shift is None:
-        frame, shift = shifted_frame(log_frameprob, buffers)
+        frame, shift = _shifted_frame(log_frameprob, buffers)
 
         def shifted_log_frame():
             shifted = np.empty_like(log_frameprob)
@@ -226,7 +319,7 @@ def _redo_flagged(log_kernel, startprob, transmat, shifted_log_frame, offsets, s
         )
 
 
-def forward_backward_offsets(
+def _forward_backward_offsets(
     startprob,
     transmat,
     log_frameprob,
@@ -241,7 +334,7 @@ def forward_backward_offsets(
 
     ``shift``, when given, says that each row of ``log_frameprob`` is already
     shifted by its maximum (``shift[t]``).  With ``buffers`` (see
-    :func:`work_array`) the scratch, and the posteriors and log predictive
+    :func:`skseq._buffers.work_array`) the scratch, and the posteriors and log predictive
     densities unless ``posteriors`` is given, are kept in reused arrays: the
     caller must consume them before the next call.  ``posteriors`` and
     ``sequence_log_likelihood``, when given, are filled in place.
@@ -258,7 +351,7 @@ def forward_backward_offsets(
     start_counts = np.zeros(n_states)
     transition_counts = np.zeros((n_states, n_states))
     arrays = (posteriors, log_predictive, sequence_log_likelihood, start_counts, transition_counts)
-    alpha = work_array(buffers, "alpha", (_longest(offsets), n_states))
+    alpha = work_array(buffers, "alpha", (longest_sequence(offsets), n_states))
     _hmm.forward_backward(startprob, transmat, frame, _contiguous(shift), offsets, *arrays, alpha)
     _redo_flagged(
         _hmm.log_forward_backward, startprob, transmat, shifted_log_frame, offsets, shift, arrays
@@ -273,7 +366,7 @@ def forward_backward_offsets(
     )
 
 
-def forward_offsets(
+def _forward_offsets(
     startprob,
     transmat,
     log_frameprob,
@@ -287,7 +380,7 @@ def forward_offsets(
 ):
     """Forward pass on validated inputs (no checks); offsets split the rows.
 
-    ``shift`` and ``buffers`` as in :func:`forward_backward_offsets`; the
+    ``shift`` and ``buffers`` as in :func:`_forward_backward_offsets`; the
     outputs ``filtered``, ``log_predictive`` and ``sequence_log_likelihood``,
     when given, are filled in place (otherwise ``filtered`` is a work array).
     Sequences the scaled recursion flags are redone in log space.
@@ -309,7 +402,7 @@ def forward_offsets(
     )
 
 
-def viterbi_offsets(
+def _viterbi_offsets(
     log_startprob,
     log_transmat,
     log_frameprob,
@@ -321,7 +414,7 @@ def viterbi_offsets(
 ):
     """Viterbi on validated inputs (no checks); returns (log_probs, states).
 
-    ``buffers`` as in :func:`work_array`; ``states`` and
+    ``buffers`` as in :func:`skseq._buffers.work_array`; ``states`` and
     ``sequence_log_prob``, when given, are filled in place.
     """
     if states is None:
@@ -335,7 +428,9 @@ def viterbi_offsets(
         offsets,
         states,
         sequence_log_prob,
-        work_array(buffers, "backpointer", (_longest(offsets), len(log_startprob)), np.intc),
+        work_array(
+            buffers, "backpointer", (longest_sequence(offsets), len(log_startprob)), np.intc
+        ),
     )
     return sequence_log_prob, states
 
@@ -377,7 +472,7 @@ def forward_backward(log_startprob, log_transmat, log_frameprob, *, lengths=None
         log_startprob, log_transmat, log_frameprob
     )
     offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
-    return forward_backward_offsets(
+    return _forward_backward_offsets(
         np.exp(log_startprob), np.exp(log_transmat), log_frameprob, offsets
     )
 
@@ -411,7 +506,7 @@ def forward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
         log_startprob, log_transmat, log_frameprob
     )
     offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
-    return forward_offsets(np.exp(log_startprob), np.exp(log_transmat), log_frameprob, offsets)
+    return _forward_offsets(np.exp(log_startprob), np.exp(log_transmat), log_frameprob, offsets)
 
 
 def viterbi(log_startprob, log_transmat, log_frameprob, *, lengths=None):
@@ -421,10 +516,10 @@ def viterbi(log_startprob, log_transmat, log_frameprob, *, lengths=None):
 
     Returns
     -------
-    log_prob : float
-        log p(x, z*) of the best path, summed over sequences.
-    states : ndarray of intp, shape (n_samples,)
-        The best path z* of every sequence, concatenated.
+    ViterbiResult
+        ``log_prob``, log p(x, z*) of the best path summed over sequences,
+        and ``states``, the best path z* of every sequence, concatenated;
+        unpacks as ``log_prob, states``.
 
     Examples
     --------
@@ -439,5 +534,231 @@ def viterbi(log_startprob, log_transmat, log_frameprob, *, lengths=None):
         log_startprob, log_transmat, log_frameprob
     )
     offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
-    sequence_log_prob, states = viterbi_offsets(log_startprob, log_transmat, log_frameprob, offsets)
-    return float(sequence_log_prob.sum()), states
+    sequence_log_prob, states = _viterbi_offsets(
+        log_startprob, log_transmat, log_frameprob, offsets
+    )
+    return ViterbiResult(float(sequence_log_prob.sum()), states)
+
+
+# -- forward-only smoothing (streams in chunks) -------------------------------
+
+
+def _empty_message(n_states, n_features):
+    return ForwardSmoothingMessage(
+        np.zeros(n_states),
+        np.zeros((n_states, n_states)),
+        np.zeros((n_states, n_states, n_states)),
+        np.zeros((n_states, n_states, n_features)),
+    )
+
+
+def _forward_smoothing_rows(startprob, transmat, log_frameprob, features, carried=None):
+    """Forward-only smoothing over the rows of one chunk, on validated inputs (no checks).
+
+    ``features`` has shape (n_samples, n_states, n_features); ``carried`` is
+    the one carried from the earlier rows of the same sequence, or None for
+    rows that start a sequence (from ``startprob``); it is not modified.
+    Returns a :class:`ForwardSmoothingResult` whose ``log_likelihood`` is NaN
+    when the scaled recursion underflowed (the new message is then unusable).
+    """
+    frame, shift = _shifted_frame(log_frameprob)
+    features = _contiguous(features)
+    n_states, n_features = frame.shape[1], features.shape[2]
+    fresh = carried is None
+    if fresh:
+        message = _empty_message(n_states, n_features)
+    else:  # the kernel updates the message in place: work on copies
+        message = ForwardSmoothingMessage(*(np.array(part, dtype=np.float64) for part in carried))
+    log_predictive = np.empty(frame.shape[0])
+    log_likelihood = _hmm.forward_smoothing(
+        _contiguous(startprob),
+        _contiguous(transmat),
+        frame,
+        shift,
+        features,
+        fresh,
+        *message,
+        log_predictive,
+    )
+    return ForwardSmoothingResult(float(log_likelihood), message, log_predictive)
+
+
+def _check_carried(carried, n_states, n_features):
+    try:
+        parts = tuple(carried)
+    except TypeError:
+        parts = ()
+    if len(parts) != 4:
+        raise TypeError(
+            "carried must be the ForwardSmoothingMessage of an earlier forward_smoothing call."
+        )
+    shapes = _empty_message(n_states, n_features)
+    checked = []
+    for name, part, like in zip(ForwardSmoothingMessage._fields, parts, shapes):
+        part = _real_array(part, f"carried.{name}")
+        if part.shape != like.shape:
+            raise ValueError(f"carried.{name} must have shape {like.shape}, got {part.shape}.")
+        if not np.isfinite(part).all():
+            raise ValueError(f"carried.{name} contains NaN or infinity.")
+        checked.append(part)
+    filtered = checked[0]
+    if np.any(filtered < 0) or not np.isclose(filtered.sum(), 1.0, rtol=0, atol=1e-6):
+        raise ValueError("carried.filtered must be a probability vector (>= 0, summing to 1).")
+    return ForwardSmoothingMessage(*checked)
+
+
+def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, carried=None):
+    """Smoothed sums of per-row features over one chunk of a sequence, forward only.
+
+    Forward-only smoothing (Cappé 2011) gives the smoothed expectations
+    E[sum_s [z_s = i] features[s, i] | x_1..x_t], the start and the
+    transition counts of all rows seen so far without a backward pass, so a
+    sequence can arrive in chunks: pass the ``carried`` message of one call
+    to the next.  At fixed parameters the statistics of the last message equal
+    those of :func:`forward_backward` on the whole sequence (see
+    doc/user_guide/stochastic_em.rst, "Streams in chunks").
+
+    Parameters
+    ----------
+    log_startprob, log_transmat, log_frameprob
+        As in :func:`forward_backward`, for the rows of this chunk.
+    features : array-like of shape (n_samples, n_states, n_features) or (n_samples, n_features)
+        The per-row vectors whose posterior-weighted sums are wanted (for
+        Gaussian emissions, (1, x_t, x_t^2)); a 2-D array is the same vector
+        for every state.
+    carried : ForwardSmoothingMessage, optional
+        What the previous chunk of the same sequence returned; None: the
+        chunk starts the sequence.  Not modified.
+
+    Returns
+    -------
+    ForwardSmoothingResult
+        ``log_likelihood`` of the chunk given the earlier rows, ``carried``
+        (whose :meth:`~ForwardSmoothingMessage.statistics` are the smoothed
+        statistics of every row so far) and ``log_predictive``.
+
+    Raises
+    ------
+    ValueError
+        On invalid inputs, or when the scaled recursion underflows (data of
+        probability zero, or a state's probability below 1e-308 relative to
+        the others): use :func:`forward_backward` on the whole sequence then.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference import forward_backward, forward_smoothing
+    >>> log_start = np.log([0.5, 0.5])
+    >>> log_trans = np.log([[0.9, 0.1], [0.2, 0.8]])
+    >>> log_frame = np.log([[0.9, 0.1], [0.8, 0.2], [0.1, 0.9], [0.3, 0.7]])
+    >>> features = np.ones((4, 1))  # sums of posteriors: state occupancies
+    >>> first = forward_smoothing(log_start, log_trans, log_frame[:2], features[:2])
+    >>> second = forward_smoothing(log_start, log_trans, log_frame[2:], features[2:],
+    ...                            carried=first.carried)
+    >>> whole = forward_backward(log_start, log_trans, log_frame)
+    >>> statistics = second.carried.statistics()
+    >>> bool(np.allclose(statistics.transition_counts, whole.transition_counts))
+    True
+    >>> bool(np.allclose(statistics.feature_sums[:, 0], whole.posteriors.sum(axis=0)))
+    True
+    """
+    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
+        log_startprob, log_transmat, log_frameprob
+    )
+    n_samples, n_states = log_frameprob.shape
+    features = _real_array(features, "features")
+    if features.ndim == 2 and features.shape[0] == n_samples:
+        features = np.broadcast_to(features[:, None, :], (n_samples, n_states, features.shape[1]))
+    if features.ndim != 3 or features.shape[:2] != (n_samples, n_states):
+        raise ValueError(
+            f"features must have shape ({n_samples}, {n_states}, n_features) or "
+            f"({n_samples}, n_features), got {features.shape}."
+        )
+    if not np.isfinite(features).all():
+        raise ValueError("features contains NaN or infinity.")
+    if carried is not None:
+        carried = _check_carried(carried, n_states, features.shape[2])
+    result = _forward_smoothing_rows(
+        np.exp(log_startprob), np.exp(log_transmat), log_frameprob, features, carried
+    )
+    if np.isnan(result.log_likelihood):
+        raise ValueError(
+            "The forward-only smoother underflowed: the rows have probability zero, or a "
+            "state's probability fell below 1e-308 relative to the others. Run "
+            "forward_backward on the whole sequence instead."
+        )
+    return result
+
+
+# -- sampling -----------------------------------------------------------------
+
+
+def _sample_states(startprob, transmat, uniforms):
+    """A state path from uniform variates by inverse-CDF sampling (no checks)."""
+    states = np.empty(len(uniforms), dtype=np.intp)
+    _hmm.sample_states(
+        np.cumsum(startprob, dtype=np.float64),
+        np.cumsum(transmat, axis=1, dtype=np.float64),
+        _contiguous(uniforms),
+        states,
+    )
+    return states
+
+
+def _check_probabilities(startprob, transmat):
+    startprob = _real_array(startprob, "startprob")
+    transmat = _real_array(transmat, "transmat")
+    if startprob.ndim != 1 or startprob.size == 0:
+        raise ValueError(f"startprob must be a non-empty 1-D array, got shape {startprob.shape}.")
+    n_states = startprob.shape[0]
+    if transmat.shape != (n_states, n_states):
+        raise ValueError(
+            f"transmat must have shape ({n_states}, {n_states}), got {transmat.shape}."
+        )
+    for name, value, sums in (
+        ("startprob", startprob, startprob.sum(keepdims=True)),
+        ("transmat", transmat, transmat.sum(axis=1)),
+    ):
+        if not np.isfinite(value).all() or np.any(value < 0):
+            raise ValueError(f"{name} must hold probabilities (finite, >= 0).")
+        if not np.allclose(sums, 1.0, rtol=0, atol=1e-6):
+            raise ValueError(f"{name} must sum to 1 (each row of transmat); sums are {sums}.")
+    return startprob, transmat
+
+
+def sample_states(startprob, transmat, n_samples, *, random_state=None):
+    """Draw a path of the hidden Markov chain.
+
+    Parameters
+    ----------
+    startprob : array-like of shape (n_states,)
+        p(z_1 = i) (probabilities, not their logarithms).
+    transmat : array-like of shape (n_states, n_states)
+        p(z_{t+1} = j | z_t = i).
+    n_samples : int
+        Length of the path, >= 1.
+    random_state : int, RandomState instance or None, default=None
+        One uniform variate per step is drawn from it (``random_state.rand``).
+
+    Returns
+    -------
+    states : ndarray of intp, shape (n_samples,)
+
+    Examples
+    --------
+    >>> from skseq.inference import sample_states
+    >>> sample_states([1.0, 0.0], [[0.0, 1.0], [1.0, 0.0]], 5, random_state=0)
+    array([0, 1, 0, 1, 0])
+    """
+    startprob, transmat = _check_probabilities(startprob, transmat)
+    check_scalar_param(n_samples, "n_samples", "int", low=1)
+    uniforms = check_random_state(random_state).rand(int(n_samples))
+    return _sample_states(startprob, transmat, uniforms)
+
+
+# The names the unchecked cores had before they became private, kept working
+# for code written against them.
+forward_backward_offsets = _forward_backward_offsets
+forward_offsets = _forward_offsets
+viterbi_offsets = _viterbi_offsets
+shifted_frame = _shifted_frame

@@ -28,17 +28,25 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from sklearn.utils import check_random_state
 
 from .._kernels import _kalman
 from .._sequences import sequence_offsets
-from .._validation import masked_as_nan
+from .._validation import check_scalar_param, masked_as_nan
 
 __all__ = [
     "kalman_filter",
     "kalman_smoother",
-    "kalman_forward_smoothing",
+    "kalman_filter_step",
+    "kalman_forecast",
+    "sample_lgssm",
     "KalmanFilterResult",
     "KalmanSmootherResult",
+    "KalmanFilterStep",
+    "KalmanLastStates",
+    "KalmanForecast",
+    "LGSSMSample",
+    "kalman_forward_smoothing",
     "KalmanStreamState",
     "KalmanForwardSmoothingResult",
 ]
@@ -105,6 +113,71 @@ class KalmanSmootherResult(NamedTuple):
     log_predictive: np.ndarray
 
 
+class KalmanFilterStep(NamedTuple):
+    """What :func:`kalman_filter_step` returns.
+
+    Attributes
+    ----------
+    filtered_state_mean : ndarray of shape (n_state,)
+        E[z_t | x_1..x_t].
+    filtered_state_covariance : ndarray of shape (n_state, n_state)
+        Cov(z_t | x_1..x_t).
+    log_predictive : float
+        log p(x_t | x_1..x_{t-1}) of the observed entries (0 when none is);
+        NaN from the unchecked core when a covariance lost positive
+        definiteness (the public function raises).
+    """
+
+    filtered_state_mean: np.ndarray
+    filtered_state_covariance: np.ndarray
+    log_predictive: float
+
+
+class KalmanLastStates(NamedTuple):
+    """The filter's last state of each sequence (what streams and forecasts start from).
+
+    Attributes
+    ----------
+    last_means : ndarray of shape (n_sequences, n_state)
+    last_covariances : ndarray of shape (n_sequences, n_state, n_state)
+    sequence_log_likelihood : ndarray of shape (n_sequences,)
+    log_predictive : ndarray of shape (n_samples,)
+    """
+
+    last_means: np.ndarray
+    last_covariances: np.ndarray
+    sequence_log_likelihood: np.ndarray
+    log_predictive: np.ndarray
+
+
+class KalmanForecast(NamedTuple):
+    """What :func:`kalman_forecast` returns.
+
+    Attributes
+    ----------
+    means : ndarray of shape (n_sequences * n_steps, n_features)
+        Row ``s * n_steps + h`` is E[x_{T_s + h + 1} | sequence s].
+    covariances : ndarray of shape (n_sequences * n_steps, n_features, n_features)
+        Cov(x_{T_s + h + 1} | sequence s).
+    """
+
+    means: np.ndarray
+    covariances: np.ndarray
+
+
+class LGSSMSample(NamedTuple):
+    """What :func:`sample_lgssm` returns.
+
+    Attributes
+    ----------
+    observations : ndarray of shape (n_samples, n_features)
+    states : ndarray of shape (n_samples, n_state)
+    """
+
+    observations: np.ndarray
+    states: np.ndarray
+
+
 class KalmanStreamState(NamedTuple):
     """The message a stream carries from one chunk to the next.
 
@@ -141,7 +214,7 @@ class KalmanForwardSmoothingResult(NamedTuple):
     ----------
     statistics : dict of ndarray
         What the chunk adds to the smoothed EM statistics of the sequence (the
-        keys of :func:`em_statistics_offsets`): its own rows' terms plus the
+        keys listed in :func:`kalman_forward_smoothing`): its own rows' terms plus the
         revision of the earlier rows' terms in the light of the new rows.  At
         fixed parameters the chunks' statistics add up to those of the whole
         sequence.
@@ -445,7 +518,7 @@ def _rows(X):
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
-def filter_offsets(model, X, controls, offsets):
+def _filter_offsets(model, X, controls, offsets):
     """Kalman filter on validated inputs (no checks); offsets split the rows."""
     X, controls = _rows(X), _rows(controls)
     n_samples, k = X.shape[0], model.n_state
@@ -478,11 +551,11 @@ def filter_offsets(model, X, controls, offsets):
     )
 
 
-def filter_last_offsets(model, X, controls, offsets):
+def _filter_last_offsets(model, X, controls, offsets):
     """Filter keeping only the last filtered state of each sequence (no checks).
 
-    Returns ``(last_means, last_covariances, sequence_log_likelihood,
-    log_predictive)``; memory besides the outputs is O(n_state^2).
+    Returns a :class:`KalmanLastStates`; memory besides the outputs is
+    O(n_state^2).
     """
     X, controls = _rows(X), _rows(controls)
     n_sequences, k = len(offsets) - 1, model.n_state
@@ -500,10 +573,10 @@ def filter_last_offsets(model, X, controls, offsets):
         log_predictive,
         sequence_log_likelihood,
     )
-    return last_means, last_covariances, sequence_log_likelihood, log_predictive
+    return KalmanLastStates(last_means, last_covariances, sequence_log_likelihood, log_predictive)
 
 
-def smoother_offsets(model, X, controls, offsets, *, with_covariances=True):
+def _smoother_offsets(model, X, controls, offsets, *, with_covariances=True):
     """RTS smoother on validated inputs (no checks); offsets split the rows.
 
     With ``with_covariances=False`` only the smoothed means are computed
@@ -537,7 +610,7 @@ def smoother_offsets(model, X, controls, offsets, *, with_covariances=True):
     )
 
 
-def em_statistics_offsets(model, X, controls, offsets):
+def _em_statistics_offsets(model, X, controls, offsets):
     """E step on validated inputs (no checks): summed sufficient statistics.
 
     Returns ``(statistics, sequence_log_likelihood)`` where ``statistics`` is a
@@ -584,6 +657,83 @@ def em_statistics_offsets(model, X, controls, offsets):
     return statistics, sequence_log_likelihood
 
 
+def _filter_step(model, x, control=None, previous=None):
+    """One online filter step on validated inputs (no checks).
+
+    ``previous`` is the filtered ``(mean, covariance)`` of the previous row,
+    first propagated with ``control``; None: ``x`` is the first row of a
+    sequence, conditioned on the prior (mu0, Sigma0).  The batch filter's own
+    code, so the results are bit for bit those of :func:`kalman_filter`.
+    """
+    k = model.n_state
+    has_previous = previous is not None
+    if has_previous:
+        previous_mean, previous_covariance = (_rows(part) for part in previous)
+    else:  # unused by the kernel: the prior is the prediction
+        previous_mean, previous_covariance = np.zeros(k), np.eye(k)
+    if control is None or not has_previous:
+        control = np.zeros(0)
+    mean = np.empty(k)
+    covariance = np.empty((k, k))
+    log_predictive = _kalman.filter_step(
+        model,
+        previous_mean,
+        previous_covariance,
+        has_previous,
+        _rows(x),
+        _rows(control),
+        mean,
+        covariance,
+    )
+    return KalmanFilterStep(mean, covariance, float(log_predictive))
+
+
+def _forecast(model, last_means, last_covariances, future_controls, n_steps):
+    """Predictive distributions of the next ``n_steps`` observations (no checks).
+
+    ``last_means`` / ``last_covariances`` are the filtered states after each
+    sequence (:func:`_filter_last_offsets`); ``future_controls`` has
+    n_sequences * n_steps rows, sequence after sequence.
+    """
+    n_rows, p = len(last_means) * n_steps, model.n_obs
+    means = np.empty((n_rows, p))
+    covariances = np.empty((n_rows, p, p))
+    _kalman.forecast(
+        model,
+        _rows(last_means),
+        _rows(last_covariances),
+        _rows(future_controls),
+        n_steps,
+        means,
+        covariances,
+    )
+    return KalmanForecast(means, covariances)
+
+
+def _sample(parameters, n_samples, controls, random_state):
+    """One sequence drawn from validated parameters (a dict as from
+    :func:`check_lgssm_arrays`), with ``random_state`` a RandomState."""
+    transition_matrix = parameters["transition_matrix"]
+    k, p = transition_matrix.shape[0], parameters["observation_matrix"].shape[0]
+    state_noise = random_state.standard_normal((n_samples, k))
+    observation_noise = random_state.standard_normal((n_samples, p))
+    innovations = state_noise @ np.linalg.cholesky(parameters["transition_covariance"]).T
+    innovations[1:] += (
+        parameters["transition_offset"] + controls[1:] @ parameters["control_matrix"].T
+    )
+    innovations[0] = parameters["initial_state_mean"] + (
+        np.linalg.cholesky(parameters["initial_state_covariance"]) @ state_noise[0]
+    )
+    states = np.empty((n_samples, k))
+    _kalman.simulate_states(_rows(transition_matrix), _rows(innovations), states)
+    observations = (
+        states @ parameters["observation_matrix"].T
+        + parameters["observation_offset"]
+        + observation_noise @ np.linalg.cholesky(parameters["observation_covariance"]).T
+    )
+    return LGSSMSample(observations, states)
+
+
 # Blocks of the stream moments that are symmetric and kept in their upper triangle.
 _SYMMETRIC_MOMENTS = ("observation_regressor", "observation_target", "initial_outer")
 
@@ -602,7 +752,7 @@ def _stream_blocks(n_state, n_obs, n_ctrl):
     return tuple(blocks), start
 
 
-def empty_stream_state(n_state, n_obs, n_ctrl):
+def _empty_stream_state(n_state, n_obs, n_ctrl):
     """A message for a sequence that starts with the next chunk (all zeros)."""
     n_moments = _stream_blocks(n_state, n_obs, n_ctrl)[1]
     return KalmanStreamState(
@@ -614,7 +764,7 @@ def empty_stream_state(n_state, n_obs, n_ctrl):
     )
 
 
-def stream_statistics(carried, n_obs, n_ctrl):
+def _stream_statistics(carried, n_obs, n_ctrl):
     """The smoothed EM statistics of all rows a stream message has seen (no checks).
 
     Each moment's expectation is its function T(z) of the last state averaged
@@ -622,7 +772,7 @@ def stream_statistics(carried, n_obs, n_ctrl):
     statistics follow from the moments: the previous states of the
     transitions are all rows but the last, their next states all rows but the
     first (doc/user_guide/lgssm.rst).  Returns a dict with the keys of
-    :func:`em_statistics_offsets`.
+    :func:`_em_statistics_offsets`.
     """
     mean, covariance = carried.filtered_mean, carried.filtered_covariance
     k, p, m = mean.shape[0], n_obs, n_ctrl
@@ -672,7 +822,7 @@ def stream_statistics(carried, n_obs, n_ctrl):
     }
 
 
-def forward_smoothing_rows(model, X, controls, carried):
+def _forward_smoothing_rows(model, X, controls, carried):
     """Forward-only smoothing over the rows of one chunk, on validated inputs (no checks).
 
     ``carried`` is the message of the earlier rows of the sequence, or None
@@ -685,9 +835,9 @@ def forward_smoothing_rows(model, X, controls, carried):
     X, controls = _rows(X), _rows(controls)
     k, p, m = model.n_state, model.n_obs, model.n_ctrl
     fresh = carried is None
-    before = None if fresh else stream_statistics(carried, p, m)
+    before = None if fresh else _stream_statistics(carried, p, m)
     state = (
-        empty_stream_state(k, p, m)
+        _empty_stream_state(k, p, m)
         if fresh
         else KalmanStreamState(*(np.array(value, dtype=np.float64, order="C") for value in carried))
     )
@@ -695,7 +845,7 @@ def forward_smoothing_rows(model, X, controls, carried):
     log_likelihood = _kalman.forward_smoothing(model, X, controls, fresh, *state, log_predictive)
     if np.isnan(log_likelihood):
         return KalmanForwardSmoothingResult(None, float("nan"), None)
-    after = stream_statistics(state, p, m)
+    after = _stream_statistics(state, p, m)
     added = after if fresh else {name: after[name] - before[name] for name in after}
     return KalmanForwardSmoothingResult(added, float(log_likelihood), state)
 
@@ -706,7 +856,7 @@ def _check_carried(carried, n_state, n_obs, n_ctrl):
             "carried must be the KalmanStreamState returned by kalman_forward_smoothing "
             f"for the previous chunk (or None to start a sequence), got {type(carried).__name__}."
         )
-    expected = empty_stream_state(n_state, n_obs, n_ctrl)
+    expected = _empty_stream_state(n_state, n_obs, n_ctrl)
     for name, value, reference in zip(carried._fields, carried, expected):
         value = _as_float_array(value, f"carried.{name}")
         if value.shape != reference.shape:
@@ -804,7 +954,7 @@ def kalman_filter(
         control_matrix=control_matrix,
     )
     X, model, controls, offsets = _check_inputs(X, controls, lengths, parameters)
-    result = filter_offsets(model, X, controls, offsets)
+    result = _filter_offsets(model, X, controls, offsets)
     _raise_if_failed(result.sequence_log_likelihood)
     return result
 
@@ -862,9 +1012,243 @@ def kalman_smoother(
         control_matrix=control_matrix,
     )
     X, model, controls, offsets = _check_inputs(X, controls, lengths, parameters)
-    result = smoother_offsets(model, X, controls, offsets)
+    result = _smoother_offsets(model, X, controls, offsets)
     _raise_if_failed(result.sequence_log_likelihood)
     return result
+
+
+def kalman_filter_step(
+    x,
+    transition_matrix,
+    observation_matrix,
+    transition_covariance,
+    observation_covariance,
+    *,
+    filtered_state_mean=None,
+    filtered_state_covariance=None,
+    control=None,
+    transition_offset=None,
+    observation_offset=None,
+    initial_state_mean=None,
+    initial_state_covariance=None,
+    control_matrix=None,
+):
+    """Advance the Kalman filter by one observation (pykalman's ``filter_update``).
+
+    Parameters
+    ----------
+    x : array-like of shape (n_features,)
+        The new observation; NaN entries are missing (all NaN: predict only).
+    transition_matrix, observation_matrix, transition_covariance, observation_covariance
+        As in :func:`kalman_filter`.
+    filtered_state_mean : array-like of shape (n_state,), optional
+        E[z_{t-1} | x_1..x_{t-1}], the previous step's result.  None (with
+        ``filtered_state_covariance`` None too): ``x`` is the first row of a
+        sequence, conditioned on the prior N(mu0, Sigma0).
+    filtered_state_covariance : array-like of shape (n_state, n_state), optional
+        Cov(z_{t-1} | x_1..x_{t-1}), symmetric positive semi-definite.
+    control : array-like of shape (n_controls,), optional
+        u_t, required with a ``control_matrix`` after the first row.
+    transition_offset, observation_offset, initial_state_mean
+        As in :func:`kalman_filter`.
+    initial_state_covariance, control_matrix
+        As in :func:`kalman_filter`.
+
+    Returns
+    -------
+    KalmanFilterStep
+        ``filtered_state_mean``, ``filtered_state_covariance``,
+        ``log_predictive``.  Step by step, bit for bit the rows of
+        :func:`kalman_filter` on the whole sequence.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import kalman_filter, kalman_filter_step
+    >>> X = np.array([[1.0], [1.2], [np.nan], [0.9]])
+    >>> parameters = dict(transition_matrix=[[1.0]], observation_matrix=[[1.0]],
+    ...                   transition_covariance=[[0.1]], observation_covariance=[[0.5]])
+    >>> mean = covariance = None
+    >>> for x in X:
+    ...     mean, covariance, _ = kalman_filter_step(
+    ...         x, **parameters, filtered_state_mean=mean, filtered_state_covariance=covariance)
+    >>> bool(np.array_equal(mean, kalman_filter(X, **parameters).filtered_means[-1]))
+    True
+    """
+    parameters = check_lgssm_arrays(
+        np.size(x),
+        transition_matrix,
+        observation_matrix,
+        transition_covariance,
+        observation_covariance,
+        transition_offset=transition_offset,
+        observation_offset=observation_offset,
+        initial_state_mean=initial_state_mean,
+        initial_state_covariance=initial_state_covariance,
+        control_matrix=control_matrix,
+    )
+    model = make_model(**parameters)
+    x = check_observations(np.reshape(_as_float_array(x, "x"), (1, -1)), name="x")[0]
+    if (filtered_state_mean is None) != (filtered_state_covariance is None):
+        raise ValueError(
+            "filtered_state_mean and filtered_state_covariance go together: give both "
+            "(the previous step's state) or neither (the first row of a sequence)."
+        )
+    previous = None
+    if filtered_state_mean is not None:
+        previous = (
+            check_matrix(filtered_state_mean, "filtered_state_mean", (model.n_state,)),
+            check_state_covariance(
+                filtered_state_covariance, "filtered_state_covariance", model.n_state
+            ),
+        )
+    if previous is not None and model.n_ctrl > 0:
+        control = check_controls(
+            None if control is None else np.reshape(control, (1, -1)),
+            1,
+            model.n_ctrl,
+            name="control",
+        )[0]
+    elif control is not None and model.n_ctrl == 0:
+        raise ValueError("control was given without a control_matrix.")
+    else:
+        control = None
+    step = _filter_step(model, x, control, previous)
+    _raise_if_failed(np.array([step.log_predictive]))
+    return step
+
+
+def kalman_forecast(
+    X,
+    n_steps,
+    transition_matrix,
+    observation_matrix,
+    transition_covariance,
+    observation_covariance,
+    *,
+    transition_offset=None,
+    observation_offset=None,
+    initial_state_mean=None,
+    initial_state_covariance=None,
+    control_matrix=None,
+    controls=None,
+    future_controls=None,
+    lengths=None,
+):
+    """Predictive distribution of the next ``n_steps`` observations after each sequence.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Observations of all sequences, concatenated (NaN: missing).
+    n_steps : int
+        Forecast horizon, >= 1.
+    transition_matrix, ..., controls, lengths
+        As in :func:`kalman_filter`.
+    future_controls : array-like of shape (n_sequences * n_steps, n_controls), optional
+        The controls of the forecast steps, sequence after sequence; required
+        with a ``control_matrix``.
+
+    Returns
+    -------
+    KalmanForecast
+        ``means`` and ``covariances``; row ``s * n_steps + h`` is
+        x_{T_s + h + 1} of sequence s.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import kalman_forecast
+    >>> X = np.array([[1.0], [1.2], [0.9]])
+    >>> forecast = kalman_forecast(X, 2, [[0.5]], [[1.0]], [[0.1]], [[0.5]])
+    >>> forecast.means.shape, forecast.covariances.shape
+    ((2, 1), (2, 1, 1))
+    >>> bool(forecast.covariances[1, 0, 0] > forecast.covariances[0, 0, 0])
+    True
+    """
+    check_scalar_param(n_steps, "n_steps", "int", low=1)
+    parameters = dict(
+        transition_matrix=transition_matrix,
+        observation_matrix=observation_matrix,
+        transition_covariance=transition_covariance,
+        observation_covariance=observation_covariance,
+        transition_offset=transition_offset,
+        observation_offset=observation_offset,
+        initial_state_mean=initial_state_mean,
+        initial_state_covariance=initial_state_covariance,
+        control_matrix=control_matrix,
+    )
+    X, model, controls, offsets = _check_inputs(X, controls, lengths, parameters)
+    last = _filter_last_offsets(model, X, controls, offsets)
+    _raise_if_failed(last.sequence_log_likelihood)
+    n_rows = (len(offsets) - 1) * n_steps
+    future_controls = check_controls(future_controls, n_rows, model.n_ctrl, name="future_controls")
+    return _forecast(model, last.last_means, last.last_covariances, future_controls, n_steps)
+
+
+def sample_lgssm(
+    n_samples,
+    transition_matrix,
+    observation_matrix,
+    transition_covariance,
+    observation_covariance,
+    *,
+    transition_offset=None,
+    observation_offset=None,
+    initial_state_mean=None,
+    initial_state_covariance=None,
+    control_matrix=None,
+    controls=None,
+    random_state=None,
+):
+    """Draw one sequence of states and observations from a linear-Gaussian SSM.
+
+    Parameters
+    ----------
+    n_samples : int
+        Length of the sequence, >= 1.
+    transition_matrix, ..., control_matrix
+        As in :func:`kalman_filter`.
+    controls : array-like of shape (n_samples, n_controls), optional
+        Required with a ``control_matrix`` (the first row is unused).
+    random_state : int, RandomState instance or None, default=None
+
+    Returns
+    -------
+    LGSSMSample
+        ``observations`` (n_samples, n_features) and ``states``
+        (n_samples, n_state).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import sample_lgssm
+    >>> X, Z = sample_lgssm(5, [[0.9]], [[1.0], [2.0]], [[0.1]], 0.5 * np.eye(2),
+    ...                     random_state=0)
+    >>> X.shape, Z.shape
+    ((5, 2), (5, 1))
+    """
+    check_scalar_param(n_samples, "n_samples", "int", low=1)
+    observation_matrix = _as_float_array(observation_matrix, "observation_matrix")
+    if observation_matrix.ndim != 2:
+        raise ValueError(
+            f"observation_matrix must be 2-D (n_features, n_state), got {observation_matrix.shape}."
+        )
+    parameters = check_lgssm_arrays(
+        observation_matrix.shape[0],
+        transition_matrix,
+        observation_matrix,
+        transition_covariance,
+        observation_covariance,
+        transition_offset=transition_offset,
+        observation_offset=observation_offset,
+        initial_state_mean=initial_state_mean,
+        initial_state_covariance=initial_state_covariance,
+        control_matrix=control_matrix,
+    )
+    n_controls = parameters["control_matrix"].shape[1]
+    controls = check_controls(controls, n_samples, n_controls)
+    return _sample(parameters, n_samples, controls, check_random_state(random_state))
 
 
 def kalman_forward_smoothing(
@@ -963,6 +1347,17 @@ def kalman_forward_smoothing(
     X, model, controls, _ = _check_inputs(X, controls, None, parameters)
     if carried is not None:
         _check_carried(carried, model.n_state, model.n_obs, model.n_ctrl)
-    result = forward_smoothing_rows(model, X, controls, carried)
+    result = _forward_smoothing_rows(model, X, controls, carried)
     _raise_if_failed(np.array([result.log_likelihood]))
     return result
+
+
+# The names the unchecked cores had before they became private, kept working
+# for code written against them.
+filter_offsets = _filter_offsets
+filter_last_offsets = _filter_last_offsets
+smoother_offsets = _smoother_offsets
+em_statistics_offsets = _em_statistics_offsets
+forward_smoothing_rows = _forward_smoothing_rows
+empty_stream_state = _empty_stream_state
+stream_statistics = _stream_statistics

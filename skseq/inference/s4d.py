@@ -45,6 +45,7 @@ __all__ = [
     "S4DKernelGradients",
     "causal_convolution",
     "causal_convolution_backward",
+    "ConvolutionResult",
     "ConvolutionSpectra",
     "ConvolutionGradients",
 ]
@@ -96,6 +97,21 @@ class ConvolutionSpectra(NamedTuple):
     n_fft: int
     length: int
     kernel_length: int
+
+
+class ConvolutionResult(NamedTuple):
+    """What :func:`causal_convolution` returns with ``return_spectra=True``.
+
+    Attributes
+    ----------
+    y : ndarray of shape (batch, channels, length)
+        The convolution, of the working dtype.
+    spectra : ConvolutionSpectra
+        The spectra it computed, for :func:`causal_convolution_backward`.
+    """
+
+    y: np.ndarray
+    spectra: ConvolutionSpectra
 
 
 class ConvolutionGradients(NamedTuple):
@@ -515,9 +531,8 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     Returns
     -------
     y : ndarray of shape (batch, channels, length)
-        Of the working dtype.
-    spectra : ConvolutionSpectra
-        Only when ``return_spectra``.
+        Of the working dtype; with ``return_spectra``, a
+        :class:`ConvolutionResult` ``(y, spectra)`` instead.
 
     Raises
     ------
@@ -575,7 +590,7 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
             length,
             K.shape[1],
         )
-        return y, spectra
+        return ConvolutionResult(y, spectra)
     u_spectrum = scipy.fft.rfft(u, n=n_fft, axis=-1, workers=workers)
     kernel_spectrum = scipy.fft.rfft(K[:, :used], n=n_fft, axis=-1, workers=workers)
     y_spectrum = np.empty_like(u_spectrum) if return_spectra else u_spectrum
@@ -591,7 +606,9 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     y = np.ascontiguousarray(full[..., :length])
     if not return_spectra:
         return y
-    return y, ConvolutionSpectra(u_spectrum, kernel_spectrum, n_fft, length, K.shape[1])
+    return ConvolutionResult(
+        y, ConvolutionSpectra(u_spectrum, kernel_spectrum, n_fft, length, K.shape[1])
+    )
 
 
 def _check_spectra(spectra, dtype, shape):

@@ -8,8 +8,9 @@ control inputs::
     x_t = H z_t + d + v_t,                 v_t ~ N(0, R)
 
 The E step (Kalman filter + RTS smoother + summed sufficient statistics) runs
-in the Cython kernel :mod:`skseq._kernels._kalman`; this module holds the
-validation, the initialisation and the closed-form M step.
+in the Cython kernel behind :mod:`skseq.inference.kalman`, the only layer this
+module calls; this module holds the validation, the initialisation and the
+closed-form M step.
 
 Controls ride along with the data inside EM: the E step receives the stacked
 array ``[X, controls]`` of shape (n_samples, n_features + n_controls), so
@@ -30,22 +31,24 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .._kernels import _kalman
 from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
 from .._validation import PARAMETER_RULES, masked_as_nan
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
+    _em_statistics_offsets,
+    _filter_last_offsets,
+    _filter_offsets,
+    _filter_step,
+    _forecast,
+    _forward_smoothing_rows,
+    _sample,
+    _smoother_offsets,
     check_controls,
     check_covariance,
     check_lgssm_arrays,
     check_matrix,
     check_state_covariance,
-    em_statistics_offsets,
-    filter_last_offsets,
-    filter_offsets,
-    forward_smoothing_rows,
     make_model,
-    smoother_offsets,
 )
 
 __all__ = ["LinearGaussianSSM"]
@@ -735,7 +738,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         recursions keep no work arrays between E steps (``buffers`` unused).
         """
         n_features = self.n_features_in_
-        statistics, sequence_log_likelihood = em_statistics_offsets(
+        statistics, sequence_log_likelihood = _em_statistics_offsets(
             self._model(), X[:, :n_features], X[:, n_features:], offsets
         )
         return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
@@ -1160,7 +1163,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         rows included), their log-likelihood given the past, and the new message.
         """
         n_features = self.n_features_in_
-        statistics, log_likelihood, stream = forward_smoothing_rows(
+        statistics, log_likelihood, stream = _forward_smoothing_rows(
             self._model(), X[:, :n_features], X[:, n_features:], carried
         )
         return SufficientStatistics(statistics), log_likelihood, stream
@@ -1282,7 +1285,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         # Each block builds the kernel's model itself: it cannot be pickled
         # (to a dask worker), and building it is cheap.
         results = self._over_sequence_blocks(
-            lambda X, controls, offsets: filter_last_offsets(
+            lambda X, controls, offsets: _filter_last_offsets(
                 self._checked_model(), X, controls, offsets
             )[2:],
             offsets,
@@ -1335,7 +1338,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         states : ndarray of shape (n_samples, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = smoother_offsets(
+        result = _smoother_offsets(
             self._checked_model(), X, controls, offsets, with_covariances=False
         )
         self._check_finite(result.sequence_log_likelihood)
@@ -1353,7 +1356,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         covariances : ndarray of shape (n_samples, n_components, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = filter_offsets(self._checked_model(), X, controls, offsets)
+        result = _filter_offsets(self._checked_model(), X, controls, offsets)
         self._check_finite(result.sequence_log_likelihood)
         return result.filtered_means, result.filtered_covariances
 
@@ -1369,7 +1372,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         covariances : ndarray of shape (n_samples, n_components, n_components)
         """
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = smoother_offsets(self._checked_model(), X, controls, offsets)
+        result = _smoother_offsets(self._checked_model(), X, controls, offsets)
         self._check_finite(result.sequence_log_likelihood)
         return result.smoothed_means, result.smoothed_covariances
 
@@ -1403,20 +1406,15 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         check_scalar_param(n_steps, "n_steps", "int", low=1)
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
         model = self._checked_model()
-        last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
+        last_means, last_covariances, sequence_log_likelihood, _ = _filter_last_offsets(
             model, X, controls, offsets
         )
         self._check_finite(sequence_log_likelihood)
         n_rows = (len(offsets) - 1) * n_steps
-        future_controls = np.ascontiguousarray(
-            check_controls(future_controls, n_rows, self.n_controls_, name="future_controls")
+        future_controls = check_controls(
+            future_controls, n_rows, self.n_controls_, name="future_controls"
         )
-        means = np.empty((n_rows, self.n_features_in_))
-        covariances = np.empty((n_rows, self.n_features_in_, self.n_features_in_))
-        _kalman.forecast(
-            model, last_means, last_covariances, future_controls, n_steps, means, covariances
-        )
-        return means, covariances
+        return tuple(_forecast(model, last_means, last_covariances, future_controls, n_steps))
 
     def sample(self, n_samples=1, random_state=None, *, controls=None):
         """Draw one sequence from the model.
@@ -1447,25 +1445,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         parameters = self._checked_parameters()
         check_scalar_param(n_samples, "n_samples", "int", low=1)
         controls = check_controls(controls, n_samples, self.n_controls_)
-        rng = check_random_state(random_state)
-        k, p = self.n_components, self.n_features_in_
-        state_noise = rng.standard_normal((n_samples, k))
-        observation_noise = rng.standard_normal((n_samples, p))
-        innovations = state_noise @ np.linalg.cholesky(parameters["transition_covariance"]).T
-        innovations[1:] += (
-            parameters["transition_offset"] + controls[1:] @ parameters["control_matrix"].T
-        )
-        innovations[0] = parameters["initial_state_mean"] + (
-            np.linalg.cholesky(parameters["initial_state_covariance"]) @ state_noise[0]
-        )
-        states = np.empty((n_samples, k))
-        _kalman.simulate_states(parameters["transition_matrix"], innovations, states)
-        observations = (
-            states @ parameters["observation_matrix"].T
-            + parameters["observation_offset"]
-            + observation_noise @ np.linalg.cholesky(parameters["observation_covariance"]).T
-        )
-        return observations, states
+        return tuple(_sample(parameters, n_samples, controls, check_random_state(random_state)))
 
     # -- streams ------------------------------------------------------------------
 
@@ -1491,7 +1471,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 delattr(self, name)
         if X is not None:
             X, offsets, controls = self._prepare(X, None, None, None, controls)
-            last_means, last_covariances, sequence_log_likelihood, _ = filter_last_offsets(
+            last_means, last_covariances, sequence_log_likelihood, _ = _filter_last_offsets(
                 self._checked_model(), X, controls, offsets
             )
             self._check_finite(sequence_log_likelihood)
@@ -1559,24 +1539,9 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 name="control",
             )[0]
         else:
-            control = np.zeros(0)
-        k = self.n_components
-        if has_previous:
-            previous_mean, previous_covariance = self._checked_filter_state()
-        else:  # unused by the kernel: the prior (mu0, Sigma0) is the prediction
-            previous_mean, previous_covariance = np.zeros(k), np.eye(k)
-        mean = np.empty(k)
-        covariance = np.empty((k, k))
-        log_predictive = _kalman.filter_step(
-            model,
-            previous_mean,
-            previous_covariance,
-            has_previous,
-            x,
-            np.ascontiguousarray(control, dtype=np.float64),
-            mean,
-            covariance,
-        )
+            control = None
+        previous = self._checked_filter_state() if has_previous else None
+        mean, covariance, log_predictive = _filter_step(model, x, control, previous)
         if np.isnan(log_predictive):
             raise np.linalg.LinAlgError(
                 "The filter update failed numerically (innovation covariance not positive "

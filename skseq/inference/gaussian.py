@@ -1,0 +1,439 @@
+"""Gaussian densities and posterior-weighted moments, on plain arrays.
+
+What the Gaussian emissions of the HMMs (``GaussianHMM``, ``GMMHMM``) are made
+of, usable on its own: the log-density of every row under every component,
+the weighted moments that are the M step's sufficient statistics, and the
+conversions between the compact covariance shapes of the four covariance
+types and full matrices (see doc/user_guide/hmm.rst, "Baum–Welch: EM on
+summed sufficient statistics").
+
+A row of ``X`` containing NaN is a missing observation: its log-density is 0
+(density 1, so it leaves the forward-backward recursions unchanged) and the
+moments skip it.
+
+The public functions validate their arguments; the underscore-prefixed cores
+take validated, C-contiguous float64 arrays (what the estimators call).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy import linalg
+
+from .._kernels import load
+
+_gaussian = load("_gaussian")
+
+__all__ = [
+    "log_gaussian_density",
+    "weighted_moments",
+    "WeightedMoments",
+    "compact_covars_shape",
+    "compact_covars",
+    "fill_covars",
+    "check_covars",
+]
+
+#: The covariance types, as in hmmlearn and scikit-learn's GaussianMixture.
+COVARIANCE_TYPES = ("spherical", "diag", "full", "tied")
+_LOG_2PI = np.log(2 * np.pi)
+
+
+class WeightedMoments(NamedTuple):
+    """What :func:`weighted_moments` returns.
+
+    Attributes
+    ----------
+    weight_sums : ndarray of shape (n_components,)
+        sum_t w_tk over the observed rows.
+    first : ndarray of shape (n_components, n_features)
+        sum_t w_tk y_t, with y_t = x_t - centre.
+    second : ndarray of shape (n_components, n_features) or (n_components, n_features, n_features)
+        sum_t w_tk y_t^2 (elementwise), or sum_t w_tk y_t y_t^T with ``full``.
+    """
+
+    weight_sums: np.ndarray
+    first: np.ndarray
+    second: np.ndarray
+
+
+# -- covariance shapes ---------------------------------------------------------
+
+
+def compact_covars_shape(covariance_type, n_components, n_features):
+    """Shape of the compact covariances of each covariance type.
+
+    "spherical": one variance per component, (n_components,); "diag": one
+    diagonal per component, (n_components, n_features); "full": a matrix per
+    component, (n_components, n_features, n_features); "tied": one matrix
+    shared by all components, (n_features, n_features).
+
+    Examples
+    --------
+    >>> from skseq.inference.gaussian import compact_covars_shape
+    >>> compact_covars_shape("diag", 3, 2)
+    (3, 2)
+    """
+    return {
+        "spherical": (n_components,),
+        "diag": (n_components, n_features),
+        "full": (n_components, n_features, n_features),
+        "tied": (n_features, n_features),
+    }[covariance_type]
+
+
+def fill_covars(covars, covariance_type, n_components, n_features):
+    """Full (n_components, n_features, n_features) matrices from compact covariances.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.gaussian import fill_covars
+    >>> fill_covars(np.array([1.0, 2.0]), "spherical", 2, 2)[1]
+    array([[2., 0.],
+           [0., 2.]])
+    """
+    if covariance_type == "full":
+        return covars
+    if covariance_type == "diag":
+        return np.stack([np.diag(c) for c in covars])
+    if covariance_type == "tied":
+        return np.tile(covars, (n_components, 1, 1))
+    return covars[:, None, None] * np.eye(n_features)[None]
+
+
+def compact_covars(covars, covariance_type):
+    """Covariances in the compact shape of ``covariance_type``.
+
+    Accepts the compact shape, or full matrices (as :func:`fill_covars`
+    returns) when they are exactly representable: diagonal for "diag",
+    multiples of the identity for "spherical", all equal for "tied".
+    Spherical variances may also come as a column, (n_components, 1), as
+    hmmlearn accepts.  Raises ValueError for full matrices that are not.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.gaussian import compact_covars
+    >>> compact_covars(np.array([np.eye(2), 3 * np.eye(2)]), "spherical")
+    array([1., 3.])
+    """
+    covars = np.array(covars, dtype=np.float64)
+    if covariance_type == "spherical" and covars.ndim == 2 and covars.shape[1] == 1:
+        return covars[:, 0].copy()
+    if covars.ndim != 3 or covariance_type == "full":
+        return covars
+    diagonals = np.diagonal(covars, axis1=1, axis2=2)
+    if covariance_type == "tied":
+        if not np.all(covars == covars[:1]):
+            raise ValueError("tied covariances given as full matrices must all be equal.")
+        return covars[0].copy()
+    if not np.all(covars == diagonals[:, :, None] * np.eye(covars.shape[1])):
+        raise ValueError(f"{covariance_type} covariances given as full matrices must be diagonal.")
+    if covariance_type == "diag":
+        return diagonals.copy()
+    if not np.all(diagonals == diagonals[:, :1]):
+        raise ValueError("spherical covariances given as full matrices must be multiples of I.")
+    return diagonals[:, 0].copy()
+
+
+def check_covars(covars, covariance_type, n_components, n_features, name="covars"):
+    """Validate compact covariances: shape, finite, positive (definite).
+
+    Returns them as a float64 array; raises ValueError naming ``name``.
+
+    Examples
+    --------
+    >>> from skseq.inference.gaussian import check_covars
+    >>> check_covars([[1.0, 2.0]], "diag", 1, 2)
+    array([[1., 2.]])
+    """
+    _check_covariance_type(covariance_type)
+    shape = compact_covars_shape(covariance_type, n_components, n_features)
+    covars = np.array(covars, dtype=np.float64)
+    if covars.shape != shape:
+        raise ValueError(
+            f"{name} for covariance_type={covariance_type!r} must have shape {shape}, "
+            f"got {covars.shape}."
+        )
+    if not np.all(np.isfinite(covars)):
+        raise ValueError(f"{name} contains NaN or inf.")
+    if covariance_type in ("spherical", "diag"):
+        if np.any(covars <= 0):
+            raise ValueError(f"{name} must be positive ({covariance_type} variances).")
+        return covars
+    matrices = covars[None] if covariance_type == "tied" else covars
+    for index, matrix in enumerate(matrices):
+        if not np.allclose(matrix, matrix.T, rtol=1e-8, atol=1e-12):
+            raise ValueError(f"{name}[{index}] is not symmetric.")
+        try:
+            linalg.cholesky(matrix, lower=True)
+        except linalg.LinAlgError:
+            raise ValueError(f"{name}[{index}] is not positive definite.") from None
+    return covars
+
+
+def _check_covariance_type(covariance_type):
+    if covariance_type not in COVARIANCE_TYPES:
+        raise ValueError(
+            f"covariance_type must be one of {COVARIANCE_TYPES}, got {covariance_type!r}."
+        )
+
+
+# -- validation of the public functions -----------------------------------------
+
+
+def _check_rows(X, name="X"):
+    """X as a C-contiguous 2-D float64 array; NaN allowed (a missing row), inf not."""
+    array = np.asarray(X)
+    if array.dtype.kind == "c":
+        raise TypeError(f"{name} must be real; complex inputs are not supported.")
+    if array.dtype.kind not in "fiub":
+        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}.")
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {array.shape}.")
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    if np.isinf(array).any():
+        raise ValueError(f"{name} contains infinity (NaN marks a missing row).")
+    return array
+
+
+def _check_finite(value, name, shape):
+    array = np.asarray(value)
+    if array.dtype.kind == "c":
+        raise TypeError(f"{name} must be real; complex inputs are not supported.")
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    if array.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {array.shape}.")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{name} contains NaN or infinity.")
+    return array
+
+
+# -- densities ---------------------------------------------------------------------
+
+
+def _missing_rows(X):
+    """Mask of the rows of ``X`` that contain NaN (missing observations).
+
+    Data without any NaN, the common case, cost one fast pass.
+    """
+    if not np.isnan(X).any():
+        return np.zeros(X.shape[0], dtype=bool)
+    return np.isnan(X).any(axis=1)
+
+
+def _log_gaussian_density(X, means, covars, covariance_type, shift=None, out=None):
+    """:func:`log_gaussian_density` on validated inputs (no checks).
+
+    With ``shift`` (an array of n_samples) each row is returned minus its
+    maximum, which goes to ``shift`` (the frame of forward-backward, fused
+    into the same pass).  ``out``, when given, is filled (C-contiguous
+    float64 of shape (n_samples, n_components)).
+    """
+    return _gaussian_density(means, covars, covariance_type)(X, shift, out)
+
+
+def _gaussian_density(means, covars, covariance_type):
+    """:func:`_log_gaussian_density` with the parameters prepared once.
+
+    Returns ``density(X, shift=None, out=None)``; calling it on many blocks of
+    rows repeats none of the per-parameter work (inverses, logarithms).
+    """
+    n_components, n_features = means.shape
+    means = np.ascontiguousarray(means, dtype=np.float64)
+    covars = np.asarray(covars, dtype=np.float64)
+    diagonal = covariance_type in ("spherical", "diag")
+    # The kernel sums half the quadratic form, term by term: the 1/2 goes
+    # into the factors, so the sum overflows only when the log-density is
+    # below -DBL_MAX, not already at half of that.
+    if diagonal:
+        variances = (
+            covars[:, None] * np.ones(n_features) if covariance_type == "spherical" else covars
+        )
+        factors = np.ascontiguousarray(0.5 / variances)[:, None, :]  # half precisions
+        log_normalisers = -0.5 * (n_features * _LOG_2PI + np.sum(np.log(variances), axis=1))
+    else:
+        matrices = np.broadcast_to(covars, (n_components, n_features, n_features))
+        choleskys = np.linalg.cholesky(matrices)
+        # W_k = L_k^{-1}, lower triangular.  One batched call: scipy's triangular
+        # solve goes through threaded BLAS, which costs milliseconds per tiny
+        # matrix when the cores are busy.
+        whitening = np.tril(np.linalg.inv(choleskys))
+        factors = np.ascontiguousarray(whitening * np.sqrt(0.5))
+        log_normalisers = -0.5 * n_features * _LOG_2PI - np.sum(
+            np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1
+        )
+    log_normalisers = np.ascontiguousarray(log_normalisers)
+    no_shift = np.empty(0)
+
+    def density(X, shift=None, out=None):
+        log_density = np.empty((X.shape[0], n_components)) if out is None else out
+        overflowed = _gaussian.log_density(
+            X,
+            means,
+            factors,
+            diagonal,
+            log_normalisers,
+            log_density,
+            no_shift if shift is None else shift,
+            shift is not None,
+        )
+        if overflowed >= 0:
+            raise ValueError(
+                "X has a row too far from every Gaussian component for double precision "
+                f"(its largest entry in magnitude is {np.max(np.abs(X[overflowed])):.3g}): "
+                "its log-density is below -1.8e308 under every state. Rescale X (e.g. "
+                "with sklearn.preprocessing.StandardScaler) or refit the model on data "
+                "of that scale."
+            )
+        return log_density
+
+    return density
+
+
+def log_gaussian_density(X, means, covars, covariance_type="full"):
+    """log N(x_t; means[k], covariance k) for every row t and component k.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        A row containing NaN is missing: its log-density is 0 under every
+        component.  Infinity is an error.
+    means : array-like of shape (n_components, n_features)
+    covars : array-like
+        Compact covariances of ``covariance_type`` (see
+        :func:`compact_covars_shape`), positive definite.
+    covariance_type : {"spherical", "diag", "full", "tied"}, default="full"
+
+    Returns
+    -------
+    log_density : ndarray of shape (n_samples, n_components)
+
+    Raises
+    ------
+    ValueError
+        On a wrong shape, a non-finite parameter, a covariance that is not
+        positive definite, or a row so far from every component that its
+        log-density is below -DBL_MAX.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.gaussian import log_gaussian_density
+    >>> X = np.array([[0.0, 0.0], [np.nan, 1.0]])
+    >>> log_gaussian_density(X, np.zeros((1, 2)), np.ones((1, 2)), "diag").round(4)
+    array([[-1.8379],
+           [ 0.    ]])
+    """
+    _check_covariance_type(covariance_type)
+    X = _check_rows(X)
+    means = np.asarray(means)
+    if means.ndim != 2 or means.shape[1] != X.shape[1]:
+        raise ValueError(f"means must have shape (n_components, {X.shape[1]}), got {means.shape}.")
+    means = _check_finite(means, "means", means.shape)
+    covars = check_covars(covars, covariance_type, means.shape[0], X.shape[1])
+    return _log_gaussian_density(X, means, covars, covariance_type)
+
+
+# -- moments -------------------------------------------------------------------------
+
+
+def _weighted_moments(X, centre, weights, full):
+    """:func:`weighted_moments` on validated inputs (no checks), as a plain tuple.
+
+    Returns ``(weight_sums (K,), first (K, D), second)``.
+    """
+    n_components, n_features = weights.shape[1], X.shape[1]
+    n_pairs = n_features * (n_features + 1) // 2 if full else n_features
+    moments_t = np.zeros((1 + n_features + n_pairs, n_components))
+    _gaussian.weighted_moments(
+        X,
+        np.ascontiguousarray(centre, dtype=np.float64),
+        np.ascontiguousarray(weights, dtype=np.float64),
+        moments_t,
+        full,
+    )
+    return _moments_from_features(moments_t.T.copy(), n_features, full)
+
+
+def weighted_moments(X, weights, *, centre=None, full=False):
+    """Weighted moments of y_t = x_t - centre over the observed rows.
+
+    The sufficient statistics of a Gaussian M step: with posterior weights
+    w_tk = p(z_t = k | x), the means are ``first / weight_sums`` (plus
+    ``centre``) and the covariances follow from ``second``.  A ``centre``
+    near the data keeps the covariances computed from these moments free of
+    cancellation.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Rows containing NaN are skipped.
+    weights : array-like of shape (n_samples, n_components)
+    centre : array-like of shape (n_features,), default=None
+        The point the moments are taken about; None: the origin.
+    full : bool, default=False
+        Second moments as matrices y_t y_t^T rather than squares y_t^2.
+
+    Returns
+    -------
+    WeightedMoments
+        ``weight_sums``, ``first``, ``second``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.gaussian import weighted_moments
+    >>> X = np.array([[1.0], [3.0], [np.nan]])
+    >>> moments = weighted_moments(X, np.ones((3, 1)), centre=[2.0])
+    >>> moments.weight_sums, moments.first, moments.second
+    (array([2.]), array([[0.]]), array([[2.]]))
+    """
+    X = _check_rows(X)
+    n_samples, n_features = X.shape
+    weights = np.asarray(weights)
+    if weights.ndim != 2 or weights.shape[0] != n_samples:
+        raise ValueError(
+            f"weights must have shape ({n_samples}, n_components), got {weights.shape}."
+        )
+    weights = _check_finite(weights, "weights", weights.shape)
+    centre = np.zeros(n_features) if centre is None else centre
+    centre = _check_finite(centre, "centre", (n_features,))
+    if not isinstance(full, bool | np.bool_):
+        raise TypeError(f"full must be a bool, got {full!r}.")
+    return WeightedMoments(*_weighted_moments(X, centre, weights, bool(full)))
+
+
+def _unpack_symmetric(packed, n_features):
+    """Symmetric (..., D, D) matrices from their upper triangles packed row by row."""
+    rows, columns = np.triu_indices(n_features)
+    matrices = np.empty(packed.shape[:-1] + (n_features, n_features))
+    matrices[..., rows, columns] = packed
+    matrices[..., columns, rows] = packed
+    return matrices
+
+
+def _moment_features(X, centre, full):
+    """Per-row vectors (1, y, y^2) or (1, y, upper triangle of y y^T), y = x - centre.
+
+    Zeros for missing rows.  Their weighted sums are the moments that
+    :func:`weighted_moments` accumulates (the features that forward-only
+    smoothing sums, :func:`skseq.inference.forward_smoothing`).
+    """
+    observed = ~_missing_rows(X)
+    X = np.where(observed[:, None], X - centre, 0.0)
+    if full:
+        rows, columns = np.triu_indices(X.shape[1])
+        second = X[:, rows] * X[:, columns]
+    else:
+        second = X * X
+    return np.concatenate([observed[:, None].astype(np.float64), X, second], axis=1)
+
+
+def _moments_from_features(sums, n_features, full):
+    """(weight sums, first moments, second moments) from summed :func:`_moment_features`."""
+    second = sums[..., 1 + n_features :]
+    if full:
+        second = _unpack_symmetric(second, n_features)
+    return sums[..., 0], sums[..., 1 : 1 + n_features], second
