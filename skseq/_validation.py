@@ -5,6 +5,15 @@ type and a ``ValueError`` for a value out of range, naming the argument.
 Python and numpy scalars are accepted alike, but a bool is never taken for a
 number, nor a number or a string for a bool.
 
+Hyperparameters: :data:`PARAMETER_RULES` declares, once for every estimator
+that has a parameter of that name, the rule it must satisfy (``n_iter``,
+``tol``, ``n_jobs``, ``random_state``, the stochastic-EM schedule, the shared
+priors, ...).  A rule is a callable ``rule(value, name)`` that raises a
+``TypeError`` or a ``ValueError`` naming the parameter.  Each estimator's
+``_check_params`` calls :func:`check_parameters` with the rules of its own
+family's parameters (declared next to the family), so that a parameter of
+the same name gets the same rule and the same message in every family.
+
 Masked arrays, numpy's (and pykalman's) way of marking missing values:
 scikit-learn's validation turns a :class:`numpy.ma.MaskedArray` into its
 data, which would silently treat every masked entry as observed.  Every
@@ -14,6 +23,7 @@ NaN; elsewhere a masked entry is an error.
 """
 
 import numbers
+from functools import partial
 
 import numpy as np
 
@@ -22,6 +32,12 @@ __all__ = [
     "check_bool_param",
     "check_n_jobs",
     "check_prior_param",
+    "check_option_param",
+    "check_random_state_param",
+    "check_verbose_param",
+    "optional",
+    "PARAMETER_RULES",
+    "check_parameters",
     "masked_as_nan",
 ]
 
@@ -104,6 +120,130 @@ def check_prior_param(value, name, *, low=None, low_open=False):
             shown = value if array.ndim == 0 else f"an entry {array[too_low].flat[0]!r}"
             raise ValueError(f"{name} must be {bound} {low}, got {shown}.")
     return array
+
+
+def check_option_param(value, name, options):
+    """One of the strings ``options``; a ValueError naming ``name`` otherwise."""
+    if not (isinstance(value, str) and value in options):
+        if len(options) == 2:
+            allowed = f"{options[0]!r} or {options[1]!r}"
+        else:
+            allowed = f"one of {tuple(options)}"
+        raise ValueError(f"{name} must be {allowed}, got {value!r}.")
+    return value
+
+
+def check_random_state_param(value, name="random_state"):
+    """None, a seed in [0, 2**32 - 1] or a ``numpy.random.RandomState``
+    (what :func:`sklearn.utils.check_random_state` takes, bools excepted).
+
+    A ``numpy.random.Generator`` is refused with a TypeError: scikit-learn's
+    tools (k-means, splits) cannot draw from one.
+    """
+    if value is None or isinstance(value, np.random.RandomState):
+        return value
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(
+            f"{name} must be None, an integer seed or a numpy.random.RandomState, "
+            f"got {value!r} of type {type(value).__name__}."
+        )
+    if not 0 <= value <= 2**32 - 1:
+        raise ValueError(f"{name} must be a seed in [0, 2**32 - 1], got {value!r}.")
+    return value
+
+
+def check_verbose_param(value, name="verbose"):
+    """A bool or an integer >= 0 (a verbosity level)."""
+    if isinstance(value, bool | np.bool_):
+        return value
+    if not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name} must be a bool or an integer >= 0, got {value!r} of type "
+            f"{type(value).__name__}."
+        )
+    if value < 0:
+        raise ValueError(f"{name} must be a bool or an integer >= 0, got {value!r}.")
+    return value
+
+
+def optional(rule):
+    """The rule that accepts None and otherwise applies ``rule``."""
+
+    def check(value, name):
+        return None if value is None else rule(value, name)
+
+    check.rule = rule  # for introspection (tests, reprs)
+    return check
+
+
+def _number(kind, **bounds):
+    return partial(check_scalar_param, kind=kind, **bounds)
+
+
+def _prior(**bounds):
+    return partial(check_prior_param, **bounds)
+
+
+# Dirichlet concentrations are positive; the M step's max(prior - 1 + counts, 0)
+# is the MAP estimate for any of them (sparse below 1).
+_DIRICHLET_CONCENTRATION = _prior(low=0.0, low_open=True)
+
+#: The rule of every hyperparameter name that more than one estimator (or
+#: family) has: the same rule, hence the same error, wherever the name occurs.
+#: A family's own parameters are declared next to the family and may not
+#: redeclare these (:func:`check_parameters` refuses).
+PARAMETER_RULES = {
+    # every iterative estimator (EM and the neural trainer)
+    # tol: any number but NaN; -inf runs every iteration (hmmlearn's idiom).
+    "tol": _number("real", allow_inf=True),
+    "verbose": check_verbose_param,
+    "random_state": check_random_state_param,
+    "n_jobs": check_n_jobs,
+    "batch_size": _number("int", low=1),
+    # EM (the HMMs and the linear-Gaussian SSM)
+    "n_components": _number("int", low=1),
+    "n_iter": _number("int", low=0),
+    "n_init": _number("int", low=1),
+    "learning_method": partial(check_option_param, options=("batch", "online")),
+    "learning_decay": _number("real", low=0.5, high=1.0, low_open=True),
+    "learning_offset": _number("real", low=0.0),
+    "total_samples": optional(_number("real", low=0, low_open=True)),
+    # priors that several HMMs share (the covariance priors differ by model)
+    "startprob_prior": _DIRICHLET_CONCENTRATION,
+    "transmat_prior": _DIRICHLET_CONCENTRATION,
+    "emissionprob_prior": _DIRICHLET_CONCENTRATION,
+    "weights_prior": _DIRICHLET_CONCENTRATION,
+    "means_prior": _prior(),
+    "means_weight": _prior(low=0.0),
+}
+
+
+def check_parameters(estimator, family_rules=None):
+    """Validate the constructor parameters of ``estimator`` by their rules.
+
+    A parameter named in :data:`PARAMETER_RULES` is checked by that rule, one
+    named in ``family_rules`` (``{name: rule(value, name)}``, the estimator
+    family's own) by that; any other parameter is validated where it is used
+    (initial values against the data, cross-parameter constraints).
+
+    Raises
+    ------
+    TypeError or ValueError
+        From the first parameter, in name order, that breaks its rule.
+    RuntimeError
+        When ``family_rules`` redeclares a name of :data:`PARAMETER_RULES`
+        (a programming error: the shared rule would differ by estimator).
+    """
+    family_rules = {} if family_rules is None else family_rules
+    redeclared = sorted(family_rules.keys() & PARAMETER_RULES.keys())
+    if redeclared:
+        raise RuntimeError(
+            f"{type(estimator).__name__} redeclares the shared rules of {redeclared}."
+        )
+    for name, value in estimator.get_params(deep=False).items():
+        rule = PARAMETER_RULES.get(name) or family_rules.get(name)
+        if rule is not None:
+            rule(value, name)
 
 
 def masked_as_nan(X, *, missing_supported, owner, name="X"):

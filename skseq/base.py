@@ -3,10 +3,12 @@
 An EM estimator here is defined by four things:
 
 * ``_initialize(X, offsets, random_state)`` sets the initial parameters;
-* ``_estep(X, offsets)`` returns ``(statistics, log_likelihood)`` for a block
-  of whole sequences, where ``statistics`` is a :class:`SufficientStatistics`:
-  statistics of disjoint blocks *add up*, and can be *scaled* (stochastic EM
-  blends them as ``(1 - rho) * s + rho * (N / B) * s_batch``);
+* ``_estep(X, offsets, buffers=None)`` returns ``(statistics, log_likelihood)``
+  for a block of whole sequences (``buffers``: the block's work arrays, kept by
+  the fit's :class:`FitContext` between E steps, or None), where
+  ``statistics`` is a :class:`SufficientStatistics`: statistics of disjoint
+  blocks *add up*, and can be *scaled* (stochastic EM blends them as
+  ``(1 - rho) * s + rho * (N / B) * s_batch``);
 * ``_mstep(statistics)`` maps summed statistics to parameters;
 * ``_n_parameters()`` counts free parameters (for AIC / BIC).
 
@@ -30,6 +32,7 @@ import sys
 import time
 import warnings
 from contextlib import contextmanager
+from functools import partial
 
 import joblib
 import numpy as np
@@ -42,12 +45,18 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._parallel import ThreadRunner, single_threaded_blas
 from ._sequences import split_offsets
-from ._validation import check_bool_param, check_prior_param, check_scalar_param
+from ._validation import (
+    check_bool_param,
+    check_parameters,
+    check_prior_param,
+    check_scalar_param,
+)
 
 __all__ = [
     "ConvergenceMonitor",
     "SufficientStatistics",
     "BaseEM",
+    "FitContext",
     "check_scalar_param",
     "check_prior_param",
     "warn_user",
@@ -197,6 +206,42 @@ class ConvergenceMonitor:
         return self.iter >= self.n_iter or gain_below_tol
 
 
+class FitContext:
+    """What the E steps of one fit share: its thread runner and work arrays.
+
+    Made by :meth:`BaseEM._fit_context` for one fit and handed to each
+    :meth:`BaseEM._estep_parallel`; it lives as long as the fit and is never
+    stored on the estimator (so pickling and cloning an estimator need no
+    special case, during a fit or after).
+
+    Parameters
+    ----------
+    runner : :class:`skseq._parallel.ThreadRunner` or None
+        The fit's threads (running, inside its context); None: one thread.
+    data : ndarray or None
+        The fit's data.  Batch EM revisits the same blocks of whole sequences
+        every iteration, so each block of ``data`` keeps its work arrays from
+        one E step to the next; other arrays (online EM's minibatches, new
+        arrays each time) get none.
+    """
+
+    def __init__(self, runner=None, data=None):
+        self.runner = runner
+        self.data = data
+        self._buffers = {}
+
+    def buffers(self, X, start, stop):
+        """The work arrays (a dict for :func:`skseq.inference.hmm.work_array`) of
+        the rows ``start:stop`` when ``X`` is the fit's data, else None.
+
+        Called before the blocks go to threads: one thread at a time works on
+        a block's arrays.
+        """
+        if self.data is None or X is not self.data:
+            return None
+        return self._buffers.setdefault((int(start), int(stop)), {})
+
+
 class BaseEM(BaseEstimator):
     """Base class for estimators fitted by expectation-maximisation.
 
@@ -209,64 +254,84 @@ class BaseEM(BaseEstimator):
     parameters.
     """
 
+    # -- hyperparameters ---------------------------------------------------------
+
+    def _check_params(self):
+        """Validate the hyperparameters before ``fit`` or ``partial_fit`` uses them.
+
+        Every parameter named in :data:`skseq._validation.PARAMETER_RULES`
+        (``n_iter``, ``tol``, ``n_jobs``, the stochastic-EM schedule, ...) by
+        that rule, the family's own by :meth:`_parameter_rules`.
+        """
+        check_parameters(self, self._parameter_rules())
+
+    def _parameter_rules(self):
+        """``{name: rule(value, name)}`` for the family's own hyperparameters."""
+        return {}
+
     # -- the E step over sequences, in threads -------------------------------
 
-    def __getstate__(self):
-        state = dict(super().__getstate__())  # a copy: the base may return __dict__ itself
-        state.pop("_pool", None)  # a live thread pool (during fit) is not data
-        state.pop("_workspace", None)  # nor are work arrays
-        return state
-
     @contextmanager
-    def _threads(self):
-        """One thread pool (:class:`skseq._parallel.ThreadRunner`) and one BLAS
-        thread cap for a whole fit.
+    def _fit_context(self, data=None):
+        """A :class:`FitContext` for one fit: the thread runner (and the BLAS
+        thread cap) of ``n_jobs``, and work arrays for the blocks of ``data``.
 
         Starting a pool costs milliseconds: far too much to pay on every E
-        step.  Inside this context, :meth:`_estep_parallel` reuses the pool.
+        step, so a fit makes one and hands it to every :meth:`_estep_parallel`.
+        The context lives in the caller's frame, never on the estimator: when
+        the fit ends (or fails) the threads stop and the work arrays go.
         """
-        n_jobs = effective_n_jobs(self.n_jobs)
-        if n_jobs == 1 or getattr(self, "_pool", None) is not None:
-            yield
+        if effective_n_jobs(self.n_jobs) == 1:
+            yield FitContext(None, data)
             return
-        with single_threaded_blas(), ThreadRunner(n_jobs) as pool:
-            self._pool = pool
-            try:
-                yield
-            finally:
-                del self._pool
+        with single_threaded_blas(), ThreadRunner(self.n_jobs) as runner:
+            yield FitContext(runner, data)
 
-    def _over_sequence_blocks(self, function, offsets, *row_arrays):
+    def _over_sequence_blocks(self, function, offsets, *row_arrays, context=None):
         """``function(*blocks_of_row_arrays, local_offsets)`` on blocks of whole sequences.
 
         The sequences are cut into at most ``n_jobs`` contiguous blocks of
         similar row counts; each block's rows of every array of
         ``row_arrays`` (one row per row of ``X``; ``None`` stays ``None``) and
-        its offsets, starting at 0, go to ``function`` in the pool of
-        :meth:`_threads`, or on the workers of the joblib backend in effect
-        (dask's, for example).  Returns the results in block order.
+        its offsets, starting at 0, go to ``function`` in the threads of
+        ``context`` (the fit's :class:`FitContext`; without one, threads
+        started for this call), or on the workers of the joblib backend in
+        effect (dask's, for example).  With a ``context``, ``function`` also
+        gets the block's work arrays as its last argument (None unless the
+        first of ``row_arrays`` is the fit's data).  Returns the results in
+        block order.
         """
         groups = split_offsets(offsets, effective_n_jobs(self.n_jobs))
 
-        def block(first, stop):
-            start_row, stop_row = offsets[first], offsets[stop]
-            local_offsets = offsets[first : stop + 1] - start_row
-            rows = [None if a is None else a[start_row:stop_row] for a in row_arrays]
-            return lambda: function(*rows, local_offsets)
+        def call(start_row, stop_row, rows, local_offsets):
+            if context is None:
+                return partial(function, *rows, local_offsets)
+            buffers = context.buffers(row_arrays[0], start_row, stop_row)
+            return partial(function, *rows, local_offsets, buffers)
 
         if len(groups) == 1:
-            return [function(*row_arrays, offsets)]
-        with self._threads():
-            return self._pool([block(first, stop) for first, stop in groups])
+            return [call(0, offsets[-1], row_arrays, offsets)()]
+        calls = []
+        for first, stop in groups:
+            start_row, stop_row = offsets[first], offsets[stop]
+            rows = [None if a is None else a[start_row:stop_row] for a in row_arrays]
+            calls.append(call(start_row, stop_row, rows, offsets[first : stop + 1] - start_row))
+        if context is not None and context.runner is not None:
+            return context.runner(calls)
+        with self._fit_context() as for_this_call:
+            return for_this_call.runner(calls)
 
-    def _estep_parallel(self, X, offsets):
+    def _estep_parallel(self, X, offsets, context=None):
         """Sum the E-step statistics of all sequences, splitting them over threads.
 
         Each thread gets a contiguous block of whole sequences; the kernels
         release the GIL.  The sum is taken in block order, so the result
-        equals the one-thread result up to rounding.
+        equals the one-thread result up to rounding.  ``context`` (a
+        :class:`FitContext`): the fit's threads and work arrays; without
+        one (``partial_fit``), a pool is started for this call when it
+        needs more than one thread.
         """
-        return self._add_up(self._over_sequence_blocks(self._estep, offsets, X))
+        return self._add_up(self._over_sequence_blocks(self._estep, offsets, X, context=context))
 
     @staticmethod
     def _add_up(results):
@@ -279,13 +344,37 @@ class BaseEM(BaseEstimator):
 
     # -- the EM loop ------------------------------------------------------------
 
-    @staticmethod
-    def _check_log_likelihood(log_likelihood):
-        if not np.isfinite(log_likelihood):
-            raise ValueError(
-                "The data have probability zero (log-likelihood -inf) under the "
-                "current parameters; check the initial parameters or the data."
+    # Why a log-likelihood can be -inf or NaN, for the messages of
+    # _check_log_likelihood.  With densities that are never zero (Gaussian),
+    # -inf is an overflow of a sum, not data of probability zero.
+    _densities_never_zero = False
+    # What a NaN means in the family's recursions (their floating-point failure).
+    _numerical_failure = "the recursions of the E step failed in floating point"
+
+    @property
+    def _minus_infinity_cause(self):
+        """Why the log-likelihood is -inf (shared by EM's check and the decoders')."""
+        if self._densities_never_zero:
+            return (
+                "every density of the model is positive, so the data lie too far from "
+                "the model for double precision (a log-likelihood below -1.8e308); rescale X "
+                "(e.g. with sklearn.preprocessing.StandardScaler) or fit the model on data "
+                "of that scale"
             )
+        return "the data have probability zero under the model"
+
+    def _check_log_likelihood(self, log_likelihood):
+        """Raise when the log-likelihood of an E step (of fit, partial_fit or a
+        stream) is not finite: one ValueError, whose message says which estimator,
+        the value, and why (data of probability zero, an overflow, or the
+        family's numerical failure)."""
+        if np.isfinite(log_likelihood):
+            return
+        cause = self._minus_infinity_cause if log_likelihood == -np.inf else self._numerical_failure
+        raise ValueError(
+            f"{type(self).__name__}: the log-likelihood of the data is {float(log_likelihood)} "
+            f"under the current parameters: {cause}."
+        )
 
     # -- the convergence monitor --------------------------------------------------
 
@@ -350,18 +439,18 @@ class BaseEM(BaseEstimator):
 
     # -- the EM loop ------------------------------------------------------------
 
-    def _run_em(self, X, offsets, random_state, monitor):
+    def _run_em(self, X, offsets, random_state, monitor, context):
         """Iterate E and M steps from the current parameters until ``monitor`` stops them.
 
-        Returns whether EM stopped on its criterion (rather than at
-        ``n_iter``) and the statistics of the last E step (``None`` when
-        ``n_iter`` is 0).
+        ``context``: the fit's :class:`FitContext`, for every E step.  Returns
+        whether EM stopped on its criterion (rather than at ``n_iter``) and the
+        statistics of the last E step (``None`` when ``n_iter`` is 0).
         """
         if self.learning_method == "online":
-            return self._run_online_em(X, offsets, random_state, monitor)
+            return self._run_online_em(X, offsets, random_state, monitor, context)
         statistics = None
         for _ in range(self.n_iter):
-            statistics, log_likelihood = self._estep_parallel(X, offsets)
+            statistics, log_likelihood = self._estep_parallel(X, offsets, context)
             self._check_log_likelihood(log_likelihood)
             monitor.report(log_likelihood)
             if self._stops(monitor):
@@ -369,7 +458,7 @@ class BaseEM(BaseEstimator):
             self._mstep(statistics)
         return False, statistics
 
-    def _run_online_em(self, X, offsets, random_state, monitor):
+    def _run_online_em(self, X, offsets, random_state, monitor, context):
         """Stochastic EM over minibatches of ``batch_size`` whole sequences.
 
         One iteration is one pass over the sequences in a random order; the
@@ -387,7 +476,9 @@ class BaseEM(BaseEstimator):
                 rows = np.concatenate([np.arange(offsets[s], offsets[s + 1]) for s in chosen])
                 lengths = offsets[chosen + 1] - offsets[chosen]
                 batch_offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.intp)
-                statistics, batch_log_likelihood = self._estep_parallel(X[rows], batch_offsets)
+                statistics, batch_log_likelihood = self._estep_parallel(
+                    X[rows], batch_offsets, context
+                )
                 self._check_log_likelihood(batch_log_likelihood)
                 log_likelihood += batch_log_likelihood
                 self._stochastic_step(statistics, len(rows), reference_rows)
@@ -399,8 +490,7 @@ class BaseEM(BaseEstimator):
     def _fit_em(self, X, offsets):
         """Run ``n_init`` initialisations + EM; keep the best by log-likelihood.
 
-        The caller has validated the hyperparameters (``_check_params``, which
-        includes ``_check_stochastic_params``).
+        The caller has validated the hyperparameters (``_check_params``).
         """
         random_state = check_random_state(self.random_state)
         best = None
@@ -411,8 +501,8 @@ class BaseEM(BaseEstimator):
             if init == 0:
                 self._warn_if_degenerate(X)
             monitor = self._fresh_monitor()
-            with self._threads():
-                converged, statistics = self._run_em(X, offsets, random_state, monitor)
+            with self._fit_context(X) as context:
+                converged, statistics = self._run_em(X, offsets, random_state, monitor, context)
             final = monitor.history[-1] if len(monitor.history) else -np.inf
             if best is None or final > best[0]:
                 if self.learning_method == "online":
@@ -467,29 +557,18 @@ class BaseEM(BaseEstimator):
 
     # -- stochastic EM ------------------------------------------------------------
 
-    def _check_stochastic_params(self):
-        if self.learning_method not in ("batch", "online"):
-            raise ValueError(
-                f"learning_method must be 'batch' or 'online', got {self.learning_method!r}."
-            )
-        check_scalar_param(
-            self.learning_decay, "learning_decay", "real", low=0.5, high=1.0, low_open=True
-        )
-        check_scalar_param(self.learning_offset, "learning_offset", "real", low=0.0)
-        if self.total_samples is not None:
-            check_scalar_param(self.total_samples, "total_samples", "real", low=0, low_open=True)
-        check_scalar_param(self.batch_size, "batch_size", "int", low=1)
-
     def _partial_fit_step(self, statistics, log_likelihood, n_rows):
         """The learning step of one ``partial_fit`` batch of ``n_rows``.
 
-        Counts the rows, blends ``statistics`` in and runs the M step (N:
+        Checks the log-likelihood (:meth:`_check_log_likelihood`), counts the
+        rows, blends ``statistics`` in and runs the M step (N:
         ``total_samples`` when given, else every row seen so far by ``fit``
         and ``partial_fit``, so that priors weigh against all data rather
         than against one batch).  Keeps the batch's log-likelihood (under the
         parameters before this step) in ``batch_log_likelihood_`` and, with
         ``verbose``, prints it with the rows seen so far.
         """
+        self._check_log_likelihood(log_likelihood)
         self._n_rows_seen = getattr(self, "_n_rows_seen", 0) + n_rows
         self._stochastic_step(statistics, n_rows, self.total_samples or self._n_rows_seen)
         self.batch_log_likelihood_ = float(log_likelihood)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from skseq.base import BaseEM, ConvergenceMonitor, SufficientStatistics
+from skseq.base import BaseEM, ConvergenceMonitor, FitContext, SufficientStatistics
 
 
 class GaussianMean(BaseEM):
@@ -33,7 +33,7 @@ class GaussianMean(BaseEM):
     def _initialize(self, X, offsets, random_state):
         self.mean_ = random_state.normal()
 
-    def _estep(self, X, offsets):
+    def _estep(self, X, offsets, buffers=None):
         log_likelihood = -0.5 * np.sum((X - self.mean_) ** 2) - 0.5 * X.size * np.log(2 * np.pi)
         return SufficientStatistics(
             n=np.array(float(X.size)), sum=np.array(X.sum())
@@ -120,11 +120,14 @@ def test_threaded_e_step_equals_the_serial_one():
     threaded = GaussianMean(n_jobs=2)
     threaded.mean_ = serial.mean_
     statistics, log_likelihood = serial._estep(X, offsets)
-    with threaded._threads():
-        assert threaded._pool is not None
-        statistics_2, log_likelihood_2 = threaded._estep_parallel(X, offsets)
-        assert pickle.loads(pickle.dumps(threaded)).__dict__.get("_pool") is None
-    assert not hasattr(threaded, "_pool")
+    with threaded._fit_context(X) as context:
+        assert context.runner is not None
+        statistics_2, log_likelihood_2 = threaded._estep_parallel(X, offsets, context)
+        # The fit's threads and work arrays are in the context, not on the estimator.
+        assert not any(isinstance(value, FitContext) for value in vars(threaded).values())
+        pickle.loads(pickle.dumps(threaded))
+    assert context.buffers(X, 0, 40) is context.buffers(X, 0, 40)  # kept per block
+    assert context.buffers(X.copy(), 0, 40) is None  # other data: no work arrays
     assert log_likelihood_2 == pytest.approx(log_likelihood, rel=1e-12)
     for name in statistics:
         np.testing.assert_allclose(statistics_2[name], statistics[name], rtol=1e-12)
@@ -160,10 +163,11 @@ def test_stochastic_steps_follow_the_robbins_monro_schedule():
 )
 def test_stochastic_hyper_parameters_are_checked(change, message):
     with pytest.raises(ValueError, match=message):
-        GaussianMean(**change)._check_stochastic_params()
+        GaussianMean(**change)._check_params()  # the shared rules of BaseEM
 
 
 def test_a_non_finite_log_likelihood_is_an_error():
-    with pytest.raises(ValueError, match="probability zero"):
-        BaseEM._check_log_likelihood(-np.inf)
-    BaseEM._check_log_likelihood(-1e300)
+    model = GaussianMean()
+    with pytest.raises(ValueError, match="GaussianMean: .* -inf .* probability zero"):
+        model._check_log_likelihood(-np.inf)
+    model._check_log_likelihood(-1e300)

@@ -1,5 +1,6 @@
 """The HMM estimators: agreement with hmmlearn, brute force, recovery, scikit-learn use."""
 
+import copy
 import io
 import itertools
 import pickle
@@ -20,6 +21,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skseq import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
+from skseq._parallel import ThreadRunner
+from skseq.base import BaseEM, FitContext
 from skseq.inference import forward_backward
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -935,17 +938,25 @@ def test_left_right_model_with_extreme_emissions_has_finite_likelihood():
 
 
 def test_work_arrays_live_only_during_a_batch_fit():
+    """The fit's FitContext keeps each block's work arrays between E steps (the
+    same dict every iteration); nothing of it stays on the estimator."""
     _, X, _, lengths = sample_true_model(n_sequences=4, length=100)
     seen = []
 
     class Spy(GaussianHMM):
-        def _estep(self, X, offsets):
-            seen.append(getattr(self, "_workspace", None) is not None)
-            return super()._estep(X, offsets)
+        def _estep(self, X, offsets, buffers=None):
+            seen.append(buffers)
+            # No special case for pickling: the threads and arrays are not here.
+            assert not any(
+                isinstance(value, FitContext | ThreadRunner) for value in vars(self).values()
+            )
+            copy.deepcopy(self)  # (pickle cannot name a local class)
+            return super()._estep(X, offsets, buffers)
 
     model = Spy(3, n_iter=3, random_state=0, n_jobs=2).fit(X, lengths=lengths)
-    assert seen and all(seen)
-    assert not hasattr(model, "_workspace")
+    assert len(seen) == 3 * 2 and all(buffers for buffers in seen)  # 2 blocks, arrays kept
+    assert [id(buffers) for buffers in seen[:2]] * 3 == [id(buffers) for buffers in seen]
+    assert "__getstate__" not in vars(BaseEM)
     reference = GaussianHMM(3, n_iter=3, random_state=0).fit(X, lengths=lengths)
     np.testing.assert_allclose(model.means_, reference.means_, rtol=1e-10)
     # Reused arrays never leak into results: the posteriors are fresh each call.
@@ -954,7 +965,7 @@ def test_work_arrays_live_only_during_a_batch_fit():
     np.testing.assert_allclose(first, reference.predict_proba(X, lengths=lengths), atol=1e-10)
     seen.clear()
     Spy(3, n_iter=2, random_state=0, learning_method="online", batch_size=2).fit(X, lengths=lengths)
-    assert seen and not any(seen)
+    assert seen and all(buffers is None for buffers in seen)
 
 
 @pytest.mark.parametrize(

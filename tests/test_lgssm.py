@@ -504,7 +504,7 @@ NOT_PD = [[1.0, 2.0], [2.0, 1.0]]
         (dict(n_components=0), ValueError, "n_components must be >= 1"),
         (dict(n_components=1.5), TypeError, "n_components must be an integer"),
         (dict(n_iter=-1), ValueError, "n_iter must be >= 0"),
-        (dict(tol=-1.0), ValueError, "tol must be >= 0"),
+        (dict(tol=np.nan), ValueError, "tol must be a number"),
         (dict(n_init=0), ValueError, "n_init must be >= 1"),
         (dict(params=["transition_matrix", "bogus"]), ValueError, r"unknown .*\['bogus'\]"),
         (dict(params="nothing"), ValueError, "unknown parameter"),

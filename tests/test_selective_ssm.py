@@ -17,6 +17,7 @@ from gradient_checks import (  # noqa: F401  (numerical_gradient: for other test
 )
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.pipeline import make_pipeline
 
 from skseq.neural import SelectiveSSMClassifier, SelectiveSSMRegressor, _mamba
 from skseq.neural._layers import CausalDepthwiseConv1d, Linear, RMSNorm, SiLU, softplus
@@ -428,6 +429,19 @@ def test_convergence_warning_and_verbose(capsys):
         SelectiveSSMRegressor(**SMALL, max_iter=50, n_iter_no_change=1, tol=1e9).fit(X, y)
 
 
+def test_convergence_warning_points_at_the_users_call():
+    """The trainer warns through the shared warn_user, as EM does: a fixed
+    stacklevel pointed into scikit-learn when the fit came through a pipeline."""
+    X, y = delayed_regression_data(20)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        SelectiveSSMRegressor(**SMALL, max_iter=1).fit(X, y)
+        make_pipeline(SelectiveSSMRegressor(**SMALL, max_iter=1)).fit(X, y)
+        SelectiveSSMClassifier(**SMALL, max_iter=1).fit(X, y > 0)
+    convergence = [w for w in record if w.category is ConvergenceWarning]
+    assert [w.filename for w in convergence] == [__file__] * 3
+
+
 def test_weight_decay_shrinks_weights():
     X, y = delayed_regression_data(60)
     plain = SelectiveSSMRegressor(**SMALL, max_iter=5).fit(X, y)
@@ -471,7 +485,7 @@ def test_pickle_round_trip_and_continue():
         ({"max_grad_norm": 0.0}, ValueError, "max_grad_norm"),
         ({"validation_fraction": 1.0}, ValueError, "validation_fraction"),
         ({"n_iter_no_change": 0}, ValueError, "n_iter_no_change"),
-        ({"tol": -1.0}, ValueError, "tol"),
+        ({"tol": np.nan}, ValueError, "tol"),
         ({"shuffle": "yes"}, TypeError, "shuffle"),
         ({"n_jobs": 0}, ValueError, "n_jobs"),
         ({"dtype": "int32"}, ValueError, "dtype"),

@@ -33,6 +33,7 @@ An emission model subclass adds:
 
 import numbers
 import sys
+from functools import partial
 
 import numpy as np
 from joblib import effective_n_jobs
@@ -48,6 +49,7 @@ from .._sequences import (
     lengths_by_keyword,
     sequence_offsets,
 )
+from .._validation import PARAMETER_RULES, check_option_param
 from ..base import (
     _PACKAGE_DIRECTORY,
     BaseEM,
@@ -123,6 +125,19 @@ def check_probability_vector(value, name, shape):
     return value
 
 
+def check_letters(value, name, letters):
+    """``params`` / ``init_params``: a string of the model's parameter letters."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string of parameter letters, got {value!r}.")
+    unknown = set(value) - set(letters)
+    if unknown:
+        raise ValueError(
+            f"{name} has unknown letters {sorted(unknown)}; allowed are "
+            f"{sorted(letters)} ({letters})."
+        )
+    return value
+
+
 def fit_kmeans(X, n_clusters, random_state, n_jobs):
     """scikit-learn's KMeans (10 restarts) fitted to ``X`` on at most ``n_jobs`` threads.
 
@@ -158,10 +173,14 @@ class BaseHMM(BaseEM):
     """Hidden Markov model fitted by Baum-Welch EM; see subclasses."""
 
     _emission_letters = {}
-    # True for emission densities that are never zero (Gaussian): a
-    # log-likelihood of -inf can then only be an overflow of its sum, and
-    # score raises for it as predict and predict_proba do.
-    _densities_never_zero = False
+    # A NaN log-likelihood: whole sequences go through forward-backward, which
+    # redoes an underflowing sequence in log space; only the forward-only
+    # smoother of streams can lose a state this way.
+    _numerical_failure = (
+        "the forward-only smoother of the stream underflowed (the data have probability "
+        "zero, or a state's probability fell below 1e-308 relative to the others, e.g. "
+        "with zeros in transmat_); fit on whole sequences instead"
+    )
 
     __metadata_request__fit = {"sequence_ids": True}
     __metadata_request__score = {"sequence_ids": True, "sample_weight": True}
@@ -267,41 +286,22 @@ class BaseHMM(BaseEM):
     def _all_letters(self):
         return {"s": "startprob_", "t": "transmat_", **self._emission_letters}
 
-    def _check_params(self):
-        check_scalar_param(self.n_components, "n_components", "int", low=1)
-        check_scalar_param(self.n_iter, "n_iter", "int", low=0)
-        check_scalar_param(self.tol, "tol", "real", allow_inf=True)
-        check_scalar_param(self.n_init, "n_init", "int", low=1)
-        if self.algorithm not in ("viterbi", "map"):
-            raise ValueError(f"algorithm must be 'viterbi' or 'map', got {self.algorithm!r}.")
-        if self.implementation not in ("log", "scaling"):
-            raise ValueError(
-                f"implementation must be 'log' or 'scaling', got {self.implementation!r}."
-            )
-        if self.n_jobs is not None:
-            check_scalar_param(self.n_jobs, "n_jobs", "int")
-        for name in ("params", "init_params"):
-            value = getattr(self, name)
-            if not isinstance(value, str):
-                raise TypeError(f"{name} must be a string of parameter letters, got {value!r}.")
-            unknown = set(value) - set(self._all_letters)
-            if unknown:
-                raise ValueError(
-                    f"{name} has unknown letters {sorted(unknown)}; allowed are "
-                    f"{sorted(self._all_letters)} ({self._all_letters})."
-                )
-        self._check_stochastic_params()
-        self._check_emission_params()
-
-    def _check_emission_params(self):
-        """Validate emission-specific hyperparameters (subclasses extend)."""
+    def _parameter_rules(self):
+        option = check_option_param
+        return {
+            "algorithm": partial(option, options=("viterbi", "map")),
+            "implementation": partial(option, options=("log", "scaling")),
+            "params": partial(check_letters, letters=self._all_letters),
+            "init_params": partial(check_letters, letters=self._all_letters),
+        }
 
     def _prior_bounds(self, n_features):
-        """``{prior hyperparameter: (low, low_open)}``: the range its M step needs
-        (``low`` None: any finite value).  Subclasses add their emission priors."""
-        # Dirichlet concentrations are positive; the M step's max(prior - 1 + counts, 0)
-        # is the MAP estimate for any of them, sparse below 1.
-        return {"startprob_prior": (0.0, True), "transmat_prior": (0.0, True)}
+        """``{prior hyperparameter: (low, low_open)}`` of the emission model's own
+        priors (``low`` None: any finite value), whose range may depend on the
+        number of features; checked at fit by :meth:`_check_priors`.  The priors
+        that several models share (``startprob_prior``, ``means_weight``, ...)
+        have their rules in :data:`skseq._validation.PARAMETER_RULES`."""
+        return {}
 
     def _check_priors(self, n_features):
         """Validate every prior hyperparameter at fit, before any data are used.
@@ -372,7 +372,7 @@ class BaseHMM(BaseEM):
         covariances must be positive definite.
         """
         check_is_fitted(self)
-        check_scalar_param(self.n_components, "n_components", "int", low=1)
+        PARAMETER_RULES["n_components"](self.n_components, "n_components")
         n_components = self.n_components
         check_probability_vector(self.startprob_, "startprob_", (n_components,))
         check_probability_vector(self.transmat_, "transmat_", (n_components, n_components))
@@ -419,15 +419,10 @@ class BaseHMM(BaseEM):
 
     def _fit_em(self, X, offsets):
         self._capture_presets()
-        if self.learning_method == "batch":
-            # Batch EM revisits the same blocks every iteration; online EM's
-            # minibatches are new arrays each time, so nothing to keep.
-            self._workspace = {}
         try:
             result = super()._fit_em(X, offsets)
         finally:
             del self._presets
-            self.__dict__.pop("_workspace", None)
         self._initialized()
         self._reset_stream()
         return result
@@ -483,15 +478,10 @@ class BaseHMM(BaseEM):
 
     # -- EM -----------------------------------------------------------------
 
-    def _estep(self, X, offsets):
-        # During fit, each block of sequences keeps its work arrays from one EM
-        # iteration to the next (keyed by where its rows are; one thread at a
-        # time works on a block).
-        # Within a call, the sequences go in blocks that share the arrays.
-        workspace = getattr(self, "_workspace", None)
-        buffers = None
-        if workspace is not None:
-            buffers = workspace.setdefault((X.__array_interface__["data"][0], X.shape), {})
+    def _estep(self, X, offsets, buffers=None):
+        # ``buffers``: during a batch fit, this block's work arrays, kept from one
+        # EM iteration to the next by the fit's FitContext.  Within a call, the
+        # sequences go in blocks that share the arrays.
         blocks = []
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
@@ -553,26 +543,10 @@ class BaseHMM(BaseEM):
         """State probabilities and paths are undefined for data of probability zero."""
         impossible = np.flatnonzero(np.asarray(sequence_log_likelihood) == -np.inf)
         if impossible.size:
-            raise ValueError(self._minus_infinity_message(f"Sequence(s) {impossible[:5].tolist()}"))
-
-    def _check_log_likelihood(self, log_likelihood):
-        if self._densities_never_zero and not np.isfinite(log_likelihood):
-            raise ValueError(self._minus_infinity_message("The data"))
-        super()._check_log_likelihood(log_likelihood)
-
-    def _minus_infinity_message(self, what):
-        """Why a log-likelihood is -inf: data of probability zero, or an overflow."""
-        if self._densities_never_zero:
-            return (
-                f"{what} lie too far from the model for double precision: the "
-                "log-likelihood is below -1.8e308 (every emission density is positive, "
-                "so it is not zero). Rescale X (e.g. with "
-                "sklearn.preprocessing.StandardScaler) or fit the model on data of that scale."
+            raise ValueError(
+                f"Sequence(s) {impossible[:5].tolist()} have log-likelihood -inf, so their "
+                f"state probabilities are undefined: {self._minus_infinity_cause}."
             )
-        return (
-            f"{what} have probability zero under the model (log-likelihood -inf): "
-            "their state probabilities are undefined."
-        )
 
     def _compute_log_likelihood(self, X):
         """log p(x_t | z_t = k) for every row and state (hmmlearn's name)."""

@@ -6,7 +6,7 @@ from scipy.special import gammaln
 from sklearn.utils.validation import validate_data
 
 from .._sequences import lengths_by_keyword
-from .._validation import masked_as_nan
+from .._validation import masked_as_nan, optional
 from ._base import BaseHMM, check_probability_vector, dirichlet_map, fit_kmeans
 
 __all__ = ["CategoricalHMM", "MultinomialHMM", "PoissonHMM"]
@@ -81,18 +81,24 @@ def check_alphabet_sizes(value, name, n_columns):
     return np.broadcast_to(sizes, (n_columns,)).astype(np.intp)
 
 
-def check_trials(value):
+def check_declared_alphabets(value, name="n_features"):
+    """CategoricalHMM's ``n_features`` as given: one alphabet size, or one per column."""
+    sizes = np.asarray(value)
+    return check_alphabet_sizes(value, name, sizes.size if sizes.ndim else 1)
+
+
+def check_trials(value, name="n_trials"):
     """MultinomialHMM's ``n_trials``: None, an int >= 0, or a 1-D array of them."""
     if value is None:
         return None
     trials = np.asarray(value)
     if trials.dtype == bool or not np.issubdtype(trials.dtype, np.integer) or trials.ndim > 1:
         raise TypeError(
-            f"n_trials must be None, an integer or a 1-D array of integers (one per row), "
+            f"{name} must be None, an integer or a 1-D array of integers (one per row), "
             f"got {value!r}."
         )
     if np.any(trials < 0):
-        raise ValueError(f"n_trials must be non-negative, got {value!r}.")
+        raise ValueError(f"{name} must be non-negative, got {value!r}.")
     return trials
 
 
@@ -236,10 +242,8 @@ class CategoricalHMM(BaseHMM):
 
     # -- the emission table and its alphabets --------------------------------
 
-    def _check_emission_params(self):
-        if self.n_features is not None:
-            sizes = np.asarray(self.n_features)
-            check_alphabet_sizes(self.n_features, "n_features", sizes.size if sizes.ndim else 1)
+    def _parameter_rules(self):
+        return {**super()._parameter_rules(), "n_features": optional(check_declared_alphabets)}
 
     def _checked_table(self, value, name, n_columns=None):
         """``value`` validated as the emission probabilities of ``n_columns``
@@ -322,9 +326,6 @@ class CategoricalHMM(BaseHMM):
             )
 
     # -- BaseHMM hooks -------------------------------------------------------
-
-    def _prior_bounds(self, n_features):
-        return {**super()._prior_bounds(n_features), "emissionprob_prior": (0.0, True)}
 
     def _validate_X(self, X, reset):
         X = validate_whole_numbers(self, X, reset, "symbols")
@@ -608,11 +609,8 @@ class MultinomialHMM(BaseHMM):
         self.emissionprob_prior = emissionprob_prior
         self.emissionprob_init = emissionprob_init
 
-    def _check_emission_params(self):
-        check_trials(self.n_trials)
-
-    def _prior_bounds(self, n_features):
-        return {**super()._prior_bounds(n_features), "emissionprob_prior": (0.0, True)}
+    def _parameter_rules(self):
+        return {**super()._parameter_rules(), "n_trials": check_trials}
 
     def _validate_X(self, X, reset):
         return validate_whole_numbers(self, X, reset, "counts")

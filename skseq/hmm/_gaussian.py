@@ -3,16 +3,17 @@
 The densities, moments and covariance shapes are in :mod:`skseq.inference.gaussian`.
 """
 
+from functools import partial
+
 import numpy as np
 from scipy import linalg
 from sklearn.utils.validation import validate_data
 
 from .._buffers import work_array
-from .._validation import masked_as_nan
+from .._validation import check_option_param, masked_as_nan
 from ..base import check_scalar_param
 from ..inference.gaussian import (
     COVARIANCE_TYPES,
-    _check_covariance_type,
     _gaussian_density,
     _log_gaussian_density,
     _moment_features,
@@ -157,6 +158,118 @@ def positive_definite_or_previous(new, previous, covariance_type):
         except linalg.LinAlgError:
             result[index] = previous_matrices[index]
     return result[0] if covariance_type == "tied" else result
+
+
+# -- the M step of Gaussian emissions (GaussianHMM's states, GMMHMM's mixture
+# components): written once for any leading shape of components ------------
+
+
+def map_means(post, first, means_prior, means_weight, previous, responsible, centre):
+    """The M step's means: (w m0 + sum_t r_t x_t) / (w + sum_t r_t) per component.
+
+    The MAP estimate under a normal prior of mean ``m0`` and precision weight
+    ``w`` (w = 0: the weighted mean).  ``post`` (...,) and ``first`` (..., D)
+    are the moments sum_t r_t and sum_t r_t x_t about ``centre``, and
+    ``means_prior`` is in the same coordinates; the means returned, and
+    ``previous``, are in the data's.  Components without responsibility, or
+    with a non-finite result, keep ``previous``.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = (means_weight[..., None] * means_prior + first) / (means_weight + post)[..., None]
+    usable = responsible[..., None] & np.isfinite(means)
+    return np.where(usable, means + centre, previous)
+
+
+def weighted_scatter(post, first, second, means, means_prior, means_weight, full):
+    """Scatter about the updated means plus the normal prior's term, per component.
+
+    S = w (m - m0)(m - m0)^T + sum_t r_t (x_t - m)(x_t - m)^T
+      = w (m - m0)(m - m0)^T + second - first m^T - m first^T + post m m^T
+
+    from the weighted moments ``post`` = sum_t r_t (...,), ``first`` =
+    sum_t r_t x_t (..., D) and ``second`` = sum_t r_t x_t x_t^T (..., D, D),
+    or its diagonal (..., D) when not ``full``, all about one centre in whose
+    coordinates ``means`` and ``means_prior`` are given (centred moments keep
+    the differences exact).  ``full``: matrices (..., D, D); otherwise their
+    diagonals (..., D).
+    """
+    offset = means - means_prior
+    if not full:
+        return (
+            means_weight[..., None] * offset**2
+            + second
+            - 2 * means * first
+            + means**2 * post[..., None]
+        )
+    cross = first[..., :, None] * means[..., None, :]
+    return (
+        means_weight[..., None, None] * offset[..., :, None] * offset[..., None, :]
+        + second
+        - cross
+        - np.swapaxes(cross, -1, -2)
+        + means[..., :, None] * means[..., None, :] * post[..., None, None]
+    )
+
+
+def map_covariance(covariance_type, scatter, post, prior_scale, prior_count, *, min_count=None):
+    """The M step's covariances: (Psi + S) / (nu + N), per covariance type.
+
+    The MAP estimate under an inverse-gamma (diagonal) or inverse-Wishart
+    (full) prior of scale ``prior_scale`` Psi and count ``prior_count`` nu
+    (Psi = nu = 0: the maximum-likelihood estimate), from the scatter S of
+    :func:`weighted_scatter` (diagonals for "diag" and "spherical") and the
+    responsibility N = ``post`` of each component.  "spherical": one variance
+    from the scatter summed over features, N counted once per feature.
+    "tied": the scatter and N summed over the last component axis (one
+    matrix for all of them).  ``prior_scale`` and ``prior_count`` broadcast
+    against the result (and the reduced N).  ``min_count``: a floor for
+    the denominator (hmmlearn's GaussianHMM uses 1e-5 for diagonals).
+    """
+    if covariance_type == "spherical":
+        count = scatter.shape[-1] * post
+        scatter = scatter.sum(axis=-1)
+    elif covariance_type == "diag":
+        count = post[..., None]
+    elif covariance_type == "full":
+        count = post[..., None, None]
+    else:  # tied
+        count = post.sum(axis=-1)[..., None, None]
+        scatter = scatter.sum(axis=-3)
+    denominator = prior_count + count
+    if min_count is not None:
+        denominator = np.maximum(denominator, min_count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (prior_scale + scatter) / denominator
+
+
+def keep_valid_covariances(new, previous, covariance_type, responsible):
+    """``new`` covariances where they are usable, ``previous`` elsewhere.
+
+    A component without responsibility (``responsible`` False; not for
+    "tied", which pools them) keeps its previous covariance, as does one
+    whose update is not positive definite (see
+    :func:`positive_definite_or_previous`).  Any leading shape of components.
+    """
+    if covariance_type != "tied":
+        keep = ~responsible.reshape(responsible.shape + (1,) * (new.ndim - responsible.ndim))
+        new = np.where(keep, previous, new)
+    if covariance_type in ("spherical", "diag"):
+        return positive_definite_or_previous(new, previous, covariance_type)
+    n_features = new.shape[-1]
+    checked = positive_definite_or_previous(
+        new.reshape(-1, n_features, n_features),
+        np.reshape(previous, (-1, n_features, n_features)),
+        "full",
+    )
+    return checked.reshape(new.shape)
+
+
+#: The rules of the hyperparameters that GaussianHMM and GMMHMM share and no
+#: other estimator has (see :func:`skseq._validation.check_parameters`).
+GAUSSIAN_PARAMETER_RULES = {
+    "covariance_type": partial(check_option_param, options=COVARIANCE_TYPES),
+    "min_covar": partial(check_scalar_param, kind="real", low=0, low_open=True),
+}
 
 
 class GaussianHMM(BaseHMM):
@@ -375,20 +488,16 @@ class GaussianHMM(BaseHMM):
 
     # -- hyperparameters and data -------------------------------------------
 
-    def _check_emission_params(self):
-        _check_covariance_type(self.covariance_type)
-        check_scalar_param(self.min_covar, "min_covar", "real", low=0, low_open=True)
+    def _parameter_rules(self):
+        return {**super()._parameter_rules(), **GAUSSIAN_PARAMETER_RULES}
 
     def _prior_bounds(self, n_features):
         bounds = super()._prior_bounds(n_features)
-        # The normal prior's precision weight and the (inverse) gamma / Wishart
-        # scale must be non-negative for the M step's denominators and
+        # The (inverse) gamma / Wishart scale must be non-negative for the
         # covariances to stay positive; covars_weight enters as max(w - 1, 0)
         # (max(w - n_features, 0) for full matrices), so any finite value works.
         diagonal = self.covariance_type in ("spherical", "diag")
         bounds.update(
-            means_prior=(None, False),
-            means_weight=(0.0, False),
             # full and tied: scale matrices, checked as such in _check_priors
             covars_prior=(0.0, False) if diagonal else (None, False),
             covars_weight=(None, False),
@@ -497,52 +606,45 @@ class GaussianHMM(BaseHMM):
         post = statistics["post"]
         responsible = post > 1e-12 * max(post.sum(), 1.0)
         means_prior = self._prior("means_prior", (n_components, n_features)) - centre
-        means_weight = self._prior("means_weight", (n_components,))[:, None]
-        denominator = post[:, None]
+        means_weight = self._prior("means_weight", (n_components,))
         if "m" in self.params:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                means = (means_weight * means_prior + statistics["obs"]) / (
-                    means_weight + denominator
-                )
-            usable = responsible[:, None] & np.isfinite(means)
-            self.means_ = np.where(usable, means + centre, self.means_)
+            self.means_ = map_means(
+                post,
+                statistics["obs"],
+                means_prior,
+                means_weight,
+                self.means_,
+                responsible,
+                centre,
+            )
         if "c" not in self.params:
             return
+        full = self.covariance_type in ("full", "tied")
+        second = statistics["obs*obs.T" if full else "obs**2"]
         means = self.means_ - centre
-        mean_offset = means - means_prior
-        covars_weight = self.covars_weight
-        if self.covariance_type in ("spherical", "diag"):
+        scatter = weighted_scatter(
+            post, statistics["obs"], second, means, means_prior, means_weight, full
+        )
+        # hmmlearn's priors: scale covars_prior, count max(covars_weight - 1, 0)
+        # (max(covars_weight - n_features, 0) for matrices).
+        covars_weight = np.asarray(self.covars_weight, dtype=np.float64)
+        if full:
+            covars_prior = self._prior("covars_prior", (n_components, n_features, n_features))
+            if self.covariance_type == "tied":
+                covars_prior = covars_prior[0]
+            weight = np.maximum(covars_weight - n_features, 0)
+            covars = map_covariance(self.covariance_type, scatter, post, covars_prior, weight)
+        else:
+            # The prior is per feature, so a spherical variance is (as in
+            # hmmlearn) the mean of the per-feature MAP variances.
             covars_prior = self._prior("covars_prior", (n_components, n_features))
-            scatter = (
-                means_weight * mean_offset**2
-                + statistics["obs**2"]
-                - 2 * means * statistics["obs"]
-                + means**2 * denominator
-            )
-            weight = np.maximum(np.asarray(covars_weight, dtype=np.float64) - 1, 0)
-            covars = (covars_prior + scatter) / np.maximum(weight + denominator, 1e-5)
+            weight = np.maximum(covars_weight - 1, 0)
+            covars = map_covariance("diag", scatter, post, covars_prior, weight, min_count=1e-5)
             if self.covariance_type == "spherical":
                 covars = covars.mean(axis=1)
-        else:
-            covars_prior = self._prior("covars_prior", (n_components, n_features, n_features))
-            cross = statistics["obs"][:, :, None] * means[:, None, :]
-            scatter = (
-                means_weight[:, :, None] * mean_offset[:, :, None] * mean_offset[:, None, :]
-                + statistics["obs*obs.T"]
-                - cross
-                - cross.transpose(0, 2, 1)
-                + means[:, :, None] * means[:, None, :] * post[:, None, None]
-            )
-            weight = np.maximum(np.asarray(covars_weight, dtype=np.float64) - n_features, 0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                if self.covariance_type == "tied":
-                    covars = (covars_prior[0] + scatter.sum(axis=0)) / (weight + post.sum())
-                else:
-                    covars = (covars_prior + scatter) / (weight + post[:, None, None])
-        if self.covariance_type != "tied":
-            keep = ~responsible.reshape((-1,) + (1,) * (covars.ndim - 1))
-            covars = np.where(keep, self._covars_, covars)
-        self._covars_ = positive_definite_or_previous(covars, self._covars_, self.covariance_type)
+        self._covars_ = keep_valid_covariances(
+            covars, self._covars_, self.covariance_type, responsible
+        )
 
     def _emission_n_parameters(self):
         n_components, n_features = self.means_.shape

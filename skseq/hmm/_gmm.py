@@ -1,11 +1,12 @@
 """Gaussian-mixture emissions: GMMHMM."""
 
+from functools import partial
+
 import numpy as np
 from scipy.special import logsumexp
 
 from ..base import check_scalar_param
 from ..inference.gaussian import (
-    _check_covariance_type,
     _log_gaussian_density,
     _missing_rows,
     _moment_features,
@@ -16,15 +17,19 @@ from ..inference.gaussian import (
 )
 from ._base import BaseHMM, dirichlet_map, fit_kmeans
 from ._gaussian import (
+    GAUSSIAN_PARAMETER_RULES,
     check_data_scale,
     check_positive_semidefinite,
     distribute_covariance,
     initial_covariance,
+    keep_valid_covariances,
+    map_covariance,
+    map_means,
     moments_centre,
     observed_rows,
-    positive_definite_or_previous,
     sample_gaussians,
     validate_gaussian_X,
+    weighted_scatter,
 )
 
 __all__ = ["GMMHMM"]
@@ -180,10 +185,12 @@ class GMMHMM(BaseHMM):
         self.means_init = means_init
         self.covars_init = covars_init
 
-    def _check_emission_params(self):
-        check_scalar_param(self.n_mix, "n_mix", "int", low=1)
-        check_scalar_param(self.min_covar, "min_covar", "real", low=0, low_open=True)
-        _check_covariance_type(self.covariance_type)
+    def _parameter_rules(self):
+        return {
+            **super()._parameter_rules(),
+            **GAUSSIAN_PARAMETER_RULES,
+            "n_mix": partial(check_scalar_param, kind="int", low=1),
+        }
 
     def _validate_X(self, X, reset):
         return validate_gaussian_X(self, X, reset)
@@ -205,13 +212,7 @@ class GMMHMM(BaseHMM):
             "spherical": ((None, False), (0.0, False)),
         }.get(self.covariance_type, ((None, False), (None, False)))
         bounds = super()._prior_bounds(n_features)
-        bounds.update(
-            weights_prior=(0.0, True),
-            means_prior=(None, False),
-            means_weight=(0.0, False),
-            covars_prior=covariance_bounds[0],
-            covars_weight=covariance_bounds[1],
-        )
+        bounds.update(covars_prior=covariance_bounds[0], covars_weight=covariance_bounds[1])
         return bounds
 
     def _check_priors(self, n_features):
@@ -417,6 +418,8 @@ class GMMHMM(BaseHMM):
     def _emission_mstep(self, statistics):
         # The statistics are moments about self._centre: work in coordinates
         # centred there (means and prior means shifted alike) and shift back.
+        # Each mixture component is a Gaussian with its own moments: the M
+        # step of GaussianHMM's states, per (state, mixture component).
         n_components, n_mix, n_features = self.means_.shape
         centre = self._centre
         post_mix = statistics["post_mix_sum"]
@@ -436,71 +439,51 @@ class GMMHMM(BaseHMM):
         )
         responsible = post_mix > 1e-12 * max(post_mix.sum(), 1.0)
         if "m" in self.params:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                means = (means_weight[:, :, None] * means_prior + statistics["obs"]) / (
-                    means_weight + post_mix
-                )[:, :, None]
-            usable = responsible[:, :, None] & np.isfinite(means)
-            self.means_ = np.where(usable, means + centre, self.means_)
+            self.means_ = map_means(
+                post_mix,
+                statistics["obs"],
+                means_prior,
+                means_weight,
+                self.means_,
+                responsible,
+                centre,
+            )
         if "c" in self.params:
             self._covariance_mstep(statistics, means_prior, means_weight, responsible)
 
     def _covariance_mstep(self, statistics, means_prior, means_weight, responsible):
-        """Covariances from moments about ``_centre``; ``means_prior`` is centred too."""
+        """Covariances from moments about ``_centre``; ``means_prior`` is centred too.
+
+        The scatter about the updated means (hmmlearn's exact M step) and
+        hmmlearn's GMMHMM priors: an inverse gamma of shape ``covars_prior``
+        and scale ``covars_weight`` for variances, an inverse Wishart of scale
+        ``covars_prior`` and degrees of freedom ``covars_weight`` for matrices.
+        """
         n_components, n_mix, n_features = self.means_.shape
-        means = self.means_ - self._centre
         post_mix = statistics["post_mix_sum"]
-        offset = means - means_prior
         covars_prior, covars_weight = self._covariance_priors()
-        if self.covariance_type in ("spherical", "diag"):
-            # sum_t r (x - m)^2 around the updated means, per feature
-            scatter = (
-                statistics["obs**2"]
-                - 2 * means * statistics["obs"]
-                + means**2 * post_mix[:, :, None]
-            )
-            prior_term = means_weight[:, :, None] * offset**2
-            if self.covariance_type == "diag":
-                numerator = prior_term + scatter + 2 * covars_weight
-                denominator = post_mix[:, :, None] + 1 + 2 * (covars_prior + 1)
-            else:
-                numerator = prior_term.sum(axis=2) + scatter.sum(axis=2) + 2 * covars_weight
-                denominator = n_features * (post_mix + 1) + 2 * (covars_prior + 1)
+        full = self.covariance_type in ("full", "tied")
+        scatter = weighted_scatter(
+            post_mix,
+            statistics["obs"],
+            statistics["obs*obs.T" if full else "obs**2"],
+            self.means_ - self._centre,
+            means_prior,
+            means_weight,
+            full,
+        )
+        if self.covariance_type == "diag":
+            prior_scale, prior_count = 2 * covars_weight, 1 + 2 * (covars_prior + 1)
+        elif self.covariance_type == "spherical":
+            prior_scale, prior_count = 2 * covars_weight, n_features + 2 * (covars_prior + 1)
         else:
-            cross = statistics["obs"][..., :, None] * means[..., None, :]
-            scatter = (
-                statistics["obs*obs.T"]
-                - cross
-                - np.swapaxes(cross, -1, -2)
-                + means[..., :, None] * means[..., None, :] * post_mix[:, :, None, None]
-            )
-            prior_term = (
-                means_weight[:, :, None, None] * offset[..., :, None] * offset[..., None, :]
-            )
-            if self.covariance_type == "full":
-                numerator = np.swapaxes(covars_prior, -1, -2) + prior_term + scatter
-                denominator = (post_mix + 1 + covars_weight + n_features + 1)[:, :, None, None]
-            else:
-                numerator = (
-                    np.swapaxes(covars_prior, -1, -2) + prior_term.sum(axis=1) + scatter.sum(axis=1)
-                )
-                denominator = (statistics["post_sum"] + n_mix + covars_weight + n_features + 1)[
-                    :, None, None
-                ]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            covars = numerator / denominator
-        if self.covariance_type != "tied":
-            keep = ~responsible.reshape(responsible.shape + (1,) * (covars.ndim - 2))
-            covars = np.where(keep, self.covars_, covars)
-        flat_type, flat_new = self._flat_covars(covars)
-        _, flat_old = self._flat_covars(self.covars_)
-        if self.covariance_type == "tied":
-            checked = positive_definite_or_previous(covars, self.covars_, "full")
-        else:
-            checked = positive_definite_or_previous(flat_new, flat_old, flat_type).reshape(
-                covars.shape
-            )
-        self.covars_ = checked
+            prior_scale = np.swapaxes(covars_prior, -1, -2)
+            pooled = 1 if self.covariance_type == "full" else n_mix
+            prior_count = (pooled + covars_weight + n_features + 1)[..., None, None]
+        covars = map_covariance(self.covariance_type, scatter, post_mix, prior_scale, prior_count)
+        self.covars_ = keep_valid_covariances(
+            covars, self.covars_, self.covariance_type, responsible
+        )
 
     def _emission_n_parameters(self):
         n_components, n_mix, n_features = self.means_.shape

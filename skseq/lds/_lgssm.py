@@ -18,7 +18,6 @@ array ``[X, controls]`` of shape (n_samples, n_features + n_controls), so
 without knowing about controls.  :meth:`LinearGaussianSSM._stack` builds it.
 """
 
-import numbers
 import warnings
 
 import numpy as np
@@ -33,7 +32,7 @@ from sklearn.utils.validation import (
 )
 
 from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
-from .._validation import check_n_jobs, masked_as_nan
+from .._validation import PARAMETER_RULES, masked_as_nan
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
     _em_statistics_offsets,
@@ -424,6 +423,13 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     ((6, 2), (6, 2, 2))
     """
 
+    # Gaussian densities are never zero: a log-likelihood of -inf is an overflow.
+    _densities_never_zero = True
+    _numerical_failure = (
+        "a covariance of the Kalman recursions lost positive definiteness in floating "
+        "point (the parameters are too ill-conditioned for these data)"
+    )
+
     __metadata_request__fit = {"sequence_ids": True, "controls": True}
     __metadata_request__score = {"sequence_ids": True, "sample_weight": True, "controls": True}
     __metadata_request__transform = {"sequence_ids": True, "controls": True}
@@ -486,15 +492,13 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     # -- validation -------------------------------------------------------------
 
     def _check_params(self):
-        check_scalar_param(self.n_components, "n_components", "int", low=1)
-        check_scalar_param(self.n_iter, "n_iter", "int", low=0)
-        check_scalar_param(self.tol, "tol", "real", low=0)
-        check_scalar_param(self.n_init, "n_init", "int", low=1)
-        check_n_jobs(self.n_jobs)
-        if not isinstance(self.verbose, numbers.Integral):
-            raise TypeError(f"verbose must be an int or bool, got {self.verbose!r}.")
-        self._check_stochastic_params()
+        """Validate the hyperparameters (see :meth:`BaseEM._check_params`);
+        returns the names of the parameters EM learns."""
+        super()._check_params()
         return _check_params_argument(self.params)
+
+    def _parameter_rules(self):
+        return {"params": lambda value, name: _check_params_argument(value)}
 
     def _given_initial_values(self, n_features, n_controls):
         """The user's initial values, validated (None where not given)."""
@@ -567,7 +571,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         copies, keyed by parameter name.
         """
         check_is_fitted(self)
-        check_scalar_param(self.n_components, "n_components", "int", low=1)
+        PARAMETER_RULES["n_components"](self.n_components, "n_components")
         check_scalar_param(self.n_features_in_, "n_features_in_", "int", low=1)
         check_scalar_param(self.n_controls_, "n_controls_", "int", low=0)
         k, p, m = self.n_components, self.n_features_in_, self.n_controls_
@@ -728,22 +732,18 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             "initial_state_covariance", initial_state_covariance
         )
 
-    def _estep(self, X, offsets):
+    def _estep(self, X, offsets, buffers=None):
         """Sufficient statistics and log-likelihood of a block of whole sequences.
 
         ``X`` is the stacked ``[X, controls]`` array (see :meth:`_stack`).  The
         statistics are sums over sequences and rows: they add across disjoint
-        blocks and scale linearly, as stochastic EM needs.
+        blocks and scale linearly, as stochastic EM needs.  The Kalman
+        recursions keep no work arrays between E steps (``buffers`` unused).
         """
         n_features = self.n_features_in_
         statistics, sequence_log_likelihood = _em_statistics_offsets(
             self._model(), X[:, :n_features], X[:, n_features:], offsets
         )
-        if np.isnan(sequence_log_likelihood).any():
-            raise ValueError(
-                "The E step failed numerically (a covariance lost positive definiteness); "
-                "the current parameters are too ill-conditioned for these data."
-            )
         return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
 
     def _mstep(self, statistics):
@@ -845,13 +845,13 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
 
     # -- batch EM, accelerated ----------------------------------------------------
 
-    def _run_em(self, X, offsets, random_state, monitor):
+    def _run_em(self, X, offsets, random_state, monitor, context):
         if self.learning_method == "online" or not _check_params_argument(self.params):
             # Nothing learned: no direction to extrapolate along.
-            return super()._run_em(X, offsets, random_state, monitor)
-        return self._run_squarem(X, offsets, monitor)
+            return super()._run_em(X, offsets, random_state, monitor, context)
+        return self._run_squarem(X, offsets, monitor, context)
 
-    def _run_squarem(self, X, offsets, monitor):
+    def _run_squarem(self, X, offsets, monitor, context):
         """Batch EM accelerated by SQUAREM.
 
         Returns, as :meth:`BaseEM._run_em`, whether EM stopped on its
@@ -880,7 +880,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             return False, None
         learned = sorted(_check_params_argument(self.params))
         units = self._coordinate_units(X)
-        statistics, log_likelihood = self._estep_parallel(X, offsets)
+        statistics, log_likelihood = self._estep_parallel(X, offsets, context)
         self._check_log_likelihood(log_likelihood)
         monitor.report(log_likelihood)
         step_cap = 1.0
@@ -889,7 +889,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             theta0 = self._get_parameters()
             self._mstep(statistics)
             theta1 = self._get_parameters()
-            statistics, log_likelihood = self._estep_parallel(X, offsets)
+            statistics, log_likelihood = self._estep_parallel(X, offsets, context)
             self._check_log_likelihood(log_likelihood)
             monitor.report(log_likelihood)
             if monitor.iter >= self.n_iter:
@@ -901,10 +901,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             accepted = False
             if extrapolated is not None:
                 self._set_parameters(extrapolated)
-                try:
-                    trial = self._estep_parallel(X, offsets)
-                except ValueError:  # the extrapolated parameters broke the recursions
-                    trial = (None, -np.inf)
+                # Not finite (NaN): the extrapolated parameters broke the recursions.
+                trial = self._estep_parallel(X, offsets, context)
                 accepted = bool(np.isfinite(trial[1]) and trial[1] >= theta1_log_likelihood)
                 if accepted:
                     statistics, log_likelihood = trial
@@ -914,7 +912,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 step_cap *= 4.0
             if not accepted:
                 self._set_parameters(theta2)
-                statistics, log_likelihood = self._estep_parallel(X, offsets)
+                statistics, log_likelihood = self._estep_parallel(X, offsets, context)
                 self._check_log_likelihood(log_likelihood)
             monitor.report(log_likelihood)
             if log_likelihood - cycle_start < monitor.tol:
@@ -1185,11 +1183,6 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         statistics, log_likelihood, stream = _forward_smoothing_rows(
             self._model(), X[:, :n_features], X[:, n_features:], carried
         )
-        if np.isnan(log_likelihood):
-            raise ValueError(
-                "The E step failed numerically (a covariance lost positive definiteness); "
-                "the current parameters are too ill-conditioned for these data."
-            )
         return SufficientStatistics(statistics), log_likelihood, stream
 
     def fit_transform(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):

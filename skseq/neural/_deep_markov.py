@@ -126,7 +126,7 @@ class DeepMarkovModel(
     # -- hyperparameters -------------------------------------------------------------
 
     def _check_architecture_params(self):
-        check_positive_int(self.n_components, "n_components")
+        # n_components: PARAMETER_RULES (the trainer checks it, as the EM estimators do)
         if not isinstance(self.emission, str) or self.emission not in _EMISSIONS:
             raise ValueError(f"emission must be 'gaussian' or 'bernoulli', got {self.emission!r}.")
         check_positive_int(self.transition_hidden_size, "transition_hidden_size")

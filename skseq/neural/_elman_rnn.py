@@ -8,7 +8,6 @@ from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
 from ._elman import jacobian_norms, make_elman_network
 from ._trainer import PREDICTION_CHUNK_POSITIONS
-from ._validation import check_positive_int
 
 __all__ = ["ElmanRNNRegressor", "ElmanRNNClassifier"]
 
@@ -61,8 +60,7 @@ class _ElmanRNNArchitecture:
     """Hyperparameter checks, network factory and recurrence diagnostics of the two estimators."""
 
     def _check_architecture_params(self):
-        check_positive_int(self.d_model, "d_model")
-        check_positive_int(self.n_layers, "n_layers")
+        # d_model, n_layers: NETWORK_PARAMETER_RULES (the trainer checks them)
         check_scalar_param(
             self.init_spectral_radius, "init_spectral_radius", "real", low=0, low_open=True
         )

@@ -54,11 +54,8 @@ class _SelectiveSSMArchitecture:
     """Hyperparameter checks and network factory shared by the two estimators."""
 
     def _check_architecture_params(self):
-        check_positive_int(self.d_model, "d_model")
-        check_positive_int(self.n_layers, "n_layers")
+        # d_model, n_layers, d_conv, expand: NETWORK_PARAMETER_RULES (the trainer checks them)
         check_positive_int(self.d_state, "d_state")
-        check_positive_int(self.d_conv, "d_conv")
-        check_positive_int(self.expand, "expand")
         if not (isinstance(self.dt_rank, str) and self.dt_rank == "auto"):
             if isinstance(self.dt_rank, str):
                 raise ValueError(f"dt_rank must be 'auto' or a positive int, got {self.dt_rank!r}.")

@@ -4,7 +4,6 @@ from .._validation import check_scalar_param
 from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
 from ._s4d import INITS, MAX_CONVOLUTION_BYTES, make_s4d_network
-from ._validation import check_positive_int
 
 __all__ = ["S4DRegressor", "S4DClassifier"]
 
@@ -68,16 +67,13 @@ class _S4DArchitecture:
     """Hyperparameter checks and network factory shared by the two estimators."""
 
     def _check_architecture_params(self):
-        check_positive_int(self.d_model, "d_model")
-        check_positive_int(self.n_layers, "n_layers")
+        # d_model, n_layers, d_conv, expand: NETWORK_PARAMETER_RULES (the trainer checks them)
         check_scalar_param(self.d_state, "d_state", "int", low=2)
         if self.d_state % 2:
             raise ValueError(
                 f"d_state must be even (d_state / 2 complex modes in conjugate pairs), "
                 f"got {self.d_state}."
             )
-        check_positive_int(self.d_conv, "d_conv")
-        check_positive_int(self.expand, "expand")
         if not isinstance(self.init, str) or self.init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {self.init!r}.")
 

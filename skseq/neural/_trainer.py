@@ -28,7 +28,6 @@ part-way.
 
 import sys
 import time
-import warnings
 from functools import partial
 
 import numpy as np
@@ -40,8 +39,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._parallel import ThreadRunner, single_threaded_blas
-from .._validation import check_n_jobs, check_scalar_param
-from ._validation import check_bool_param, check_positive_int, check_sequences
+from .._validation import check_parameters
+from ..base import warn_user
+from ._validation import NETWORK_PARAMETER_RULES, check_sequences
 
 __all__ = [
     "Adam",
@@ -295,34 +295,7 @@ class BaseSequenceNetwork(BaseEstimator):
     # -- hyperparameters ---------------------------------------------------------
 
     def _check_trainer_params(self):
-        check_scalar_param(
-            self.learning_rate_init, "learning_rate_init", "real", low=0, low_open=True
-        )
-        check_scalar_param(self.beta_1, "beta_1", "real", low=0, high=1, high_open=True)
-        check_scalar_param(self.beta_2, "beta_2", "real", low=0, high=1, high_open=True)
-        check_scalar_param(self.epsilon, "epsilon", "real", low=0, low_open=True)
-        check_scalar_param(self.weight_decay, "weight_decay", "real", low=0)
-        check_positive_int(self.batch_size, "batch_size")
-        check_positive_int(self.max_iter, "max_iter")
-        check_bool_param(self.shuffle, "shuffle")
-        if self.max_grad_norm is not None:
-            check_scalar_param(self.max_grad_norm, "max_grad_norm", "real", low=0, low_open=True)
-        check_bool_param(self.early_stopping, "early_stopping")
-        check_scalar_param(
-            self.validation_fraction,
-            "validation_fraction",
-            "real",
-            low=0,
-            high=1,
-            low_open=True,
-            high_open=True,
-        )
-        check_positive_int(self.n_iter_no_change, "n_iter_no_change")
-        check_scalar_param(self.tol, "tol", "real", low=0)
-        if not isinstance(self.verbose, bool | np.bool_):
-            check_scalar_param(self.verbose, "verbose", "int", low=0)
-        check_bool_param(self.warm_start, "warm_start")
-        check_n_jobs(self.n_jobs)
+        check_parameters(self, NETWORK_PARAMETER_RULES)
         self._working_dtype()
 
     def _working_dtype(self):
@@ -564,11 +537,10 @@ class BaseSequenceNetwork(BaseEstimator):
             if best_parameters is not None:
                 self.parameters_ = best_parameters
         if not incremental and not converged:
-            warnings.warn(
+            warn_user(
                 f"{type(self).__name__}: reached max_iter={self.max_iter} epochs without "
                 "convergence; increase max_iter.",
                 ConvergenceWarning,
-                stacklevel=3,
             )
         return self
 

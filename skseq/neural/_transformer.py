@@ -59,8 +59,7 @@ class _TransformerArchitecture:
     """Hyperparameter checks and network factory shared by the two estimators."""
 
     def _check_architecture_params(self):
-        check_positive_int(self.d_model, "d_model")
-        check_positive_int(self.n_layers, "n_layers")
+        # d_model, n_layers: NETWORK_PARAMETER_RULES (the trainer checks them)
         check_positive_int(self.n_heads, "n_heads")
         if self.d_model % self.n_heads:
             raise ValueError(

@@ -8,25 +8,56 @@ the features per step and any ``seq_len`` may be predicted.
 """
 
 import numbers
+from functools import partial
 
 import numpy as np
 from scipy import sparse
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
-from .._validation import check_bool_param, check_scalar_param, masked_as_nan
+from .._validation import check_bool_param, check_scalar_param, masked_as_nan, optional
 
 __all__ = [
     "check_sequences",
     "check_sequence_weights",
     "check_bool_param",
     "check_positive_int",
+    "NETWORK_PARAMETER_RULES",
 ]
 
 
 def check_positive_int(value, name):
     """An integer >= 1."""
     return check_scalar_param(value, name, "int", low=1)
+
+
+def _real(**bounds):
+    return partial(check_scalar_param, kind="real", **bounds)
+
+
+#: The rules of the hyperparameters every sequence network shares (the
+#: trainer's, and the architecture sizes), for
+#: :func:`skseq._validation.check_parameters`; those shared with the EM
+#: estimators (``tol``, ``batch_size``, ``n_jobs``, ...) are in
+#: :data:`skseq._validation.PARAMETER_RULES`.
+NETWORK_PARAMETER_RULES = {
+    "learning_rate_init": _real(low=0, low_open=True),
+    "beta_1": _real(low=0, high=1, high_open=True),
+    "beta_2": _real(low=0, high=1, high_open=True),
+    "epsilon": _real(low=0, low_open=True),
+    "weight_decay": _real(low=0),
+    "max_iter": check_positive_int,
+    "shuffle": check_bool_param,
+    "max_grad_norm": optional(_real(low=0, low_open=True)),
+    "early_stopping": check_bool_param,
+    "validation_fraction": _real(low=0, high=1, low_open=True, high_open=True),
+    "n_iter_no_change": check_positive_int,
+    "warm_start": check_bool_param,
+    "d_model": check_positive_int,
+    "n_layers": check_positive_int,
+    "d_conv": check_positive_int,
+    "expand": check_positive_int,
+}
 
 
 def _input_ndim(X):
