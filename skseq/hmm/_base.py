@@ -173,14 +173,6 @@ class BaseHMM(BaseEM):
     """Hidden Markov model fitted by Baum-Welch EM; see subclasses."""
 
     _emission_letters = {}
-    # A NaN log-likelihood: whole sequences go through forward-backward, which
-    # redoes an underflowing sequence in log space; only the forward-only
-    # smoother of streams can lose a state this way.
-    _numerical_failure = (
-        "the forward-only smoother of the stream underflowed (the data have probability "
-        "zero, or a state's probability fell below 1e-308 relative to the others, e.g. "
-        "with zeros in transmat_); fit on whole sequences instead"
-    )
 
     __metadata_request__fit = {"sequence_ids": True}
     __metadata_request__score = {"sequence_ids": True, "sample_weight": True}
@@ -601,8 +593,6 @@ class BaseHMM(BaseEM):
             self._emission_features(X, cache),
             stream,
         )
-        # NaN: the rows have probability zero given the earlier ones.
-        self._check_log_likelihood(result.log_likelihood)
         after = self._stream_statistics(result.carried)
         added = after if stream is None else after + (-1.0) * self._stream_statistics(stream)
         return added, result.log_likelihood, result.carried

@@ -162,8 +162,8 @@ class ForwardSmoothingResult(NamedTuple):
     Attributes
     ----------
     log_likelihood : float
-        log p(rows of the chunk | earlier rows): NaN from the unchecked core
-        when the scaled recursion underflowed (the public function raises).
+        log p(rows of the chunk | earlier rows); -inf for rows of probability
+        zero (the public function raises).
     carried : ForwardSmoothingMessage
         The message after the chunk's last row: pass it as ``carried`` with
         the next chunk of the same sequence.
@@ -564,8 +564,9 @@ def _forward_smoothing_rows(startprob, transmat, log_frameprob, features, carrie
     ``features`` has shape (n_samples, n_states, n_features); ``carried`` is
     the one carried from the earlier rows of the same sequence, or None for
     rows that start a sequence (from ``startprob``); it is not modified.
-    Returns a :class:`ForwardSmoothingResult` whose ``log_likelihood`` is NaN
-    when the scaled recursion underflowed (the new message is then unusable).
+    Returns a :class:`ForwardSmoothingResult`; where the scaled recursion
+    underflows, the chunk is redone in log space, so its ``log_likelihood`` is
+    -inf only for rows of probability zero (the message is then unusable).
     """
     frame, shift = _shifted_frame(log_frameprob)
     features = _contiguous(features)
@@ -653,8 +654,8 @@ def _log_forward_smoothing_rows(startprob, transmat, log_frameprob, features, ca
     p(z_{t-1} = i | z_t = j, x_1..x_{t-1}), computed by log-sum-exp.  The
     auxiliary statistics are expectations, bounded by the rows' features, so
     they need no rescaling.  A state of zero predicted probability keeps zero
-    statistics (they are never weighted).  ``log_likelihood`` is NaN only
-    when the rows have probability zero given the earlier ones.
+    statistics (they are never weighted).  ``log_likelihood`` is -inf when
+    the rows have probability zero given the earlier ones.
     """
     n_samples, n_states = log_frameprob.shape
     n_features = features.shape[2]
@@ -688,9 +689,9 @@ def _log_forward_smoothing_rows(startprob, transmat, log_frameprob, features, ca
             sums += identity[:, :, None] * features[t][None, :, :]
             log_alpha = log_prior + log_frameprob[t]
         row_log_likelihood = logsumexp(log_alpha)
-        if not np.isfinite(row_log_likelihood):
+        if not np.isfinite(row_log_likelihood):  # the rows have probability zero
             return ForwardSmoothingResult(
-                np.nan, _empty_message(n_states, n_features), log_predictive
+                -np.inf, _empty_message(n_states, n_features), log_predictive
             )
         log_predictive[t] = row_log_likelihood
         log_filtered = log_alpha - row_log_likelihood
@@ -810,7 +811,7 @@ def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, c
     result = _forward_smoothing_rows(
         np.exp(log_startprob), np.exp(log_transmat), log_frameprob, features, carried
     )
-    if np.isnan(result.log_likelihood):
+    if not np.isfinite(result.log_likelihood):
         raise ValueError(
             "The rows have probability zero given the earlier ones under these parameters "
             "(log-likelihood -inf)."
