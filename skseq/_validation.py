@@ -246,6 +246,30 @@ def check_parameters(estimator, family_rules=None):
             rule(value, name)
 
 
+def check_data_scale(observed, centre):
+    """Reject data whose squared deviations from ``centre`` overflow in their sums.
+
+    Gaussian models sum (x - centre)^2 over the rows (EM statistics, initial
+    covariances); data beyond about sqrt(DBL_MAX / n) of ``centre`` (near the
+    data mean) would make those sums inf and the covariances NaN.  NaN
+    entries of ``observed`` are missing and skipped.
+    """
+    n_observed = observed.shape[0]
+    if n_observed == 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        deviation = np.abs(observed - centre)
+        spread = np.max(deviation, where=~np.isnan(deviation), initial=0.0)
+    limit = np.sqrt(np.finfo(np.float64).max / n_observed) / 2
+    if not spread <= limit:
+        raise ValueError(
+            f"X is too large for double precision: its entries lie up to {spread:.3g} from "
+            f"the data mean, and the sums of their squares that the Gaussian densities need "
+            f"overflow (the limit for {n_observed} rows is {limit:.3g}). Rescale X, e.g. "
+            "with sklearn.preprocessing.StandardScaler."
+        )
+
+
 def masked_as_nan(X, *, missing_supported, owner, name="X"):
     """``X`` with its masked entries replaced by NaN, or a ValueError.
 

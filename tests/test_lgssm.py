@@ -1176,3 +1176,17 @@ def test_partial_fit_rejects_a_different_number_of_features():
     )
     with pytest.raises(ValueError, match="features"):
         model.partial_fit(np.zeros((10, 3)))
+
+
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_data_whose_squares_overflow_get_a_message_about_the_data(method):
+    """X with an entry of 1e300 (missing entries elsewhere): a ValueError about the
+    data's scale, not numpy's "Array must not contain infs or NaNs" from the
+    initialisation's eigenvalues."""
+    X = np.random.default_rng(0).normal(size=(100, 2))
+    X[5, 0] = 1e300
+    X[7, 1] = np.nan
+    original = X.copy()
+    with pytest.raises(ValueError, match="X is too large for double precision"):
+        getattr(LinearGaussianSSM(2), method)(X)
+    np.testing.assert_array_equal(X, original)

@@ -10,6 +10,7 @@ from scipy import linalg
 from sklearn.utils.validation import validate_data
 
 from .._buffers import work_array
+from .._validation import check_data_scale as _check_data_scale
 from .._validation import check_option_param, masked_as_nan
 from ..base import check_scalar_param
 from ..inference.gaussian import (
@@ -63,26 +64,14 @@ def moments_centre(observed, means):
 
 
 def check_data_scale(observed):
-    """Reject data whose squared deviations overflow: the moments EM sums.
+    """Reject data whose squared deviations from the moments' centre overflow.
 
     The emission statistics are sums of (x - centre)^2 over the rows, with the
     centre near the data mean (:func:`moments_centre`), and the initial
-    covariance is the data covariance.  Data beyond about sqrt(DBL_MAX / n)
-    of their mean would make these inf (and the covariances NaN).
+    covariance is the data covariance (the rule: :func:`skseq._validation.check_data_scale`).
     """
-    n_observed = observed.shape[0]
-    if n_observed == 0:
-        return
-    with np.errstate(over="ignore", invalid="ignore"):
-        spread = np.max(np.abs(observed - moments_centre(observed, None)))
-    limit = np.sqrt(np.finfo(np.float64).max / n_observed) / 2
-    if not spread <= limit:
-        raise ValueError(
-            f"X is too large for double precision: its entries lie up to {spread:.3g} from "
-            f"the data mean, and the sums of their squares that the Gaussian emissions need "
-            f"overflow (the limit for {n_observed} rows is {limit:.3g}). Rescale X, e.g. "
-            "with sklearn.preprocessing.StandardScaler."
-        )
+    if observed.shape[0]:
+        _check_data_scale(observed, moments_centre(observed, None))
 
 
 def observed_rows(X):

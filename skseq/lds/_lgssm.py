@@ -32,7 +32,7 @@ from sklearn.utils.validation import (
 )
 
 from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
-from .._validation import PARAMETER_RULES, masked_as_nan
+from .._validation import PARAMETER_RULES, check_data_scale, masked_as_nan
 from ..base import BaseEM, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
     _em_statistics_offsets,
@@ -638,6 +638,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         counts = observed.sum(axis=0)
         sums = np.where(observed, observations, 0.0).sum(axis=0)
         feature_means = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
+        check_data_scale(observations, feature_means)
         observation_offset = (
             given["observation_offset"]
             if given["observation_offset"] is not None
