@@ -871,6 +871,24 @@ def _check_carried(carried, n_state, n_obs, n_ctrl):
 
 # -- public functions ---------------------------------------------------------
 
+# The model's arrays, as every public function takes them (keyword names).
+_MODEL_ARGUMENTS = (
+    "transition_matrix",
+    "observation_matrix",
+    "transition_covariance",
+    "observation_covariance",
+    "transition_offset",
+    "observation_offset",
+    "initial_state_mean",
+    "initial_state_covariance",
+    "control_matrix",
+)
+
+
+def _model_arguments(arguments):
+    """The model's arrays from a public function's ``locals()``, by name."""
+    return {name: arguments[name] for name in _MODEL_ARGUMENTS}
+
 
 def kalman_filter(
     X,
@@ -942,17 +960,7 @@ def kalman_filter(
     >>> bool(np.isclose(result.log_predictive.sum(), result.log_likelihood))
     True
     """
-    parameters = dict(
-        transition_matrix=transition_matrix,
-        observation_matrix=observation_matrix,
-        transition_covariance=transition_covariance,
-        observation_covariance=observation_covariance,
-        transition_offset=transition_offset,
-        observation_offset=observation_offset,
-        initial_state_mean=initial_state_mean,
-        initial_state_covariance=initial_state_covariance,
-        control_matrix=control_matrix,
-    )
+    parameters = _model_arguments(locals())
     X, model, controls, offsets = _check_inputs(X, controls, lengths, parameters)
     result = _filter_offsets(model, X, controls, offsets)
     _raise_if_failed(result.sequence_log_likelihood)
@@ -1000,17 +1008,7 @@ def kalman_smoother(
     >>> result.cross_covariances[[0, 2], 0, 0]  # first rows of the two sequences
     array([0., 0.])
     """
-    parameters = dict(
-        transition_matrix=transition_matrix,
-        observation_matrix=observation_matrix,
-        transition_covariance=transition_covariance,
-        observation_covariance=observation_covariance,
-        transition_offset=transition_offset,
-        observation_offset=observation_offset,
-        initial_state_mean=initial_state_mean,
-        initial_state_covariance=initial_state_covariance,
-        control_matrix=control_matrix,
-    )
+    parameters = _model_arguments(locals())
     X, model, controls, offsets = _check_inputs(X, controls, lengths, parameters)
     result = _smoother_offsets(model, X, controls, offsets)
     _raise_if_failed(result.sequence_log_likelihood)
@@ -1075,18 +1073,7 @@ def kalman_filter_step(
     >>> bool(np.array_equal(mean, kalman_filter(X, **parameters).filtered_means[-1]))
     True
     """
-    parameters = check_lgssm_arrays(
-        np.size(x),
-        transition_matrix,
-        observation_matrix,
-        transition_covariance,
-        observation_covariance,
-        transition_offset=transition_offset,
-        observation_offset=observation_offset,
-        initial_state_mean=initial_state_mean,
-        initial_state_covariance=initial_state_covariance,
-        control_matrix=control_matrix,
-    )
+    parameters = check_lgssm_arrays(np.size(x), **_model_arguments(locals()))
     model = make_model(**parameters)
     x = check_observations(np.reshape(_as_float_array(x, "x"), (1, -1)), name="x")[0]
     if (filtered_state_mean is None) != (filtered_state_covariance is None):
@@ -1167,17 +1154,7 @@ def kalman_forecast(
     True
     """
     check_scalar_param(n_steps, "n_steps", "int", low=1)
-    parameters = dict(
-        transition_matrix=transition_matrix,
-        observation_matrix=observation_matrix,
-        transition_covariance=transition_covariance,
-        observation_covariance=observation_covariance,
-        transition_offset=transition_offset,
-        observation_offset=observation_offset,
-        initial_state_mean=initial_state_mean,
-        initial_state_covariance=initial_state_covariance,
-        control_matrix=control_matrix,
-    )
+    parameters = _model_arguments(locals())
     X, model, controls, offsets = _check_inputs(X, controls, lengths, parameters)
     last = _filter_last_offsets(model, X, controls, offsets)
     _raise_if_failed(last.sequence_log_likelihood)
@@ -1234,18 +1211,7 @@ def sample_lgssm(
         raise ValueError(
             f"observation_matrix must be 2-D (n_features, n_state), got {observation_matrix.shape}."
         )
-    parameters = check_lgssm_arrays(
-        observation_matrix.shape[0],
-        transition_matrix,
-        observation_matrix,
-        transition_covariance,
-        observation_covariance,
-        transition_offset=transition_offset,
-        observation_offset=observation_offset,
-        initial_state_mean=initial_state_mean,
-        initial_state_covariance=initial_state_covariance,
-        control_matrix=control_matrix,
-    )
+    parameters = check_lgssm_arrays(observation_matrix.shape[0], **_model_arguments(locals()))
     n_controls = parameters["control_matrix"].shape[1]
     controls = check_controls(controls, n_samples, n_controls)
     return _sample(parameters, n_samples, controls, check_random_state(random_state))
@@ -1333,17 +1299,7 @@ def kalman_forward_smoothing(
     >>> bool(np.allclose(total["transition_cross"], whole.statistics["transition_cross"]))
     True
     """
-    parameters = dict(
-        transition_matrix=transition_matrix,
-        observation_matrix=observation_matrix,
-        transition_covariance=transition_covariance,
-        observation_covariance=observation_covariance,
-        transition_offset=transition_offset,
-        observation_offset=observation_offset,
-        initial_state_mean=initial_state_mean,
-        initial_state_covariance=initial_state_covariance,
-        control_matrix=control_matrix,
-    )
+    parameters = _model_arguments(locals())
     X, model, controls, _ = _check_inputs(X, controls, None, parameters)
     if carried is not None:
         _check_carried(carried, model.n_state, model.n_obs, model.n_ctrl)
