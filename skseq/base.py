@@ -679,7 +679,6 @@ class BaseEM(BaseEstimator):
             middle, middle_log_likelihood = self._estep_parallel(
                 X[start:stop], offsets[first_complete:n_sequences] - start
             )
-            self._check_log_likelihood(middle_log_likelihood)
             statistics = middle if statistics is None else statistics + middle
             log_likelihood += middle_log_likelihood
         last, last_log_likelihood, carried = self._advance_stream(X[offsets[-2] :], None)

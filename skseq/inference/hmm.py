@@ -626,7 +626,8 @@ def _lost_precision(filtered, startprob, transmat, log_frameprob, carried):
     impossible (its support, followed through the chunk, is empty): left-right
     models and zero emission probabilities keep the fast path.
     """
-    small = filtered < _SMALLEST_CARRIED
+    # A state whose last row has probability zero is impossible: no loss.
+    small = (filtered < _SMALLEST_CARRIED) & (log_frameprob[-1] > -np.inf)
     if not small.any():
         return False
     possible = log_frameprob > -np.inf
