@@ -189,8 +189,10 @@ def test_gradient_norms_of_a_fitted_model(monkeypatch):
     norms = model.gradient_norms(X[:4])
     assert norms.shape == (4, 2, 30)
     # Sequences are processed in chunks (bounded memory): one at a time gives the same.
+    # The network runs in float32: other chunk shapes give other BLAS blockings, so the
+    # comparison is at float32 precision.
     monkeypatch.setattr(elman_rnn_estimators, "PREDICTION_CHUNK_POSITIONS", 1)
-    assert_allclose(model.gradient_norms(X[:4]), norms, rtol=1e-12)
+    assert_allclose(model.gradient_norms(X[:4]), norms, rtol=1e-5)
     assert_array_equal(norms[..., 0], 1.0)
     # ||prod D_k W_h|| <= prod ||D_k|| ||W_h|| <= ||W_h||**k since the tanh slopes are <= 1.
     for layer, W_h in enumerate(model._recurrent_weights()):
@@ -247,7 +249,9 @@ def test_classifier_learns_a_remembered_sign():
     rng = np.random.RandomState(1)
     X = rng.normal(size=(300, 12, 1))
     y = np.where(X[:, 0, 0] > 0, "pos", "neg")
-    model = ElmanRNNClassifier(**SMALL, max_iter=30).fit(X[:200], y[:200])
+    # 16 units: with 8, seed 0 stops on a plateau (0.89 with the AVX2 kernels, 0.97 with the
+    # portable ones): a test on that edge measures rounding, not learning.
+    model = ElmanRNNClassifier(**dict(SMALL, d_model=16), max_iter=30).fit(X[:200], y[:200])
     assert_array_equal(model.classes_, ["neg", "pos"])
     assert model.score(X[200:], y[200:]) > 0.9
     proba = model.predict_proba(X[200:205])
