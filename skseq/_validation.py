@@ -270,7 +270,7 @@ def check_data_scale(observed, centre):
         )
 
 
-def masked_as_nan(X, *, missing_supported, owner, name="X"):
+def masked_as_nan(X, *, missing_supported, owner, name="X", hint=None):
     """``X`` with its masked entries replaced by NaN, or a ValueError.
 
     Parameters
@@ -284,6 +284,9 @@ def masked_as_nan(X, *, missing_supported, owner, name="X"):
         Who receives ``X`` (an estimator or function name), for the message.
     name : str, default="X"
         The argument's name, for the message.
+    hint : str, optional
+        A sentence appended to the message: what a masked entry would have
+        to be filled with in this argument.
 
     Returns
     -------
@@ -306,10 +309,12 @@ def masked_as_nan(X, *, missing_supported, owner, name="X"):
     if not mask.any():
         return np.ma.getdata(X)
     if not missing_supported:
+        n_masked = int(mask.sum())
         raise ValueError(
             f"{owner} does not support missing values, but {name} is a masked array with "
-            f"{int(mask.sum())} masked entries; remove them or fill them in before passing "
-            f"{name} (the masked entries would otherwise be read as observed)."
+            f"{n_masked} masked {'entry' if n_masked == 1 else 'entries'}; fill in or drop "
+            f"the masked entries before passing {name} (they would otherwise be read as "
+            "observed values)." + ("" if hint is None else f" {hint}")
         )
     try:
         data = np.array(np.ma.getdata(X), dtype=np.float64)
