@@ -458,3 +458,9 @@ def test_a_masked_frame_log_probability_says_what_a_missing_observation_is():
     kwargs["log_frameprob"] = np.ma.masked_array(frame, mask=[[0, 1], [0, 1], [0, 0]])
     with pytest.raises(ValueError, match="2 masked entries.*0 in every state"):
         inference.forward_backward(**kwargs)
+
+
+def test_surplus_positional_arguments_are_not_dropped_on_the_masked_path():
+    x = np.ma.masked_array(np.ones((1, 2, 1)))
+    with pytest.raises(TypeError, match="positional argument"):
+        inference.elman_rnn(x, [[1.0]], [[0.5]], [0.0], None, "surplus")

@@ -89,11 +89,13 @@ def masked_arrays_checked(*, missing=(), hints=None):
                         break
                 else:
                     return function(*args, **kwargs)
-            args = [unmasked(name, value) for name, value in zip(positional, args)]
+            # Surplus positional arguments go on as they are, for Python's own error.
+            args = [unmasked(name, value) for name, value in zip(positional, args)] + list(
+                args[len(positional) :]
+            )
             kwargs = {name: unmasked(name, value) for name, value in kwargs.items()}
             return function(*args, **kwargs)
 
-        checked.masked_arrays_missing = frozenset(missing)  # for introspection (tests)
         return checked
 
     return decorate
