@@ -15,6 +15,8 @@ import numpy as np
 
 __all__ = [
     "sequence_offsets",
+    "check_ids_shape",
+    "check_new_sequences",
     "split_offsets",
     "blocks_of_rows",
     "check_y_is_not_lengths",
@@ -80,24 +82,54 @@ def sequence_offsets(n_samples, lengths=None, sequence_ids=None):
     return offsets
 
 
+def check_ids_shape(n_samples, shape):
+    """Raise a ValueError unless ``shape`` is that of one label per row of X.
+
+    ``shape`` is the shape of the labels (a memmap's or dask array's is read
+    without loading them).
+    """
+    if len(shape) != 1 or shape[0] != n_samples:
+        raise ValueError(
+            f"sequence_ids must have one entry per row of X ({n_samples}), "
+            f"got shape {tuple(shape)}."
+        )
+
+
+def check_new_sequences(labels, seen):
+    """Add the labels of new sequences to ``seen``; a label already there is an error.
+
+    ``labels`` holds the label of each run of equal ``sequence_ids`` (in
+    order) that starts a sequence, ``seen`` (a set, updated) the labels of
+    the sequences before them: a label that comes back after other rows
+    means the rows of its sequence are not contiguous.  A stream of batches
+    passes the same ``seen`` from batch to batch.
+    """
+    new = set(labels)
+    if len(new) == len(labels) and seen.isdisjoint(new):
+        seen |= new
+        return
+    earlier = set(seen)
+    for label in labels:
+        if label in earlier:
+            break
+        earlier.add(label)
+    raise ValueError(
+        f"sequence_ids are not contiguous: the rows labelled {label!r} resume after other "
+        "rows, but the rows of each sequence must be consecutive (sort X by sequence, "
+        "keeping time order within each)."
+    )
+
+
 def _offsets_from_ids(n_samples, sequence_ids):
     ids = np.asarray(sequence_ids)
-    if ids.ndim != 1 or ids.shape[0] != n_samples:
-        raise ValueError(
-            f"sequence_ids must have one entry per row of X ({n_samples}), got shape {ids.shape}."
-        )
+    check_ids_shape(n_samples, ids.shape)
     if n_samples == 0:
         raise ValueError("X is empty.")
     if _has_missing(ids):
         raise ValueError("sequence_ids contains missing values (NaN, None or NaT).")
     starts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
     offsets = np.concatenate(([0], starts, [n_samples])).astype(np.intp)
-    labels = ids[offsets[:-1]].tolist()
-    if len(set(labels)) != len(labels):
-        raise ValueError(
-            "sequence_ids are not contiguous: the rows of each sequence must be "
-            "consecutive (sort X by sequence, keeping time order within each)."
-        )
+    check_new_sequences(ids[offsets[:-1]].tolist(), set())
     return offsets
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "check_prior_param",
     "check_option_param",
     "check_random_state_param",
+    "check_tol_param",
     "check_verbose_param",
     "optional",
     "PARAMETER_RULES",
@@ -166,6 +167,23 @@ def check_verbose_param(value, name="verbose"):
     return value
 
 
+def check_tol_param(value, name="tol"):
+    """A stopping tolerance: a real number >= 0, or -inf.
+
+    Iterations stop when the gain (of the log-likelihood, of the lower
+    bound, or the decrease of the loss) falls below ``tol``; a negative
+    tolerance would count a loss of up to ``-tol`` as progress.  ``-inf`` is
+    the one negative value with a meaning: never stop before the iteration
+    limit (hmmlearn's idiom).  ``inf`` counts no gain as progress.
+    """
+    check_scalar_param(value, name, "real", allow_inf=True)
+    if value < 0 and value != -np.inf:
+        raise ValueError(
+            f"{name} must be >= 0 (or -inf, to run every iteration), got {value!r}."
+        )
+    return value
+
+
 def optional(rule):
     """The rule that accepts None and otherwise applies ``rule``."""
 
@@ -194,8 +212,8 @@ _DIRICHLET_CONCENTRATION = _prior(low=0.0, low_open=True)
 #: redeclare these (:func:`check_parameters` refuses).
 PARAMETER_RULES = {
     # every iterative estimator (EM and the neural trainer)
-    # tol: any number but NaN; -inf runs every iteration (hmmlearn's idiom).
-    "tol": _number("real", allow_inf=True),
+    # tol: >= 0, or -inf to run every iteration (hmmlearn's idiom).
+    "tol": check_tol_param,
     "verbose": check_verbose_param,
     "random_state": check_random_state_param,
     "n_jobs": check_n_jobs,
@@ -218,13 +236,14 @@ PARAMETER_RULES = {
 }
 
 
-def check_parameters(estimator, family_rules=None):
+def check_parameters(estimator, family_rules=None, *, skip=()):
     """Validate the constructor parameters of ``estimator`` by their rules.
 
     A parameter named in :data:`PARAMETER_RULES` is checked by that rule, one
     named in ``family_rules`` (``{name: rule(value, name)}``, the estimator
     family's own) by that; any other parameter is validated where it is used
-    (initial values against the data, cross-parameter constraints).
+    (initial values against the data, cross-parameter constraints), and so
+    are the names in ``skip``.
 
     Raises
     ------
@@ -242,7 +261,7 @@ def check_parameters(estimator, family_rules=None):
         )
     for name, value in estimator.get_params(deep=False).items():
         rule = PARAMETER_RULES.get(name) or family_rules.get(name)
-        if rule is not None:
+        if rule is not None and name not in skip:
             rule(value, name)
 
 
@@ -270,7 +289,7 @@ def check_data_scale(observed, centre):
         )
 
 
-def masked_as_nan(X, *, missing_supported, owner, name="X"):
+def masked_as_nan(X, *, missing_supported, owner, name="X", hint=None):
     """``X`` with its masked entries replaced by NaN, or a ValueError.
 
     Parameters
@@ -284,6 +303,9 @@ def masked_as_nan(X, *, missing_supported, owner, name="X"):
         Who receives ``X`` (an estimator or function name), for the message.
     name : str, default="X"
         The argument's name, for the message.
+    hint : str, optional
+        A sentence appended to the message: what a masked entry would have
+        to be filled with in this argument.
 
     Returns
     -------
@@ -306,10 +328,12 @@ def masked_as_nan(X, *, missing_supported, owner, name="X"):
     if not mask.any():
         return np.ma.getdata(X)
     if not missing_supported:
+        n_masked = int(mask.sum())
         raise ValueError(
             f"{owner} does not support missing values, but {name} is a masked array with "
-            f"{int(mask.sum())} masked entries; remove them or fill them in before passing "
-            f"{name} (the masked entries would otherwise be read as observed)."
+            f"{n_masked} masked {'entry' if n_masked == 1 else 'entries'}; fill in or drop "
+            f"the masked entries before passing {name} (they would otherwise be read as "
+            "observed values)." + ("" if hint is None else f" {hint}")
         )
     try:
         data = np.array(np.ma.getdata(X), dtype=np.float64)

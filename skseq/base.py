@@ -261,9 +261,13 @@ class BaseEM(BaseEstimator):
 
         Every parameter named in :data:`skseq._validation.PARAMETER_RULES`
         (``n_iter``, ``tol``, ``n_jobs``, the stochastic-EM schedule, ...) by
-        that rule, the family's own by :meth:`_parameter_rules`.
+        that rule, the family's own by :meth:`_parameter_rules`.  With an
+        assigned monitor, ``tol`` is left to it: EM then stops on the
+        monitor's own criterion, for which hmmlearn's recipe passes any
+        threshold as ``tol`` (a log-likelihood, say), not a minimum gain.
         """
-        check_parameters(self, self._parameter_rules())
+        skip = ("tol",) if self.__dict__.get("_monitor_assigned") else ()
+        check_parameters(self, self._parameter_rules(), skip=skip)
 
     def _parameter_rules(self):
         """``{name: rule(value, name)}`` for the family's own hyperparameters."""

@@ -32,11 +32,10 @@ Examples
 [9.0] [1] False
 """
 
-import numbers
-
 import numpy as np
 
-from ._sequences import sequence_offsets
+from ._sequences import check_ids_shape, check_new_sequences, sequence_offsets
+from ._validation import check_scalar_param
 
 __all__ = ["sequence_batches", "continue_sequences"]
 
@@ -56,11 +55,22 @@ def _batch_bounds(n_samples, batch_rows, X):
         if isinstance(chunks, tuple) and chunks and isinstance(chunks[0], tuple):
             return np.concatenate(([0], np.cumsum(chunks[0]))).astype(np.intp)
         batch_rows = DEFAULT_BATCH_ROWS
-    if isinstance(batch_rows, bool) or not isinstance(batch_rows, numbers.Integral):
-        raise TypeError(f"batch_rows must be an int, got {batch_rows!r}.")
-    if batch_rows < 1:
-        raise ValueError(f"batch_rows must be at least 1, got {batch_rows}.")
+    check_scalar_param(batch_rows, "batch_rows", "int", low=1)
     return np.append(np.arange(0, n_samples, int(batch_rows)), n_samples).astype(np.intp)
+
+
+def _rows_source(X, name="X"):
+    """``X`` as something with a shape that slices by rows; in-memory array-likes become arrays."""
+    if X is None or isinstance(X, str | bytes):
+        raise TypeError(
+            f"{name} must be an array-like of shape (n_samples, n_features) (an array, a "
+            f"memmap, a dask array, an HDF5 or zarr dataset, a list of rows), got {X!r}."
+        )
+    if not hasattr(X, "shape"):
+        X = np.asarray(X)
+    if len(X.shape) == 0:
+        raise ValueError(f"{name} must have one row per time step, got a scalar {X!r}.")
+    return X
 
 
 def sequence_batches(X, *, lengths=None, sequence_ids=None, batch_rows=None):
@@ -75,9 +85,12 @@ def sequence_batches(X, *, lengths=None, sequence_ids=None, batch_rows=None):
     lengths : array-like of int, optional
         The lengths of the sequences, summing to ``n_samples``.
     sequence_ids : array-like of shape (n_samples,), optional
-        One label per row, equal within a sequence (contiguous); may be a
-        memmap or dask array too.  Exactly one of ``lengths`` and
-        ``sequence_ids``.
+        One label per row, equal within a sequence, whose rows are
+        contiguous; may be a memmap or dask array too.  At most one of
+        ``lengths`` and ``sequence_ids``; with neither, the rows are one
+        sequence.  Both are checked as ``fit`` checks them (the labels batch
+        by batch, as they are read: a label that comes back after other rows
+        raises the error ``fit`` raises, when its batch is reached).
     batch_rows : int, optional
         Rows per batch; a sequence longer than that runs across batches.  By
         default, the row chunks of a dask array, else 65536 rows.
@@ -91,15 +104,15 @@ def sequence_batches(X, *, lengths=None, sequence_ids=None, batch_rows=None):
         when the batch's first row continues the previous batch's last
         sequence).  Pass as ``model.partial_fit(X_batch, **keywords)``.
     """
+    X = _rows_source(X)
     n_samples = int(X.shape[0])
-    if (lengths is None) == (sequence_ids is None):
-        raise ValueError("sequence_batches needs exactly one of lengths and sequence_ids.")
+    if lengths is not None and sequence_ids is not None:
+        sequence_offsets(n_samples, lengths=lengths, sequence_ids=sequence_ids)  # refuses both
     bounds = _batch_bounds(n_samples, batch_rows, X)
     if sequence_ids is not None:
-        if len(sequence_ids) != n_samples:
-            raise ValueError(
-                f"sequence_ids has {len(sequence_ids)} labels for {n_samples} rows of X."
-            )
+        if not hasattr(sequence_ids, "shape"):
+            sequence_ids = np.asarray(sequence_ids)
+        check_ids_shape(n_samples, sequence_ids.shape)
         chunks = (
             (X[start:stop], sequence_ids[start:stop])
             for start, stop in zip(bounds[:-1], bounds[1:])
@@ -123,7 +136,10 @@ def continue_sequences(chunks):
     A chunk whose first label equals the previous chunk's last label
     continues that sequence (``new_sequence=False``); any other starts a new
     one.  The rows of a sequence must be contiguous in the stream, as for
-    ``sequence_ids`` everywhere.
+    ``sequence_ids`` everywhere: each chunk's labels are checked as ``fit``
+    checks ``sequence_ids``, and a label that comes back after other rows,
+    in the same chunk or a later one, raises ``fit``'s error.  The labels of
+    the sequences seen so far are kept for that (one per sequence).
 
     Parameters
     ----------
@@ -148,16 +164,25 @@ def continue_sequences(chunks):
     >>> [keywords["new_sequence"] for _, keywords in continue_sequences(chunks)]
     [True, False]
     """
+    seen = set()  # the labels of the sequences so far
     last_label = None
-    for X_chunk, ids_chunk in chunks:
-        X_chunk, ids_chunk = _materialise(X_chunk), _materialise(ids_chunk)
-        if ids_chunk.ndim != 1 or len(ids_chunk) != len(X_chunk):
-            raise ValueError(
-                f"each chunk needs one sequence label per row: got {len(X_chunk)} rows and "
-                f"labels of shape {ids_chunk.shape}."
-            )
-        if len(ids_chunk) == 0:
+    for chunk in chunks:
+        try:
+            X_chunk, ids_chunk = chunk
+        except (TypeError, ValueError):
+            raise TypeError(
+                "continue_sequences takes (X_chunk, sequence_ids_chunk) pairs, got "
+                f"{type(chunk).__name__} {chunk!r:.80}."
+            ) from None
+        X_chunk = _rows_source(_materialise(X_chunk), "X_chunk")
+        ids_chunk = _materialise(ids_chunk)
+        if len(X_chunk) == 0:
+            check_ids_shape(0, ids_chunk.shape)
             continue
-        new_sequence = last_label is None or ids_chunk[0] != last_label
-        last_label = ids_chunk[-1]
+        # fit's checks of sequence_ids on the chunk, then across chunks.
+        offsets = sequence_offsets(len(X_chunk), sequence_ids=ids_chunk)
+        labels = ids_chunk[offsets[:-1]].tolist()
+        new_sequence = last_label is None or labels[0] != last_label
+        check_new_sequences(labels if new_sequence else labels[1:], seen)
+        last_label = labels[-1]
         yield X_chunk, {"sequence_ids": ids_chunk, "new_sequence": bool(new_sequence)}

@@ -109,7 +109,7 @@ def test_batch_em_reaches_the_sample_mean_and_reports_convergence():
 def test_em_without_enough_iterations_warns():
     X = np.arange(6.0).reshape(-1, 1)
     with pytest.warns(ConvergenceWarning, match="did not converge in n_iter=2"):
-        GaussianMean(n_iter=2, tol=-1.0, random_state=0)._fit_em(X, np.array([0, 6]))
+        GaussianMean(n_iter=2, tol=-np.inf, random_state=0)._fit_em(X, np.array([0, 6]))
 
 
 def test_threaded_e_step_equals_the_serial_one():

@@ -5,6 +5,11 @@ like NaN; elsewhere a masked array with a masked entry is an error, never
 silently read as observed.
 """
 
+import copy
+import importlib
+import inspect
+import pkgutil
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -17,8 +22,10 @@ from skseq import (
     MultinomialHMM,
     PoissonHMM,
     SelectiveSSMRegressor,
+    inference,
 )
 from skseq.datasets import load_nile
+from skseq.inference import gaussian, kalman
 from skseq.inference.kalman import kalman_filter
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -143,3 +150,317 @@ def test_masked_entries_where_missing_data_are_not_supported_raise(make, X):
             model.fit(X, np.ones(X.shape[0]))
         else:
             model.fit(X)
+
+
+# -- the inference functions ---------------------------------------------------------
+
+
+def _inference_examples():
+    """Valid arguments of every public inference function, fresh at each call.
+
+    Every array argument is given (an optional one too), so that each can be
+    masked; the functions taking a message or spectra of an earlier call get
+    one.  Two calls of causal_convolution_backward: on (u, K) and on spectra.
+    """
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, 1, 2, 4, 3))
+    attention_out, lse = inference.causal_attention(q, k, v, return_lse=True)
+    log_frame = np.log(rng.uniform(0.1, 1.0, size=(3, 2)))
+    hmm = dict(
+        log_startprob=np.log([0.4, 0.6]),
+        log_transmat=np.log([[0.7, 0.3], [0.2, 0.8]]),
+        log_frameprob=log_frame,
+    )
+    carried = inference.forward_smoothing(**hmm, features=np.ones((3, 1))).carried
+    X = rng.normal(size=(5, 2))
+    lgssm = dict(
+        transition_matrix=np.array([[0.9]]),
+        observation_matrix=np.array([[1.0], [0.5]]),
+        transition_covariance=np.array([[0.2]]),
+        observation_covariance=np.eye(2),
+        transition_offset=np.array([0.1]),
+        observation_offset=np.array([0.0, 0.2]),
+        initial_state_mean=np.array([0.3]),
+        initial_state_covariance=np.array([[2.0]]),
+        control_matrix=np.array([[0.5]]),
+    )
+    controls = rng.normal(size=(5, 1))
+    stream = kalman.kalman_forward_smoothing(X, **lgssm, controls=controls).carried
+    x = rng.normal(size=(2, 5, 3))
+    rnn = dict(
+        x=x,
+        W_x=rng.normal(size=(4, 3)) / 2,
+        W_h=rng.normal(size=(4, 4)) / 4,
+        b=rng.normal(size=4),
+        h0=rng.normal(size=(2, 4)),
+    )
+    hidden = inference.elman_rnn(**rnn).hidden
+    s4d_parameters = dict(
+        log_dt=np.log([0.1, 0.2]),
+        A=np.array([[-0.5 + 1j], [-1.0 + 2j]]),
+        B=np.array([[1.0 + 0j], [0.5 + 0j]]),
+        C=np.array([[1.0 - 1j], [0.2 + 0.3j]]),
+    )
+    u = rng.normal(size=(2, 2, 6))
+    K = inference.s4d_kernel(**s4d_parameters, length=6)
+    spectra = inference.causal_convolution(u, K, return_spectra=True).spectra
+    scan = dict(
+        u=u,
+        delta=rng.uniform(0.1, 0.5, size=(2, 2, 6)),
+        A=-rng.uniform(0.5, 1.0, size=(2, 3)),
+        B=rng.normal(size=(2, 3)),
+        C=rng.normal(size=(2, 3, 6)),
+        D=rng.normal(size=2),
+        z=rng.normal(size=(2, 2, 6)),
+        delta_bias=rng.normal(size=2) / 10,
+        delta_softplus=True,
+    )
+    covariances = np.array([np.eye(2), 2 * np.eye(2)])
+    return {
+        inference.causal_attention: [dict(q=q, k=k, v=v, out=np.empty_like(q))],
+        inference.causal_attention_backward: [
+            dict(
+                dout=np.ones_like(q),
+                q=q,
+                k=k,
+                v=v,
+                out=attention_out,
+                lse=lse,
+                dq=np.empty_like(q),
+                dk=np.empty_like(q),
+                dv=np.empty_like(q),
+            )
+        ],
+        gaussian.log_gaussian_density: [
+            dict(X=X, means=rng.normal(size=(2, 2)), covars=covariances, covariance_type="full")
+        ],
+        gaussian.weighted_moments: [
+            dict(X=X, weights=rng.uniform(size=(5, 2)), centre=np.array([0.1, -0.1]))
+        ],
+        gaussian.compact_covars_shape: [
+            dict(covariance_type="diag", n_components=2, n_features=2)
+        ],
+        gaussian.fill_covars: [
+            dict(covars=np.ones((2, 2)), covariance_type="diag", n_components=2, n_features=2)
+        ],
+        gaussian.compact_covars: [dict(covars=covariances, covariance_type="diag")],
+        gaussian.check_covars: [
+            dict(covars=covariances, covariance_type="full", n_components=2, n_features=2)
+        ],
+        inference.forward_backward: [dict(**hmm, lengths=np.array([2, 1]))],
+        inference.forward: [dict(**hmm, lengths=np.array([2, 1]))],
+        inference.viterbi: [dict(**hmm, lengths=np.array([2, 1]))],
+        inference.forward_smoothing: [dict(**hmm, features=np.ones((3, 1)), carried=carried)],
+        inference.sample_states: [
+            dict(
+                startprob=np.array([0.4, 0.6]),
+                transmat=np.array([[0.7, 0.3], [0.2, 0.8]]),
+                n_samples=4,
+                random_state=0,
+            )
+        ],
+        kalman.kalman_filter: [dict(X=X, **lgssm, controls=controls, lengths=np.array([3, 2]))],
+        kalman.kalman_smoother: [
+            dict(X=X, **lgssm, controls=controls, lengths=np.array([3, 2]))
+        ],
+        kalman.kalman_filter_step: [
+            dict(
+                x=X[0],
+                **lgssm,
+                filtered_state_mean=np.array([0.2]),
+                filtered_state_covariance=np.array([[0.5]]),
+                control=controls[0],
+            )
+        ],
+        kalman.kalman_forecast: [
+            dict(
+                X=X,
+                n_steps=2,
+                **lgssm,
+                controls=controls,
+                future_controls=np.ones((2, 1)),
+                lengths=np.array([5]),
+            )
+        ],
+        kalman.sample_lgssm: [dict(n_samples=5, **lgssm, controls=controls, random_state=0)],
+        kalman.kalman_forward_smoothing: [
+            dict(X=X, **lgssm, controls=controls, carried=stream)
+        ],
+        inference.elman_rnn: [rnn],
+        inference.elman_rnn_backward: [
+            dict(
+                d_hidden=np.ones_like(hidden),
+                **rnn,
+                d_last_hidden=np.ones((2, 4)),
+                hidden=hidden,
+            )
+        ],
+        inference.s4d_kernel: [dict(**s4d_parameters, length=6)],
+        inference.s4d_kernel_backward: [dict(dK=np.ones_like(K), **s4d_parameters)],
+        inference.causal_convolution: [dict(u=u, K=K)],
+        inference.causal_convolution_backward: [
+            dict(dy=np.ones_like(u), u=u, K=K),
+            dict(dy=np.ones_like(u), spectra=spectra),
+        ],
+        inference.selective_scan: [scan],
+        inference.selective_scan_backward: [dict(dout=np.ones_like(u), **scan)],
+    }
+
+
+# The arguments of the public inference functions that take no array.
+NOT_ARRAYS = {
+    "scale",
+    "return_lse",
+    "check_finite",
+    "n_jobs",
+    "_block_rows",
+    "_block_cols",
+    "covariance_type",
+    "n_components",
+    "n_features",
+    "name",
+    "full",
+    "n_samples",
+    "n_steps",
+    "random_state",
+    "length",
+    "return_spectra",
+    "delta_softplus",
+    "return_last_state",
+    "_chunk_size",
+}
+
+# Where NaN marks a missing value, a masked entry is one.
+MISSING_SUPPORTED = {
+    (gaussian.log_gaussian_density, "X"),
+    (gaussian.weighted_moments, "X"),
+    (kalman.kalman_filter, "X"),
+    (kalman.kalman_smoother, "X"),
+    (kalman.kalman_filter_step, "x"),
+    (kalman.kalman_forecast, "X"),
+    (kalman.kalman_forward_smoothing, "X"),
+}
+
+
+def _public_inference_functions():
+    modules = [inference, gaussian, kalman] + [
+        importlib.import_module(f"skseq.inference.{info.name}")
+        for info in pkgutil.iter_modules(inference.__path__)
+        if not info.name.startswith("_")
+    ]
+    return {
+        getattr(module, name)
+        for module in modules
+        for name in module.__all__
+        if inspect.isfunction(getattr(module, name))
+    }
+
+
+def _array_arguments(kwargs):
+    """(name, path) of every array in ``kwargs``; a path goes into a tuple's fields."""
+    for name, value in kwargs.items():
+        if isinstance(value, np.ndarray):
+            yield name, None
+        elif isinstance(value, tuple):
+            for field in value._fields:
+                if isinstance(getattr(value, field), np.ndarray):
+                    yield f"{name}.{field}", field
+
+
+def _with(kwargs, name, field, wrap):
+    kwargs = dict(kwargs)
+    if field is None:
+        kwargs[name] = wrap(kwargs[name])
+    else:
+        base = name.split(".")[0]
+        kwargs[base] = kwargs[base]._replace(**{field: wrap(getattr(kwargs[base], field))})
+    return kwargs
+
+
+def _arrays(result):
+    """The arrays and numbers of a result, a named tuple of them or a dict."""
+    if isinstance(result, dict):
+        return [part for key in sorted(result) for part in _arrays(result[key])]
+    if isinstance(result, tuple):
+        return [part for item in result for part in _arrays(item)]
+    return [result]
+
+
+def _assert_same_result(first, second):
+    first, second = _arrays(first), _arrays(second)
+    assert len(first) == len(second)
+    for one, other in zip(first, second):
+        np.testing.assert_array_equal(one, other)
+
+
+INFERENCE_EXAMPLES = _inference_examples()
+INFERENCE_CASES = [
+    pytest.param(function, index, name, field, id=f"{function.__name__}-{index}-{name}")
+    for function, examples in INFERENCE_EXAMPLES.items()
+    for index, kwargs in enumerate(examples)
+    for name, field in _array_arguments(kwargs)
+]
+
+
+def test_every_public_inference_function_has_an_example_with_every_array_argument():
+    examples = INFERENCE_EXAMPLES
+    assert set(examples) == _public_inference_functions()
+    for function, calls in examples.items():
+        given = set().union(*calls)
+        missing = set(inspect.signature(function).parameters) - given - NOT_ARRAYS
+        assert not missing, f"{function.__name__}: no example gives {sorted(missing)}"
+        for kwargs in calls:
+            function(**kwargs)
+    assert len(INFERENCE_CASES) > 90
+
+
+@pytest.mark.parametrize("function, index, name, field", INFERENCE_CASES)
+def test_a_masked_array_is_never_read_as_data_by_an_inference_function(
+    function, index, name, field
+):
+    def example():
+        return copy.deepcopy(INFERENCE_EXAMPLES[function][index])
+
+    def masked(array, entries=1):
+        mask = np.zeros(array.shape, dtype=bool)
+        mask.flat[:entries] = True
+        return np.ma.masked_array(array, mask=mask)
+
+    # A masked array without masked entries is its data.
+    expected = function(**example())
+    nothing_masked = _with(example(), name, field, lambda array: masked(array, 0))
+    _assert_same_result(function(**nothing_masked), expected)
+
+    kwargs = _with(example(), name, field, masked)
+    argument = kwargs[name.split(".")[0]]
+    before = argument if field is None else getattr(argument, field)
+    before = before.data.copy(), before.mask.copy()
+    if (function, name) in MISSING_SUPPORTED:
+        as_nan = _with(
+            example(), name, field, lambda array: np.where(masked(array).mask, np.nan, array)
+        )
+        _assert_same_result(function(**kwargs), function(**as_nan))
+    else:
+        with pytest.raises(
+            ValueError,
+            match=rf"^{function.__name__} does not support missing values, but {name} is a "
+            r"masked array with 1 masked entry; fill in or drop the masked entries",
+        ):
+            function(**kwargs)
+    after = argument if field is None else getattr(argument, field)
+    np.testing.assert_array_equal(after.data, before[0])
+    np.testing.assert_array_equal(after.mask, before[1])
+
+
+def test_a_masked_frame_log_probability_says_what_a_missing_observation_is():
+    kwargs = copy.deepcopy(INFERENCE_EXAMPLES[inference.forward_backward][0])
+    frame = kwargs["log_frameprob"]
+    kwargs["log_frameprob"] = np.ma.masked_array(frame, mask=[[0, 1], [0, 1], [0, 0]])
+    with pytest.raises(ValueError, match="2 masked entries.*0 in every state"):
+        inference.forward_backward(**kwargs)
+
+
+def test_surplus_positional_arguments_are_not_dropped_on_the_masked_path():
+    x = np.ma.masked_array(np.ones((1, 2, 1)))
+    with pytest.raises(TypeError, match="positional argument"):
+        inference.elman_rnn(x, [[1.0]], [[0.5]], [0.0], None, "surplus")

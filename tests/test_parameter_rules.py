@@ -1,13 +1,17 @@
 """Hyperparameter rules declared once: the same bad value of a parameter gets the
 same exception type and message from every estimator that has that parameter."""
 
+import importlib
+import inspect
+import pkgutil
 import warnings
 
 import numpy as np
 import pytest
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import ConvergenceWarning
 
+import skseq
 from skseq import (
     GMMHMM,
     CategoricalHMM,
@@ -26,6 +30,7 @@ from skseq import (
     TransformerRegressor,
 )
 from skseq._validation import PARAMETER_RULES, check_parameters
+from skseq.hmm import BaseHMM
 from skseq.neural._trainer import BaseSequenceNetwork
 from skseq.neural._validation import NETWORK_PARAMETER_RULES
 
@@ -71,7 +76,7 @@ ESTIMATORS = [
 
 # Values that break each declared rule: of the wrong type, out of range, NaN.
 BAD_VALUES = {
-    "tol": [np.nan, "0.1", None],
+    "tol": [np.nan, "0.1", None, -1.0, -1e-300],
     "verbose": [-1, "yes", 0.5],
     "random_state": ["a", -1, 2**32, 1.5, True, np.random.default_rng(0)],
     "n_jobs": [0, 1.5, True, "2"],
@@ -161,7 +166,7 @@ def test_a_bad_value_gets_the_same_error_from_every_estimator(name, value):
     "name, value",
     [
         ("tol", -np.inf),  # hmmlearn's idiom for "run every iteration"
-        ("tol", -1.0),
+        ("tol", 0.0),
         ("tol", np.inf),
         ("verbose", 0),
         ("verbose", False),
@@ -224,15 +229,50 @@ def test_every_family_rule_refuses_a_value_of_no_kind_naming_its_parameter(estim
 
 
 def test_the_inconsistencies_of_issue_10_are_gone():
-    """n_jobs=0 failed inside joblib for the HMMs; tol=-1 was refused by the LGSSM and
+    """n_jobs=0 failed inside joblib for the HMMs; tol=-inf was refused by the LGSSM and
     the networks alone; verbose=-1 and verbose="yes" were accepted by the HMMs."""
     error = fit_error(GaussianHMM(2, n_jobs=0), REAL_ROWS, None)
     assert error == (ValueError, "n_jobs == 0 has no meaning; use None, a positive int or -1.")
-    assert fit_error(LinearGaussianSSM(1, tol=-1, n_iter=2), REAL_ROWS, None) is None
-    assert fit_error(ElmanRNNRegressor(**NETWORK_SIZES, tol=-1), SEQUENCES, TARGETS) is None
+    assert fit_error(LinearGaussianSSM(1, tol=-np.inf, n_iter=2), REAL_ROWS, None) is None
+    assert fit_error(ElmanRNNRegressor(**NETWORK_SIZES, tol=-np.inf), SEQUENCES, TARGETS) is None
     assert fit_error(GaussianHMM(2, verbose=-1), REAL_ROWS, None)[0] is ValueError
     assert fit_error(GaussianHMM(2, verbose="yes"), REAL_ROWS, None)[0] is TypeError
     assert fit_error(GMMHMM(2, means_prior=np.nan, means_weight=1), REAL_ROWS, None) == (
         ValueError,
         "means_prior must be finite, got nan.",
     )
+
+
+def _public_estimator_classes():
+    """Every estimator class that skseq and its public subpackages export."""
+    modules = [skseq] + [
+        importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(skseq.__path__, prefix="skseq.")
+        if not any(part.startswith("_") for part in info.name.split("."))
+    ]
+    return {
+        getattr(module, name)
+        for module in modules
+        for name in getattr(module, "__all__", ())
+        if inspect.isclass(getattr(module, name))
+        and issubclass(getattr(module, name), BaseEstimator)
+    } - {BaseHMM}  # a base class, never fitted itself
+
+
+@pytest.mark.parametrize("tol", [-1.0, -1e-3])
+def test_a_negative_tol_is_refused_by_every_estimator_that_has_tol(tol):
+    """Issue 17: tol=-1.0 was accepted by the neural estimators, the deep Markov
+    model, the linear-Gaussian SSM (and the HMMs): any number but NaN was."""
+    with_tol = {
+        cls
+        for cls in _public_estimator_classes()
+        if "tol" in inspect.signature(cls).parameters
+    }
+    assert len(with_tol) == 15
+    tabled = {type(estimator): (estimator, X, y) for estimator, X, y in ESTIMATORS}
+    assert with_tol <= set(tabled), f"add to ESTIMATORS: {with_tol - set(tabled)}"
+    expected = (ValueError, f"tol must be >= 0 (or -inf, to run every iteration), got {tol!r}.")
+    for cls in with_tol:
+        estimator, X, y = tabled[cls]
+        model = clone(estimator).set_params(tol=tol)
+        assert fit_error(model, X, y) == expected, cls.__name__

@@ -58,22 +58,97 @@ def test_the_flag_is_exact_at_a_boundary_on_a_batch_edge():
     assert [k["lengths"].tolist() for _, k in batches] == [[3], [3]]
 
 
+def fit_error(X, **keywords):
+    """What GaussianHMM.fit raises on ``X`` with these sequence keywords."""
+    with pytest.raises((TypeError, ValueError)) as error:
+        GaussianHMM(2, n_iter=1).fit(X, **keywords)
+    return error.type, str(error.value)
+
+
+def stream_error(batches):
+    with pytest.raises((TypeError, ValueError)) as error:
+        list(batches)
+    return error.type, str(error.value)
+
+
 def test_bad_arguments_are_named():
     X = np.zeros((4, 1))
-    with pytest.raises(ValueError, match="exactly one of lengths and sequence_ids"):
-        next(sequence_batches(X))
-    with pytest.raises(ValueError, match="exactly one"):
-        next(sequence_batches(X, lengths=[4], sequence_ids=[0] * 4))
-    with pytest.raises(ValueError, match="3 labels for 4 rows"):
-        next(sequence_batches(X, sequence_ids=[0, 0, 0]))
-    with pytest.raises(ValueError, match="sum"):
+    with pytest.raises(ValueError, match="lengths sum to 3 but X has 4 rows"):
         next(sequence_batches(X, lengths=[3]))
-    with pytest.raises(ValueError, match="batch_rows must be at least 1"):
+    with pytest.raises(ValueError, match="batch_rows must be >= 1"):
         next(sequence_batches(X, lengths=[4], batch_rows=0))
-    with pytest.raises(TypeError, match="batch_rows must be an int"):
+    with pytest.raises(TypeError, match="batch_rows must be an integer"):
         next(sequence_batches(X, lengths=[4], batch_rows=2.5))
-    with pytest.raises(ValueError, match="one sequence label per row"):
-        next(continue_sequences([(X, [0, 0])]))
+    with pytest.raises(TypeError, match="continue_sequences takes .X_chunk, sequence_ids_chunk"):
+        next(continue_sequences([np.zeros(3)]))
+
+
+@pytest.mark.parametrize(
+    "keywords",
+    [
+        dict(lengths=[4], sequence_ids=[0] * 4),
+        dict(sequence_ids=[0, 0, 0]),
+        dict(sequence_ids=[[0, 0, 1, 1]]),
+        dict(sequence_ids=[0.0, np.nan, 1.0, 1.0]),
+        dict(sequence_ids=["a", "b", "b", "a"]),
+        dict(lengths=[2, 1]),
+        dict(lengths=[2.5, 1.5]),
+        dict(lengths=[[4]]),
+    ],
+    ids=["both", "short-ids", "2-D-ids", "NaN-id", "a-b-a", "short-lengths", "half", "2-D"],
+)
+def test_sequence_batches_refuse_what_fit_refuses_with_fits_error(keywords):
+    """Issue 17: the streams had checks of their own, and none for non-contiguous ids."""
+    X = np.random.default_rng(0).normal(size=(4, 1))
+    expected = fit_error(X, **keywords)
+    assert stream_error(sequence_batches(X, **keywords)) == expected
+    assert stream_error(sequence_batches(X, **keywords, batch_rows=1)) == expected
+    if "lengths" not in keywords and np.ndim(keywords["sequence_ids"]) == 1:
+        ids = np.asarray(keywords["sequence_ids"])
+        if len(ids) == len(X):
+            chunks = [(X[:1], ids[:1]), (X[1:3], ids[1:3]), (X[3:], ids[3:])]
+            assert stream_error(continue_sequences(chunks)) == expected
+
+
+def test_a_sequence_that_comes_back_in_a_later_batch_is_refused():
+    """Issue 17: (a, b, a) per batch gave new_sequence flags [True, False, False]."""
+    X = np.zeros((9, 1))
+    ids = np.array(list("abaabaaba"))
+    expected = fit_error(X, sequence_ids=ids)
+    assert "not contiguous" in expected[1]
+    assert stream_error(sequence_batches(X, sequence_ids=ids, batch_rows=3)) == expected
+    # Each batch contiguous, the stream not: "a" resumes in the third batch.
+    ids = np.array(list("aabbaa"))
+    expected = fit_error(X[:6], sequence_ids=ids)
+    batches = sequence_batches(X[:6], sequence_ids=ids, batch_rows=2)
+    assert next(batches)[1]["new_sequence"] and next(batches)[1]["new_sequence"]
+    with pytest.raises(ValueError) as error:
+        next(batches)
+    assert (error.type, str(error.value)) == expected
+    # A sequence continued across batches is not a repeat.
+    ids = np.array(list("aaabbbccc"))
+    flags = [k["new_sequence"] for _, k in sequence_batches(X, sequence_ids=ids, batch_rows=2)]
+    assert flags == [True, False, False, True, False]  # aa ab bb cc c
+
+
+def test_sequence_batches_take_array_likes_as_fit_does():
+    """Issue 17: a list X gave AttributeError: 'list' object has no attribute 'shape'."""
+    X = [[0.0], [1.0], [2.0], [3.0]]
+    array = np.asarray(X)
+    for keywords in (dict(lengths=[1, 3]), dict(sequence_ids=["s", "t", "t", "t"])):
+        batches = list(sequence_batches(X, **keywords, batch_rows=3))
+        expected = list(sequence_batches(array, **keywords, batch_rows=3))
+        assert len(batches) == len(expected) == 2
+        for (X_batch, found), (X_expected, wanted) in zip(batches, expected):
+            np.testing.assert_array_equal(X_batch, X_expected)
+            assert found.keys() == wanted.keys() and found["new_sequence"] == wanted["new_sequence"]
+    # Neither lengths nor sequence_ids: one sequence, as in fit.
+    flags = [k["new_sequence"] for _, k in sequence_batches(X, batch_rows=3)]
+    assert flags == [True, False]
+    with pytest.raises(TypeError, match="X must be an array-like of shape"):
+        next(sequence_batches(None, lengths=[1]))
+    with pytest.raises(ValueError, match="X must have one row per time step"):
+        next(sequence_batches(2.0))
 
 
 def stream_data():

@@ -1,8 +1,104 @@
 """Input checks shared by the inference functions on plain arrays."""
 
+import functools
+import inspect
+
 import numpy as np
 
-__all__ = ["working_dtype", "checked_array", "all_finite"]
+from .._validation import masked_as_nan
+
+__all__ = ["working_dtype", "checked_array", "all_finite", "masked_arrays_checked"]
+
+# What masked_arrays_checked has to look at: a masked array, or a tuple that
+# may hold one (a message or spectra returned by an earlier call).
+_MAY_HOLD_MASKED = (np.ma.MaskedArray, tuple)
+
+
+def masked_arrays_checked(*, missing=(), hints=None):
+    """Decorate a public inference function: no masked array is read as data.
+
+    numpy reads a :class:`numpy.ma.MaskedArray` through ``np.asarray`` as its
+    data, so without this every masked entry would silently count as a
+    value.  The decorated function sees, for each argument (and each element
+    of a tuple argument, such as a message returned by an earlier call):
+
+    - a masked array with a masked entry: in an argument named in
+      ``missing``, where NaN marks a missing value, a float64 copy with NaN
+      at the masked entries (as :func:`skseq._validation.masked_as_nan` gives
+      the estimators); in any other, a ValueError naming the function and the
+      argument, with ``hints[name]`` appended when given;
+    - a masked array without masked entries: its data;
+    - anything else: the argument itself.
+
+    The arguments are only looked at with ``isinstance``; a call without
+    masked arrays or tuples costs one pass over them and copies nothing.
+
+    Parameters
+    ----------
+    missing : tuple of str, default=()
+        The arguments in which the function treats NaN as missing.
+    hints : dict of str to str, optional
+        Per argument, a sentence saying what a masked entry should be filled
+        with.
+    """
+    hints = {} if hints is None else dict(hints)
+
+    def decorate(function):
+        parameters = inspect.signature(function).parameters.values()
+        positional = tuple(
+            parameter.name
+            for parameter in parameters
+            if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+        )
+        owner = function.__name__
+        unknown = (set(missing) | set(hints)) - {parameter.name for parameter in parameters}
+        if unknown:
+            raise RuntimeError(f"{owner} has no argument {sorted(unknown)}.")
+
+        def unmasked(name, value):
+            if isinstance(value, np.ma.MaskedArray):
+                return masked_as_nan(
+                    value,
+                    missing_supported=name in missing,
+                    owner=owner,
+                    name=name,
+                    hint=hints.get(name),
+                )
+            if isinstance(value, tuple):
+                for part in value:
+                    if isinstance(part, np.ma.MaskedArray):
+                        break
+                else:
+                    return value
+                fields = getattr(value, "_fields", None)
+                parts = [
+                    unmasked(f"{name}.{fields[i]}" if fields else f"{name}[{i}]", part)
+                    for i, part in enumerate(value)
+                ]
+                return type(value)(*parts) if fields else tuple(parts)
+            return value
+
+        @functools.wraps(function)
+        def checked(*args, **kwargs):
+            for value in args:
+                if isinstance(value, _MAY_HOLD_MASKED):
+                    break
+            else:
+                for value in kwargs.values():
+                    if isinstance(value, _MAY_HOLD_MASKED):
+                        break
+                else:
+                    return function(*args, **kwargs)
+            # Surplus positional arguments go on as they are, for Python's own error.
+            args = [unmasked(name, value) for name, value in zip(positional, args)] + list(
+                args[len(positional) :]
+            )
+            kwargs = {name: unmasked(name, value) for name, value in kwargs.items()}
+            return function(*args, **kwargs)
+
+        return checked
+
+    return decorate
 
 
 def working_dtype(name, array):

@@ -31,7 +31,7 @@ from .._kernels import load
 from .._parallel import single_threaded_blas
 from .._validation import check_bool_param, check_n_jobs, check_scalar_param
 from ._checks import all_finite as _all_finite
-from ._checks import working_dtype
+from ._checks import masked_arrays_checked, working_dtype
 from .scan import _pair_blocks, _run_blocks
 
 _attention = load("_attention")
@@ -233,6 +233,7 @@ def _to_float32(name, array):
     return single
 
 
+@masked_arrays_checked()
 def causal_attention(
     q,
     k,
@@ -369,6 +370,7 @@ def causal_attention(
     return out
 
 
+@masked_arrays_checked()
 def causal_attention_backward(
     dout,
     q,

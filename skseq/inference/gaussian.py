@@ -21,6 +21,7 @@ import numpy as np
 from scipy import linalg
 
 from .._kernels import load
+from ._checks import masked_arrays_checked
 
 _gaussian = load("_gaussian")
 
@@ -82,6 +83,7 @@ def compact_covars_shape(covariance_type, n_components, n_features):
     }[covariance_type]
 
 
+@masked_arrays_checked()
 def fill_covars(covars, covariance_type, n_components, n_features):
     """Full (n_components, n_features, n_features) matrices from compact covariances.
 
@@ -102,6 +104,7 @@ def fill_covars(covars, covariance_type, n_components, n_features):
     return covars[:, None, None] * np.eye(n_features)[None]
 
 
+@masked_arrays_checked()
 def compact_covars(covars, covariance_type):
     """Covariances in the compact shape of ``covariance_type``.
 
@@ -137,6 +140,7 @@ def compact_covars(covars, covariance_type):
     return diagonals[:, 0].copy()
 
 
+@masked_arrays_checked()
 def check_covars(covars, covariance_type, n_components, n_features, name="covars"):
     """Validate compact covariances: shape, finite, positive (definite).
 
@@ -292,14 +296,16 @@ def _gaussian_density(means, covars, covariance_type):
     return density
 
 
+@masked_arrays_checked(missing=("X",))
 def log_gaussian_density(X, means, covars, covariance_type="full"):
     """log N(x_t; means[k], covariance k) for every row t and component k.
 
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
-        A row containing NaN is missing: its log-density is 0 under every
-        component.  Infinity is an error.
+        A row containing NaN (or a masked entry of a masked array) is
+        missing: its log-density is 0 under every component.  Infinity is an
+        error.
     means : array-like of shape (n_components, n_features)
     covars : array-like
         Compact covariances of ``covariance_type`` (see
@@ -357,6 +363,7 @@ def _weighted_moments(X, centre, weights, full):
     return _moments_from_features(moments_t.T.copy(), n_features, full)
 
 
+@masked_arrays_checked(missing=("X",))
 def weighted_moments(X, weights, *, centre=None, full=False):
     """Weighted moments of y_t = x_t - centre over the observed rows.
 
@@ -369,7 +376,8 @@ def weighted_moments(X, weights, *, centre=None, full=False):
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
-        Rows containing NaN are skipped.
+        Rows containing NaN (or a masked entry of a masked array) are
+        skipped.
     weights : array-like of shape (n_samples, n_components)
     centre : array-like of shape (n_features,), default=None
         The point the moments are taken about; None: the origin.

@@ -33,6 +33,7 @@ from .._buffers import longest_sequence, work_array
 from .._kernels import load
 from .._sequences import sequence_offsets
 from .._validation import check_scalar_param
+from ._checks import masked_arrays_checked
 
 _hmm = load("_hmm")
 
@@ -193,6 +194,15 @@ class ForwardResult(NamedTuple):
     filtered: np.ndarray
     sequence_log_likelihood: np.ndarray
     log_predictive: np.ndarray
+
+
+# A masked entry of log_frameprob has no meaning the functions could guess.
+_LOG_FRAMEPROB_HINT = {
+    "log_frameprob": (
+        "log_frameprob[t, i] is log p(x_t | z_t = i), computed by the caller: a step "
+        "without an observation has log_frameprob 0 in every state."
+    )
+}
 
 
 def _real_array(value, name):
@@ -441,6 +451,7 @@ def _viterbi_offsets(
     return sequence_log_prob, states
 
 
+@masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
 def forward_backward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     """Posterior state probabilities and expected counts of an HMM.
 
@@ -451,7 +462,9 @@ def forward_backward(log_startprob, log_transmat, log_frameprob, *, lengths=None
     log_transmat : array-like of shape (n_states, n_states)
         log p(z_{t+1} = j | z_t = i).
     log_frameprob : array-like of shape (n_samples, n_states)
-        log p(x_t | z_t = j) for every row.
+        log p(x_t | z_t = j) for every row; a row without an observation is
+        0 in every state.  A masked array with masked entries is refused (as
+        by every inference function where NaN does not mean missing).
     lengths : array-like of int, optional
         Lengths of the concatenated sequences; one sequence if omitted.
 
@@ -483,6 +496,7 @@ def forward_backward(log_startprob, log_transmat, log_frameprob, *, lengths=None
     )
 
 
+@masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
 def forward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     """Filtered state distributions p(z_t | x_1..x_t) and the log-likelihood.
 
@@ -515,6 +529,7 @@ def forward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     return _forward_offsets(np.exp(log_startprob), np.exp(log_transmat), log_frameprob, offsets)
 
 
+@masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
 def viterbi(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     """Most likely state sequence (max-sum in log space).
 
@@ -737,6 +752,7 @@ def _check_carried(carried, n_states, n_features):
     return ForwardSmoothingMessage(*checked, log_filtered)
 
 
+@masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
 def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, carried=None):
     """Smoothed sums of per-row features over one chunk of a sequence, forward only.
 
@@ -856,6 +872,7 @@ def _check_probabilities(startprob, transmat):
     return startprob, transmat
 
 
+@masked_arrays_checked()
 def sample_states(startprob, transmat, n_samples, *, random_state=None):
     """Draw a path of the hidden Markov chain.
 

@@ -33,6 +33,7 @@ from sklearn.utils import check_random_state
 from .._kernels import _kalman
 from .._sequences import sequence_offsets
 from .._validation import check_scalar_param, masked_as_nan
+from ._checks import masked_arrays_checked
 
 __all__ = [
     "kalman_filter",
@@ -890,6 +891,7 @@ def _model_arguments(arguments):
     return {name: arguments[name] for name in _MODEL_ARGUMENTS}
 
 
+@masked_arrays_checked(missing=("X",))
 def kalman_filter(
     X,
     transition_matrix,
@@ -967,6 +969,7 @@ def kalman_filter(
     return result
 
 
+@masked_arrays_checked(missing=("X",))
 def kalman_smoother(
     X,
     transition_matrix,
@@ -1015,6 +1018,7 @@ def kalman_smoother(
     return result
 
 
+@masked_arrays_checked(missing=("x",))
 def kalman_filter_step(
     x,
     transition_matrix,
@@ -1105,6 +1109,7 @@ def kalman_filter_step(
     return step
 
 
+@masked_arrays_checked(missing=("X",))
 def kalman_forecast(
     X,
     n_steps,
@@ -1163,6 +1168,7 @@ def kalman_forecast(
     return _forecast(model, last.last_means, last.last_covariances, future_controls, n_steps)
 
 
+@masked_arrays_checked()
 def sample_lgssm(
     n_samples,
     transition_matrix,
@@ -1217,6 +1223,7 @@ def sample_lgssm(
     return _sample(parameters, n_samples, controls, check_random_state(random_state))
 
 
+@masked_arrays_checked(missing=("X",))
 def kalman_forward_smoothing(
     X,
     transition_matrix,

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._kernels import load
-from ._checks import checked_array, working_dtype
+from ._checks import checked_array, masked_arrays_checked, working_dtype
 from .scan import _require
 
 _rnn = load("_rnn")
@@ -104,6 +104,7 @@ def _last_hidden(hidden, h0, batch, n_hidden, dtype):
     return h0.copy() if h0 is not None else np.zeros((batch, n_hidden), dtype=dtype)
 
 
+@masked_arrays_checked()
 def elman_rnn(x, W_x, W_h, b, h0=None):
     """Run the Elman (tanh) recurrence over a batch of sequences.
 
@@ -178,6 +179,7 @@ def elman_rnn(x, W_x, W_h, b, h0=None):
     return ElmanResult(hidden, _last_hidden(hidden, h0, batch, W_h.shape[0], x.dtype))
 
 
+@masked_arrays_checked()
 def elman_rnn_backward(d_hidden, x, W_x, W_h, b, h0=None, d_last_hidden=None, *, hidden=None):
     """Gradients of a loss through :func:`elman_rnn` (back-propagation through time).
 

@@ -34,7 +34,7 @@ import scipy.fft
 
 from .._kernels import load
 from .._validation import check_bool_param, check_n_jobs
-from ._checks import all_finite, checked_array, working_dtype
+from ._checks import all_finite, checked_array, masked_arrays_checked, working_dtype
 from .scan import _pair_blocks, _require, _run_blocks
 
 _s4d = load("_s4d")
@@ -258,6 +258,7 @@ def _overflow_error(what):
     )
 
 
+@masked_arrays_checked()
 def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
     """The convolution kernel of an S4D layer (zero-order hold).
 
@@ -360,6 +361,7 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
     return K
 
 
+@masked_arrays_checked()
 def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
     """Gradients of a loss through :func:`s4d_kernel`.
 
@@ -505,6 +507,7 @@ def _workers(n_jobs):
     return max(1, int(joblib.effective_n_jobs(n_jobs)))
 
 
+@masked_arrays_checked()
 def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     """Causal convolution of every channel of ``u`` with its kernel, by FFT.
 
@@ -633,6 +636,7 @@ def _check_spectra(spectra, dtype, shape):
         )
 
 
+@masked_arrays_checked()
 def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None):
     """Gradients of a loss through :func:`causal_convolution`.
 

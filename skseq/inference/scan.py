@@ -29,7 +29,7 @@ import numpy as np
 from .._kernels import load
 from .._parallel import ThreadRunner
 from .._validation import check_bool_param, check_n_jobs, check_scalar_param
-from ._checks import checked_array, working_dtype
+from ._checks import checked_array, masked_arrays_checked, working_dtype
 
 _scan = load("_scan")
 
@@ -170,6 +170,7 @@ def _run_blocks(function, blocks):
         return run([partial(function, start, stop) for start, stop in blocks])
 
 
+@masked_arrays_checked()
 def selective_scan(
     u,
     delta,
@@ -320,6 +321,7 @@ def selective_scan(
     return ScanResult(out, last_state)
 
 
+@masked_arrays_checked()
 def selective_scan_backward(
     dout,
     u,

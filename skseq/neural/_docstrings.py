@@ -43,7 +43,8 @@ _TRAINING_AFTER_WEIGHT_DECAY = """\
         Epochs without improvement by ``tol`` (of the training loss, or of the
         validation score with early stopping) after which :meth:`fit` stops.
     tol : float, default=1e-4
-        Improvement threshold of the stopping rule.
+        Improvement threshold of the stopping rule, >= 0 (``-np.inf``: run
+        all ``max_iter`` epochs).
     verbose : int, default=0
         1 prints the loss (and validation score) of every epoch and its time
         to stderr; 2 also prints every minibatch.
