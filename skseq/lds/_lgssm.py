@@ -341,8 +341,10 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         Whether EM stopped because the gain fell below ``tol`` (rather than
         at ``n_iter``).
     monitor_ : ConvergenceMonitor
-        ``monitor_.history`` is the log-likelihood computed in each E step
-        (present before ``fit``; a monitor assigned to it is kept by ``fit``).
+        ``monitor_.history`` is the log-likelihood of each iteration: every
+        E step with ``acceleration=None``, every accepted one with SQUAREM
+        (present before ``fit``; a monitor assigned to it is kept by ``fit``
+        and decides when EM stops).
     lower_bound_ : float
         The last value of ``monitor_.history``.
     n_batch_iter_ : int
