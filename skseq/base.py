@@ -16,8 +16,8 @@ An EM estimator here is defined by four things:
 E step over sequences in threads (:mod:`skseq._parallel`), the convergence monitor, warnings
 and progress output, and, with ``acceleration="squarem"``, SQUAREM over the
 coordinates a family declares (:class:`ParameterCoordinates`).  It also runs
-stochastic EM (the user guide's "Stochastic EM and streams" page, ``doc/user_guide/stochastic_em.rst``): each
-batch's statistics are blended into running statistics with the
+stochastic EM (the user guide's "Stochastic EM and streams" page,
+``doc/user_guide/stochastic_em.rst``): each batch's statistics are blended into running statistics with the
 Robbins-Monro step rho_t = (learning_offset + t) ** -learning_decay, then the
 M step maps them to parameters.  The running statistics are kept per row
 (divided by the rows they summarise) and scaled to ``total_samples`` rows
