@@ -13,12 +13,13 @@ An EM estimator here is defined by four things:
 * ``_n_parameters()`` counts free parameters (for AIC / BIC).
 
 :class:`BaseEM` runs the loop: initialisation (with ``n_init`` restarts), the
-E step over sequences in threads (:mod:`skseq._parallel`), the convergence monitor, warnings
-and progress output, and, with ``acceleration="squarem"``, SQUAREM over the
-coordinates a family declares (:class:`ParameterCoordinates`).  It also runs
-stochastic EM (the user guide's "Stochastic EM and streams" page,
-``doc/user_guide/stochastic_em.rst``): each batch's statistics are blended into running statistics with the
-Robbins-Monro step rho_t = (learning_offset + t) ** -learning_decay, then the
+E step over sequences in threads (:mod:`skseq._parallel`), the convergence
+monitor, warnings and progress output, and, with ``acceleration="squarem"``,
+SQUAREM over the coordinates a family declares (:class:`ParameterCoordinates`).
+It also runs stochastic EM (the user guide's "Stochastic EM and streams" page,
+``doc/user_guide/stochastic_em.rst``): each batch's statistics are blended
+into running statistics with the Robbins-Monro step
+rho_t = (learning_offset + t) ** -learning_decay, then the
 M step maps them to parameters.  The running statistics are kept per row
 (divided by the rows they summarise) and scaled to ``total_samples`` rows
 (or, without it, to the rows of the batch) for the M step, which is
