@@ -36,6 +36,7 @@ __all__ = [
     "check_random_state_param",
     "check_tol_param",
     "check_verbose_param",
+    "check_acceleration_param",
     "optional",
     "PARAMETER_RULES",
     "check_parameters",
@@ -184,6 +185,13 @@ def check_tol_param(value, name="tol"):
     return value
 
 
+def check_acceleration_param(value, name="acceleration"):
+    """``"squarem"`` (SQUAREM-accelerated batch EM) or None (plain EM)."""
+    if value is None or (isinstance(value, str) and value == "squarem"):
+        return value
+    raise ValueError(f"{name} must be 'squarem' or None (plain EM), got {value!r}.")
+
+
 def optional(rule):
     """The rule that accepts None and otherwise applies ``rule``."""
 
@@ -226,6 +234,7 @@ PARAMETER_RULES = {
     "learning_decay": _number("real", low=0.5, high=1.0, low_open=True),
     "learning_offset": _number("real", low=0.0),
     "total_samples": optional(_number("real", low=0, low_open=True)),
+    "acceleration": check_acceleration_param,
     # priors that several HMMs share (the covariance priors differ by model)
     "startprob_prior": _DIRICHLET_CONCENTRATION,
     "transmat_prior": _DIRICHLET_CONCENTRATION,

@@ -13,11 +13,13 @@ An EM estimator here is defined by four things:
 * ``_n_parameters()`` counts free parameters (for AIC / BIC).
 
 :class:`BaseEM` runs the loop: initialisation (with ``n_init`` restarts), the
-E step over sequences in threads (:mod:`skseq._parallel`), the convergence monitor, warnings
-and progress output.  It also runs stochastic EM (the user guide's
-"Stochastic EM and streams" page, ``doc/user_guide/stochastic_em.rst``): each
-batch's statistics are blended into running statistics with the
-Robbins-Monro step rho_t = (learning_offset + t) ** -learning_decay, then the
+E step over sequences in threads (:mod:`skseq._parallel`), the convergence
+monitor, warnings and progress output, and, with ``acceleration="squarem"``,
+SQUAREM over the coordinates a family declares (:class:`ParameterCoordinates`).
+It also runs stochastic EM (the user guide's "Stochastic EM and streams" page,
+``doc/user_guide/stochastic_em.rst``): each batch's statistics are blended
+into running statistics with the Robbins-Monro step
+rho_t = (learning_offset + t) ** -learning_decay, then the
 M step maps them to parameters.  The running statistics are kept per row
 (divided by the rows they summarise) and scaled to ``total_samples`` rows
 (or, without it, to the rows of the batch) for the M step, which is
@@ -55,6 +57,7 @@ from ._validation import (
 __all__ = [
     "ConvergenceMonitor",
     "SufficientStatistics",
+    "ParameterCoordinates",
     "BaseEM",
     "FitContext",
     "check_scalar_param",
@@ -115,6 +118,94 @@ class SufficientStatistics(dict):
 
     def copy(self):
         return SufficientStatistics({key: np.copy(value) for key, value in self.items()})
+
+
+def _symmetric_function(matrices, function):
+    """``function`` of the eigenvalues of symmetric matrices (a stack along the last two axes)."""
+    eigenvalues, eigenvectors = np.linalg.eigh(0.5 * (matrices + np.swapaxes(matrices, -1, -2)))
+    return (eigenvectors * function(eigenvalues)[..., None, :]) @ np.swapaxes(
+        eigenvectors, -1, -2
+    )
+
+
+class ParameterCoordinates:
+    """Parameters as one flat vector of unit-free, unconstrained coordinates.
+
+    What SQUAREM (:meth:`BaseEM._run_squarem`) extrapolates along: a family
+    declares, for each parameter EM learns, its kind and its units, and any
+    point of the coordinate space maps back to parameters of the right kind.
+
+    Parameters
+    ----------
+    kinds : dict
+        ``{name: (kind, units)}`` with ``kind`` one of
+
+        * ``"real"``: any real array; the coordinates are ``value / units``
+          (``units`` broadcasts to the value's shape);
+        * ``"positive"``: positive entries; ``log(value / units)``;
+        * ``"covariance"``: symmetric positive-definite matrices along the
+          last two axes; the matrix logarithm of the matrix whitened by
+          ``units`` (a vector: ``C_ij / (units_i units_j)``), so that every
+          point maps back to a positive-definite matrix;
+        * ``"probabilities"``: distributions along the last axis; the logs of
+          the probabilities (``units`` unused), mapped back by normalising
+          their exponentials.  A probability of zero is ``-inf`` and stays zero.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> coordinates = ParameterCoordinates({"p": ("probabilities", None)})
+    >>> vector = coordinates.to_vector({"p": np.array([0.25, 0.75])})
+    >>> coordinates.from_vector(vector + 1.0, {"p": np.array([0.25, 0.75])})["p"]
+    array([0.25, 0.75])
+    """
+
+    def __init__(self, kinds):
+        self.kinds = dict(kinds)
+
+    def to_vector(self, parameters):
+        """The coordinates of the parameters named in ``kinds``, concatenated."""
+        parts = []
+        for name, (kind, units) in self.kinds.items():
+            value = np.asarray(parameters[name], dtype=np.float64)
+            with np.errstate(divide="ignore"):
+                if kind == "real":
+                    part = value / units
+                elif kind == "positive":
+                    part = np.log(value / units)
+                elif kind == "covariance":
+                    whitened = value / np.multiply.outer(units, units)
+                    part = _symmetric_function(whitened, np.log)
+                else:  # probabilities
+                    part = np.log(value)
+            parts.append(np.ravel(part))
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def from_vector(self, vector, parameters):
+        """``parameters`` with the named ones replaced by those of ``vector``
+        (a new dict), or None when they are not finite."""
+        result = dict(parameters)
+        start = 0
+        for name, (kind, units) in self.kinds.items():
+            shape = np.shape(parameters[name])
+            size = int(np.prod(shape))
+            part = np.asarray(vector[start : start + size]).reshape(shape)
+            start += size
+            with np.errstate(over="ignore", invalid="ignore"):
+                if kind == "real":
+                    value = part * units
+                elif kind == "positive":
+                    value = np.exp(part) * units
+                elif kind == "covariance":
+                    value = _symmetric_function(part, np.exp) * np.multiply.outer(units, units)
+                else:  # probabilities
+                    top = np.max(part, axis=-1, keepdims=True)
+                    weights = np.exp(part - top)
+                    value = weights / np.sum(weights, axis=-1, keepdims=True)
+            if not np.all(np.isfinite(value)):
+                return None
+            result[name] = value
+        return result
 
 
 class ConvergenceMonitor:
@@ -247,11 +338,13 @@ class BaseEM(BaseEstimator):
 
     Subclasses implement ``_check_params``, ``_initialize``, ``_estep``,
     ``_mstep``, ``_n_parameters`` and ``_get_parameters`` /
-    ``_set_parameters`` (used to keep the best of ``n_init`` runs).  They
-    expose ``n_iter``, ``tol``, ``n_init``, ``verbose``, ``n_jobs``,
-    ``random_state``, ``learning_method``, ``learning_decay``,
-    ``learning_offset``, ``total_samples`` and ``batch_size`` as constructor
-    parameters.
+    ``_set_parameters`` (used to keep the best of ``n_init`` runs, and by
+    SQUAREM).  They expose ``n_iter``, ``tol``, ``n_init``, ``verbose``,
+    ``n_jobs``, ``random_state``, ``acceleration``, ``learning_method``,
+    ``learning_decay``, ``learning_offset``, ``total_samples`` and
+    ``batch_size`` as constructor parameters.  For ``acceleration="squarem"``
+    they supply :meth:`_acceleration_coordinates` (and optionally
+    :meth:`_feasible_parameters`).
     """
 
     # -- hyperparameters ---------------------------------------------------------
@@ -452,6 +545,10 @@ class BaseEM(BaseEstimator):
         """
         if self.learning_method == "online":
             return self._run_online_em(X, offsets, random_state, monitor, context)
+        if getattr(self, "acceleration", None) == "squarem" and self.n_iter > 0:
+            coordinates = self._acceleration_coordinates(X)
+            if coordinates is not None:
+                return self._run_squarem(X, offsets, monitor, context, coordinates)
         statistics = None
         for _ in range(self.n_iter):
             statistics, log_likelihood = self._estep_parallel(X, offsets, context)
@@ -461,6 +558,145 @@ class BaseEM(BaseEstimator):
                 return True, statistics
             self._mstep(statistics)
         return False, statistics
+
+    # -- SQUAREM ----------------------------------------------------------------
+
+    def _acceleration_coordinates(self, X):
+        """The :class:`ParameterCoordinates` of the parameters EM learns, for
+        SQUAREM on the fit's data ``X`` (whose scale may set the units); None
+        when nothing is learned (plain EM then runs)."""
+        return None
+
+    def _feasible_parameters(self, parameters):
+        """An extrapolated point made feasible (e.g. covariance floors), or None
+        when it cannot be; by default the point itself."""
+        return parameters
+
+    def _estep_or_none(self, X, offsets, context):
+        """The E step at an extrapolated point, or None when it is not usable:
+        its log-likelihood is not finite, or the family refuses the parameters."""
+        try:
+            statistics, log_likelihood = self._estep_parallel(X, offsets, context)
+        except (ValueError, FloatingPointError, np.linalg.LinAlgError):
+            return None
+        if not np.isfinite(log_likelihood):
+            return None
+        return statistics, log_likelihood
+
+    def _run_squarem(self, X, offsets, monitor, context, coordinates):
+        """Batch EM accelerated by SQUAREM (Varadhan and Roland, 2008, SqS3).
+
+        Returns, as :meth:`_run_em`, whether EM stopped on its criterion and
+        the statistics of the last E step.
+
+        Each cycle makes two EM steps, theta1 = M(theta0) and
+        theta2 = M(theta1), and extrapolates along them in the unit-free
+        coordinates of ``coordinates``: theta' = theta0 + 2 a r + a**2 v with
+        r = theta1 - theta0, v = theta2 - 2 theta1 + theta0 and a = |r| / |v|.
+        The step length is capped; a point that does not map back to feasible
+        parameters is backtracked (a halved towards 1) up to ten times at no
+        cost, and one whose log-likelihood is below theta1's is dropped for
+        theta2, which EM guarantees; so the log-likelihood never decreases.
+        The cap starts at 1, grows fourfold after each point kept at the cap
+        and shrinks fourfold after a rejected one.
+
+        The monitor sees every accepted log-likelihood (theta1's, then
+        theta''s or theta2's): each is one iteration, and a rejected
+        extrapolation costs one more, unreported E step.  It decides when EM
+        stops by the same rule as plain EM (:meth:`_stops`), asked at the end
+        of each cycle, when its last gain is the extrapolation's, and at the
+        iteration limit: inside a cycle the gain is a plain EM step's, which
+        is small along a ridge of the likelihood however far the maximum is
+        (the crawl SQUAREM cures).  Coordinates that are not finite in the
+        three iterates (a probability of zero) keep theta2's value.
+        """
+        statistics, log_likelihood = self._estep_parallel(X, offsets, context)
+        self._check_log_likelihood(log_likelihood)
+        monitor.report(log_likelihood)
+        step_cap = 1.0
+        while True:
+            if self._stops(monitor):
+                return True, statistics
+            if monitor.iter >= self.n_iter:
+                break
+            theta0 = self._get_parameters()
+            self._mstep(statistics)
+            theta1 = self._get_parameters()
+            statistics, log_likelihood = self._estep_parallel(X, offsets, context)
+            self._check_log_likelihood(log_likelihood)
+            monitor.report(log_likelihood)
+            if monitor.iter >= self.n_iter:
+                if self._stops(monitor):
+                    return True, statistics
+                break
+            theta1_log_likelihood = log_likelihood
+            self._mstep(statistics)
+            theta2 = self._get_parameters()
+            step, points = self._extrapolations(coordinates, theta0, theta1, theta2, step_cap)
+            trial, n_rejected = None, 0
+            for point in points:
+                self._set_parameters(point)
+                trial = self._estep_or_none(X, offsets, context)
+                if trial is not None and trial[1] >= theta1_log_likelihood:
+                    break
+                trial = None
+                n_rejected += 1
+                if n_rejected > self._squarem_backtracks:
+                    break
+            if step > 1.0 and trial is None:  # rejected, or not even feasible
+                step_cap = max(1.0, step_cap / 4.0)
+            elif step >= step_cap and not n_rejected:
+                step_cap *= 4.0
+            if trial is None:
+                self._set_parameters(theta2)
+                statistics, log_likelihood = self._estep_parallel(X, offsets, context)
+                self._check_log_likelihood(log_likelihood)
+            else:
+                statistics, log_likelihood = trial
+            monitor.report(log_likelihood)
+        # Out of iterations: end with a plain M step, as EM does.
+        self._mstep(statistics)
+        return False, statistics
+
+    # Extrapolated points whose log-likelihood is below theta1's that SQUAREM
+    # backtracks from (each costs an E step) before it settles for theta2.
+    _squarem_backtracks = 1
+
+    def _extrapolations(self, coordinates, theta0, theta1, theta2, step_cap):
+        """The SqS3 step length a and the points to try, backtracked.
+
+        a = |r| / |v|, at least 1 and capped at ``step_cap``.  The points
+        (an iterator of parameters) are those of a, then of a with a - 1
+        halved, and so on (a point that maps to infeasible parameters is
+        skipped at no cost); none once a reaches 1: theta2 itself.
+        """
+        c0, c1, c2 = (coordinates.to_vector(theta) for theta in (theta0, theta1, theta2))
+        moving = np.isfinite(c0) & np.isfinite(c1) & np.isfinite(c2)
+        with np.errstate(invalid="ignore"):  # -inf - -inf where a probability is zero
+            first = np.where(moving, c1 - c0, 0.0)
+            second = np.where(moving, c2 - 2.0 * c1 + c0, 0.0)
+        first_norm, second_norm = np.linalg.norm(first), np.linalg.norm(second)
+        if not (first_norm > 0 and second_norm > 0):
+            return 1.0, iter(())
+        step = min(max(first_norm / second_norm, 1.0), step_cap)
+        points = self._backtracked_points(coordinates, c0, c2, first, second, moving, step, theta2)
+        return step, points
+
+    def _backtracked_points(self, coordinates, c0, c2, first, second, moving, step, theta2):
+        """The feasible parameters of the steps ``step``, then ``(step + 1) / 2``, ..."""
+        for _ in range(10):
+            if step - 1.0 < 1e-3:
+                return
+            extrapolated = c0 + 2.0 * step * first + step**2 * second
+            point = np.where(moving, extrapolated, c2)
+            parameters = None
+            if np.all(np.isfinite(point[moving])):
+                parameters = coordinates.from_vector(point, theta2)
+            if parameters is not None:
+                parameters = self._feasible_parameters(parameters)
+            if parameters is not None:
+                yield parameters
+            step = 0.5 * (step + 1.0)
 
     def _run_online_em(self, X, offsets, random_state, monitor, context):
         """Stochastic EM over minibatches of ``batch_size`` whole sequences.

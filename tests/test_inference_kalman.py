@@ -317,9 +317,13 @@ def moments_reference(params, X, controls, lengths):
             psi[:k, :k] = second[z(t), z(t)]
             psi[:k, k] = psi[k, :k] = post_mean[z(t)]
             psi[k, k] = 1
-            ref["observation_regressor"] += psi
-            ref["observation_cross"] += np.hstack([second[x(t), z(t)], post_mean[x(t)][:, None]])
-            ref["observation_target"] += second[x(t), x(t)]
+            # A row with no observed entry drops out of the observation regression.
+            if not np.all(np.isnan(X[start + t])):
+                ref["observation_regressor"] += psi
+                ref["observation_cross"] += np.hstack(
+                    [second[x(t), z(t)], post_mean[x(t)][:, None]]
+                )
+                ref["observation_target"] += second[x(t), x(t)]
             if t > 0:
                 phi = np.concatenate([post_mean[z(t - 1)], controls[start + t], [1.0]])
                 phi_cov = np.zeros((D, D))

@@ -88,6 +88,7 @@ BAD_VALUES = {
     "learning_decay": [0.5, 1.2, np.nan],
     "learning_offset": [-1.0, np.inf],
     "total_samples": [0, -3.0, "many"],
+    "acceleration": ["SQUAREM", "aitken", False, 1],
     "startprob_prior": [0.0, np.nan, "high", [1.0, -1.0]],
     "transmat_prior": [0.0, [[1.0, -1.0], [1.0, 1.0]], np.inf],
     "emissionprob_prior": [0.0, np.nan],

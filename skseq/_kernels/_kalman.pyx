@@ -715,10 +715,37 @@ cdef struct Statistics:
     double* transition_regressor   # D x D, D = k + m + 1: sum_{t>=2} E[phi phi^T], phi = (z_{t-1}, u_t, 1)
     double* transition_cross       # k x D: sum_{t>=2} E[z_t phi^T]
     double* transition_target      # k x k: sum_{t>=2} E[z_t z_t^T]
+    # The observation sums run over the rows with an observed entry: a row with
+    # none drops out of the observation regression (as in pykalman, statsmodels
+    # and Shumway and Stoffer's EM), so its count is the count of such rows.
     double* observation_regressor  # (k+1) x (k+1): sum_t E[psi psi^T], psi = (z_t, 1)
     double* observation_cross      # p x (k+1): sum_t E[x_t psi^T]
     double* observation_target     # p x p: sum_t E[x_t x_t^T]
     double* n_sequences            # 1
+
+
+cdef inline bint _no_observed_entry(const double* x, Py_ssize_t p) noexcept nogil:
+    """Whether every entry of the row x (p entries) is missing (NaN)."""
+    cdef Py_ssize_t j
+    for j in range(p):
+        if not isnan(x[j]):
+            return False
+    return True
+
+
+cdef inline void _add_state_moments(double* regressor, const double* mean, const double* cov,
+                                    Py_ssize_t k) noexcept nogil:
+    """regressor ((k+1) x (k+1)) += E[psi psi^T], psi = (z, 1), z ~ N(mean, cov)."""
+    cdef Py_ssize_t k1 = k + 1
+    cdef Py_ssize_t i, j
+    cdef double value
+    for i in range(k):
+        value = mean[i]
+        for j in range(k):
+            regressor[i * k1 + j] += cov[i * k + j] + value * mean[j]
+        regressor[i * k1 + k] += value
+        regressor[k * k1 + i] += value
+    regressor[k * k1 + k] += 1.0
 
 
 cdef int _accumulate_row(const ModelView* model, Workspace* w, Statistics* stats,
@@ -728,10 +755,12 @@ cdef int _accumulate_row(const ModelView* model, Workspace* w, Statistics* stats
     Missing entries of x are integrated out exactly: given the state, the
     missing block is Gaussian with mean A_mis z + c_mis and covariance r_mis
     (the conditional of v_m given v_o), so E[x x^T], E[x z^T] gain the
-    corresponding second moments.  Returns the number of missing entries
-    (the workspace then holds their indices in ``w.missing``, A_mis in
-    ``w.a_mis`` and the filled row E[x | z = mean, x_o] in ``w.x_filled``),
-    or -1 when R_oo is not positive definite.
+    corresponding second moments.  A row with no observed entry adds
+    nothing (its imputed moments H P H^T + R would only pull R towards its
+    current value).  Returns the number of missing entries (the workspace
+    then holds their indices in ``w.missing``, A_mis in ``w.a_mis`` and the
+    filled row E[x | z = mean, x_o] in ``w.x_filled``, unless all p are
+    missing), or -1 when R_oo is not positive definite.
     """
     cdef Py_ssize_t k = model.n_state
     cdef Py_ssize_t p = model.n_obs
@@ -743,14 +772,6 @@ cdef int _accumulate_row(const ModelView* model, Workspace* w, Statistics* stats
     cdef double* cross = stats.observation_cross
     cdef double* target = stats.observation_target
 
-    for i in range(k):
-        value = mean[i]
-        for j in range(k):
-            regressor[i * k1 + j] += cov[i * k + j] + value * mean[j]
-        regressor[i * k1 + k] += value
-        regressor[k * k1 + i] += value
-    regressor[k * k1 + k] += 1.0
-
     for j in range(p):
         if isnan(x[j]):
             w.missing[n_missing] = j
@@ -758,6 +779,9 @@ cdef int _accumulate_row(const ModelView* model, Workspace* w, Statistics* stats
         else:
             w.observed[q] = j
             q += 1
+    if q == 0:
+        return n_missing
+    _add_state_moments(regressor, mean, cov, k)
     if n_missing == 0:
         for i in range(p):
             value = x[i]
@@ -1150,14 +1174,18 @@ def stream_layout(Py_ssize_t n_state, Py_ssize_t n_obs, Py_ssize_t n_ctrl):
     """The blocks of moments a stream message carries, as ``((name, shape), ...)`` in storage order.
 
     * ``observation_regressor`` (k+1, k+1), ``observation_cross`` (p, k+1),
-      ``observation_target`` (p, p): the observation statistics of every row
-      (sum of E[psi psi^T], E[x psi^T], E[x x^T], psi = (z_t, 1));
+      ``observation_target`` (p, p): the observation statistics of the rows
+      with an observed entry (sum of E[psi psi^T], E[x psi^T], E[x x^T],
+      psi = (z_t, 1));
     * ``lag_outer`` (k, k): sum over transitions of E[z_t z_{t-1}^T];
     * ``initial_outer`` (k, k), ``initial_sum`` (k,): E[z_1 z_1^T], E[z_1];
     * ``previous_control`` (k, m), ``state_control`` (k, m): sums over
       transitions of E[z_{t-1}] u_t^T and E[z_t] u_t^T;
     * ``control_outer`` (m, m), ``control_sum`` (m,), ``n_transitions`` (),
-      ``n_sequences`` (): sums that do not depend on the states.
+      ``n_sequences`` (): sums that do not depend on the states;
+    * ``state_regressor`` (k+1, k+1): sum of E[psi psi^T] over every row,
+      observed or not (the observation regressor without the rows that have
+      no observed entry).
 
     The transition statistics follow from these and the last row's state.
     Symmetric blocks are kept in their upper triangle.
@@ -1176,6 +1204,7 @@ def stream_layout(Py_ssize_t n_state, Py_ssize_t n_obs, Py_ssize_t n_ctrl):
         ("control_sum", (m,)),
         ("n_transitions", ()),
         ("n_sequences", ()),
+        ("state_regressor", (k + 1, k + 1)),
     )
 
 
@@ -1193,6 +1222,7 @@ cdef struct StreamLayout:
     Py_ssize_t control_sum
     Py_ssize_t n_transitions
     Py_ssize_t n_sequences
+    Py_ssize_t state_regressor
     Py_ssize_t size
 
 
@@ -1218,6 +1248,7 @@ cdef StreamLayout _stream_offsets(Py_ssize_t k, Py_ssize_t p, Py_ssize_t m):
     layout.control_sum = offsets["control_sum"]
     layout.n_transitions = offsets["n_transitions"]
     layout.n_sequences = offsets["n_sequences"]
+    layout.state_regressor = offsets["state_regressor"]
     layout.size = position
     return layout
 
@@ -1285,11 +1316,15 @@ cdef int _stream_row(const ModelView* model, Workspace* w, const StreamLayout* l
     N(mean + gain z, cov), except the terms :func:`_stream_gain_products` adds
     for the whole chunk.
 
-    The constant terms are the row's statistics at z = 0 (:func:`_accumulate_row`).
-    The row x filled in at z = 0 (missing entries by their conditional mean
-    A_mis mean + c_mis) goes to ``filled_row``.  A missing entry also depends
-    on z through ``filled_gain = A_mis gain``: its linear and quadratic terms
-    are added here.  Returns -1 when R_oo is not positive definite.
+    The constant terms are the row's statistics at z = 0 (:func:`_accumulate_row`),
+    and its state moments (every row's, for the state regressor).  The row x
+    filled in at z = 0 (missing entries by their conditional mean
+    A_mis mean + c_mis) goes to ``filled_row``; a row with no observed entry
+    adds no observation moments and gets a filled row of zeros, so that it
+    adds nothing to the products of :func:`_stream_gain_products` either.  A
+    missing entry also depends on z through ``filled_gain = A_mis gain``: its
+    linear and quadratic terms are added here.  Returns -1 when R_oo is not
+    positive definite.
     """
     cdef Py_ssize_t k = model.n_state
     cdef Py_ssize_t p = model.n_obs
@@ -1302,6 +1337,10 @@ cdef int _stream_row(const ModelView* model, Workspace* w, const StreamLayout* l
     stats.observation_regressor = coefficients.constant + layout.observation_regressor
     stats.observation_cross = coefficients.constant + layout.observation_cross
     stats.observation_target = coefficients.constant + layout.observation_target
+    _add_state_moments(coefficients.constant + layout.state_regressor, mean, cov, k)
+    if _no_observed_entry(x, p):
+        _zero(filled_row, p)
+        return 0
     n_missing = _accumulate_row(model, w, &stats, x, mean, cov)
     if n_missing < 0:
         return -1
@@ -1358,9 +1397,98 @@ cdef void _stream_transition(const StreamLayout* layout, Coefficients* coefficie
     constant[layout.n_transitions] += 1.0
 
 
+
+# Which rows :func:`_add_transposed_product_rows` sums over.
+cdef enum:
+    ALL_ROWS = 0
+    OBSERVED_ROWS = 1     # the rows with an observed entry
+    UNOBSERVED_ROWS = 2   # the rows without one
+
+
+cdef Py_ssize_t _unobserved_rows(const double* x, Py_ssize_t x_stride, Py_ssize_t n_rows,
+                                 Py_ssize_t p) noexcept nogil:
+    """The number of rows of x without an observed entry."""
+    cdef Py_ssize_t t, count = 0
+    for t in range(n_rows):
+        if _no_observed_entry(x + t * x_stride, p):
+            count += 1
+    return count
+
+
+cdef inline bint _selected(const double* x, Py_ssize_t p, int rows) noexcept nogil:
+    if rows == ALL_ROWS:
+        return True
+    return _no_observed_entry(x, p) == (rows == UNOBSERVED_ROWS)
+
+
+cdef void _add_transposed_product_rows(const double* a, Py_ssize_t a_stride, const double* b,
+                                       Py_ssize_t b_stride, double* out, const double* x,
+                                       Py_ssize_t x_stride, Py_ssize_t n_rows, Py_ssize_t n_a,
+                                       Py_ssize_t n_b, Py_ssize_t p, int rows) noexcept nogil:
+    """:func:`_add_transposed_product` over the rows that ``rows`` selects by the
+    rows of x: all, or the runs of rows with (without) an observed entry."""
+    cdef Py_ssize_t first = 0, stop
+    cdef bint take
+    if rows == ALL_ROWS:
+        _add_transposed_product(a, a_stride, b, b_stride, out, n_rows, n_a, n_b)
+        return
+    while first < n_rows:
+        take = _selected(x + first * x_stride, p, rows)
+        stop = first + 1
+        while stop < n_rows and _selected(x + stop * x_stride, p, rows) == take:
+            stop += 1
+        if take:
+            _add_transposed_product(a + first * a_stride, a_stride, b + first * b_stride,
+                                    b_stride, out, stop - first, n_a, n_b)
+        first = stop
+
+
+cdef void _stream_regressor_terms(Py_ssize_t block, Coefficients* coefficients,
+                                  const double* means, const double* row_gains,
+                                  const double* x, Py_ssize_t x_stride, Py_ssize_t n_rows,
+                                  Py_ssize_t k, Py_ssize_t p, int rows,
+                                  double* product) noexcept nogil:
+    """Add the terms linear and quadratic in the end state of sum E[psi psi^T],
+    psi = (z_s, 1), over the chunk's rows that ``rows`` selects, to the
+    (k+1) x (k+1) block of moments starting at entry ``block``.
+
+    Row s's state is N(mean_s + gain_s z, ...) given the end state z (``means``
+    from slot 1, ``row_gains`` the gains of the chunk's rows).
+    """
+    cdef Py_ssize_t kk = k * k
+    cdef Py_ssize_t k1 = k + 1
+    cdef Py_ssize_t i, j, a, b, e, t
+    cdef double* linear = coefficients.linear
+    cdef double* quadratic = coefficients.quadratic
+    # E[z_i z_j] has sum_s (gain_s z)_i (gain_s z)_j = z^T [sum_s gain_s[i]^T gain_s[j]] z,
+    # i.e. the blocks of sum_s vec(gain_s) vec(gain_s)^T.
+    _zero(product, kk * kk)
+    _add_transposed_product_rows(row_gains, kk, row_gains, kk, product, x, x_stride, n_rows,
+                                 kk, kk, p, rows)
+    for i in range(k):
+        for j in range(i, k):
+            e = block + i * k1 + j
+            for a in range(k):
+                for b in range(k):
+                    quadratic[e * kk + a * k + b] += product[(i * k + a) * kk + j * k + b]
+    _zero(product, kk * k)
+    _add_transposed_product_rows(means + k, k, row_gains, kk, product, x, x_stride, n_rows,
+                                 k, kk, p, rows)
+    for i in range(k):
+        for j in range(i, k):
+            e = block + i * k1 + j
+            for a in range(k):
+                linear[e * k + a] += product[i * kk + j * k + a] + product[j * kk + i * k + a]
+    for t in range(n_rows):
+        if _selected(x + t * x_stride, p, rows):
+            for i in range(k):
+                _add_scaled(linear + (block + i * k1 + k) * k, 1.0, row_gains + t * kk + i * k, k)
+
+
 cdef void _stream_gain_products(const StreamLayout* layout, Coefficients* coefficients,
                                 const double* means, const double* gains, const double* filled,
-                                const double* u, Py_ssize_t u_stride, Py_ssize_t n_rows,
+                                const double* u, Py_ssize_t u_stride, const double* x,
+                                Py_ssize_t x_stride, Py_ssize_t n_rows,
                                 Py_ssize_t first_slot, Py_ssize_t k, Py_ssize_t p,
                                 Py_ssize_t m, double* product) noexcept nogil:
     """Add the terms of the chunk's moments that are linear or quadratic in the end state.
@@ -1372,7 +1500,8 @@ cdef void _stream_gain_products(const StreamLayout* layout, Coefficients* coeffi
     of a row's vector (its mean, filled row or control) or gain with a gain,
     so the whole chunk is done by a few matrix products (BLAS from moderate
     sizes) instead of O(k^4) scalar updates per row.  ``filled`` holds the
-    filled-in rows, ``product`` room for k^4 and for (max(k, p, m) x k^2) values.
+    filled-in rows (zeros for a row without an observed entry), ``x`` the
+    chunk's rows, ``product`` room for k^4 and for (max(k, p, m) x k^2) values.
     """
     cdef Py_ssize_t kk = k * k
     cdef Py_ssize_t k1 = k + 1
@@ -1384,27 +1513,26 @@ cdef void _stream_gain_products(const StreamLayout* layout, Coefficients* coeffi
     cdef double* linear = coefficients.linear
     cdef double* quadratic = coefficients.quadratic
 
-    # Rows: E[z_i z_j] has sum_s (gain_s z)_i (gain_s z)_j = z^T [sum_s gain_s[i]^T gain_s[j]] z,
-    # i.e. the blocks of sum_s vec(gain_s) vec(gain_s)^T.
-    _zero(product, kk * kk)
-    _add_transposed_product(row_gains, kk, row_gains, kk, product, n_rows, kk, kk)
-    for i in range(k):
-        for j in range(i, k):
-            e = layout.observation_regressor + i * k1 + j
-            for a in range(k):
-                for b in range(k):
-                    quadratic[e * kk + a * k + b] += product[(i * k + a) * kk + j * k + b]
-    _zero(product, kk * k)
-    _add_transposed_product(means + k, k, row_gains, kk, product, n_rows, k, kk)
-    for i in range(k):
-        for j in range(i, k):
-            e = layout.observation_regressor + i * k1 + j
-            for a in range(k):
-                linear[e * k + a] += product[i * kk + j * k + a] + product[j * kk + i * k + a]
-    for t in range(n_rows):
-        for i in range(k):
-            _add_scaled(linear + (layout.observation_regressor + i * k1 + k) * k, 1.0,
-                        row_gains + t * kk + i * k, k)
+    # Rows: the observation regressor sums over the rows with an observed
+    # entry, the state regressor over all rows.  Both start at zero in the
+    # chunk's own terms, so without unobserved rows the state regressor's
+    # terms are a copy of the observation regressor's.
+    if _unobserved_rows(x, x_stride, n_rows, p) == 0:
+        _stream_regressor_terms(layout.observation_regressor, coefficients, means, row_gains,
+                                x, x_stride, n_rows, k, p, ALL_ROWS, product)
+        _copy(linear + layout.observation_regressor * k, linear + layout.state_regressor * k,
+              k1 * k1 * k)
+        _copy(quadratic + layout.observation_regressor * kk,
+              quadratic + layout.state_regressor * kk, k1 * k1 * kk)
+    else:
+        _stream_regressor_terms(layout.observation_regressor, coefficients, means, row_gains,
+                                x, x_stride, n_rows, k, p, OBSERVED_ROWS, product)
+        _copy(linear + layout.observation_regressor * k, linear + layout.state_regressor * k,
+              k1 * k1 * k)
+        _copy(quadratic + layout.observation_regressor * kk,
+              quadratic + layout.state_regressor * kk, k1 * k1 * kk)
+        _stream_regressor_terms(layout.state_regressor, coefficients, means, row_gains,
+                                x, x_stride, n_rows, k, p, UNOBSERVED_ROWS, product)
     _zero(product, kk * p)
     _add_transposed_product(filled, p, row_gains, kk, product, n_rows, p, kk)
     for r in range(p):
@@ -1587,8 +1715,8 @@ cdef double _forward_smoothing(const ModelView* model, Workspace* w, const Strea
                                   covs + slot * kk, gains + slot * kk, filled_gain,
                                   filled + s * p) < 0:
             return NAN
-    _stream_gain_products(layout, added, means, gains, filled, u, u_stride, n_rows,
-                          1 if fresh else 0, k, p, model.n_ctrl, product)
+    _stream_gain_products(layout, added, means, gains, filled, u, u_stride, x, x_stride,
+                          n_rows, 1 if fresh else 0, k, p, model.n_ctrl, product)
     if fresh:
         _stream_initial(layout, added, means + k, covs + kk, gains + kk, k)
     else:

@@ -53,6 +53,7 @@ from .._validation import PARAMETER_RULES, check_option_param
 from ..base import (
     _PACKAGE_DIRECTORY,
     BaseEM,
+    ParameterCoordinates,
     SufficientStatistics,
     check_prior_param,
     check_scalar_param,
@@ -151,6 +152,31 @@ def fit_kmeans(X, n_clusters, random_state, n_jobs):
         return KMeans(n_clusters=n_clusters, n_init=10, random_state=random_state).fit(X)
 
 
+def feature_units(X):
+    """The standard deviation of each feature over the rows without NaN (1 where
+    it is zero or unknown): the units of Gaussian emission parameters for SQUAREM."""
+    rows = X[~np.isnan(X).any(axis=1)] if X.ndim == 2 else X
+    if rows.shape[0] < 2:
+        return np.ones(X.shape[1])
+    deviation = np.std(rows, axis=0)
+    return np.where(np.isfinite(deviation) & (deviation > 0), deviation, 1.0)
+
+
+def gaussian_coordinates(covariance_type, X):
+    """SQUAREM coordinates of Gaussian means and covariances (in their compact
+    shapes) for ``covariance_type``: means in units of the features' standard
+    deviations, variances by the logs of their ratio to the features'
+    variances, full and tied covariances by the matrix logarithm once whitened."""
+    units = feature_units(X)
+    covariance = {
+        "spherical": ("positive", float(np.mean(units**2))),
+        "diag": ("positive", units**2),
+        "full": ("covariance", units),
+        "tied": ("covariance", units),
+    }[covariance_type]
+    return {"means_": ("real", units), "covars_": covariance}
+
+
 def as_parameter_array(value, name):
     """A fitted parameter given as any array-like (hmmlearn accepts lists), as float64.
 
@@ -198,6 +224,7 @@ class BaseHMM(BaseEM):
         transmat_init=None,
         n_init=1,
         n_jobs=None,
+        acceleration=None,
         learning_method="batch",
         learning_decay=0.6,
         learning_offset=0.0,
@@ -219,6 +246,7 @@ class BaseHMM(BaseEM):
         self.transmat_init = transmat_init
         self.n_init = n_init
         self.n_jobs = n_jobs
+        self.acceleration = acceleration
         self.learning_method = learning_method
         self.learning_decay = learning_decay
         self.learning_offset = learning_offset
@@ -559,6 +587,29 @@ class BaseHMM(BaseEM):
                 statistics["trans"], prior, self.transmat_, support=self.transmat_ != 0
             )
         self._emission_mstep(statistics)
+
+    # -- SQUAREM ----------------------------------------------------------------
+
+    def _acceleration_coordinates(self, X):
+        """The parameters of the ``params`` letters as unconstrained coordinates
+        (:class:`skseq.base.ParameterCoordinates`): probabilities by their
+        logs, the emission parameters as the emission model declares
+        (:meth:`_emission_coordinates`); None when nothing is learned."""
+        emission_kinds = self._emission_coordinates(X)
+        kinds = {}
+        for letter, attribute in self._all_letters.items():
+            if letter not in self.params:
+                continue
+            if attribute in ("startprob_", "transmat_"):
+                kinds[attribute] = ("probabilities", None)
+            else:
+                kinds[self._storage_name(attribute)] = emission_kinds[attribute]
+        return ParameterCoordinates(kinds) if kinds else None
+
+    def _emission_coordinates(self, X):
+        """``{attribute: (kind, units)}`` of the emission parameters (see
+        :class:`skseq.base.ParameterCoordinates`), units from the data ``X``."""
+        return {}
 
     def _n_parameters(self):
         n_components = self.n_components

@@ -141,6 +141,9 @@ class CategoricalHMM(BaseHMM):
         Number of initialisations; the best is kept.
     n_jobs : int, default=None
         Threads for the E step over sequences.
+    acceleration : {"squarem", None}, default=None
+        None: plain EM (hmmlearn's iterations); "squarem": batch EM
+        accelerated by SQUAREM, as in :class:`GaussianHMM`.
     learning_method, learning_decay, learning_offset, total_samples, batch_size
         Stochastic EM, as in :class:`GaussianHMM`.
 
@@ -208,6 +211,7 @@ class CategoricalHMM(BaseHMM):
         emissionprob_init=None,
         n_init=1,
         n_jobs=None,
+        acceleration=None,
         learning_method="batch",
         learning_decay=0.6,
         learning_offset=0.0,
@@ -230,6 +234,7 @@ class CategoricalHMM(BaseHMM):
             transmat_init=transmat_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            acceleration=acceleration,
             learning_method=learning_method,
             learning_decay=learning_decay,
             learning_offset=learning_offset,
@@ -458,6 +463,9 @@ class CategoricalHMM(BaseHMM):
         proba = np.einsum("tj,jfv->tfv", predicted, table)
         return proba[:, 0] if np.ndim(self.emissionprob_) == 2 else proba
 
+    def _emission_coordinates(self, X):
+        return {"emissionprob_": ("probabilities", None)}
+
     def _emission_n_parameters(self):
         return {"e": self.n_components * int((self._alphabets() - 1).sum())}
 
@@ -524,6 +532,9 @@ class MultinomialHMM(BaseHMM):
         Number of initialisations; the best is kept.
     n_jobs : int, default=None
         Threads for the E step over sequences.
+    acceleration : {"squarem", None}, default=None
+        None: plain EM (hmmlearn's iterations); "squarem": batch EM
+        accelerated by SQUAREM, as in :class:`GaussianHMM`.
     learning_method, learning_decay, learning_offset, total_samples, batch_size
         Stochastic EM, as in :class:`GaussianHMM`.
 
@@ -577,6 +588,7 @@ class MultinomialHMM(BaseHMM):
         emissionprob_init=None,
         n_init=1,
         n_jobs=None,
+        acceleration=None,
         learning_method="batch",
         learning_decay=0.6,
         learning_offset=0.0,
@@ -599,6 +611,7 @@ class MultinomialHMM(BaseHMM):
             transmat_init=transmat_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            acceleration=acceleration,
             learning_method=learning_method,
             learning_decay=learning_decay,
             learning_offset=learning_offset,
@@ -687,6 +700,9 @@ class MultinomialHMM(BaseHMM):
             prior = self._prior("emissionprob_prior", np.shape(self.emissionprob_))
             self.emissionprob_ = dirichlet_map(statistics["obs"], prior, self.emissionprob_)
 
+    def _emission_coordinates(self, X):
+        return {"emissionprob_": ("probabilities", None)}
+
     def _emission_n_parameters(self):
         n_components, n_features = np.shape(self.emissionprob_)
         return {"e": n_components * (n_features - 1)}
@@ -741,6 +757,9 @@ class PoissonHMM(BaseHMM):
     n_jobs : int, default=None
         Threads for the E step and the k-means initialisation, as in
         :class:`GaussianHMM`.
+    acceleration : {"squarem", None}, default=None
+        None: plain EM (hmmlearn's iterations); "squarem": batch EM
+        accelerated by SQUAREM, as in :class:`GaussianHMM`.
     learning_method, learning_decay, learning_offset, total_samples, batch_size
         Stochastic EM, as in :class:`GaussianHMM`.
 
@@ -787,6 +806,7 @@ class PoissonHMM(BaseHMM):
         lambdas_init=None,
         n_init=1,
         n_jobs=None,
+        acceleration=None,
         learning_method="batch",
         learning_decay=0.6,
         learning_offset=0.0,
@@ -809,6 +829,7 @@ class PoissonHMM(BaseHMM):
             transmat_init=transmat_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            acceleration=acceleration,
             learning_method=learning_method,
             learning_decay=learning_decay,
             learning_offset=learning_offset,
@@ -892,6 +913,11 @@ class PoissonHMM(BaseHMM):
             lambdas = (prior + statistics["obs"]) / (weight + post)
         usable = np.isfinite(lambdas) & (post > 0)
         self.lambdas_ = np.where(usable, lambdas, self.lambdas_)
+
+    def _emission_coordinates(self, X):
+        # Rates by their logs, in units of each feature's mean count.
+        means = np.mean(X, axis=0) if X.shape[0] else np.ones(X.shape[1])
+        return {"lambdas_": ("positive", np.where(means > 0, means, 1.0))}
 
     def _emission_n_parameters(self):
         return {"l": self.lambdas_.size}

@@ -26,7 +26,7 @@ from ..inference.gaussian import (
     log_gaussian_density,
 )
 from ..inference.gaussian import _missing_rows as missing_rows
-from ._base import BaseHMM, fit_kmeans
+from ._base import BaseHMM, fit_kmeans, gaussian_coordinates
 
 # log_gaussian_density and fill_covars are skseq.inference.gaussian's, still
 # importable from here.
@@ -322,6 +322,13 @@ class GaussianHMM(BaseHMM):
     n_jobs : int, default=None
         Threads for the E step over sequences and for the k-means
         initialisation (None: one; -1: all cores).
+    acceleration : {"squarem", None}, default=None
+        None: plain EM, hmmlearn's iterations one by one.  "squarem": batch
+        :meth:`fit` extrapolates along pairs of EM steps (SQUAREM, in
+        unconstrained coordinates of the learned parameters), keeping a point
+        only when it does not lower the log-likelihood; ``monitor_`` and
+        ``tol`` work the same way (see :doc:`/user_guide/hmm`, "Accelerated
+        EM").  Stochastic EM is never accelerated.
     learning_method : {"batch", "online"}, default="batch"
         How :meth:`fit` runs EM: classical EM over all sequences, or
         stochastic EM over minibatches of ``batch_size`` whole sequences.
@@ -410,6 +417,7 @@ class GaussianHMM(BaseHMM):
         covars_init=None,
         n_init=1,
         n_jobs=None,
+        acceleration=None,
         learning_method="batch",
         learning_decay=0.6,
         learning_offset=0.0,
@@ -432,6 +440,7 @@ class GaussianHMM(BaseHMM):
             transmat_init=transmat_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            acceleration=acceleration,
             learning_method=learning_method,
             learning_decay=learning_decay,
             learning_offset=learning_offset,
@@ -634,6 +643,9 @@ class GaussianHMM(BaseHMM):
         self._covars_ = keep_valid_covariances(
             covars, self._covars_, self.covariance_type, responsible
         )
+
+    def _emission_coordinates(self, X):
+        return gaussian_coordinates(self.covariance_type, X)
 
     def _emission_n_parameters(self):
         n_components, n_features = self.means_.shape

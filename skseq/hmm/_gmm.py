@@ -15,7 +15,7 @@ from ..inference.gaussian import (
     check_covars,
     fill_covars,
 )
-from ._base import BaseHMM, dirichlet_map, fit_kmeans
+from ._base import BaseHMM, dirichlet_map, fit_kmeans, gaussian_coordinates
 from ._gaussian import (
     GAUSSIAN_PARAMETER_RULES,
     check_data_scale,
@@ -80,6 +80,9 @@ class GMMHMM(BaseHMM):
         Initial values (clone-safe).
     n_init : int, default=1
     n_jobs : int, default=None
+    acceleration : {"squarem", None}, default=None
+        None: plain EM (hmmlearn's iterations); "squarem": batch EM
+        accelerated by SQUAREM, as in :class:`GaussianHMM`.
     learning_method, learning_decay, learning_offset, total_samples, batch_size
         Stochastic EM, as in :class:`GaussianHMM`.
 
@@ -145,6 +148,7 @@ class GMMHMM(BaseHMM):
         covars_init=None,
         n_init=1,
         n_jobs=None,
+        acceleration=None,
         learning_method="batch",
         learning_decay=0.6,
         learning_offset=0.0,
@@ -167,6 +171,7 @@ class GMMHMM(BaseHMM):
             transmat_init=transmat_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            acceleration=acceleration,
             learning_method=learning_method,
             learning_decay=learning_decay,
             learning_offset=learning_offset,
@@ -484,6 +489,12 @@ class GMMHMM(BaseHMM):
         self.covars_ = keep_valid_covariances(
             covars, self.covars_, self.covariance_type, responsible
         )
+
+    def _emission_coordinates(self, X):
+        return {
+            **gaussian_coordinates(self.covariance_type, X),
+            "weights_": ("probabilities", None),
+        }
 
     def _emission_n_parameters(self):
         n_components, n_mix, n_features = self.means_.shape

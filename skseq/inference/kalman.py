@@ -626,15 +626,20 @@ def _em_statistics_offsets(model, X, controls, offsets):
     ``transition_target`` (k, k)
         sum over t >= 2 of E[z_t z_t^T];
     ``observation_regressor`` (k + 1, k + 1)
-        sum over all rows of E[psi_t psi_t^T] with psi_t = (z_t, 1);
+        sum over the rows with an observed entry of E[psi_t psi_t^T] with
+        psi_t = (z_t, 1);
     ``observation_cross`` (p, k + 1), ``observation_target`` (p, p)
-        sum over all rows of E[x_t psi_t^T] and E[x_t x_t^T], where the
-        missing entries of x_t are integrated out under the current model;
+        sum over the same rows of E[x_t psi_t^T] and E[x_t x_t^T], where the
+        missing entries of a partly observed x_t are integrated out under the
+        current model.  A row with no observed entry drops out of the
+        observation regression (as in pykalman, statsmodels and Shumway and
+        Stoffer's EM): its imputed moments would only pull R towards its
+        current value;
     ``n_sequences`` ()
         the number of sequences.
 
-    The counts of transitions and rows are the last diagonal entries of the
-    two regressor matrices.
+    The counts of transitions and of rows with an observed entry are the last
+    diagonal entries of the two regressor matrices.
     """
     X, controls = _rows(X), _rows(controls)
     k, p, m = model.n_state, model.n_obs, model.n_ctrl
@@ -736,7 +741,12 @@ def _sample(parameters, n_samples, controls, random_state):
 
 
 # Blocks of the stream moments that are symmetric and kept in their upper triangle.
-_SYMMETRIC_MOMENTS = ("observation_regressor", "observation_target", "initial_outer")
+_SYMMETRIC_MOMENTS = (
+    "observation_regressor",
+    "observation_target",
+    "initial_outer",
+    "state_regressor",
+)
 
 
 def _upper_mirrored(matrix):
@@ -790,8 +800,10 @@ def _stream_statistics(carried, n_obs, n_ctrl):
     }
     for name in _SYMMETRIC_MOMENTS:
         moments[name] = _upper_mirrored(moments[name])
-    observation_regressor = moments["observation_regressor"]
-    state_outer, state_sum = observation_regressor[:k, :k], observation_regressor[:k, k]
+    # The state moments of every row (the observation regressor leaves out the
+    # rows without an observed entry).
+    state_regressor = moments["state_regressor"]
+    state_outer, state_sum = state_regressor[:k, :k], state_regressor[:k, k]
     D = k + m + 1
     transition_regressor = np.empty((D, D))
     transition_regressor[:k, :k] = state_outer - second
@@ -816,7 +828,7 @@ def _stream_statistics(carried, n_obs, n_ctrl):
         "transition_regressor": transition_regressor,
         "transition_cross": transition_cross,
         "transition_target": state_outer - moments["initial_outer"],
-        "observation_regressor": observation_regressor,
+        "observation_regressor": moments["observation_regressor"],
         "observation_cross": moments["observation_cross"].copy(),
         "observation_target": moments["observation_target"],
         "n_sequences": moments["n_sequences"].copy(),

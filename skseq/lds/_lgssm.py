@@ -33,7 +33,7 @@ from sklearn.utils.validation import (
 
 from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
 from .._validation import PARAMETER_RULES, check_data_scale, masked_as_nan
-from ..base import BaseEM, SufficientStatistics, check_scalar_param
+from ..base import BaseEM, ParameterCoordinates, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
     _em_statistics_offsets,
     _filter_last_offsets,
@@ -200,38 +200,6 @@ def _residual_covariance(target, cross, regressor, weights, count):
     return (target - product - product.T + weights @ regressor @ weights.T) / count
 
 
-def _symmetric_function(matrix, function):
-    """``function`` applied to the eigenvalues of a symmetric matrix."""
-    eigenvalues, eigenvectors = np.linalg.eigh(0.5 * (matrix + matrix.T))
-    return (eigenvectors * function(eigenvalues)) @ eigenvectors.T
-
-
-def _to_coordinates(name, value, units):
-    """A parameter as unit-free numbers: divided by its units, covariances by their log.
-
-    ``units`` is ``(row_units, column_units)`` (``column_units`` None for a
-    vector): a matrix becomes ``A_ij * column_j / row_i``; a covariance is
-    whitened by its row units and replaced by its matrix logarithm, so that
-    any point of the extrapolation maps back to a positive-definite matrix.
-    """
-    rows, columns = units
-    if name in COVARIANCE_NAMES:
-        return _symmetric_function(value / np.outer(rows, rows), np.log)
-    if columns is None:
-        return value / rows
-    return value * columns[None, :] / rows[:, None]
-
-
-def _from_coordinates(name, coordinates, units):
-    """The inverse of :func:`_to_coordinates`."""
-    rows, columns = units
-    if name in COVARIANCE_NAMES:
-        return _symmetric_function(coordinates, np.exp) * np.outer(rows, rows)
-    if columns is None:
-        return coordinates * rows
-    return coordinates * rows[:, None] / columns[None, :]
-
-
 def _check_params_argument(params):
     """The set of parameter names EM learns, from ``"all"``, one name or a collection."""
     if isinstance(params, str):
@@ -277,11 +245,11 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     n_components : int, default=1
         Dimension ``k`` of the hidden state.
     n_iter : int, default=100
-        Maximum number of EM iterations (E steps; batch EM is accelerated,
-        see Notes).
+        Maximum number of EM iterations (accepted E steps, see
+        ``acceleration``).
     tol : float, default=1e-2
-        EM stops when the log-likelihood gains less than ``tol`` (in a batch
-        fit: over one accelerated cycle of two iterations).
+        EM stops when an iteration gains less than ``tol`` in log-likelihood
+        (with or without acceleration).
     params : "all", str or collection of str, default="all"
         The parameters EM learns; the others keep their initial value.  Names:
         ``transition_matrix``, ``observation_matrix``, ``transition_covariance``,
@@ -334,6 +302,12 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         Print one line per EM iteration (per :meth:`partial_fit` call: the
         batch's log-likelihood and the rows seen so far) to stderr.
 
+    acceleration : {"squarem", None}, default="squarem"
+        "squarem": batch :meth:`fit` accelerates EM with SQUAREM (see Notes):
+        ``monitor_.history`` holds the log-likelihood of every accepted
+        iterate.  None: plain EM, whose ``monitor_.history`` is the sequence
+        of EM log-likelihoods (pykalman's and the MATLAB reference's
+        iterations).  Stochastic EM is never accelerated.
     learning_method : {"batch", "online"}, default="batch"
         How :meth:`fit` runs EM: classical EM over all sequences, or
         stochastic EM over minibatches of ``batch_size`` whole sequences.
@@ -367,8 +341,10 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         Whether EM stopped because the gain fell below ``tol`` (rather than
         at ``n_iter``).
     monitor_ : ConvergenceMonitor
-        ``monitor_.history`` is the log-likelihood computed in each E step
-        (present before ``fit``; a monitor assigned to it is kept by ``fit``).
+        ``monitor_.history`` is the log-likelihood of each iteration: every
+        E step with ``acceleration=None``, every accepted one with SQUAREM
+        (present before ``fit``; a monitor assigned to it is kept by ``fit``
+        and decides when EM stops).
     lower_bound_ : float
         The last value of ``monitor_.history``.
     n_batch_iter_ : int
@@ -398,12 +374,15 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     solves) and the Rauch-Tung-Striebel smoother over every sequence and sums
     the expected sufficient statistics; the M step solves the two linear
     regressions z_t ~ (z_{t-1}, u_t, 1) and x_t ~ (z_t, 1) in closed form.
-    Missing entries are integrated out exactly, so the log-likelihood never
-    decreases.  EM for this model can crawl along ridges of the likelihood
-    (the two variances of a local level model), so batch :meth:`fit`
-    accelerates it with SQUAREM: every second iteration extrapolates along
-    the last two EM steps, kept only when it does not lower the
-    log-likelihood (see the user guide).  The state basis is not
+    Missing entries of a partly observed row are integrated out exactly; a
+    row with no observed entry drops out of the observation regression (as
+    in pykalman and Shumway and Stoffer's EM), so R is averaged over the
+    observed rows.  The log-likelihood never decreases.  EM for this model
+    can crawl along ridges of the likelihood (the two variances of a local
+    level model), so by default batch :meth:`fit` accelerates it with
+    SQUAREM (``acceleration="squarem"``): every second iteration
+    extrapolates along the last two EM steps, kept only when it does not
+    lower the log-likelihood (see the user guide).  The state basis is not
     identifiable (any invertible change of basis of z gives the same
     distribution of x): compare fitted models by basis-invariant quantities
     such as the log-likelihood or the autocovariances of x.
@@ -455,6 +434,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         random_state=None,
         n_jobs=None,
         verbose=0,
+        acceleration="squarem",
         learning_method="batch",
         learning_decay=0.6,
         learning_offset=0.0,
@@ -478,6 +458,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.acceleration = acceleration
         self.learning_method = learning_method
         self.learning_decay = learning_decay
         self.learning_offset = learning_offset
@@ -844,148 +825,51 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             self._covariance_scales = scales
         return scales
 
-    # -- batch EM, accelerated ----------------------------------------------------
+    # -- SQUAREM: the parameters as unit-free coordinates ------------------------
 
-    def _run_em(self, X, offsets, random_state, monitor, context):
-        if self.learning_method == "online" or not _check_params_argument(self.params):
-            # Nothing learned: no direction to extrapolate along.
-            return super()._run_em(X, offsets, random_state, monitor, context)
-        return self._run_squarem(X, offsets, monitor, context)
+    def _acceleration_coordinates(self, X):
+        """The learned parameters as unit-free coordinates for SQUAREM.
 
-    def _run_squarem(self, X, offsets, monitor, context):
-        """Batch EM accelerated by SQUAREM.
-
-        Returns, as :meth:`BaseEM._run_em`, whether EM stopped on its
-        criterion and the statistics of the last E step.
-
-        EM for this model crawls along ridges of the likelihood (the two
-        variances of a local level model, say): each iteration gains little
-        while the parameters are still far from the maximum.  Each cycle here
-        makes two EM steps, theta1 = M(theta0) and theta2 = M(theta1), and
-        extrapolates along them, theta' = theta0 + 2 a r + a**2 v with
-        r = theta1 - theta0, v = theta2 - 2 theta1 + theta0 and
-        a = |r| / |v| (Varadhan and Roland's SqS3), in unit-free coordinates
-        (see :meth:`_coordinate_units`).  theta' is kept only if its
-        log-likelihood is at least that of theta1, otherwise the cycle ends at
-        theta2, which EM guarantees; so the log-likelihood never decreases.
-        The step length a is capped, the cap growing fourfold after each
-        extrapolation accepted at the cap and shrinking after a rejection.
-
-        Every E step of an accepted point is one iteration (``n_iter``,
-        ``monitor_.history``); a rejected extrapolation costs one more,
-        unreported E step.  EM has converged when a cycle (two iterations)
-        gains less than the monitor's ``tol``.  With ``n_iter <= 2``, or on the
-        last iteration, the step is the plain EM step.
+        Each matrix is divided by its units (the square roots of the floor
+        scales for the data and the state, the root mean square of each
+        control column), each covariance whitened by its units and replaced
+        by its matrix logarithm: the extrapolation's step length then does
+        not change when the data (or the controls) are rescaled, and every
+        point maps back to positive-definite covariances.  None when EM
+        learns nothing (no direction to extrapolate along).
         """
-        if self.n_iter == 0:
-            return False, None
         learned = sorted(_check_params_argument(self.params))
-        units = self._coordinate_units(X)
-        statistics, log_likelihood = self._estep_parallel(X, offsets, context)
-        self._check_log_likelihood(log_likelihood)
-        monitor.report(log_likelihood)
-        step_cap = 1.0
-        while monitor.iter < self.n_iter:
-            cycle_start = log_likelihood
-            theta0 = self._get_parameters()
-            self._mstep(statistics)
-            theta1 = self._get_parameters()
-            statistics, log_likelihood = self._estep_parallel(X, offsets, context)
-            self._check_log_likelihood(log_likelihood)
-            monitor.report(log_likelihood)
-            if monitor.iter >= self.n_iter:
-                break
-            theta1_log_likelihood = log_likelihood
-            self._mstep(statistics)
-            theta2 = self._get_parameters()
-            step, extrapolated = self._extrapolate(theta0, theta1, theta2, learned, units, step_cap)
-            accepted = False
-            if extrapolated is not None:
-                self._set_parameters(extrapolated)
-                # Not finite (NaN): the extrapolated parameters broke the recursions.
-                trial = self._estep_parallel(X, offsets, context)
-                accepted = bool(np.isfinite(trial[1]) and trial[1] >= theta1_log_likelihood)
-                if accepted:
-                    statistics, log_likelihood = trial
-            if step > 1.0 and not accepted:  # rejected, or not even finite
-                step_cap = max(1.0, step_cap / 4.0)
-            elif step >= step_cap:
-                step_cap *= 4.0
-            if not accepted:
-                self._set_parameters(theta2)
-                statistics, log_likelihood = self._estep_parallel(X, offsets, context)
-                self._check_log_likelihood(log_likelihood)
-            monitor.report(log_likelihood)
-            if log_likelihood - cycle_start < monitor.tol:
-                return True, statistics
-        # Out of iterations: end with a plain M step, as EM does.
-        self._mstep(statistics)
-        return False, statistics
-
-    def _coordinate_units(self, X):
-        """The units of each parameter, for unit-free SQUAREM coordinates.
-
-        Square roots of the floor scales for the data and the state, and the
-        root mean square of each control column: the extrapolation's step
-        length then does not change when the data (or the controls) are
-        rescaled.
-        """
+        if not learned:
+            return None
         feature_scale, state_scale = self._floor_scales()
         k = self.n_components
         feature = np.sqrt(feature_scale)
         state = np.full(k, np.sqrt(state_scale))
         control = np.sqrt(np.mean(X[:, self.n_features_in_ :] ** 2, axis=0))
         control = np.where(control > 0, control, 1.0)
-        return {
-            "transition_matrix": (state, state),
-            "observation_matrix": (feature, state),
-            "control_matrix": (state, control),
-            "transition_offset": (state, None),
-            "observation_offset": (feature, None),
-            "initial_state_mean": (state, None),
-            "transition_covariance": (state, None),
-            "observation_covariance": (feature, None),
-            "initial_state_covariance": (state, None),
+        units = {
+            "transition_matrix": ("real", np.outer(state, 1.0 / state)),
+            "observation_matrix": ("real", np.outer(feature, 1.0 / state)),
+            "control_matrix": ("real", np.outer(state, 1.0 / control)),
+            "transition_offset": ("real", state),
+            "observation_offset": ("real", feature),
+            "initial_state_mean": ("real", state),
+            "transition_covariance": ("covariance", state),
+            "observation_covariance": ("covariance", feature),
+            "initial_state_covariance": ("covariance", state),
         }
+        return ParameterCoordinates({name: units[name] for name in learned})
 
-    def _extrapolate(self, theta0, theta1, theta2, learned, units, step_cap):
-        """The SqS3 step length and point from three EM iterates.
-
-        The point is None when the step is 1 (the plain iterate theta2) or
-        the extrapolation does not map back to finite parameters.
-        """
-        coordinates = [
-            np.concatenate(
-                [_to_coordinates(name, theta[name], units[name]).ravel() for name in learned]
-            )
-            for theta in (theta0, theta1, theta2)
-        ]
-        first = coordinates[1] - coordinates[0]
-        second = coordinates[2] - 2.0 * coordinates[1] + coordinates[0]
-        first_norm, second_norm = np.linalg.norm(first), np.linalg.norm(second)
-        if not (first_norm > 0 and second_norm > 0):
-            return 1.0, None
-        step = min(max(first_norm / second_norm, 1.0), step_cap)
-        if step == 1.0:
-            return step, None
-        point = coordinates[0] + 2.0 * step * first + step**2 * second
-        if not np.all(np.isfinite(point)):
-            return step, None
+    def _feasible_parameters(self, parameters):
+        """An extrapolated point with its covariances floored as the M step's are."""
         feature_scale, state_scale = self._floor_scales()
-        extrapolated = dict(theta2)
-        start = 0
-        for name in learned:
-            shape = theta2[name].shape
-            size = int(np.prod(shape))
-            value = _from_coordinates(name, point[start : start + size].reshape(shape), units[name])
-            start += size
-            if name in COVARIANCE_NAMES:
-                scale = feature_scale if name == "observation_covariance" else state_scale
-                value = _floor_covariance(value, scale)
-            if not np.all(np.isfinite(value)):
-                return step, None
-            extrapolated[name] = value
-        return step, extrapolated
+        parameters = dict(parameters)
+        for name in _check_params_argument(self.params) & COVARIANCE_NAMES:
+            scale = feature_scale if name == "observation_covariance" else state_scale
+            parameters[name] = _floor_covariance(parameters[name], scale)
+            if not np.all(np.isfinite(parameters[name])):
+                return None
+        return parameters
 
     def _n_parameters(self):
         """Number of learned free parameters (for AIC / BIC).
