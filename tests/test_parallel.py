@@ -439,3 +439,52 @@ def test_a_fit_that_raises_inside_the_limit_restores_the_thread_counts(monkeypat
         assert all(set(counts) == {1} for counts in seen.values()), seen
         assert set(_blas_threads()) == {2}
     assert models[0] is None and all(model is not None for model in models[1:])
+
+
+class _FakeBLAS:
+    """A process-wide thread library as threadpoolctl describes it."""
+
+    user_api, internal_api = "blas", "openblas"
+    threading_layer = "pthreads"
+
+    def __init__(self, filepath, num_threads):
+        self.filepath, self.num_threads = filepath, num_threads
+
+    def set_num_threads(self, num_threads):
+        self.num_threads = num_threads
+
+
+def test_libraries_loaded_or_limits_changed_while_contexts_are_inside(monkeypatch):
+    """A library that appears while contexts are inside gets the limit in force and its
+    own count back at the end; a count changed by other code in between gives way to
+    what the first context found."""
+    import skseq._parallel as parallel
+
+    loaded = [_FakeBLAS("first.so", 4)]
+
+    class FakeController:
+        def __init__(self):
+            self.lib_controllers = list(loaded)
+
+    monkeypatch.setattr(parallel, "ThreadpoolController", FakeController)
+    for name in ("_controller", "_per_thread_libraries", "_process_libraries"):
+        monkeypatch.setattr(parallel, name, getattr(parallel, name))  # the real ones after
+    monkeypatch.setattr(parallel, "_modules_at_lookup", -1)  # look up the fakes
+    first = loaded[0]
+    with limited_threads(2):
+        assert first.num_threads == 2
+        loaded.append(_FakeBLAS("second.so", 3))
+        monkeypatch.setattr(parallel, "_modules_at_lookup", -1)  # as after an import
+        with limited_threads(3):
+            assert [lib.num_threads for lib in loaded] == [2, 2]
+            first.set_num_threads(5)  # the user's own limit, in the middle
+        assert [lib.num_threads for lib in loaded] == [5, 2]  # not fought while inside
+    assert [lib.num_threads for lib in loaded] == [4, 3]
+
+
+def test_the_real_libraries_are_limited_after_the_fake_ones():
+    """The test above leaves the real lookup in place."""
+    with _blas_on(2):
+        with single_threaded_blas():
+            assert set(_blas_threads()) == {1}
+        assert set(_blas_threads()) == {2}
