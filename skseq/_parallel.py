@@ -43,6 +43,8 @@ _lock = threading.Lock()
 _requests = Counter()
 _in_force = None
 _found = {}
+# The per-thread limit in force in each thread (the smallest of its contexts').
+_this_thread = threading.local()
 
 # threadpoolctl >= 3.8 lets one Python thread at a time set OpenBLAS's
 # (pthreads) limit: the one that set it last, until it leaves its last
@@ -132,11 +134,13 @@ class _ThreadLimit:
 
     def __init__(self, n_threads):
         self.n_threads = n_threads
-        self._saved = []  # per entry: this thread's per-thread limits before it
+        self._saved = []  # per entry: the thread's limit and per-thread counts before it
 
     def __enter__(self):
         global _in_force
         n_threads = self.n_threads
+        outer = getattr(_this_thread, "limit", None)
+        n_this_thread = n_threads if outer is None else min(n_threads, outer)
         with _lock:
             per_thread, process_wide = _libraries()
             saved = [(library, library.num_threads) for library in per_thread]
@@ -151,17 +155,18 @@ class _ThreadLimit:
                 elif unseen:  # loaded while other contexts were inside
                     _set_process_limits((library, _in_force) for library in unseen)
                 for library in per_thread:
-                    library.set_num_threads(n_threads)
+                    library.set_num_threads(n_this_thread)
             except BaseException:
                 for library, n_found in saved:
                     library.set_num_threads(n_found)
                 _release(n_threads)
                 raise
-        self._saved.append(saved)
+        _this_thread.limit = n_this_thread
+        self._saved.append((outer, saved))
         return self
 
     def __exit__(self, *exception):
-        saved = self._saved.pop()
+        _this_thread.limit, saved = self._saved.pop()
         try:
             for library, n_found in reversed(saved):
                 library.set_num_threads(n_found)
@@ -185,7 +190,8 @@ def limited_threads(n_threads):
     inside lasts until the last one leaves (or the limit in force changes):
     what was in place before the first fit is what the process gets back.
     OpenMP runtimes keep their limit per thread, so each context sets the
-    calling thread's own and restores it on leaving.
+    calling thread's own (the smallest of the thread's contexts inside) and
+    restores it on leaving.
 
     The thread libraries are looked up again only when modules have been
     imported since the last lookup (a lookup costs milliseconds, too much for

@@ -283,12 +283,16 @@ def test_openmp_limits_belong_to_the_thread_that_set_them():
 
 
 def test_nested_limits_in_one_thread_keep_the_smaller():
+    openmp = _openmp_threads()
     with _blas_on(2):
         with single_threaded_blas():
             with limited_threads(2):
                 assert set(_blas_threads()) == {1}
+                assert _openmp_threads() == [1] * len(openmp)
             assert set(_blas_threads()) == {1}
+            assert _openmp_threads() == [1] * len(openmp)
         assert set(_blas_threads()) == {2}
+    assert _openmp_threads() == openmp
 
 
 # -- concurrent fits of every family ------------------------------------------------
