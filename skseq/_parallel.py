@@ -8,35 +8,197 @@ backend, though, the blocks go to a :class:`~concurrent.futures.ThreadPoolExecut
 joblib collects the results of pending tasks by polling every 10 ms, which
 would add up to 10 ms to every E step of an EM fit (whose E steps take a few
 milliseconds).
+
+The caps on BLAS / OpenMP threads (:func:`limited_threads`) are shared by all
+the threads of the process: several fits may run at once (in a user's
+``ThreadPoolExecutor``, or joblib's threading backend), and a BLAS library's
+thread count is one number for the whole process.
 """
 
 import sys
+import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, wait
 
+import threadpoolctl
 from joblib import Parallel, delayed, effective_n_jobs
 from joblib.parallel import ThreadingBackend, get_active_backend
 from threadpoolctl import ThreadpoolController
 
 __all__ = ["ThreadRunner", "limited_threads", "single_threaded_blas"]
 
+# The thread libraries found by the last lookup, split by the scope of their
+# limit (see _limits_the_calling_thread_only).
 _controller = None
 _modules_at_lookup = -1
+_per_thread_libraries = []
+_process_libraries = []
+
+# The process-wide limit: the limits asked for by the contexts inside (a count
+# per limit), the limit in force (their minimum; None when no context is
+# inside) and, for each process-wide library, its thread count when the first
+# of these contexts came in (restored when the last one leaves).  Guarded by
+# _lock, as is the lookup above.
+_lock = threading.Lock()
+_requests = Counter()
+_in_force = None
+_found = {}
+# The per-thread limit in force in each thread (the smallest of its contexts').
+_this_thread = threading.local()
+
+# threadpoolctl >= 3.8 lets one Python thread at a time set OpenBLAS's
+# (pthreads) limit: the one that set it last, until it leaves its last
+# threadpoolctl context.  Setting a limit here counts as such a context, so
+# that the thread gives up that role afterwards (else every other thread's
+# limits, including the restore, would be ignored while it lives).
+_OWNERSHIP = getattr(threadpoolctl, "CONTROLLING_THREAD_OWNERSHIP", None)
+# The same versions limit an OpenBLAS built on OpenMP through OpenMP's
+# (per-thread) API.
+_OPENBLAS_OPENMP_PER_THREAD = hasattr(
+    getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread"
+)
+
+
+def _limits_the_calling_thread_only(library):
+    """Whether ``library``'s thread limit holds for the thread that sets it only.
+
+    OpenMP runtimes keep the limit per thread (``omp_set_num_threads`` sets the
+    calling thread's value; not so Windows' vcomp); BLAS libraries have one
+    limit for the process.
+    """
+    if sys.platform == "win32":
+        return False
+    if library.user_api == "openmp":
+        return True
+    return (
+        _OPENBLAS_OPENMP_PER_THREAD
+        and library.internal_api == "openblas"
+        and getattr(library, "threading_layer", None) == "openmp"
+    )
+
+
+def _libraries():
+    """The (per-thread, process-wide) thread libraries; the caller holds ``_lock``.
+
+    They are looked up again only when modules have been imported since the
+    last lookup (a lookup costs milliseconds, too much for every fit; a new
+    thread library, such as the OpenMP runtime torch brings, comes with an
+    import).
+    """
+    global _controller, _modules_at_lookup, _per_thread_libraries, _process_libraries
+    if _controller is None or len(sys.modules) != _modules_at_lookup:
+        _controller = ThreadpoolController()
+        _modules_at_lookup = len(sys.modules)
+        libraries = _controller.lib_controllers
+        _per_thread_libraries = [lib for lib in libraries if _limits_the_calling_thread_only(lib)]
+        _process_libraries = [lib for lib in libraries if not _limits_the_calling_thread_only(lib)]
+    return _per_thread_libraries, _process_libraries
+
+
+def _set_process_limits(settings):
+    """``library.set_num_threads(n)`` for each ``(library, n)``; the caller holds ``_lock``."""
+    if _OWNERSHIP is not None:
+        _OWNERSHIP.increment()
+    try:
+        for library, n_threads in settings:
+            library.set_num_threads(n_threads)
+    finally:
+        if _OWNERSHIP is not None:
+            _OWNERSHIP.decrement()
+
+
+def _limit_found(n_threads):
+    _set_process_limits((library, n_threads) for library, _ in _found.values())
+
+
+def _release(n_threads):
+    """One context with limit ``n_threads`` leaves; the caller holds ``_lock``."""
+    global _in_force
+    _requests[n_threads] -= 1
+    if not _requests[n_threads]:
+        del _requests[n_threads]
+    if not _requests:  # the last one out restores what the first one found
+        found = list(_found.values())
+        _found.clear()
+        _in_force = None
+        _set_process_limits(found)
+    elif min(_requests) != _in_force:  # the smallest limit left: the next smallest holds
+        _in_force = min(_requests)
+        _limit_found(_in_force)
+
+
+class _ThreadLimit:
+    """The context of :func:`limited_threads`."""
+
+    __slots__ = ("n_threads", "_saved")
+
+    def __init__(self, n_threads):
+        self.n_threads = n_threads
+        self._saved = []  # per entry: the thread's limit and per-thread counts before it
+
+    def __enter__(self):
+        global _in_force
+        n_threads = self.n_threads
+        outer = getattr(_this_thread, "limit", None)
+        n_this_thread = n_threads if outer is None else min(n_threads, outer)
+        with _lock:
+            per_thread, process_wide = _libraries()
+            saved = [(library, library.num_threads) for library in per_thread]
+            unseen = [lib for lib in process_wide if (lib.internal_api, lib.filepath) not in _found]
+            for library in unseen:
+                _found[library.internal_api, library.filepath] = (library, library.num_threads)
+            _requests[n_threads] += 1
+            try:
+                if _in_force is None or n_threads < _in_force:
+                    _in_force = n_threads
+                    _limit_found(n_threads)
+                elif unseen:  # loaded while other contexts were inside
+                    _set_process_limits((library, _in_force) for library in unseen)
+                for library in per_thread:
+                    library.set_num_threads(n_this_thread)
+            except BaseException:
+                for library, n_found in saved:
+                    library.set_num_threads(n_found)
+                _release(n_threads)
+                raise
+        _this_thread.limit = n_this_thread
+        self._saved.append((outer, saved))
+        return self
+
+    def __exit__(self, *exception):
+        _this_thread.limit, saved = self._saved.pop()
+        try:
+            for library, n_found in reversed(saved):
+                library.set_num_threads(n_found)
+        finally:
+            with _lock:
+                _release(self.n_threads)
+        return False
 
 
 def limited_threads(n_threads):
     """A context in which BLAS and OpenMP run on at most ``n_threads`` threads
-    (``threadpoolctl``).
+    (``threadpoolctl``), safe when several threads use it at once.
+
+    A BLAS library's limit is one for the whole process, so the contexts of
+    all threads share it, counted under a lock: the first to come in records
+    the libraries' thread counts, the limit in force is the smallest of those
+    asked for by the contexts inside (every one of them gets at most what it
+    asked for; when the one with the smallest limit leaves, the next smallest
+    holds), and the last to leave, also on an exception, restores what the
+    first one found.  So a limit that other code sets while contexts are
+    inside lasts until the last one leaves (or the limit in force changes):
+    what was in place before the first fit is what the process gets back.
+    OpenMP runtimes keep their limit per thread, so each context sets the
+    calling thread's own (the smallest of the thread's contexts inside) and
+    restores it on leaving.
 
     The thread libraries are looked up again only when modules have been
     imported since the last lookup (a lookup costs milliseconds, too much for
     every fit; a new thread library, such as the OpenMP runtime torch brings,
     comes with an import).
     """
-    global _controller, _modules_at_lookup
-    if _controller is None or len(sys.modules) != _modules_at_lookup:
-        _controller = ThreadpoolController()
-        _modules_at_lookup = len(sys.modules)
-    return _controller.limit(limits=int(n_threads))
+    return _ThreadLimit(int(n_threads))
 
 
 def single_threaded_blas():
