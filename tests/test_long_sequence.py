@@ -327,3 +327,81 @@ def test_checkpointed_estep_memory_does_not_grow_with_the_length_of_the_sequence
         ]
     assert peaks[1] <= peaks[0] + SLACK, peaks
     assert peaks[1] < 8 * 2**20, peaks
+
+
+# -- the linear-Gaussian SSM -------------------------------------------------------
+
+
+def fitted_lgssm(n_components=2, n_features=2, n_controls=0, seed=0):
+    from skseq import LinearGaussianSSM
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(400, n_features)).cumsum(axis=0) * 0.1
+    controls = rng.normal(size=(400, n_controls)) if n_controls else None
+    model = LinearGaussianSSM(n_components=n_components, n_iter=3, random_state=0)
+    return model.fit(X, controls=controls)
+
+
+def lgssm_rows(model, n_rows, seed=0, missing=0.0):
+    rng = np.random.default_rng(seed)
+    controls = rng.normal(size=(n_rows, model.n_controls_))
+    X = model.sample(n_rows, random_state=seed, controls=controls if controls.size else None)[0]
+    X[rng.random(X.shape) < missing] = np.nan
+    return model._stack(X, controls)
+
+
+@pytest.mark.parametrize("n_controls, missing", [(0, 0.0), (1, 0.1)])
+def test_the_lgssm_estep_beyond_the_budget_equals_the_whole_sequence_estep(n_controls, missing):
+    model = fitted_lgssm(n_controls=n_controls)
+    X = lgssm_rows(model, 30_000, missing=missing)
+    lengths = [200, 29_000, 800]
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    expected, expected_log_likelihood = model._estep(X, offsets)
+    with sklearn.config_context(working_memory=1):
+        statistics, log_likelihood = model._estep(X, offsets)
+    np.testing.assert_allclose(log_likelihood, expected_log_likelihood, rtol=1e-12)
+    assert statistics.keys() == expected.keys()
+    for name in expected:
+        scale = np.abs(expected[name]).max()
+        np.testing.assert_allclose(
+            statistics[name], expected[name], rtol=1e-12, atol=1e-12 * scale, err_msg=name
+        )
+
+
+@CHUNKS
+@given(st.integers(1, 40), st.data())
+def test_lgssm_statistics_in_chunks_equal_the_whole_sequence_over_chunk_boundaries(n_rows, data):
+    from skseq.inference.kalman import _em_statistics_in_chunks, _em_statistics_offsets
+
+    model = fitted_lgssm(n_controls=1)
+    chunk_rows = data.draw(
+        st.sampled_from([1, 7, max(n_rows - 1, 1), n_rows]) | st.integers(1, n_rows)
+    )
+    X = lgssm_rows(model, n_rows, seed=n_rows, missing=0.1)
+    kernel_model, n_features = model._model(), model.n_features_in_
+    expected, log_likelihoods = _em_statistics_offsets(
+        kernel_model, X[:, :n_features], X[:, n_features:], np.array([0, n_rows])
+    )
+    statistics, log_likelihood = _em_statistics_in_chunks(
+        kernel_model, X[:, :n_features], X[:, n_features:], chunk_rows
+    )
+    np.testing.assert_allclose(log_likelihood, log_likelihoods.sum(), rtol=1e-12)
+    for name in expected:
+        scale = max(np.abs(expected[name]).max(), 1.0)
+        np.testing.assert_allclose(
+            statistics[name], expected[name], rtol=1e-12, atol=1e-12 * scale, err_msg=name
+        )
+
+
+def test_lgssm_estep_memory_does_not_grow_with_the_length_of_the_sequence():
+    model = fitted_lgssm()
+    short, long = lgssm_rows(model, 200_000, seed=1), lgssm_rows(model, 800_000, seed=2)
+    offsets = [np.array([0, X.shape[0]]) for X in (short, long)]
+    with sklearn.config_context(working_memory=1):
+        model._estep(short[:30_000], np.array([0, 30_000]))
+        peaks = [
+            peak_allocation(lambda X=X, o=o: model._estep(X, o))
+            for X, o in zip((short, long), offsets)
+        ]
+    assert peaks[1] <= peaks[0] + SLACK, peaks
+    assert peaks[1] < 8 * 2**20, peaks

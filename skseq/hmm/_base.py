@@ -36,7 +36,6 @@ import sys
 from functools import partial
 
 import numpy as np
-import sklearn
 from joblib import effective_n_jobs
 from scipy import linalg
 from sklearn.cluster import KMeans
@@ -47,7 +46,10 @@ from .._parallel import limited_threads
 from .._sequences import (
     blocks_of_rows,
     check_y_is_not_lengths,
+    checkpoint_rows,
+    isolate_long_sequences,
     lengths_by_keyword,
+    memory_budget_rows,
     sequence_offsets,
 )
 from .._validation import PARAMETER_RULES, check_option_param
@@ -89,25 +91,6 @@ _ESTEP_BLOCK_CELLS = 2**17
 # (doc/user_guide/hmm.rst, "One long sequence in bounded memory"): chunks of
 # sqrt(T) rows, and at least this many cells while the budget allows.
 _CHECKPOINT_MIN_CELLS = 2**17
-
-
-def _apart(offsets, first, stop, long_rows):
-    """Sequences ``first:stop`` as ``(first, stop)`` runs in which a sequence of
-    more than ``long_rows`` rows stands alone (all in one run if None)."""
-    if long_rows is None:
-        return [(first, stop)]
-    long = first + np.flatnonzero(np.diff(offsets[first : stop + 1]) > long_rows)
-    if long.size == 0:
-        return [(first, stop)]
-    runs, begin = [], first
-    for sequence in long.tolist():
-        if sequence > begin:
-            runs.append((begin, sequence))
-        runs.append((sequence, sequence + 1))
-        begin = sequence + 1
-    if stop > begin:
-        runs.append((begin, stop))
-    return runs
 
 
 def normalize_rows(counts, previous):
@@ -538,20 +521,16 @@ class BaseHMM(BaseEM):
 
     def _checkpoint_threshold(self, n_features):
         """Rows beyond which one sequence's E step is checkpointed: where its
-        whole-sequence arrays would pass ``sklearn.get_config()["working_memory"]``
-        (MiB)."""
-        budget = sklearn.get_config()["working_memory"] * 2**20
-        return max(1, int(budget // self._estep_bytes_per_row(n_features)))
+        whole-sequence arrays would pass ``sklearn.get_config()["working_memory"]``."""
+        return memory_budget_rows(self._estep_bytes_per_row(n_features))
 
     def _checkpoint_rows(self, n_rows, n_features):
-        """Rows per chunk of a checkpointed E step: sqrt(T), or more while the
-        chunk's arrays stay within half the working-memory budget and
-        ``_CHECKPOINT_MIN_CELLS`` (fewer chunks cost less Python)."""
-        floor = min(
+        """Rows per chunk of a checkpointed E step (:func:`skseq._sequences.checkpoint_rows`)."""
+        return checkpoint_rows(
+            n_rows,
+            self._estep_bytes_per_row(n_features),
             _CHECKPOINT_MIN_CELLS // self.n_components,
-            self._checkpoint_threshold(n_features) // 2,
         )
-        return max(int(np.ceil(np.sqrt(n_rows))), floor, 1)
 
     def _checkpointed_estep(self, X, emissions, buffers, chunk_rows=None):
         """``(statistics, log_likelihood)`` of one sequence ``X`` by checkpointed
@@ -635,7 +614,7 @@ class BaseHMM(BaseEM):
         cells = _BLOCK_CELLS if cells is None else cells
         rows_per_block = max(1, cells // self.n_components)
         for block_first, block_stop in blocks_of_rows(offsets, rows_per_block):
-            for first, stop in _apart(offsets, block_first, block_stop, long_rows):
+            for first, stop in isolate_long_sequences(offsets, block_first, block_stop, long_rows):
                 start_row = offsets[first]
                 yield (
                     slice(first, stop),
