@@ -859,9 +859,17 @@ def _one_sequence(n_rows):
 
 
 def _predicted_log_start(log_filtered, log_transmat):
-    """log p(z_t | rows before t) from log p(z_{t-1} | rows up to t-1)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.ascontiguousarray(logsumexp(log_filtered[:, None] + log_transmat, axis=0))
+    """log p(z_t | rows before t) from log p(z_{t-1} | rows up to t-1): -inf
+    for a state no possible state leads to.  (scipy's logsumexp costs
+    milliseconds per call: too much once per chunk.)"""
+    terms = log_filtered[:, None] + log_transmat
+    top = terms.max(axis=0)
+    result = np.full(top.shape, -np.inf)
+    finite = top > -np.inf
+    with np.errstate(under="ignore"):
+        sums = np.exp(terms[:, finite] - top[finite]).sum(axis=0)
+    result[finite] = top[finite] + np.log(sums)
+    return result
 
 
 def _shifted_logs(log_frameprob, shift):

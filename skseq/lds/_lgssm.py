@@ -1068,6 +1068,12 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     def fit(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):
         """Estimate the parameters by EM.
 
+        A sequence whose filtered states would pass scikit-learn's
+        ``working_memory`` budget (``sklearn.config_context(working_memory=MiB)``,
+        1024 MiB by default) gets its E step by forward-only smoothing in
+        chunks: memory that does not grow with its length, the same
+        statistics (user guide, "One long sequence in bounded memory").
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
