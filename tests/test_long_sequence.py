@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from test_hmm_exactness import (
     assert_log_likelihood,
     hard_models,
+    left_right,
     normalised_log_space_reference,
 )
 
@@ -302,6 +303,27 @@ def peak_allocation(function):
 
 
 SLACK = 256 * 1024  # bytes: checkpoints, Python objects; the whole-sequence arrays are ~50 MB
+
+
+def test_a_left_right_sequence_of_a_few_thousand_rows_stays_on_the_fast_path(monkeypatch):
+    """Its states left behind fall below 2^-1000, which a chunk boundary can
+    only carry in log space: a sequence of this size is scored whole, where
+    the error bounds keep it on the fast path."""
+    rng = np.random.default_rng(0)
+    n_states = 16
+    model = GaussianHMM(n_states, init_params="", params="")
+    model.startprob_, model.transmat_ = left_right(n_states, stay=0.998)
+    model.means_ = rng.normal(scale=5.0, size=(n_states, 3))
+    model.covars_ = np.ones((n_states, 3))
+    X = model.sample(8000, random_state=0)[0]
+    kernels = CountingChunkKernels(inference_hmm._hmm)
+    monkeypatch.setattr(inference_hmm, "_hmm", kernels)
+    log_likelihood = model.score(X)
+    assert kernels.redone == []
+    expected = inference_hmm._forward_offsets(
+        model.startprob_, model.transmat_, model._compute_log_likelihood(X), np.array([0, 8000])
+    )
+    assert log_likelihood == expected.log_likelihood
 
 
 def test_score_memory_does_not_grow_with_the_length_of_the_sequence():

@@ -84,13 +84,17 @@ _BLOCK_CELLS = 2**15
 # The E step does the same with larger blocks: its statistics cost a little
 # Python per block.
 _ESTEP_BLOCK_CELLS = 2**17
-# A sequence longer than a block is scored in chunks of a block's rows, its
-# forward message carried from chunk to chunk, so scoring needs the same
-# memory whatever its length.  The E step of a sequence whose whole-sequence
+# A sequence of more than _LONG_SEQUENCE_CELLS rows x states is scored in
+# chunks of a block's rows, its forward message carried from chunk to chunk,
+# so scoring needs the same memory whatever its length (shorter ones keep the
+# whole-sequence recursion, whose error bounds follow a state whose
+# probability falls below 2^-1000 without the log-space redo that a chunk
+# boundary needs then: left-right models).  The E step of a sequence whose whole-sequence
 # arrays would pass scikit-learn's ``working_memory`` is checkpointed
 # (doc/user_guide/hmm.rst, "One long sequence in bounded memory"): chunks of
 # sqrt(T) rows, and at least this many cells while the budget allows.
 _CHECKPOINT_MIN_CELLS = 2**17
+_LONG_SEQUENCE_CELLS = 2**18
 
 
 def normalize_rows(counts, previous):
@@ -1042,9 +1046,10 @@ class BaseHMM(BaseEM):
         """Forward pass block by block; ``filtered`` is None unless ``keep_filtered``,
         ``log_predictive`` None unless ``keep_log_predictive``.
 
-        Without ``filtered``, a sequence longer than a block goes in chunks
-        of a block's rows (:func:`~skseq.inference.hmm._chunked_forward`):
-        the working memory does not grow with the length of a sequence.
+        Without ``filtered``, a sequence of more than ``_LONG_SEQUENCE_CELLS``
+        rows x states goes in chunks of a block's rows
+        (:func:`~skseq.inference.hmm._chunked_forward`): the working memory
+        does not grow with the length of a sequence.
         """
         filtered = np.empty((X.shape[0], self.n_components)) if keep_filtered else None
         log_predictive = np.empty(X.shape[0]) if keep_log_predictive else None
@@ -1082,7 +1087,7 @@ class BaseHMM(BaseEM):
             X,
             offsets,
             block,
-            long_rows=chunk_rows,
+            long_rows=max(1, _LONG_SEQUENCE_CELLS // self.n_components),
             run_long=None if keep_filtered else long_sequence,
         )
         return ForwardResult(
