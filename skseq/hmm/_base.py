@@ -794,7 +794,7 @@ class BaseHMM(BaseEM):
         A sequence whose forward-backward arrays would pass scikit-learn's
         ``working_memory`` budget (``sklearn.config_context(working_memory=MiB)``,
         1024 MiB by default) gets a checkpointed E step: O(sqrt(T) n_components)
-        memory, the same statistics, about 1.5 times the time (user guide,
+        memory, the same statistics, about 1.3 times the time (user guide,
         "One long sequence in bounded memory").  ``X`` may be a ``np.memmap``.
 
         Parameters
