@@ -12,6 +12,7 @@ import inspect
 import numbers
 
 import numpy as np
+import sklearn
 
 __all__ = [
     "sequence_offsets",
@@ -19,6 +20,9 @@ __all__ = [
     "check_new_sequences",
     "split_offsets",
     "blocks_of_rows",
+    "isolate_long_sequences",
+    "memory_budget_rows",
+    "checkpoint_rows",
     "check_y_is_not_lengths",
     "lengths_by_keyword",
 ]
@@ -176,6 +180,57 @@ def blocks_of_rows(offsets, rows_per_block):
         blocks.append((first, stop))
         first = stop
     return blocks
+
+
+def isolate_long_sequences(offsets, first, stop, long_rows):
+    """Sequences ``first:stop`` as ``(first, stop)`` runs in which a sequence of
+    more than ``long_rows`` rows stands alone (all in one run if None).
+
+    The E steps and scores hand such a sequence to their chunked,
+    bounded-memory paths.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> isolate_long_sequences(np.array([0, 2, 10, 11, 12]), 0, 4, 5)
+    [(0, 1), (1, 2), (2, 4)]
+    """
+    if long_rows is None:
+        return [(first, stop)]
+    long = first + np.flatnonzero(np.diff(offsets[first : stop + 1]) > long_rows)
+    if long.size == 0:
+        return [(first, stop)]
+    runs, begin = [], first
+    for sequence in long.tolist():
+        if sequence > begin:
+            runs.append((begin, sequence))
+        runs.append((sequence, sequence + 1))
+        begin = sequence + 1
+    if stop > begin:
+        runs.append((begin, stop))
+    return runs
+
+
+def memory_budget_rows(bytes_per_row):
+    """Rows whose whole-sequence arrays fit scikit-learn's ``working_memory`` budget.
+
+    ``bytes_per_row``: what the whole-sequence E step keeps per row.  A longer
+    sequence goes to the family's chunked E step (``sklearn.get_config()``,
+    ``working_memory`` in MiB, 1024 by default).
+    """
+    budget = sklearn.get_config()["working_memory"] * 2**20
+    return max(1, int(budget // bytes_per_row))
+
+
+def checkpoint_rows(n_rows, bytes_per_row, preferred_rows):
+    """Rows per chunk of a chunked E step over one sequence of ``n_rows`` rows.
+
+    sqrt(n_rows), which makes the checkpoints and one chunk equally large, or
+    more while a chunk stays within ``preferred_rows`` and half the budget of
+    :func:`memory_budget_rows` (fewer chunks cost less Python).
+    """
+    floor = min(preferred_rows, memory_budget_rows(bytes_per_row) // 2)
+    return max(int(np.ceil(np.sqrt(n_rows))), floor, 1)
 
 
 def _lengths_by_keyword(method, positional=("X",)):

@@ -348,6 +348,8 @@ cdef double _backward_one(
     double[:, ::1] xi_unscaled,
     double[::1] beta,
     const double[::1] ones,
+    const double* beta_last,
+    double* w_first,
 ) noexcept nogil:
     """Scaled backward pass over one sequence, fused with the posterior sums.
 
@@ -359,6 +361,11 @@ cdef double _backward_one(
     beta_t = A w_{t+1}; sum_t alpha_t w_{t+1}^T is added to ``xi_unscaled``
     by one matrix product at the end; the caller multiplies by A_ij.
     ``beta`` is scratch of length n_states; ``ones`` a vector of ones as long.
+
+    For a chunk of rows of a longer sequence (checkpointed forward-backward),
+    ``beta_last`` is the scaled backward message of the chunk's last row
+    (NULL: the sequence ends there, beta = 1), and ``w_first``, when not NULL,
+    receives w of the chunk's first row, which the previous chunk needs.
 
     Returns 0, or NaN (nothing added to ``xi_unscaled``) when a row's
     sum_i alpha_t(i) beta_t(i), one in exact arithmetic, is not within
@@ -378,9 +385,23 @@ cdef double _backward_one(
     cdef int m, k
     cdef double one = 1.0
 
-    for i in range(n_states):
-        b[i] = 1.0
-        posteriors[n_rows - 1, i] = alpha[n_rows - 1, i]
+    if beta_last == NULL:
+        for i in range(n_states):
+            b[i] = 1.0
+            posteriors[n_rows - 1, i] = alpha[n_rows - 1, i]
+    else:
+        posterior_row = &posteriors[n_rows - 1, 0]
+        alpha_row = &alpha[n_rows - 1, 0]
+        total = 0.0
+        for i in range(n_states):
+            b[i] = beta_last[i]
+            posterior_row[i] = alpha_row[i] * b[i]
+            total = total + posterior_row[i]
+        if not fabs(total - 1.0) <= _TOTAL_TOLERANCE:
+            return NAN
+        inv_total = 1.0 / total
+        for i in range(n_states):
+            posterior_row[i] = posterior_row[i] * inv_total
 
     for t in range(n_rows - 2, -1, -1):
         inv_c = 1.0 / scale[t + 1]
@@ -408,6 +429,12 @@ cdef double _backward_one(
         inv_total = 1.0 / total
         for i in range(n_states):
             posterior_row[i] = posterior_row[i] * inv_total
+    if w_first != NULL:
+        # As every w above: zero where the forward message is zero.
+        inv_c = 1.0 / scale[0]
+        inverse_scales += inv_c
+        for i in range(n_states):
+            w_first[i] = frame[0, i] * b[i] * inv_c if alpha[0, i] > 0.0 else 0.0
     if ((n_rows + inverse_scales) * DBL_MIN * (n_states + 2) * _HALF_ULP_OF_ONE
             > _TOLERANCE):
         return NAN
@@ -535,7 +562,7 @@ def forward_backward(
                 scale[first:stop], shift[first:stop])
             if not isnan(sequence_status[s]) and isnan(_backward_one(
                     trans_t, frame[first:stop], alpha[:stop - first], scale[first:stop],
-                    posteriors[first:stop], xi_unscaled, beta, ones)):
+                    posteriors[first:stop], xi_unscaled, beta, ones, NULL, NULL)):
                 sequence_status[s] = NAN
             if isnan(sequence_status[s]):
                 for t in range(first, stop):
@@ -548,6 +575,40 @@ def forward_backward(
         for i in range(n_states):
             for j in range(n_states):
                 transition_counts[i, j] += trans[i, j] * xi_unscaled[i, j]
+
+
+def backward_chunk(
+    const double[:, ::1] trans,  # IN
+    double[:, ::1] frame,  # IN, overwritten (scratch)
+    const double[:, ::1] alpha,  # IN
+    const double[::1] scale,  # IN
+    const double[::1] beta_last,  # IN
+    bint has_next,
+    double[:, ::1] posteriors,  # OUT
+    double[:, ::1] xi_unscaled,  # INOUT
+    double[::1] w_first,  # OUT
+):
+    """The scaled backward pass over one chunk of the rows of a long sequence.
+
+    ``alpha`` and ``scale`` are what :func:`forward` gave for the chunk (run
+    from the chunk's predicted start); ``frame`` is the chunk's max-shifted
+    emissions.  ``beta_last`` is the scaled backward message of the chunk's
+    last row when ``has_next`` (a later chunk follows), else ignored (beta = 1).
+    Fills ``posteriors``, adds sum_t alpha_t w_{t+1}^T over the chunk's rows to
+    ``xi_unscaled`` (the caller multiplies by the transition matrix) and
+    puts w of the chunk's first row in ``w_first``.  Returns 0, or NaN (nothing
+    added) when the pass cannot vouch for its numbers (see ``_backward_one``).
+    """
+    cdef Py_ssize_t n_states = trans.shape[0]
+    cdef double[:, ::1] trans_t = trans.T.copy()
+    cdef double[::1] beta = zeros_2d(1, n_states)[0]
+    cdef double[::1] ones = zeros_2d(1, n_states)[0]
+    cdef double status
+    ones[:] = 1.0
+    with nogil:
+        status = _backward_one(trans_t, frame, alpha, scale, posteriors, xi_unscaled, beta,
+                               ones, &beta_last[0] if has_next else NULL, &w_first[0])
+    return status
 
 
 def viterbi(
@@ -890,6 +951,56 @@ def log_forward(
                     filtered[first + t, j] = exp(log_alpha[t, j]) if t < possible else 0.0
 
 
+cdef void _log_backward_one(
+    const double[:, ::1] log_trans,
+    const double[:, ::1] log_frame,
+    const double[:, ::1] log_alpha,
+    double[:, ::1] log_beta,
+    const double[::1] log_scale,
+    double[::1] following,
+    double[::1] terms,
+    double[:, ::1] posteriors,
+    double[:, ::1] transition_counts,
+) noexcept nogil:
+    """The log-space backward pass over the rows of ``log_frame`` (one sequence
+    or one chunk of one), from ``log_beta`` of the last row, which the caller
+    sets (0: the sequence ends there); the posteriors and the transition
+    counts between its rows (added to ``transition_counts``)."""
+    cdef Py_ssize_t n_rows = log_frame.shape[0]
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t t, i, j
+    cdef double total, inv_total, log_alpha_i
+    for t in range(n_rows - 2, -1, -1):
+        # following[j] = log(frame_{t+1}(j) beta_{t+1}(j) / c_{t+1})
+        for j in range(n_states):
+            following[j] = (log_frame[t + 1, j] + log_beta[t + 1, j]
+                            - log_scale[t + 1])
+        for i in range(n_states):
+            for j in range(n_states):
+                terms[j] = log_trans[i, j] + following[j]
+            log_beta[t, i] = _log_sum_exp(&terms[0], n_states)
+    for t in range(n_rows):
+        total = 0.0
+        for i in range(n_states):
+            posteriors[t, i] = exp(log_alpha[t, i] + log_beta[t, i])
+            total += posteriors[t, i]
+        # sums to one in exact arithmetic; renormalise the rounding
+        inv_total = 1.0 / total
+        for i in range(n_states):
+            posteriors[t, i] *= inv_total
+        if t + 1 < n_rows:
+            for j in range(n_states):
+                following[j] = (log_frame[t + 1, j] + log_beta[t + 1, j]
+                                - log_scale[t + 1])
+            for i in range(n_states):
+                log_alpha_i = log_alpha[t, i]
+                if log_alpha_i == -INFINITY:
+                    continue
+                for j in range(n_states):
+                    transition_counts[i, j] += exp(
+                        log_alpha_i + log_trans[i, j] + following[j])
+
+
 def log_forward_backward(
     const double[::1] log_start,  # IN
     const double[:, ::1] log_trans,  # IN
@@ -914,8 +1025,7 @@ def log_forward_backward(
     """
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t longest = longest_sequence(offsets)
-    cdef Py_ssize_t index, s, t, i, j, first, stop, n_rows, possible
-    cdef double total, inv_total, log_alpha_i
+    cdef Py_ssize_t index, s, t, i, first, stop, n_rows, possible
     cdef double[:, ::1] log_alpha = zeros_2d(longest, n_states)
     cdef double[:, ::1] log_beta = zeros_2d(longest, n_states)
     cdef double[::1] log_scale = zeros_2d(1, longest)[0]
@@ -939,34 +1049,110 @@ def log_forward_backward(
                 continue
             for i in range(n_states):
                 log_beta[n_rows - 1, i] = 0.0
-            for t in range(n_rows - 2, -1, -1):
-                # following[j] = log(frame_{t+1}(j) beta_{t+1}(j) / c_{t+1})
-                for j in range(n_states):
-                    following[j] = (log_frame[first + t + 1, j] + log_beta[t + 1, j]
-                                    - log_scale[t + 1])
-                for i in range(n_states):
-                    for j in range(n_states):
-                        terms[j] = log_trans[i, j] + following[j]
-                    log_beta[t, i] = _log_sum_exp(&terms[0], n_states)
-            for t in range(n_rows):
-                total = 0.0
-                for i in range(n_states):
-                    posteriors[first + t, i] = exp(log_alpha[t, i] + log_beta[t, i])
-                    total += posteriors[first + t, i]
-                # sums to one in exact arithmetic; renormalise the rounding
-                inv_total = 1.0 / total
-                for i in range(n_states):
-                    posteriors[first + t, i] *= inv_total
-                if t + 1 < n_rows:
-                    for j in range(n_states):
-                        following[j] = (log_frame[first + t + 1, j] + log_beta[t + 1, j]
-                                        - log_scale[t + 1])
-                    for i in range(n_states):
-                        log_alpha_i = log_alpha[t, i]
-                        if log_alpha_i == -INFINITY:
-                            continue
-                        for j in range(n_states):
-                            transition_counts[i, j] += exp(
-                                log_alpha_i + log_trans[i, j] + following[j])
+            _log_backward_one(log_trans, log_frame[first:stop], log_alpha, log_beta, log_scale,
+                              following, terms, posteriors[first:stop], transition_counts)
             for i in range(n_states):
                 start_counts[i] += posteriors[first, i]
+
+
+def log_forward_chunk(
+    const double[::1] log_start,  # IN
+    const double[:, ::1] log_trans,  # IN
+    const double[:, ::1] log_frame,  # IN
+    const double[::1] shift,  # IN
+    double[:, ::1] filtered,  # OUT
+    double[::1] log_predictive,  # OUT
+    double[::1] log_last,  # OUT
+):
+    """:func:`log_forward` over one chunk of the rows of a long sequence.
+
+    ``log_start`` is the log of the chunk's predicted start (the sequence's
+    log start probabilities for its first chunk).  Fills ``filtered``,
+    ``log_predictive`` and ``log_last``, log p(z | rows so far) of the
+    chunk's last row (exact where its probabilities underflow; -inf for a
+    chunk of probability zero), and returns the chunk's log-likelihood.
+    """
+    cdef Py_ssize_t n_rows = log_frame.shape[0]
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t t, j, possible
+    cdef double log_likelihood
+    cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
+    cdef double[::1] log_scale = zeros_2d(1, n_rows)[0]
+    cdef double[::1] terms = zeros_2d(1, n_states)[0]
+    cdef double[:, ::1] log_trans_t = log_trans.T.copy()
+    with nogil:
+        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_scale,
+                                    terms)
+        log_likelihood = _log_predictive_one(log_scale, shift, possible, log_predictive)
+        for t in range(n_rows):
+            for j in range(n_states):
+                filtered[t, j] = exp(log_alpha[t, j]) if t < possible else 0.0
+        for j in range(n_states):
+            log_last[j] = log_alpha[n_rows - 1, j] if possible == n_rows else -INFINITY
+    return log_likelihood
+
+
+def log_forward_backward_chunk(
+    const double[::1] log_start,  # IN
+    const double[:, ::1] log_trans,  # IN
+    const double[:, ::1] log_frame,  # IN
+    const double[::1] shift,  # IN
+    const double[::1] log_w_next,  # IN
+    bint has_next,
+    double[:, ::1] posteriors,  # OUT
+    double[::1] log_predictive,  # OUT
+    double[:, ::1] transition_counts,  # INOUT
+    double[::1] log_w_first,  # OUT
+):
+    """:func:`log_forward_backward` over one chunk of the rows of a long sequence.
+
+    ``log_start`` as in :func:`log_forward_chunk`.  When ``has_next``,
+    ``log_w_next`` is log w of the next chunk's first row,
+    log(frame(j) beta(j) / c) there: the chunk's last backward message is
+    log beta(i) = logsumexp_j(log A_ij + log_w_next(j)), and the transitions
+    from its last row into the next chunk are added to ``transition_counts``
+    with those between its own rows.  Puts log w of the chunk's first row in
+    ``log_w_first`` (-inf where the forward message is zero) and returns the
+    chunk's log-likelihood (-inf, zero posteriors and nothing added for a
+    chunk of probability zero).
+    """
+    cdef Py_ssize_t n_rows = log_frame.shape[0]
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t t, i, j, possible
+    cdef double log_likelihood, log_alpha_i
+    cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_beta = zeros_2d(n_rows, n_states)
+    cdef double[::1] log_scale = zeros_2d(1, n_rows)[0]
+    cdef double[::1] terms = zeros_2d(1, n_states)[0]
+    cdef double[::1] following = zeros_2d(1, n_states)[0]
+    cdef double[:, ::1] log_trans_t = log_trans.T.copy()
+    with nogil:
+        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_scale,
+                                    terms)
+        log_likelihood = _log_predictive_one(log_scale, shift, possible, log_predictive)
+        if possible < n_rows:
+            for t in range(n_rows):
+                for i in range(n_states):
+                    posteriors[t, i] = 0.0
+            for j in range(n_states):
+                log_w_first[j] = -INFINITY
+        else:
+            for i in range(n_states):
+                if not has_next:
+                    log_beta[n_rows - 1, i] = 0.0
+                    continue
+                for j in range(n_states):
+                    terms[j] = log_trans[i, j] + log_w_next[j]
+                log_beta[n_rows - 1, i] = _log_sum_exp(&terms[0], n_states)
+                log_alpha_i = log_alpha[n_rows - 1, i]
+                if log_alpha_i == -INFINITY:
+                    continue
+                for j in range(n_states):
+                    transition_counts[i, j] += exp(
+                        log_alpha_i + log_trans[i, j] + log_w_next[j])
+            _log_backward_one(log_trans, log_frame, log_alpha, log_beta, log_scale, following,
+                              terms, posteriors, transition_counts)
+            for j in range(n_states):
+                log_w_first[j] = (log_frame[0, j] + log_beta[0, j] - log_scale[0]
+                                  if log_alpha[0, j] > -INFINITY else -INFINITY)
+    return log_likelihood

@@ -46,7 +46,10 @@ from .._parallel import limited_threads
 from .._sequences import (
     blocks_of_rows,
     check_y_is_not_lengths,
+    checkpoint_rows,
+    isolate_long_sequences,
     lengths_by_keyword,
+    memory_budget_rows,
     sequence_offsets,
 )
 from .._validation import PARAMETER_RULES, check_option_param
@@ -61,6 +64,8 @@ from ..base import (
 )
 from ..inference.hmm import (
     ForwardResult,
+    _checkpointed_forward_backward,
+    _chunked_forward,
     _forward_backward_offsets,
     _forward_offsets,
     _forward_smoothing_rows,
@@ -80,6 +85,17 @@ _BLOCK_CELLS = 2**15
 # The E step does the same with larger blocks: its statistics cost a little
 # Python per block.
 _ESTEP_BLOCK_CELLS = 2**17
+# A sequence of more than _LONG_SEQUENCE_CELLS rows x states is scored in
+# chunks of a block's rows, its forward message carried from chunk to chunk,
+# so scoring needs the same memory whatever its length (shorter ones keep the
+# whole-sequence recursion, whose error bounds follow a state whose
+# probability falls below 2^-1000 without the log-space redo that a chunk
+# boundary needs then: left-right models).  The E step of a sequence whose whole-sequence
+# arrays would pass scikit-learn's ``working_memory`` is checkpointed
+# (doc/user_guide/hmm.rst, "One long sequence in bounded memory"): chunks of
+# sqrt(T) rows, and at least this many cells while the budget allows.
+_CHECKPOINT_MIN_CELLS = 2**17
+_LONG_SEQUENCE_CELLS = 2**18
 
 
 def normalize_rows(counts, previous):
@@ -514,8 +530,66 @@ class BaseHMM(BaseEM):
             statistics.update(self._emission_statistics(X[rows], result.posteriors, cache))
             blocks.append((statistics, result.log_likelihood))
 
-        self._blockwise(X, offsets, block, cells=_ESTEP_BLOCK_CELLS, buffers=buffers)
+        def long_sequence(X, emissions, buffers, sequences, rows):
+            blocks.append(self._checkpointed_estep(X, emissions, buffers))
+
+        self._blockwise(
+            X,
+            offsets,
+            block,
+            cells=_ESTEP_BLOCK_CELLS,
+            buffers=buffers,
+            long_rows=self._checkpoint_threshold(X.shape[1]),
+            run_long=long_sequence,
+        )
         return self._add_up(blocks)
+
+    def _estep_bytes_per_row(self, n_features):
+        """Bytes per row of the whole-sequence E step's arrays (an estimate):
+        the log-emissions, the frame, the forward messages and the posteriors
+        (n_components each), the shift, the log predictive densities, and the
+        emission statistics' products of the rows."""
+        return 8 * (5 * self.n_components + 2 + n_features)
+
+    def _checkpoint_threshold(self, n_features):
+        """Rows beyond which one sequence's E step is checkpointed: where its
+        whole-sequence arrays would pass ``sklearn.get_config()["working_memory"]``."""
+        return memory_budget_rows(self._estep_bytes_per_row(n_features))
+
+    def _checkpoint_rows(self, n_rows, n_features):
+        """Rows per chunk of a checkpointed E step (:func:`skseq._sequences.checkpoint_rows`)."""
+        return checkpoint_rows(
+            n_rows,
+            self._estep_bytes_per_row(n_features),
+            _CHECKPOINT_MIN_CELLS // self.n_components,
+        )
+
+    def _checkpointed_estep(self, X, emissions, buffers, chunk_rows=None):
+        """``(statistics, log_likelihood)`` of one sequence ``X`` by checkpointed
+        forward-backward, chunk by chunk (``chunk_rows``: see
+        :meth:`_checkpoint_rows`)."""
+        if chunk_rows is None:
+            chunk_rows = self._checkpoint_rows(X.shape[0], X.shape[1])
+        emission_statistics = []  # the running sum, kept in a list for the closure
+
+        def consume(start, stop, posteriors, cache):
+            more = SufficientStatistics(self._emission_statistics(X[start:stop], posteriors, cache))
+            emission_statistics[:] = [
+                more + emission_statistics[0] if emission_statistics else more
+            ]
+
+        log_likelihood, start_counts, transition_counts = _checkpointed_forward_backward(
+            self.startprob_,
+            self.transmat_,
+            X.shape[0],
+            chunk_rows,
+            lambda start, stop: emissions(X[start:stop], buffers),
+            consume,
+            buffers,
+        )
+        statistics = SufficientStatistics(start=start_counts, trans=transition_counts)
+        statistics.update(emission_statistics[0])
+        return statistics, log_likelihood
 
     def _emissions(self, shifted=True):
         """A function ``(X, buffers=None) -> (log_frameprob, shift, cache)``.
@@ -532,32 +606,53 @@ class BaseHMM(BaseEM):
 
         return emissions
 
-    def _blockwise(self, X, offsets, run, *, shifted=True, cells=None, buffers=None):
+    def _blockwise(
+        self,
+        X,
+        offsets,
+        run,
+        *,
+        shifted=True,
+        cells=None,
+        buffers=None,
+        long_rows=None,
+        run_long=None,
+    ):
         """Call ``run(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows)``
         on the emissions of each block of whole sequences (``_emissions(shifted)``;
         blocks of about ``cells`` rows x states, see :meth:`_row_blocks`), with
         the work arrays of ``buffers`` (a new dict if None) shared from block to
-        block."""
+        block.  With ``run_long``, a sequence of more than ``long_rows`` rows is a
+        block of its own, and goes to ``run_long(X[rows], emissions, buffers,
+        sequences, rows)`` instead, which computes its emissions chunk by chunk."""
         emissions = self._emissions(shifted)
         buffers = {} if buffers is None else buffers
-        for sequences, rows, local_offsets in self._row_blocks(offsets, cells):
+        if run_long is None:
+            long_rows = None
+        for sequences, rows, local_offsets in self._row_blocks(offsets, cells, long_rows):
+            if long_rows is not None and len(local_offsets) == 2 and local_offsets[-1] > long_rows:
+                run_long(X[rows], emissions, buffers, sequences, rows)
+                continue
             log_frameprob, shift, cache = emissions(X[rows], buffers)
             run(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows)
 
-    def _row_blocks(self, offsets, cells=None):
+    def _row_blocks(self, offsets, cells=None, long_rows=None):
         """``(sequences, rows, local_offsets)`` for blocks of whole sequences.
 
-        A block holds about ``cells`` (default ``_BLOCK_CELLS``) rows x states.
+        A block holds about ``cells`` (default ``_BLOCK_CELLS``) rows x states;
+        a sequence of more than ``long_rows`` rows (when given) is a block of
+        its own.
         """
         cells = _BLOCK_CELLS if cells is None else cells
         rows_per_block = max(1, cells // self.n_components)
-        for first, stop in blocks_of_rows(offsets, rows_per_block):
-            start_row = offsets[first]
-            yield (
-                slice(first, stop),
-                slice(start_row, offsets[stop]),
-                offsets[first : stop + 1] - start_row,
-            )
+        for block_first, block_stop in blocks_of_rows(offsets, rows_per_block):
+            for first, stop in isolate_long_sequences(offsets, block_first, block_stop, long_rows):
+                start_row = offsets[first]
+                yield (
+                    slice(first, stop),
+                    slice(start_row, offsets[stop]),
+                    offsets[first : stop + 1] - start_row,
+                )
 
     def _require_possible(self, sequence_log_likelihood):
         """State probabilities and paths are undefined for data of probability zero."""
@@ -747,6 +842,12 @@ class BaseHMM(BaseEM):
     def fit(self, X, y=None, *, lengths=None, sequence_ids=None):
         """Estimate the model parameters with the EM (Baum-Welch) algorithm.
 
+        A sequence whose forward-backward arrays would pass scikit-learn's
+        ``working_memory`` budget (``sklearn.config_context(working_memory=MiB)``,
+        1024 MiB by default) gets a checkpointed E step: O(sqrt(T) n_components)
+        memory, the same statistics, about 1.3 times the time (user guide,
+        "One long sequence in bounded memory").  ``X`` may be a ``np.memmap``.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -774,6 +875,9 @@ class BaseHMM(BaseEM):
     def score(self, X, y=None, *, lengths=None, sequence_ids=None, sample_weight=None):
         """Log-likelihood of ``X`` under the model.
 
+        A long sequence is scored in chunks, its forward message carried
+        across: the working memory does not grow with its length.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -790,7 +894,9 @@ class BaseHMM(BaseEM):
         log_likelihood : float
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids, y=y, method="score")
-        result = self._forward_over_blocks(X, offsets)
+        result = self._forward_over_blocks(
+            X, offsets, keep_log_predictive=sample_weight is not None
+        )
         if self._densities_never_zero:
             self._require_possible(result.sequence_log_likelihood)
         if sample_weight is None:
@@ -812,7 +918,7 @@ class BaseHMM(BaseEM):
         log_likelihoods : ndarray of shape (n_sequences,)
         """
         X, offsets = self._prepare_fitted(X, lengths, sequence_ids)
-        result = self._forward_over_blocks(X, offsets)
+        result = self._forward_over_blocks(X, offsets, keep_log_predictive=False)
         sequence_log_likelihood = result.sequence_log_likelihood
         if self._densities_never_zero:
             self._require_possible(sequence_log_likelihood)
@@ -987,10 +1093,17 @@ class BaseHMM(BaseEM):
         predicted /= predicted.sum(axis=1, keepdims=True)
         return predicted
 
-    def _forward(self, X, offsets, keep_filtered=True):
-        """Forward pass block by block; ``filtered`` is None unless ``keep_filtered``."""
+    def _forward(self, X, offsets, keep_filtered=True, keep_log_predictive=True):
+        """Forward pass block by block; ``filtered`` is None unless ``keep_filtered``,
+        ``log_predictive`` None unless ``keep_log_predictive``.
+
+        Without ``filtered``, a sequence of more than ``_LONG_SEQUENCE_CELLS``
+        rows x states goes in chunks of a block's rows
+        (:func:`~skseq.inference.hmm._chunked_forward`): the working memory
+        does not grow with the length of a sequence.
+        """
         filtered = np.empty((X.shape[0], self.n_components)) if keep_filtered else None
-        log_predictive = np.empty(X.shape[0])
+        log_predictive = np.empty(X.shape[0]) if keep_log_predictive else None
         sequence_log_likelihood = np.empty(len(offsets) - 1)
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
@@ -1002,27 +1115,52 @@ class BaseHMM(BaseEM):
                 shift,
                 buffers,
                 filtered=None if filtered is None else filtered[rows],
-                log_predictive=log_predictive[rows],
+                log_predictive=None if log_predictive is None else log_predictive[rows],
                 sequence_log_likelihood=sequence_log_likelihood[sequences],
             )
 
-        self._blockwise(X, offsets, block)
+        def long_sequence(X, emissions, buffers, sequences, rows):
+            def on_chunk(start, stop, chunk_log_predictive):
+                log_predictive[rows.start + start : rows.start + stop] = chunk_log_predictive
+
+            sequence_log_likelihood[sequences] = _chunked_forward(
+                self.startprob_,
+                self.transmat_,
+                X.shape[0],
+                chunk_rows,
+                lambda start, stop: emissions(X[start:stop], buffers)[:2],
+                None if log_predictive is None else on_chunk,
+                buffers,
+            )
+
+        chunk_rows = max(1, _BLOCK_CELLS // self.n_components)
+        self._blockwise(
+            X,
+            offsets,
+            block,
+            long_rows=max(1, _LONG_SEQUENCE_CELLS // self.n_components),
+            run_long=None if keep_filtered else long_sequence,
+        )
         return ForwardResult(
             float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
         )
 
-    def _forward_over_blocks(self, X, offsets):
+    def _forward_over_blocks(self, X, offsets, keep_log_predictive=True):
         """:meth:`_forward` without ``filtered``, over blocks of sequences in
         ``n_jobs`` threads or on the joblib backend's workers (scores)."""
         results = self._over_sequence_blocks(
-            lambda X, offsets: self._forward(X, offsets, keep_filtered=False), offsets, X
+            lambda X, offsets: self._forward(
+                X, offsets, keep_filtered=False, keep_log_predictive=keep_log_predictive
+            ),
+            offsets,
+            X,
         )
         sequence_log_likelihood = np.concatenate([r.sequence_log_likelihood for r in results])
         return ForwardResult(
             float(sequence_log_likelihood.sum()),
             None,
             sequence_log_likelihood,
-            np.concatenate([r.log_predictive for r in results]),
+            np.concatenate([r.log_predictive for r in results]) if keep_log_predictive else None,
         )
 
     def sample(self, n_samples=1, random_state=None, currstate=None):

@@ -398,8 +398,9 @@ def _forward_offsets(
 
     ``shift`` and ``buffers`` as in :func:`_forward_backward_offsets`; the
     outputs ``filtered``, ``log_predictive`` and ``sequence_log_likelihood``,
-    when given, are filled in place (otherwise ``filtered`` is a work array).
-    Sequences the scaled recursion flags are redone in log space.
+    when given, are filled in place (otherwise ``filtered`` and
+    ``log_predictive`` are work arrays).  Sequences the scaled recursion flags
+    are redone in log space.
     """
     frame, shift, shifted_log_frame = _frame(log_frameprob, shift, buffers)
     n_samples, n_states = frame.shape
@@ -407,7 +408,7 @@ def _forward_offsets(
     if filtered is None:
         filtered = work_array(buffers, "filtered", (n_samples, n_states))
     if log_predictive is None:
-        log_predictive = np.empty(n_samples)
+        log_predictive = work_array(buffers, "log_predictive", (n_samples,))
     if sequence_log_likelihood is None:
         sequence_log_likelihood = np.empty(len(offsets) - 1)
     arrays = (filtered, log_predictive, sequence_log_likelihood)
@@ -609,7 +610,11 @@ def _forward_smoothing_rows(startprob, transmat, log_frameprob, features, carrie
         log_predictive,
     )
     if np.isnan(log_likelihood) or _lost_precision(
-        message.filtered, startprob, transmat, log_frameprob, carried
+        message.filtered,
+        startprob,
+        transmat,
+        log_frameprob,
+        None if carried is None else _log_filtered(carried),
     ):
         # NaN: the scaled recursion underflowed (a state's shifted emission or
         # scaled probability fell below the smallest double on the path that
@@ -634,12 +639,16 @@ def _log_filtered(carried):
         return np.log(np.asarray(carried[0], dtype=np.float64))
 
 
-def _lost_precision(filtered, startprob, transmat, log_frameprob, carried):
+def _lost_precision(filtered, startprob, transmat, log_frameprob, log_filtered_before):
     """Whether a state of positive probability ends below what the fast path carries.
 
-    A filtered probability that is exactly zero is no loss when the state is
-    impossible (its support, followed through the chunk, is empty): left-right
-    models and zero emission probabilities keep the fast path.
+    ``filtered`` is the fast path's filtered distribution after the last row
+    of ``log_frameprob``; ``log_filtered_before`` the exact log filtered
+    distribution of the row before the first (None: the rows start the
+    sequence, from ``startprob``).  A filtered probability that is exactly
+    zero is no loss when the state is impossible (its support, followed
+    through the chunk, is empty): left-right models and zero emission
+    probabilities keep the fast path.
     """
     # A state whose last row has probability zero is impossible: no loss.
     small = (filtered < _SMALLEST_CARRIED) & (log_frameprob[-1] > -np.inf)
@@ -647,9 +656,10 @@ def _lost_precision(filtered, startprob, transmat, log_frameprob, carried):
         return False
     possible = log_frameprob > -np.inf
     allowed = transmat > 0
-    support = (startprob > 0) if carried is None else (_log_filtered(carried) > -np.inf)
+    fresh = log_filtered_before is None
+    support = (startprob > 0) if fresh else (log_filtered_before > -np.inf)
     for t in range(log_frameprob.shape[0]):
-        if t or carried is not None:
+        if t or not fresh:
             support = (support.astype(np.float64) @ allowed) > 0
         support &= possible[t]
     return bool(np.any(small & support))
@@ -834,6 +844,286 @@ def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, c
             "(log-likelihood -inf)."
         )
     return result
+
+
+# -- one long sequence in chunks of rows (bounded memory) ---------------------
+#
+# doc/user_guide/hmm.rst, "One long sequence in bounded memory".  A chunk
+# starts from the exact log filtered distribution of the row before it
+# (``log_filtered``; None for the first chunk, which starts from
+# ``startprob``), runs the scaled recursion of the whole-sequence kernels from
+# the predicted start p(z | earlier rows), and is redone in log space when
+# that recursion cannot vouch for its numbers, when the predicted start has a
+# probability below what the fast path carries, or when a state's filtered
+# probability ends there (then only the log-space recursion knows it exactly).
+
+
+class _ChunkForward(NamedTuple):
+    """The forward pass over one chunk (see :func:`_chunk_forward`)."""
+
+    log_likelihood: float
+    log_filtered: np.ndarray
+    log_predictive: np.ndarray
+    scaled: bool
+    frame: np.ndarray
+    filtered: np.ndarray
+    scale: np.ndarray
+
+
+def _one_sequence(n_rows):
+    return np.array([0, n_rows], dtype=np.intp)
+
+
+def _predicted_log_start(log_filtered, log_transmat):
+    """log p(z_t | rows before t) from log p(z_{t-1} | rows up to t-1): -inf
+    for a state no possible state leads to.  (scipy's logsumexp costs
+    milliseconds per call: too much once per chunk.)"""
+    terms = log_filtered[:, None] + log_transmat
+    top = terms.max(axis=0)
+    result = np.full(top.shape, -np.inf)
+    finite = top > -np.inf
+    with np.errstate(under="ignore"):
+        sums = np.exp(terms[:, finite] - top[finite]).sum(axis=0)
+    result[finite] = top[finite] + np.log(sums)
+    return result
+
+
+def _shifted_logs(log_frameprob, shift):
+    """The max-shifted log-emissions and their shift (given: already shifted)."""
+    log_frameprob = _contiguous(log_frameprob)
+    if shift is not None:
+        return log_frameprob, _contiguous(shift)
+    shifted = np.empty_like(log_frameprob)
+    shift = np.empty(log_frameprob.shape[0])
+    _hmm.shift_rows(log_frameprob, shifted, shift)
+    return shifted, shift
+
+
+def _chunk_start(startprob, log_transmat, log_filtered):
+    """``(start, log_start, scaled)`` of a chunk: its predicted start, the log of
+    it (None for the first chunk: computed if needed), and whether the fast
+    path may take it (no predicted probability below what it carries)."""
+    if log_filtered is None:
+        return startprob, None, True
+    log_start = _predicted_log_start(log_filtered, log_transmat)
+    return np.exp(log_start), log_start, not np.any(_underflows(log_start))
+
+
+def _chunk_forward(startprob, transmat, log_transmat, log_frameprob, shift, log_filtered, buffers):
+    """The forward pass over one chunk of a long sequence, on validated inputs.
+
+    ``log_frameprob`` (shifted by ``shift`` unless it is None) holds the
+    chunk's rows; ``log_filtered`` is the exact log filtered distribution of
+    the row before the chunk (None: the chunk starts the sequence).  Returns
+    a :class:`_ChunkForward`: the chunk's log-likelihood given the earlier
+    rows (-inf for probability zero), the exact log filtered distribution of
+    its last row, its log predictive densities (a work array), whether the
+    scaled recursion stood, and then its frame, filtered distributions and
+    scale factors for a scaled backward pass.
+    """
+    n_rows, n_states = log_frameprob.shape
+    start, log_start, scaled = _chunk_start(startprob, log_transmat, log_filtered)
+    log_predictive = work_array(buffers, "log_predictive", (n_rows,))
+    filtered = work_array(buffers, "filtered", (n_rows, n_states))
+    if scaled:
+        frame, frame_shift, _ = _frame(log_frameprob, shift, buffers)
+        frame_shift = _contiguous(frame_shift)
+        scale = work_array(buffers, "scale", (n_rows,))
+        status = np.empty(1)
+        _hmm.forward(
+            _contiguous(start),
+            transmat,
+            frame,
+            frame_shift,
+            _one_sequence(n_rows),
+            filtered,
+            scale,
+            status,
+        )
+        if not np.isnan(status[0]) and not _lost_precision(
+            filtered[-1], startprob, transmat, log_frameprob, log_filtered
+        ):
+            np.log(scale, out=log_predictive)
+            log_predictive += frame_shift
+            with np.errstate(over="ignore"):  # below -DBL_MAX: -inf
+                log_likelihood = float(log_predictive.sum())
+            with np.errstate(divide="ignore"):  # impossible states
+                last = np.log(filtered[-1])
+            return _ChunkForward(log_likelihood, last, log_predictive, True, frame, filtered, scale)
+    if log_start is None:
+        log_start = _logs(startprob, transmat)[0]
+    shifted, shift = _shifted_logs(log_frameprob, shift)
+    last = np.empty(n_states)
+    log_likelihood = _hmm.log_forward_chunk(
+        _contiguous(log_start), log_transmat, shifted, shift, filtered, log_predictive, last
+    )
+    return _ChunkForward(float(log_likelihood), last, log_predictive, False, None, filtered, None)
+
+
+def _chunk_bounds(n_rows, chunk_rows):
+    return [(start, min(start + chunk_rows, n_rows)) for start in range(0, n_rows, chunk_rows)]
+
+
+def _chunked_forward(
+    startprob, transmat, n_rows, chunk_rows, emissions, on_chunk=None, buffers=None
+):
+    """The log-likelihood of one long sequence in O(chunk_rows x n_states) memory.
+
+    ``emissions(start, stop)`` gives ``(log_frameprob, shift)`` of rows
+    ``start:stop`` (``shift`` None: not shifted); ``on_chunk(start, stop,
+    log_predictive)``, when given, sees each chunk's log predictive densities
+    (a work array, consumed at once).  Each chunk's log-likelihood given the
+    earlier rows is exact to 2^-36 relative, as a whole sequence's is.
+    """
+    startprob, transmat = _contiguous(startprob), _contiguous(transmat)
+    log_transmat = _logs(startprob, transmat)[1]
+    log_filtered, log_likelihood = None, 0.0
+    for start, stop in _chunk_bounds(n_rows, chunk_rows):
+        log_frameprob, shift = emissions(start, stop)
+        chunk = _chunk_forward(
+            startprob, transmat, log_transmat, log_frameprob, shift, log_filtered, buffers
+        )
+        log_likelihood += chunk.log_likelihood
+        if on_chunk is not None:
+            on_chunk(start, stop, chunk.log_predictive)
+        log_filtered = chunk.log_filtered
+    return log_likelihood
+
+
+def _chunk_backward_scaled(
+    startprob,
+    transmat,
+    log_transmat,
+    log_frameprob,
+    shift,
+    before,
+    log_w_next,
+    posteriors,
+    xi_unscaled,
+    transition_counts,
+    buffers,
+):
+    """The scaled forward (again, from the checkpoint ``before``) and backward
+    pass over one chunk; returns log w of its first row, or None when the
+    scaled recursion cannot vouch for its numbers (nothing is then added)."""
+    chunk = _chunk_forward(startprob, transmat, log_transmat, log_frameprob, shift, before, buffers)
+    if not chunk.scaled:
+        return None
+    n_states = transmat.shape[0]
+    has_next = log_w_next is not None
+    beta_last = np.ones(n_states)
+    if has_next:
+        with np.errstate(over="ignore"):
+            beta_last = np.exp(_predicted_log_start(log_w_next, log_transmat.T))
+        if not np.isfinite(beta_last).all():
+            return None
+    w_first = np.empty(n_states)
+    status = _hmm.backward_chunk(
+        transmat,
+        chunk.frame,
+        chunk.filtered,
+        chunk.scale,
+        beta_last,
+        has_next,
+        posteriors,
+        xi_unscaled,
+        w_first,
+    )
+    if np.isnan(status):
+        return None
+    with np.errstate(divide="ignore"):  # zero: the state is impossible there
+        if has_next:
+            cross = np.log(chunk.filtered[-1])[:, None] + log_transmat + log_w_next[None, :]
+            transition_counts += np.exp(cross)
+        return np.log(w_first)
+
+
+def _checkpointed_forward_backward(
+    startprob, transmat, n_rows, chunk_rows, emissions, consume, buffers=None
+):
+    """Forward-backward over one long sequence in O((n_rows / chunk_rows + chunk_rows) n_states).
+
+    The forward pass keeps only the log filtered distribution before each
+    chunk of ``chunk_rows`` rows (its checkpoint); the backward pass goes
+    over the chunks last to first, recomputes each one's emissions and
+    forward messages from its checkpoint, then runs the backward recursion
+    over it from the backward message of the next chunk (see
+    doc/user_guide/hmm.rst, "One long sequence in bounded memory").
+    ``emissions(start, stop)`` gives ``(log_frameprob, shift, cache)`` of rows
+    ``start:stop``; ``consume(start, stop, posteriors, cache)`` gets each
+    chunk's posteriors (a work array, consumed at once), last chunk first.
+    A chunk the scaled recursions cannot vouch for is redone in log space.
+
+    Returns ``(log_likelihood, start_counts, transition_counts)``; for a
+    sequence of probability zero, -inf and zero posteriors and counts, as
+    :func:`_forward_backward_offsets` gives.
+    """
+    startprob, transmat = _contiguous(startprob), _contiguous(transmat)
+    log_transmat = _logs(startprob, transmat)[1]
+    n_states = transmat.shape[0]
+    bounds = _chunk_bounds(n_rows, chunk_rows)
+    checkpoints, log_filtered, log_likelihood = [], None, 0.0
+    for start, stop in bounds:
+        log_frameprob, shift, _ = emissions(start, stop)
+        chunk = _chunk_forward(
+            startprob, transmat, log_transmat, log_frameprob, shift, log_filtered, buffers
+        )
+        checkpoints.append((log_filtered, chunk.scaled))
+        log_likelihood += chunk.log_likelihood
+        log_filtered = chunk.log_filtered
+    possible = log_likelihood > -np.inf
+    start_counts = np.zeros(n_states)
+    transition_counts = np.zeros((n_states, n_states))
+    xi_unscaled = np.zeros((n_states, n_states))
+    log_w = None
+    for index in range(len(bounds) - 1, -1, -1):
+        start, stop = bounds[index]
+        log_frameprob, shift, cache = emissions(start, stop)
+        posteriors = work_array(buffers, "posteriors", (stop - start, n_states))
+        before, scaled = checkpoints[index]
+        if not possible:
+            posteriors[...] = 0.0
+            consume(start, stop, posteriors, cache)
+            continue
+        log_w_first = None
+        if scaled:
+            log_w_first = _chunk_backward_scaled(
+                startprob,
+                transmat,
+                log_transmat,
+                log_frameprob,
+                shift,
+                before,
+                log_w,
+                posteriors,
+                xi_unscaled,
+                transition_counts,
+                buffers,
+            )
+        if log_w_first is None:
+            log_start = _chunk_start(startprob, log_transmat, before)[1]
+            if log_start is None:
+                log_start = _logs(startprob, transmat)[0]
+            shifted, shift = _shifted_logs(log_frameprob, shift)
+            log_w_first = np.empty(n_states)
+            _hmm.log_forward_backward_chunk(
+                _contiguous(log_start),
+                log_transmat,
+                shifted,
+                shift,
+                np.zeros(n_states) if log_w is None else log_w,
+                log_w is not None,
+                posteriors,
+                work_array(buffers, "log_predictive", (stop - start,)),
+                transition_counts,
+                log_w_first,
+            )
+        if index == 0:
+            start_counts += posteriors[0]
+        consume(start, stop, posteriors, cache)
+        log_w = log_w_first
+    transition_counts += transmat * xi_unscaled
+    return log_likelihood, start_counts, transition_counts
 
 
 # -- sampling -----------------------------------------------------------------

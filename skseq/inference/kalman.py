@@ -863,6 +863,31 @@ def _forward_smoothing_rows(model, X, controls, carried):
     return KalmanForwardSmoothingResult(added, float(log_likelihood), state)
 
 
+def _em_statistics_in_chunks(model, X, controls, chunk_rows):
+    """The E step of one sequence in chunks of ``chunk_rows`` rows (no checks).
+
+    Forward-only smoothing (:func:`_forward_smoothing_rows`) over the chunks,
+    its message carried across: one pass over the rows, and memory that of
+    one chunk plus the message, O(chunk_rows k^2 + E k^2), whatever the
+    sequence's length.  At fixed parameters the statistics are those of
+    :func:`_em_statistics_offsets` (doc/user_guide/lgssm.rst, "One long
+    sequence in bounded memory").  Returns ``(statistics, log_likelihood)``;
+    a numerical failure gives log-likelihood NaN and zero statistics, as
+    :func:`_em_statistics_offsets` gives for such a sequence.
+    """
+    carried, log_likelihood = None, 0.0
+    for start in range(0, X.shape[0], chunk_rows):
+        stop = min(start + chunk_rows, X.shape[0])
+        _, chunk_log_likelihood, carried = _forward_smoothing_rows(
+            model, X[start:stop], controls[start:stop], carried
+        )
+        if np.isnan(chunk_log_likelihood):
+            nothing = _em_statistics_offsets(model, X[:1], controls[:1], np.array([0, 1]))[0]
+            return {name: np.zeros_like(value) for name, value in nothing.items()}, float("nan")
+        log_likelihood += chunk_log_likelihood
+    return _stream_statistics(carried, model.n_obs, model.n_ctrl), log_likelihood
+
+
 def _check_carried(carried, n_state, n_obs, n_ctrl):
     if not isinstance(carried, KalmanStreamState):
         raise TypeError(

@@ -31,10 +31,18 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
+from .._sequences import (
+    check_y_is_not_lengths,
+    checkpoint_rows,
+    isolate_long_sequences,
+    lengths_by_keyword,
+    memory_budget_rows,
+    sequence_offsets,
+)
 from .._validation import PARAMETER_RULES, check_data_scale, masked_as_nan
 from ..base import BaseEM, ParameterCoordinates, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
+    _em_statistics_in_chunks,
     _em_statistics_offsets,
     _filter_last_offsets,
     _filter_offsets,
@@ -80,6 +88,9 @@ _ABSOLUTE_COVARIANCE_FLOOR = 1e-12
 # The variance of a diffuse initial state, in units of the state's scale: the
 # prior of the first state is then flat over any range the data can reach.
 _DIFFUSE_VARIANCE = 1e6
+# Rows per chunk of the E step of a sequence beyond the working-memory budget
+# (forward-only smoothing in chunks), at least: fewer chunks cost less Python.
+_CHUNK_ROWS = 2**14
 
 
 def _floor_covariance(covariance, scale):
@@ -723,10 +734,42 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         recursions keep no work arrays between E steps (``buffers`` unused).
         """
         n_features = self.n_features_in_
-        statistics, sequence_log_likelihood = _em_statistics_offsets(
-            self._model(), X[:, :n_features], X[:, n_features:], offsets
-        )
-        return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
+        model = self._model()
+        bytes_per_row = self._estep_bytes_per_row()
+        long_rows = memory_budget_rows(bytes_per_row)
+        if not (np.diff(offsets) > long_rows).any():
+            statistics, sequence_log_likelihood = _em_statistics_offsets(
+                model, X[:, :n_features], X[:, n_features:], offsets
+            )
+            return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
+        # A sequence whose whole-sequence scratch would pass the working-memory
+        # budget goes through forward-only smoothing in chunks (bounded memory).
+        total, log_likelihood = None, 0.0
+        for first, stop in isolate_long_sequences(offsets, 0, len(offsets) - 1, long_rows):
+            rows = slice(offsets[first], offsets[stop])
+            if rows.stop - rows.start > long_rows and stop - first == 1:
+                chunk_rows = checkpoint_rows(rows.stop - rows.start, bytes_per_row, _CHUNK_ROWS)
+                statistics, run_log_likelihood = _em_statistics_in_chunks(
+                    model, X[rows, :n_features], X[rows, n_features:], chunk_rows
+                )
+            else:
+                statistics, sequence_log_likelihood = _em_statistics_offsets(
+                    model,
+                    X[rows, :n_features],
+                    X[rows, n_features:],
+                    offsets[first : stop + 1] - offsets[first],
+                )
+                run_log_likelihood = float(sequence_log_likelihood.sum())
+            statistics = SufficientStatistics(statistics)
+            total = statistics if total is None else total + statistics
+            log_likelihood += run_log_likelihood
+        return total, log_likelihood
+
+    def _estep_bytes_per_row(self):
+        """Bytes per row of the whole-sequence E step's scratch: the filtered
+        means and covariances and the log predictive density."""
+        k = self.n_components
+        return 8 * (k * k + k + 1)
 
     def _mstep(self, statistics):
         """Closed-form maximisation of the expected complete-data log-likelihood.
@@ -908,6 +951,12 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
 
     def fit(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):
         """Estimate the parameters by EM.
+
+        A sequence whose filtered states would pass scikit-learn's
+        ``working_memory`` budget (``sklearn.config_context(working_memory=MiB)``,
+        1024 MiB by default) gets its E step by forward-only smoothing in
+        chunks: memory that does not grow with its length, the same
+        statistics (user guide, "One long sequence in bounded memory").
 
         Parameters
         ----------
