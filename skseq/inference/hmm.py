@@ -32,7 +32,7 @@ from sklearn.utils import check_random_state
 from .._buffers import longest_sequence, work_array
 from .._kernels import load
 from .._sequences import sequence_offsets
-from .._validation import check_scalar_param
+from .._validation import check_allocation, check_scalar_param
 
 _hmm = load("_hmm")
 
@@ -882,6 +882,10 @@ def sample_states(startprob, transmat, n_samples, *, random_state=None):
     """
     startprob, transmat = _check_probabilities(startprob, transmat)
     check_scalar_param(n_samples, "n_samples", "int", low=1)
+    # The uniforms (float64) and the path (intp) are held at once.
+    check_allocation(
+        (int(n_samples), 2), np.float64, argument=f"n_samples={n_samples}", what="the state path"
+    )
     uniforms = check_random_state(random_state).rand(int(n_samples))
     return _sample_states(startprob, transmat, uniforms)
 

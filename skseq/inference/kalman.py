@@ -32,7 +32,7 @@ from sklearn.utils import check_random_state
 
 from .._kernels import _kalman
 from .._sequences import sequence_offsets
-from .._validation import check_scalar_param, masked_as_nan
+from .._validation import check_allocation, check_scalar_param, masked_as_nan
 
 __all__ = [
     "kalman_filter",
@@ -1159,6 +1159,13 @@ def kalman_forecast(
     last = _filter_last_offsets(model, X, controls, offsets)
     _raise_if_failed(last.sequence_log_likelihood)
     n_rows = (len(offsets) - 1) * n_steps
+    p = model.n_obs
+    check_allocation(
+        (n_rows, p + 1, p),
+        np.float64,
+        argument=f"n_steps={n_steps}",
+        what=f"the forecast's means and covariances of {n_rows} rows",
+    )
     future_controls = check_controls(future_controls, n_rows, model.n_ctrl, name="future_controls")
     return _forecast(model, last.last_means, last.last_covariances, future_controls, n_steps)
 
@@ -1213,6 +1220,15 @@ def sample_lgssm(
         )
     parameters = check_lgssm_arrays(observation_matrix.shape[0], **_model_arguments(locals()))
     n_controls = parameters["control_matrix"].shape[1]
+    # The state and observation noises, the innovations, the states and the
+    # observations are held at once.
+    k, p = parameters["transition_matrix"].shape[0], observation_matrix.shape[0]
+    check_allocation(
+        (n_samples, 3 * k + 2 * p),
+        np.float64,
+        argument=f"n_samples={n_samples}",
+        what=f"a sequence of {n_samples} states and observations",
+    )
     controls = check_controls(controls, n_samples, n_controls)
     return _sample(parameters, n_samples, controls, check_random_state(random_state))
 
