@@ -9,7 +9,7 @@ pointed to ``LabelEncoder``.
 import numpy as np
 import pytest
 
-from skseq import CategoricalHMM
+from skseq import CategoricalHMM, GaussianHMM, LinearGaussianSSM
 from skseq._validation import check_allocation, format_bytes
 from skseq.inference import s4d_kernel, sample_states
 from skseq.inference.kalman import kalman_forecast, sample_lgssm
@@ -53,6 +53,21 @@ def test_sampling_and_forecasting_refuse_lengths_no_memory_holds():
         sample_lgssm(10**15, [[0.9]], [[1.0]], [[0.1]], [[0.5]], random_state=0)
     with pytest.raises(ValueError, match="^n_steps=1000000000000000 is too large"):
         kalman_forecast(np.ones((3, 1)), 10**15, [[0.9]], [[1.0]], [[0.1]], [[0.5]])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_estimators_sample_and_forecast_only_what_memory_holds():
+    X = np.random.default_rng(0).normal(size=(30, 1))
+    hmm = GaussianHMM(n_components=2, n_iter=2, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="^n_samples=1000000000000000 is too large"):
+        hmm.sample(10**15)
+    lgssm = LinearGaussianSSM(n_components=1, n_iter=2, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="^n_samples=1000000000000000 is too large"):
+        lgssm.sample(10**15)
+    with pytest.raises(ValueError, match="^n_steps=1000000000000000 is too large"):
+        lgssm.forecast(X, 10**15)
+    # sizes that fit are drawn as before
+    assert hmm.sample(5)[0].shape == (5, 1) and lgssm.sample(5)[0].shape == (5, 1)
 
 
 # -- CategoricalHMM: symbols that are not codes 0..n-1 ------------------------------------

@@ -856,6 +856,14 @@ def _check_probabilities(startprob, transmat):
     return startprob, transmat
 
 
+def check_path_length(n_samples):
+    """``n_samples`` >= 1 whose path (its uniforms and states) fits in memory."""
+    check_scalar_param(n_samples, "n_samples", "int", low=1)
+    check_allocation(
+        (int(n_samples), 2), np.float64, argument=f"n_samples={n_samples}", what="the state path"
+    )
+
+
 def sample_states(startprob, transmat, n_samples, *, random_state=None):
     """Draw a path of the hidden Markov chain.
 
@@ -881,11 +889,7 @@ def sample_states(startprob, transmat, n_samples, *, random_state=None):
     array([0, 1, 0, 1, 0])
     """
     startprob, transmat = _check_probabilities(startprob, transmat)
-    check_scalar_param(n_samples, "n_samples", "int", low=1)
-    # The uniforms (float64) and the path (intp) are held at once.
-    check_allocation(
-        (int(n_samples), 2), np.float64, argument=f"n_samples={n_samples}", what="the state path"
-    )
+    check_path_length(n_samples)
     uniforms = check_random_state(random_state).rand(int(n_samples))
     return _sample_states(startprob, transmat, uniforms)
 
