@@ -223,6 +223,15 @@ def test_dmm_divergence_names_the_hyperparameter(params, expected):
     _assert_users_terms(error, "diverged", expected)
 
 
+def test_dmm_samples_and_forecasts_only_what_memory_holds():
+    X, lengths = _dmm_data()
+    model = _small_dmm().fit(X, lengths=lengths)
+    with pytest.raises(ValueError, match="^n_samples=1000000000000000 is too large"):
+        model.sample(10**15)
+    with pytest.raises(ValueError, match="^n_steps=1000000000000000 is too large"):
+        model.forecast(X[:10], 10**15)
+
+
 # -- the shared data-scale rule -----------------------------------------------------------
 
 

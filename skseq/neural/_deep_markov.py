@@ -21,7 +21,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 
 from .._parallel import ThreadRunner, single_threaded_blas
 from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
-from .._validation import check_data_scale, check_scalar_param, masked_as_nan
+from .._validation import check_allocation, check_data_scale, check_scalar_param, masked_as_nan
 from ._dmm import DeepMarkovNetwork
 from ._docstrings import training_parameters
 from ._trainer import PREDICTION_CHUNK_POSITIONS, BaseSequenceNetwork
@@ -659,6 +659,17 @@ class DeepMarkovModel(
         if np.any((levels < 0) | (levels > 1)):
             raise ValueError(f"quantiles must lie in [0, 1], got {quantiles!r}.")
         inputs, observed, step_mask, _ = self._prepare(X, None, lengths, sequence_ids, None)
+        # the particles' paths and simulated observations of every forecast step
+        check_allocation(
+            (
+                inputs.shape[0] * self.n_importance_samples,
+                n_steps,
+                self.n_components + inputs.shape[2],
+            ),
+            np.float64,
+            argument=f"n_steps={n_steps}",
+            what=f"the forecast's {self.n_importance_samples} particle paths per sequence",
+        )
         _, final, streams = self._filter_chunks(inputs, observed, step_mask)
         n_sequences, n_particles, m = final.shape
         p = self.n_features_in_
@@ -704,6 +715,12 @@ class DeepMarkovModel(
         """
         check_is_fitted(self)
         check_scalar_param(n_samples, "n_samples", "int", low=1)
+        check_allocation(
+            (n_samples, self.n_components + 2 * self.n_features_in_),
+            np.float64,
+            argument=f"n_samples={n_samples}",
+            what=f"a sequence of {n_samples} states and observations",
+        )
         rng = check_random_state(random_state)
         m, dtype = self.n_components, self.parameters_["initial.mean"].dtype
         states = np.empty((n_samples, m), dtype=dtype)
