@@ -305,10 +305,17 @@ def check_data_scale(
     if n_observed == 0:
         return 0.0
     with np.errstate(over="ignore", invalid="ignore"):
-        deviation = np.abs(observed if centre is None else observed - centre)
-        if scale is not None:
-            deviation = deviation / scale
-        spread = np.max(deviation, where=~np.isnan(deviation), initial=0.0)
+        if centre is None and scale is None:
+            # Without temporaries of the data's size (fmax and fmin skip NaN).
+            extremes = np.abs(
+                [np.fmax.reduce(observed, axis=None), np.fmin.reduce(observed, axis=None)]
+            )
+            spread = np.max(extremes, where=~np.isnan(extremes), initial=0.0)
+        else:
+            deviation = np.abs(observed if centre is None else observed - centre)
+            if scale is not None:
+                deviation = deviation / scale
+            spread = np.max(deviation, where=~np.isnan(deviation), initial=0.0)
     dtype = np.dtype(dtype)
     limit = np.sqrt(np.finfo(dtype).max / n_observed) / 2
     if not spread <= limit:
