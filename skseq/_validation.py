@@ -22,7 +22,9 @@ where missing values are supported (NaN marks them), masked entries become
 NaN; elsewhere a masked entry is an error.
 """
 
+import math
 import numbers
+import os
 from functools import partial
 
 import numpy as np
@@ -41,6 +43,10 @@ __all__ = [
     "PARAMETER_RULES",
     "check_parameters",
     "masked_as_nan",
+    "check_data_scale",
+    "check_allocation",
+    "physical_memory",
+    "format_bytes",
 ]
 
 
@@ -274,28 +280,164 @@ def check_parameters(estimator, family_rules=None, *, skip=()):
             rule(value, name)
 
 
-def check_data_scale(observed, centre):
+_PRECISIONS = {np.dtype(np.float64): "double precision", np.dtype(np.float32): "single precision"}
+
+
+def check_data_scale(
+    observed,
+    centre=None,
+    *,
+    scale=None,
+    dtype=np.float64,
+    name="X",
+    needed_by="the Gaussian densities need",
+):
     """Reject data whose squared deviations from ``centre`` overflow in their sums.
 
-    Gaussian models sum (x - centre)^2 over the rows (EM statistics, initial
-    covariances); data beyond about sqrt(DBL_MAX / n) of ``centre`` (near the
-    data mean) would make those sums inf and the covariances NaN.  NaN
-    entries of ``observed`` are missing and skipped.
+    Models sum squares of the data over the rows: Gaussian models sum
+    (x - centre)^2 (EM statistics, initial covariances, with the centre near
+    the data mean); neural networks sum squares of their inputs and
+    activations (normalisations, squared errors, attention scores).  Data
+    beyond about sqrt(max(dtype) / n) of ``centre`` would make those sums inf
+    in ``dtype`` and the results NaN, so they are refused up front, in the
+    user's terms.  NaN entries of ``observed`` are missing and skipped.
+
+    Parameters
+    ----------
+    observed : ndarray of shape (n_rows, n_features)
+    centre : ndarray of shape (n_features,), optional
+        The point the model takes deviations from; None means zero (the
+        model uses the data as they are).
+    scale : ndarray of shape (n_features,), optional
+        Deviations are measured in these units: the model standardises the
+        data by ``centre`` and ``scale`` (those of the data it was fitted on)
+        before working on them in ``dtype``.
+    dtype : float32 or float64, default=float64
+        The precision the model computes in.
+    name : str, default="X"
+        The argument, for the message.
+    needed_by : str, default="the Gaussian densities need"
+        What sums the squares, for the message.
+
+    Returns
+    -------
+    spread : float
+        The largest deviation found (in units of ``scale``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, the deviation, the limit and the precision.
     """
     n_observed = observed.shape[0]
     if n_observed == 0:
-        return
+        return 0.0
     with np.errstate(over="ignore", invalid="ignore"):
-        deviation = np.abs(observed - centre)
-        spread = np.max(deviation, where=~np.isnan(deviation), initial=0.0)
-    limit = np.sqrt(np.finfo(np.float64).max / n_observed) / 2
+        if centre is None and scale is None:
+            # Without temporaries of the data's size (fmax and fmin skip NaN).
+            extremes = np.abs(
+                [np.fmax.reduce(observed, axis=None), np.fmin.reduce(observed, axis=None)]
+            )
+            spread = np.max(extremes, where=~np.isnan(extremes), initial=0.0)
+        else:
+            deviation = np.abs(observed if centre is None else observed - centre)
+            if scale is not None:
+                deviation = deviation / scale
+            spread = np.max(deviation, where=~np.isnan(deviation), initial=0.0)
+    dtype = np.dtype(dtype)
+    limit = np.sqrt(np.finfo(dtype).max / n_observed) / 2
     if not spread <= limit:
-        raise ValueError(
-            f"X is too large for double precision: its entries lie up to {spread:.3g} from "
-            f"the data mean, and the sums of their squares that the Gaussian densities need "
-            f"overflow (the limit for {n_observed} rows is {limit:.3g}). Rescale X, e.g. "
-            "with sklearn.preprocessing.StandardScaler."
+        if centre is None:
+            where = f"its entries reach {spread:.3g} in magnitude"
+        elif scale is None:
+            where = f"its entries lie up to {spread:.3g} from the data mean"
+        else:
+            where = (
+                f"its entries lie up to {spread:.3g} standard deviations from the mean of the "
+                "data the model was fitted on"
+            )
+        remedy = (
+            f"Rescale {name}, e.g. with sklearn.preprocessing.StandardScaler"
+            if scale is None
+            else f"Pass {name} on the scale of the data the model was fitted on"
         )
+        if dtype == np.float32:
+            remedy += ", or use dtype='float64'"
+        raise ValueError(
+            f"{name} is too large for {_PRECISIONS.get(dtype, dtype.name)}: {where}, and the "
+            f"sums of their squares that {needed_by} overflow (the limit for {n_observed} rows "
+            f"is {limit:.3g}). {remedy}."
+        )
+    return float(spread)
+
+
+def physical_memory():
+    """Bytes of physical memory of this machine (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+# Where the physical memory is unknown: the user address space of today's 64-bit
+# processors (2**47 bytes), which no allocation can exceed.
+_ADDRESS_SPACE = 2**47
+
+
+def format_bytes(n_bytes):
+    """``n_bytes`` in the binary unit that gives a number below 1024 (KiB .. EiB)."""
+    value, unit = float(n_bytes), "bytes"
+    for larger in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, larger
+    return f"{value:.3g} {unit}"
+
+
+def check_allocation(shape, dtype, *, argument, what, limit=None):
+    """Raise a ValueError naming ``argument`` before allocating an array that cannot fit.
+
+    The bytes of an array of ``shape`` and ``dtype`` are counted exactly (in
+    Python integers, which do not overflow) and compared with ``limit``, by
+    default the machine's physical memory: an argument that drives an
+    allocation beyond it (a sequence length, a number of samples, an
+    alphabet size) is a mistake that would otherwise surface as numpy's
+    ``MemoryError`` -- or as hours of swapping.
+
+    Parameters
+    ----------
+    shape : tuple of int
+    dtype : numpy dtype
+    argument : str
+        The argument that sets the size, with its value (``"length=10**15"``),
+        for the message.
+    what : str
+        What is being allocated (``"the kernel K of shape (3, length)"``).
+    limit : int, optional
+        Bytes allowed; by default :func:`physical_memory`.
+
+    Returns
+    -------
+    n_bytes : int
+
+    Examples
+    --------
+    >>> check_allocation((3, 1000), np.float64, argument="length=1000", what="the kernel")
+    24000
+    >>> check_allocation((3, 10**15), np.float64, argument="length=10**15", what="the kernel")
+    Traceback (most recent call last):
+    ...
+    ValueError: length=10**15 is too large: the kernel would need 21.3 PiB...
+    """
+    n_bytes = math.prod(int(size) for size in shape) * np.dtype(dtype).itemsize
+    if limit is None:
+        limit = physical_memory() or _ADDRESS_SPACE
+    if n_bytes > limit:
+        raise ValueError(
+            f"{argument} is too large: {what} would need {format_bytes(n_bytes)}, more than "
+            f"the {format_bytes(limit)} of memory of this machine."
+        )
+    return n_bytes
 
 
 def masked_as_nan(X, *, missing_supported, owner, name="X", hint=None):

@@ -71,6 +71,7 @@ from ..inference.hmm import (
     _forward_smoothing_rows,
     _sample_states,
     _viterbi_offsets,
+    check_path_length,
 )
 
 __all__ = ["BaseHMM"]
@@ -1182,7 +1183,7 @@ class BaseHMM(BaseEM):
         states : ndarray of shape (n_samples,)
         """
         self._check_fitted_parameters()
-        check_scalar_param(n_samples, "n_samples", "int", low=1)
+        check_path_length(n_samples)
         random_state = check_random_state(
             self.random_state if random_state is None else random_state
         )

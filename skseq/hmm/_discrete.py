@@ -1,12 +1,14 @@
 """Emissions on whole numbers: CategoricalHMM (symbols), MultinomialHMM (counts over
 trials) and PoissonHMM (counts)."""
 
+import math
+
 import numpy as np
 from scipy.special import gammaln
 from sklearn.utils.validation import validate_data
 
 from .._sequences import lengths_by_keyword
-from .._validation import masked_as_nan, optional
+from .._validation import check_allocation, format_bytes, masked_as_nan, optional
 from ._base import BaseHMM, check_probability_vector, dirichlet_map, fit_kmeans
 
 __all__ = ["CategoricalHMM", "MultinomialHMM", "PoissonHMM"]
@@ -79,6 +81,48 @@ def check_alphabet_sizes(value, name, n_columns):
             f"{name} gives {sizes.shape[0]} alphabet sizes for {n_columns} column(s) of symbols."
         )
     return np.broadcast_to(sizes, (n_columns,)).astype(np.intp)
+
+
+# An alphabet inferred from the data (largest symbol + 1) wider than the data
+# have rows, with an emission table beyond this many bytes, is taken for symbols
+# that are not codes 0..n-1 (raw identifiers, hashes, years) rather than for a
+# real alphabet: most of its symbols cannot occur, and the table would fill the
+# memory with them.  A declared alphabet (n_features) is not limited this way.
+INFERRED_ALPHABET_LIMIT = 2**30
+
+
+def check_alphabet_allocation(sizes, n_components, n_rows, *, inferred):
+    """Refuse alphabets whose emission table (n_components, n_columns, max size) cannot be meant.
+
+    ``inferred``: the sizes come from the largest symbols of X (not from
+    ``n_features``); then an alphabet wider than ``n_rows`` whose table passes
+    :data:`INFERRED_ALPHABET_LIMIT` is refused.  Any table beyond the
+    machine's memory is refused (:func:`skseq._validation.check_allocation`).
+    """
+    column = int(np.argmax(sizes))
+    width = int(sizes[column])  # a Python int: exact for any float64 symbol
+    shape = (n_components, len(sizes), width)
+    n_bytes = math.prod(shape) * 8
+    where = f" in column {column}" if len(sizes) > 1 else ""
+    if inferred and width > n_rows and n_bytes > INFERRED_ALPHABET_LIMIT:
+        raise ValueError(
+            f"The largest symbol of X, {width - 1}{where}, implies an alphabet of {width} "
+            f"symbols (n_symbols = largest symbol + 1: CategoricalHMM takes the symbols "
+            f"0..n_symbols - 1), far more than the {n_rows} rows of X, and an emission table "
+            f"of {format_bytes(n_bytes)}. Map the symbols to 0..n - 1 first, with "
+            "sklearn.preprocessing.LabelEncoder (one column) or OrdinalEncoder (several); "
+            "if the alphabet really is that large, declare it with n_features."
+        )
+    check_allocation(
+        shape,
+        np.float64,
+        argument=(
+            f"the largest symbol of X, {width - 1}{where},"
+            if inferred
+            else f"n_features={width}" + (f" (column {column})" if len(sizes) > 1 else "")
+        ),
+        what=f"the emission table of shape {shape}",
+    )
 
 
 def check_declared_alphabets(value, name="n_features"):
@@ -350,8 +394,12 @@ class CategoricalHMM(BaseHMM):
             sizes = self._alphabets_of(table, "emissionprob", sources)
         elif self.n_features is not None:
             sizes = check_alphabet_sizes(self.n_features, "n_features", n_columns)
+            check_alphabet_allocation(sizes, self.n_components, X.shape[0], inferred=False)
         else:
-            sizes = X.max(axis=0).astype(np.intp) + 1
+            # Checked in float64 first: a symbol beyond the intp range would wrap.
+            sizes = X.max(axis=0) + 1
+            check_alphabet_allocation(sizes, self.n_components, X.shape[0], inferred=True)
+            sizes = sizes.astype(np.intp)
         self._check_symbols(X, sizes)
         if initial is None:
             width = sizes.max()

@@ -32,7 +32,7 @@ from sklearn.utils import check_random_state
 from .._buffers import longest_sequence, work_array
 from .._kernels import load
 from .._sequences import sequence_offsets
-from .._validation import check_scalar_param
+from .._validation import check_allocation, check_scalar_param
 from ._checks import masked_arrays_checked
 
 _hmm = load("_hmm")
@@ -1162,6 +1162,14 @@ def _check_probabilities(startprob, transmat):
     return startprob, transmat
 
 
+def check_path_length(n_samples):
+    """``n_samples`` >= 1 whose path (its uniforms and states) fits in memory."""
+    check_scalar_param(n_samples, "n_samples", "int", low=1)
+    check_allocation(
+        (int(n_samples), 2), np.float64, argument=f"n_samples={n_samples}", what="the state path"
+    )
+
+
 @masked_arrays_checked()
 def sample_states(startprob, transmat, n_samples, *, random_state=None):
     """Draw a path of the hidden Markov chain.
@@ -1188,7 +1196,7 @@ def sample_states(startprob, transmat, n_samples, *, random_state=None):
     array([0, 1, 0, 1, 0])
     """
     startprob, transmat = _check_probabilities(startprob, transmat)
-    check_scalar_param(n_samples, "n_samples", "int", low=1)
+    check_path_length(n_samples)
     uniforms = check_random_state(random_state).rand(int(n_samples))
     return _sample_states(startprob, transmat, uniforms)
 

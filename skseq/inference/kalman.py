@@ -32,7 +32,7 @@ from sklearn.utils import check_random_state
 
 from .._kernels import _kalman
 from .._sequences import sequence_offsets
-from .._validation import check_scalar_param, masked_as_nan
+from .._validation import check_allocation, check_scalar_param, masked_as_nan
 from ._checks import masked_arrays_checked
 
 __all__ = [
@@ -716,6 +716,31 @@ def _forecast(model, last_means, last_covariances, future_controls, n_steps):
     return KalmanForecast(means, covariances)
 
 
+def check_forecast_size(n_rows, n_obs, n_steps):
+    """Refuse an ``n_steps`` whose forecast (``n_rows`` means and covariances) cannot fit."""
+    check_allocation(
+        (n_rows, n_obs + 1, n_obs),
+        np.float64,
+        argument=f"n_steps={n_steps}",
+        what=f"the forecast's means and covariances of {n_rows} rows",
+    )
+
+
+def check_sample_size(n_samples, parameters):
+    """Refuse an ``n_samples`` whose draw (:func:`_sample`) cannot fit in memory.
+
+    The state and observation noises, the innovations, the states and the
+    observations are held at once.
+    """
+    k, p = parameters["transition_matrix"].shape[0], parameters["observation_matrix"].shape[0]
+    check_allocation(
+        (n_samples, 3 * k + 2 * p),
+        np.float64,
+        argument=f"n_samples={n_samples}",
+        what=f"a sequence of {n_samples} states and observations",
+    )
+
+
 def _sample(parameters, n_samples, controls, random_state):
     """One sequence drawn from validated parameters (a dict as from
     :func:`check_lgssm_arrays`), with ``random_state`` a RandomState."""
@@ -1201,6 +1226,7 @@ def kalman_forecast(
     last = _filter_last_offsets(model, X, controls, offsets)
     _raise_if_failed(last.sequence_log_likelihood)
     n_rows = (len(offsets) - 1) * n_steps
+    check_forecast_size(n_rows, model.n_obs, n_steps)
     future_controls = check_controls(future_controls, n_rows, model.n_ctrl, name="future_controls")
     return _forecast(model, last.last_means, last.last_covariances, future_controls, n_steps)
 
@@ -1256,6 +1282,7 @@ def sample_lgssm(
         )
     parameters = check_lgssm_arrays(observation_matrix.shape[0], **_model_arguments(locals()))
     n_controls = parameters["control_matrix"].shape[1]
+    check_sample_size(n_samples, parameters)
     controls = check_controls(controls, n_samples, n_controls)
     return _sample(parameters, n_samples, controls, check_random_state(random_state))
 

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.fft
 
 from .._kernels import load
-from .._validation import check_bool_param, check_n_jobs
+from .._validation import check_allocation, check_bool_param, check_n_jobs
 from ._checks import all_finite, checked_array, masked_arrays_checked, working_dtype
 from .scan import _pair_blocks, _require, _run_blocks
 
@@ -296,8 +296,9 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
     ------
     ValueError
         If a shape does not match, an input is not finite, ``length < 1``,
-        ``n_jobs`` is 0, or the kernel overflows (``Re A > 0`` with a long
-        ``length``).
+        ``n_jobs`` is 0, the kernel would not fit in the machine's memory
+        (:func:`skseq._validation.check_allocation`), or the kernel overflows
+        (``Re A > 0`` with a long ``length``).
     TypeError
         If ``log_dt`` is complex, an input is None or not numeric, or
         ``length`` or ``n_jobs`` is not an integer.
@@ -341,8 +342,14 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
     check_n_jobs(n_jobs)
     dtype, log_dt, A, B, C = _check_kernel_parameters(log_dt, A, B, C)
     length = _check_length(length)
-    discretised = _discretise(log_dt, A, B, C)
     n_channels = log_dt.shape[0]
+    check_allocation(
+        (n_channels, length),
+        dtype,
+        argument=f"length={length}",
+        what=f"the kernel K of shape (channels, length) = ({n_channels}, {length})",
+    )
+    discretised = _discretise(log_dt, A, B, C)
     K = np.empty((n_channels, length), dtype=dtype)
     if n_channels == 0:
         return K

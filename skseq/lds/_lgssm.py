@@ -53,8 +53,10 @@ from ..inference.kalman import (
     _smoother_offsets,
     check_controls,
     check_covariance,
+    check_forecast_size,
     check_lgssm_arrays,
     check_matrix,
+    check_sample_size,
     check_state_covariance,
     make_model,
 )
@@ -1326,6 +1328,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         )
         self._check_finite(sequence_log_likelihood)
         n_rows = (len(offsets) - 1) * n_steps
+        check_forecast_size(n_rows, model.n_obs, n_steps)
         future_controls = check_controls(
             future_controls, n_rows, self.n_controls_, name="future_controls"
         )
@@ -1359,6 +1362,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         """
         parameters = self._checked_parameters()
         check_scalar_param(n_samples, "n_samples", "int", low=1)
+        check_sample_size(n_samples, parameters)
         controls = check_controls(controls, n_samples, self.n_controls_)
         return tuple(_sample(parameters, n_samples, controls, check_random_state(random_state)))
 

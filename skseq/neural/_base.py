@@ -33,7 +33,7 @@ from ._losses import (
     weighted_r2_score,
 )
 from ._trainer import BaseSequenceNetwork
-from ._validation import check_sequence_weights
+from ._validation import check_network_scale, check_sequence_weights
 
 __all__ = ["SequenceNetworkRegressor", "SequenceNetworkClassifier"]
 
@@ -75,6 +75,9 @@ class SequenceNetworkRegressor(RegressorMixin, BaseSequenceNetwork):
             allow_nd=True,
             dtype=np.float64,
             ensure_all_finite=False,
+            # Empty shapes get the messages below, which name y's layout.
+            ensure_min_samples=0,
+            ensure_min_features=0,
             input_name="y",
         )
         _check_n_sequences(X, y)
@@ -100,7 +103,11 @@ class SequenceNetworkRegressor(RegressorMixin, BaseSequenceNetwork):
                 f"{y.shape}."
             )
         if y.shape[-1] == 0:
-            raise ValueError(f"y of shape {y.shape} has no targets.")
+            raise ValueError(
+                f"y has 0 targets (shape {y.shape}); a regressor needs at least one target "
+                "per sequence or per step: y of shape (n_sequences,), (n_sequences, n_targets), "
+                "(n_sequences, seq_len) or (n_sequences, seq_len, n_targets)."
+            )
         if np.any(np.isinf(y)):
             raise ValueError("Input y contains infinity.")
         if not per_step and np.any(np.isnan(y)):
@@ -108,6 +115,9 @@ class SequenceNetworkRegressor(RegressorMixin, BaseSequenceNetwork):
                 "Input y contains NaN. NaN masks a step only for per-step targets; to leave "
                 "out a whole sequence give it sample_weight 0."
             )
+        check_network_scale(
+            y.reshape(-1, y.shape[-1]), X.dtype, name="y", needed_by="the squared error needs"
+        )
         return y, per_step, y_ndim
 
     def _prepare_targets(self, X, y, sample_weight, *, first_call, classes=None):

@@ -21,7 +21,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 
 from .._parallel import ThreadRunner, single_threaded_blas
 from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
-from .._validation import check_scalar_param, masked_as_nan
+from .._validation import check_allocation, check_data_scale, check_scalar_param, masked_as_nan
 from ._dmm import DeepMarkovNetwork
 from ._docstrings import training_parameters
 from ._trainer import PREDICTION_CHUNK_POSITIONS, BaseSequenceNetwork
@@ -185,14 +185,26 @@ class DeepMarkovModel(
         observed = ~np.isnan(X)
         counts = observed.sum(axis=0)
         safe = np.maximum(counts, 1)
-        location = np.where(observed, X, 0.0).sum(axis=0) / safe
+        with np.errstate(over="ignore", invalid="ignore"):
+            location = np.where(observed, X, 0.0).sum(axis=0) / safe
+        check_data_scale(X, location, needed_by="the standardisation of X needs")
         variance = np.where(observed, (X - location) ** 2, 0.0).sum(axis=0) / safe
         scale = np.sqrt(variance)
         self._location = location
         self._scale = np.where(scale > 0, scale, 1.0)
 
-    def _standardised_arrays(self, X, offsets):
-        dtype = next(iter(self.parameters_.values())).dtype
+    def _standardised_arrays(self, X, offsets, dtype=None):
+        """The padded arrays of :func:`_padded` for X standardised as in the first fit.
+
+        X must lie within the shared data-scale rule once standardised, in the
+        working ``dtype`` (by default the fitted weights'): data far off the
+        scale of the training data would be inf in float32.
+        """
+        if dtype is None:
+            dtype = next(iter(self.parameters_.values())).dtype
+        check_data_scale(
+            X, self._location, scale=self._scale, dtype=dtype, needed_by="the network's layers need"
+        )
         return _padded((X - self._location) / self._scale, offsets, dtype)
 
     def _log_jacobian(self, observed):
@@ -227,9 +239,7 @@ class DeepMarkovModel(
                 )
             self._set_standardisation(X)
             self._n_features_out = self.n_components
-        inputs, observed, step_mask = _padded(
-            (X - self._location) / self._scale, offsets, self._working_dtype()
-        )
+        inputs, observed, step_mask = self._standardised_arrays(X, offsets, self._working_dtype())
         return self._train(
             inputs, observed, step_mask, first_call=first_call, incremental=incremental
         )
@@ -649,6 +659,17 @@ class DeepMarkovModel(
         if np.any((levels < 0) | (levels > 1)):
             raise ValueError(f"quantiles must lie in [0, 1], got {quantiles!r}.")
         inputs, observed, step_mask, _ = self._prepare(X, None, lengths, sequence_ids, None)
+        # the particles' paths and simulated observations of every forecast step
+        check_allocation(
+            (
+                inputs.shape[0] * self.n_importance_samples,
+                n_steps,
+                self.n_components + inputs.shape[2],
+            ),
+            np.float64,
+            argument=f"n_steps={n_steps}",
+            what=f"the forecast's {self.n_importance_samples} particle paths per sequence",
+        )
         _, final, streams = self._filter_chunks(inputs, observed, step_mask)
         n_sequences, n_particles, m = final.shape
         p = self.n_features_in_
@@ -694,6 +715,12 @@ class DeepMarkovModel(
         """
         check_is_fitted(self)
         check_scalar_param(n_samples, "n_samples", "int", low=1)
+        check_allocation(
+            (n_samples, self.n_components + 2 * self.n_features_in_),
+            np.float64,
+            argument=f"n_samples={n_samples}",
+            what=f"a sequence of {n_samples} states and observations",
+        )
         rng = check_random_state(random_state)
         m, dtype = self.n_components, self.parameters_["initial.mean"].dtype
         states = np.empty((n_samples, m), dtype=dtype)

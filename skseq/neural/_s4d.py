@@ -31,6 +31,7 @@ The maths, forward and backward, is in the user guide (:ref:`s4d`).
 import numpy as np
 import scipy.fft
 
+from .._validation import format_bytes
 from ..inference.s4d import (
     causal_convolution,
     causal_convolution_backward,
@@ -67,13 +68,6 @@ def convolution_bytes(batch, channels, length, dtype):
     # Two spectra of n_fft // 2 + 1 complex numbers and one real inverse of n_fft numbers.
     per_channel = (2 * (n_fft // 2 + 1) * 2 + n_fft) * np.dtype(dtype).itemsize
     return batch * channels * per_channel
-
-
-def _format_bytes(n_bytes):
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n_bytes >= size:
-            return f"{n_bytes / size:.1f} {unit}"
-    return f"{n_bytes} bytes"
 
 
 class S4DBlock(GatedSSMBlock):
@@ -159,8 +153,8 @@ class S4DBlock(GatedSSMBlock):
         if needed > MAX_CONVOLUTION_BYTES:
             raise ValueError(
                 f"The FFT convolution of {batch} sequence(s) of {length} steps over {channels} "
-                f"channels needs {_format_bytes(needed)}, more than the limit of "
-                f"{_format_bytes(MAX_CONVOLUTION_BYTES)} per S4D block "
+                f"channels needs {format_bytes(needed)}, more than the limit of "
+                f"{format_bytes(MAX_CONVOLUTION_BYTES)} per S4D block "
                 "(skseq.neural._s4d.MAX_CONVOLUTION_BYTES); use shorter sequences or a "
                 "smaller batch_size."
             )

@@ -24,8 +24,21 @@ Before training and prediction the trainer estimates the working memory the
 passes will need and raises a ``ValueError`` beyond :data:`MAX_WORKING_MEMORY`
 (see :func:`estimate_activation_bytes`), instead of running out of memory
 part-way.
+
+Divergence is reported in the user's terms.  The data's scale is checked
+against the working dtype before training and prediction
+(:func:`skseq.neural._validation.check_network_scale`); during training the
+loss of every minibatch and the weights after every epoch must be finite,
+and a layer that refuses non-finite activations in the middle of a pass
+(the inference functions check their inputs) is reported as the divergence
+it is: the epoch and minibatch, and the hyperparameters that set the step
+(``learning_rate_init``, ``weight_decay``, ``max_grad_norm``) or the initial
+scale of the weights (``init_*``), instead of the name of an internal array.
 """
 
+import inspect
+import math
+import re
 import sys
 import time
 from functools import partial
@@ -41,6 +54,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._parallel import ThreadRunner, single_threaded_blas
 from .._validation import check_parameters
 from ..base import warn_user
+from ..inference._checks import all_finite
 from ._validation import NETWORK_PARAMETER_RULES, check_sequences
 
 __all__ = [
@@ -166,6 +180,17 @@ def _gib(n_bytes):
 
 def _memory_limit():
     return f"the limit of {_gib(MAX_WORKING_MEMORY)} (skseq.neural._trainer.MAX_WORKING_MEMORY)"
+
+
+# What the inference functions say when an input is not finite or a result
+# overflows.  On checked data, such an error in a pass means that the weights
+# or the activations became non-finite, and the trainer reports it in the
+# user's terms; any other error of a pass propagates as it is.
+_NON_FINITE_MESSAGE = re.compile(r"NaN|infinit|overflow|not finite|non-finite")
+
+
+def _is_non_finite_error(error):
+    return bool(_NON_FINITE_MESSAGE.search(str(error)))
 
 
 def global_norm(grads):
@@ -383,8 +408,27 @@ class BaseSequenceNetwork(BaseEstimator):
             return self.network_.forward(self.parameters_, X[part])[0]
 
         with single_threaded_blas(), ThreadRunner(n_threads) as run:
-            outputs = run([partial(forward, part) for part in slices])
+            try:
+                outputs = run([partial(forward, part) for part in slices])
+            except ValueError as error:
+                # X passed the scale check and the fitted weights are finite: a
+                # layer refusing non-finite activations means X is too large for them.
+                if not _is_non_finite_error(error):
+                    raise
+                raise self._activation_overflow(X) from error
         return np.concatenate(outputs, axis=0)
+
+    def _activation_overflow(self, X):
+        """The ValueError for data whose activations in the fitted network are not finite."""
+        dtype = next(iter(self.parameters_.values())).dtype.name
+        with np.errstate(over="ignore", invalid="ignore"):
+            magnitude = float(np.max(np.abs(X), initial=0.0))
+        return ValueError(
+            f"{type(self).__name__}: X is too large for the fitted network in {dtype}: its "
+            f"entries reach {magnitude:.3g} in magnitude and the network's activations on it "
+            "overflow. Pass X on the scale of the data the model was fitted on (rescale it "
+            "as for fit), or fit with dtype='float64'."
+        )
 
     def _prepare_X(self, X):
         check_is_fitted(self)
@@ -449,6 +493,80 @@ class BaseSequenceNetwork(BaseEstimator):
         """The epoch's loss as ``verbose`` prints it."""
         return f"loss {loss:.6f}"
 
+    # -- divergence, in the user's terms -------------------------------------------------
+
+    def _parameters_finite(self):
+        return all(all_finite(value) for value in self.parameters_.values())
+
+    def _divergence_error(self, X, where, what, *, updated):
+        """The ValueError that says what went non-finite and which hyperparameters to change.
+
+        ``X``: the training sequences (for their scale); ``where``: "at epoch
+        3, minibatch 2" and the like; ``what``: "the loss", "the weights" or
+        "the network's activations"; ``updated``: whether the weights have
+        had an update in this fit (if not, the initial weights are to blame).
+        """
+        name = type(self).__name__
+        params = self.get_params(deep=False)
+        dtype = next(iter(self.parameters_.values())).dtype.name
+        with np.errstate(over="ignore", invalid="ignore"):
+            magnitude = float(np.max(np.abs(X), initial=0.0))
+        initial = {key: value for key, value in params.items() if key.startswith("init_")}
+        given = ", ".join(f"{key}={value!r}" for key, value in initial.items())
+        lower = " or ".join(initial)
+        if what == "the initial weights":
+            return ValueError(
+                f"{name}: the initial weights are not finite in {dtype}: "
+                + (f"{given} is too large; lower {lower}." if initial else "use dtype='float64'.")
+            )
+        if not updated:
+            suspects = (
+                f"the data or the initial weights ({given}) are" if initial else "the data are"
+            )
+            return ValueError(
+                f"{name}: {what} became non-finite in {dtype} in the first training step "
+                f"({where}, before any update): {suspects} too large for the network (the "
+                f"entries of X reach {magnitude:.3g} in magnitude). "
+                + (f"Lower {lower}, rescale" if initial else "Rescale")
+                + " X (e.g. with sklearn.preprocessing.StandardScaler) or use dtype='float64'."
+            )
+        learning_rate, weight_decay = self.learning_rate_init, self.weight_decay
+        message = f"{name}: the training diverged {where}: {what} became non-finite in {dtype}. "
+        if learning_rate * weight_decay > 1:
+            factor = learning_rate * weight_decay
+            message += (
+                f"With learning_rate_init={learning_rate!r} and weight_decay={weight_decay!r}, "
+                f"each step multiplies the decayed weights by 1 - {factor:.3g} "
+                "(decoupled weight decay), so they change sign and grow: lower weight_decay "
+                f"below 1 / learning_rate_init = {1 / learning_rate:.4g}."
+            )
+        else:
+            advice = [f"Lower learning_rate_init (now {learning_rate!r})"]
+            if weight_decay > 0:
+                advice.append(f"weight_decay (now {weight_decay!r})")
+            # the initial scales the user changed from their defaults
+            defaults = inspect.signature(type(self)).parameters
+            advice += [
+                f"{key} (now {value!r})"
+                for key, value in initial.items()
+                if key in defaults and value != defaults[key].default
+            ]
+            message += ", or ".join(advice)
+            if self.max_grad_norm is None:
+                message += ", or clip the gradients with max_grad_norm"
+            message += "."
+            if learning_rate > 1:
+                message += (
+                    " Adam moves every weight by about learning_rate_init per step; values "
+                    "near 1e-3 are usual."
+                )
+        if magnitude > 1e3:
+            message += (
+                f" The entries of X reach {magnitude:.3g} in magnitude: standardising X "
+                "(sklearn.preprocessing.StandardScaler) usually helps."
+            )
+        return ValueError(message)
+
     def _initialize(self, n_features, dtype):
         self._random_state = check_random_state(self.random_state)
         self.network_ = self._new_network(n_features)
@@ -486,9 +604,15 @@ class BaseSequenceNetwork(BaseEstimator):
         weights = weights.astype(dtype, copy=False)
         if first_call:
             self._initialize(X.shape[2], dtype)
+            if not self._parameters_finite():
+                raise self._divergence_error(
+                    X, "at initialisation", "the initial weights", updated=False
+                )
         elif next(iter(self.parameters_.values())).dtype != dtype:
             self.parameters_ = {key: value.astype(dtype) for key, value in self.parameters_.items()}
             self._optimizer.astype(dtype)
+        # Updates in this fit so far are _optimizer.n_steps - self._steps_before.
+        self._steps_before = self._optimizer.n_steps if first_call else -1
 
         early_stopping = self.early_stopping and not incremental
         if early_stopping:
@@ -512,9 +636,23 @@ class BaseSequenceNetwork(BaseEstimator):
         with single_threaded_blas(), ThreadRunner(n_threads) as parallel:
             for _ in range(1 if incremental else self.max_iter):
                 loss = self._run_epoch(X, targets, weights, batch_size, parallel)
+                if not self._parameters_finite():  # after the epoch's last update
+                    raise self._divergence_error(
+                        X, f"at epoch {self.n_iter_}", "the weights", updated=True
+                    )
                 message = f"Epoch {self.n_iter_}: {self._describe_loss(loss)}"
                 if early_stopping:
-                    score = self._validation_score(X_val, targets_val, weights_val)
+                    try:
+                        score = self._validation_score(X_val, targets_val, weights_val)
+                    except ValueError as error:  # see _run_epoch
+                        if not _is_non_finite_error(error):
+                            raise
+                        raise self._divergence_error(
+                            X,
+                            f"at epoch {self.n_iter_} (on the validation sequences)",
+                            "the network's activations",
+                            updated=True,
+                        ) from error
                     message += f", validation score {score:.6f}"
                     if self._record_validation_score(score):
                         best_parameters = {k: v.copy() for k, v in self.parameters_.items()}
@@ -555,7 +693,19 @@ class BaseSequenceNetwork(BaseEstimator):
         total_weight = 0.0
         for start in range(0, n_sequences, batch_size):
             batch = order[start : start + batch_size]
-            loss, weight = self._train_step(X[batch], targets[batch], weights[batch], parallel)
+            try:
+                loss, weight = self._train_step(X[batch], targets[batch], weights[batch], parallel)
+            except ValueError as error:
+                # The data, the hyperparameters and the memory were checked before
+                # training: a layer's inference function refusing a non-finite
+                # input here means the weights or the activations became non-finite.
+                if not (_is_non_finite_error(error) or not self._parameters_finite()):
+                    raise
+                raise self._minibatch_divergence(
+                    X, start // batch_size + 1, "the network's activations"
+                ) from error
+            if not math.isfinite(loss):
+                raise self._minibatch_divergence(X, start // batch_size + 1, f"the loss ({loss})")
             total_loss += loss * weight
             total_weight += weight
             if self.verbose >= 2:
@@ -563,13 +713,21 @@ class BaseSequenceNetwork(BaseEstimator):
         self.n_iter_ += 1
         self.t_ += n_sequences
         loss = total_loss / total_weight if total_weight > 0 else 0.0
-        if not np.isfinite(loss):
-            raise ValueError(
-                f"The training loss became {loss} at epoch {self.n_iter_}; "
-                "lower learning_rate_init or set max_grad_norm."
+        if not math.isfinite(loss):  # finite minibatch losses whose weighted sum overflows
+            raise self._divergence_error(
+                X, f"at epoch {self.n_iter_}", f"the loss ({loss})", updated=True
             )
         self.loss_curve_.append(loss)
         return loss
+
+    def _minibatch_divergence(self, X, number, what):
+        """:meth:`_divergence_error` for minibatch ``number`` of the epoch under way."""
+        if not self._parameters_finite():
+            what = "the weights"
+        updated = self._steps_before < 0 or self._optimizer.n_steps > self._steps_before
+        return self._divergence_error(
+            X, f"at epoch {self.n_iter_ + 1}, minibatch {number}", what, updated=updated
+        )
 
     def _record_training_loss(self, loss):
         """Count epochs without a loss decrease of ``tol``."""

@@ -15,13 +15,20 @@ from scipy import sparse
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
-from .._validation import check_bool_param, check_scalar_param, masked_as_nan, optional
+from .._validation import (
+    check_bool_param,
+    check_data_scale,
+    check_scalar_param,
+    masked_as_nan,
+    optional,
+)
 
 __all__ = [
     "check_sequences",
     "check_sequence_weights",
     "check_bool_param",
     "check_positive_int",
+    "check_network_scale",
     "NETWORK_PARAMETER_RULES",
 ]
 
@@ -133,7 +140,29 @@ def check_sequences(estimator, X, *, reset, dtype):
         X = X[:, :, None]
     if reset:
         estimator._n_input_dims = ndim
+    check_network_scale(X.reshape(-1, X.shape[2]), dtype)
     return X.astype(dtype, copy=False)
+
+
+def check_network_scale(values, dtype, name="X", needed_by="the network's layers need"):
+    """Refuse data too large for a network computing in ``dtype``, in the user's terms.
+
+    The networks take their inputs (and regressors their targets) as they
+    are, in the working precision, and sum their squares: in normalisations,
+    squared errors and attention scores.  The rule is the one every family
+    shares, :func:`skseq._validation.check_data_scale`, about zero (a cast
+    to float32 of a float64 entry beyond 3.4e38 would be inf).
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_rows, n_columns)
+        NaN entries (masked targets) are skipped.
+    dtype : float32 or float64
+    name : str, default="X"
+    needed_by : str, default="the network's layers need"
+        What sums the squares, for the message.
+    """
+    check_data_scale(values, None, dtype=dtype, name=name, needed_by=needed_by)
 
 
 def check_sequence_weights(sample_weight, n_sequences, seq_len, *, per_step):
