@@ -317,7 +317,8 @@ class DeepMarkovModel(
 
         The first call initialises the model (and its standardisation of the
         data); later calls continue from it, with the KL weight of the epoch
-        count reached.  Early stopping does not apply.
+        count reached and the step size of the last :meth:`fit`'s schedule.
+        Early stopping and the schedule's plateaus do not apply.
 
         Parameters
         ----------
