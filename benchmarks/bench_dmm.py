@@ -96,6 +96,7 @@ def bench_lgssm(args):
         max_iter=200,
         kl_anneal_epochs=5,
         n_iter_no_change=1000,
+        early_stopping=False,
         dtype="float64",
         random_state=0,
     ).fit(train, lengths=train_lengths)
@@ -157,6 +158,7 @@ def bench_pendulum(args):
         max_iter=300,
         kl_anneal_epochs=5,
         n_iter_no_change=1000,
+        early_stopping=False,
         n_importance_samples=1000,
         dtype="float64",
         random_state=0,

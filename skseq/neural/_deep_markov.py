@@ -10,6 +10,7 @@ steps, and the loss is the negative ELBO per step.
 """
 
 import math
+import sys
 from functools import partial
 
 import numpy as np
@@ -21,15 +22,59 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 
 from .._parallel import ThreadRunner, single_threaded_blas
 from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
-from .._validation import check_allocation, check_data_scale, check_scalar_param, masked_as_nan
+from .._validation import (
+    check_allocation,
+    check_data_scale,
+    check_option_param,
+    check_parameters,
+    check_scalar_param,
+    masked_as_nan,
+)
 from ._dmm import DeepMarkovNetwork
 from ._docstrings import training_parameters
 from ._trainer import PREDICTION_CHUNK_POSITIONS, BaseSequenceNetwork
-from ._validation import check_positive_int
+from ._validation import NETWORK_PARAMETER_RULES, check_positive_int
 
 __all__ = ["DeepMarkovModel"]
 
 _EMISSIONS = ("gaussian", "bernoulli")
+
+# early_stopping="auto" holds out validation_fraction of the sequences when fit
+# gets at least this many (fewer leave too little to train on or to judge by).
+AUTO_EARLY_STOPPING_MIN_SEQUENCES = 20
+
+# learning_rate="adaptive": each plateau of the stopping rule multiplies the
+# learning rate by this factor, at most this many times; the next plateau stops.
+LEARNING_RATE_DECAY_FACTOR = 0.1
+LEARNING_RATE_DECAYS = 2
+
+# n_iter_no_change="auto": the stopping rule waits at least 10 epochs and at
+# least this many minibatch updates (few sequences make short epochs, whose
+# scores are too noisy to judge a plateau by after 10 of them).
+AUTO_PATIENCE_MIN_EPOCHS = 10
+AUTO_PATIENCE_MIN_UPDATES = 100
+
+
+def _auto_or(rule):
+    """The rule that accepts "auto" and otherwise applies ``rule`` (the networks' shared
+    rule, whose errors stay those of every other network)."""
+
+    def check(value, name):
+        if isinstance(value, str) and value == "auto":
+            return value
+        return rule(value, name)
+
+    return check
+
+
+# The trainer's rules; early_stopping and n_iter_no_change also take "auto", and
+# learning_rate is the model's own.
+_DMM_PARAMETER_RULES = {
+    **NETWORK_PARAMETER_RULES,
+    "early_stopping": _auto_or(NETWORK_PARAMETER_RULES["early_stopping"]),
+    "n_iter_no_change": _auto_or(NETWORK_PARAMETER_RULES["n_iter_no_change"]),
+    "learning_rate": partial(check_option_param, options=("adaptive", "constant")),
+}
 
 
 def _padded(X, offsets, dtype):
@@ -73,19 +118,20 @@ class DeepMarkovModel(
         inference_hidden_size=32,
         kl_anneal_epochs=10,
         n_importance_samples=128,
-        learning_rate_init=1e-3,
+        learning_rate="adaptive",
+        learning_rate_init=1e-2,
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
         weight_decay=0.0,
         batch_size=32,
-        max_iter=200,
+        max_iter=1000,
         shuffle=True,
         random_state=None,
         max_grad_norm=1.0,
-        early_stopping=False,
+        early_stopping="auto",
         validation_fraction=0.1,
-        n_iter_no_change=10,
+        n_iter_no_change="auto",
         tol=1e-4,
         verbose=0,
         warm_start=False,
@@ -99,6 +145,7 @@ class DeepMarkovModel(
         self.inference_hidden_size = inference_hidden_size
         self.kl_anneal_epochs = kl_anneal_epochs
         self.n_importance_samples = n_importance_samples
+        self.learning_rate = learning_rate
         self.learning_rate_init = learning_rate_init
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -125,6 +172,10 @@ class DeepMarkovModel(
 
     # -- hyperparameters -------------------------------------------------------------
 
+    def _check_trainer_params(self):
+        check_parameters(self, _DMM_PARAMETER_RULES)
+        self._working_dtype()
+
     def _check_architecture_params(self):
         # n_components: PARAMETER_RULES (the trainer checks it, as the EM estimators do)
         if not isinstance(self.emission, str) or self.emission not in _EMISSIONS:
@@ -150,6 +201,7 @@ class DeepMarkovModel(
         # Seeds the draws of score, transform, forecast and validation: the same
         # fitted model gives the same numbers for the same data.
         self._evaluation_seed = int(self._random_state.randint(np.iinfo(np.int32).max))
+        self._learning_rate_decays = 0
 
     # -- data --------------------------------------------------------------------------
 
@@ -240,6 +292,8 @@ class DeepMarkovModel(
             self._set_standardisation(X)
             self._n_features_out = self.n_components
         inputs, observed, step_mask = self._standardised_arrays(X, offsets, self._working_dtype())
+        if not incremental:  # every fit starts the schedule at learning_rate_init
+            self._learning_rate_decays = 0
         return self._train(
             inputs, observed, step_mask, first_call=first_call, incremental=incremental
         )
@@ -275,7 +329,8 @@ class DeepMarkovModel(
 
         The first call initialises the model (and its standardisation of the
         data); later calls continue from it, with the KL weight of the epoch
-        count reached.  Early stopping does not apply.
+        count reached and the step size of the last :meth:`fit`'s schedule.
+        Early stopping and the schedule's plateaus do not apply.
 
         Parameters
         ----------
@@ -288,6 +343,37 @@ class DeepMarkovModel(
         return self._fit_sequences(
             X, y, lengths, sequence_ids, incremental=True, method="partial_fit"
         )
+
+    def _learning_rate(self):
+        """learning_rate_init, times LEARNING_RATE_DECAY_FACTOR per plateau passed."""
+        decays = getattr(self, "_learning_rate_decays", 0)
+        return self.learning_rate_init * LEARNING_RATE_DECAY_FACTOR**decays
+
+    def _uses_early_stopping(self, n_sequences):
+        if isinstance(self.early_stopping, str):  # "auto"
+            return n_sequences >= AUTO_EARLY_STOPPING_MIN_SEQUENCES
+        return self.early_stopping
+
+    def _patience(self, n_minibatches):
+        if isinstance(self.n_iter_no_change, str):  # "auto"
+            return max(AUTO_PATIENCE_MIN_EPOCHS, -(-AUTO_PATIENCE_MIN_UPDATES // n_minibatches))
+        return self.n_iter_no_change
+
+    def _continue_after_plateau(self, best_parameters):
+        """learning_rate="adaptive": lower the rate and go on from the best weights."""
+        if self.learning_rate == "constant" or self._learning_rate_decays >= LEARNING_RATE_DECAYS:
+            return False
+        self._learning_rate_decays += 1
+        if self.verbose:
+            print(
+                f"No improvement by more than tol={self.tol} for {self._no_improvement_count} "
+                f"epochs; learning rate lowered to {self._learning_rate():.3g}.",
+                file=sys.stderr,
+            )
+        self._no_improvement_count = 0
+        if best_parameters is not None:
+            self.parameters_ = {key: value.copy() for key, value in best_parameters.items()}
+        return True
 
     def _kl_weight(self):
         """The KL term's weight in the epoch under way: linear from 1/(E+1) to 1 over E epochs."""
@@ -764,6 +850,13 @@ _PARAMETERS = """\
         :meth:`score_sequences` (the importance-weighted bound) and
         :meth:`transform`, and particles of the filter behind
         :meth:`log_predictive_density` and :meth:`forecast`.
+    learning_rate : {"adaptive", "constant"}, default="adaptive"
+        The schedule of Adam's step size.  "adaptive": the step size starts
+        at ``learning_rate_init``; each time the stopping rule is met (no
+        improvement by ``tol`` for ``n_iter_no_change`` epochs), training
+        goes on from the best weights so far (with early stopping) at a
+        tenth of the step size, twice; the third time it stops.  "constant":
+        ``learning_rate_init`` throughout, and the first time stops.
 """
 
 _PARAMETERS += training_parameters(
@@ -771,7 +864,31 @@ _PARAMETERS += training_parameters(
     weight_decay : float, default=0.0
         Decoupled (AdamW) weight decay of the weight matrices (MLPs, RNN and
         combiner); biases, scales and initial values are not decayed.
-"""
+""",
+    learning_rate_init="""\
+    learning_rate_init : float, default=1e-2
+        Adam's initial step size (see ``learning_rate``).""",
+    max_iter="""\
+    max_iter : int, default=1000
+        Maximum number of epochs (passes over the data) of :meth:`fit`; the
+        stopping rule usually ends training long before.  Reaching it raises
+        a ConvergenceWarning: the bound was still improving.""",
+    early_stopping="""\
+    early_stopping : bool or "auto", default="auto"
+        Hold out ``validation_fraction`` of the sequences and stop on the ELBO
+        of the held-out sequences (the same draws every epoch): the stopping
+        rule counts epochs without a gain of ``tol`` in it, and the weights of
+        the best epoch are kept.  "auto": when :meth:`fit` gets at least 20
+        sequences; with fewer, the stopping rule follows the training loss.
+        Ignored by :meth:`partial_fit`.""",
+    n_iter_no_change="""\
+    n_iter_no_change : int or "auto", default="auto"
+        Epochs without improvement by ``tol`` (of the training loss, or of the
+        validation ELBO with early stopping) that meet the stopping rule.
+        "auto": 10 epochs, or more when an epoch has fewer than 10
+        minibatches: enough epochs for 100 minibatch updates (with few
+        sequences an epoch is one or two updates, too few to tell a plateau
+        from noise).""",
 )
 
 DeepMarkovModel.__doc__ = f"""Deep Markov model: neural transition and emission, amortised inference

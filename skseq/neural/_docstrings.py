@@ -91,13 +91,34 @@ _FITTED_ATTRIBUTES = """\
         Training sequences processed."""
 
 
-def training_parameters(weight_decay):
+def _entries(text):
+    """The numpydoc entries of ``text`` by their first name, in order."""
+    entries, name = {}, None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("    ") and not line.startswith("     "):
+            name = line.split(":")[0].split(",")[0].strip()
+            entries[name] = ""
+        entries[name] += line
+    return entries
+
+
+def training_parameters(weight_decay, **replaced):
     """The numpydoc entries of the trainer's hyperparameters.
 
     ``weight_decay`` is the model's entry for ``weight_decay`` (name line and
     description, indented like the others), which says what is decayed.
+    ``replaced`` maps a parameter's name to the model's own entry for it
+    (a model whose default differs); an entry ending the text needs no
+    final newline.
     """
-    return _TRAINING_BEFORE_WEIGHT_DECAY + weight_decay + _TRAINING_AFTER_WEIGHT_DECAY
+    text = _TRAINING_BEFORE_WEIGHT_DECAY + weight_decay + _TRAINING_AFTER_WEIGHT_DECAY + "\n"
+    entries = _entries(text)
+    unknown = sorted(replaced.keys() - entries.keys())
+    if unknown:
+        raise ValueError(f"no training parameters named {unknown}")
+    for name, entry in replaced.items():
+        entries[name] = entry if entry.endswith("\n") else entry + "\n"
+    return "".join(entries.values()).rstrip("\n")
 
 
 def fitted_attributes(blocks):

@@ -470,7 +470,7 @@ class BaseSequenceNetwork(BaseEstimator):
         self._optimizer.step(
             self.parameters_,
             grads,
-            learning_rate=self.learning_rate_init,
+            learning_rate=self._learning_rate(),
             beta_1=self.beta_1,
             beta_2=self.beta_2,
             epsilon=self.epsilon,
@@ -567,6 +567,27 @@ class BaseSequenceNetwork(BaseEstimator):
             )
         return ValueError(message)
 
+    def _learning_rate(self):
+        """Adam's step size for the next update (constant here; a model may schedule it)."""
+        return self.learning_rate_init
+
+    def _uses_early_stopping(self, n_sequences):
+        """Whether :meth:`fit` on ``n_sequences`` sequences holds some out to stop on."""
+        return self.early_stopping
+
+    def _patience(self, n_minibatches):
+        """Epochs without improvement that meet the stopping rule (``n_minibatches`` per epoch)."""
+        return self.n_iter_no_change
+
+    def _continue_after_plateau(self, best_parameters):
+        """Called when the stopping rule is met: True to train on instead of stopping.
+
+        ``best_parameters`` are the weights of the best validation score
+        (None without early stopping).  Here training stops; a model with a
+        learning-rate schedule may lower the rate and go on.
+        """
+        return False
+
     def _initialize(self, n_features, dtype):
         self._random_state = check_random_state(self.random_state)
         self.network_ = self._new_network(n_features)
@@ -614,14 +635,14 @@ class BaseSequenceNetwork(BaseEstimator):
         # Updates in this fit so far are _optimizer.n_steps - self._steps_before.
         self._steps_before = self._optimizer.n_steps if first_call else -1
 
-        early_stopping = self.early_stopping and not incremental
+        early_stopping = not incremental and self._uses_early_stopping(X.shape[0])
+        best_parameters = None
         if early_stopping:
             X, X_val, targets, targets_val, weights, weights_val = self._validation_split(
                 X, targets, weights
             )
             self.validation_scores_ = list(self.validation_scores_ or [])
             self.best_validation_score_ = -np.inf
-            best_parameters = None
         else:
             self.best_validation_score_ = None
         if not incremental:
@@ -631,6 +652,7 @@ class BaseSequenceNetwork(BaseEstimator):
         batch_size = min(self.batch_size, X.shape[0])
         self._check_training_memory(X, batch_size)
         n_threads = self._n_threads(batch_size)
+        patience = self._patience(-(-X.shape[0] // batch_size))
         started = time.perf_counter()
         converged = False
         with single_threaded_blas(), ThreadRunner(n_threads) as parallel:
@@ -660,13 +682,15 @@ class BaseSequenceNetwork(BaseEstimator):
                     self._record_training_loss(loss)
                 if self.verbose:
                     print(f"{message}, {time.perf_counter() - started:.2f} s", file=sys.stderr)
-                if not incremental and self._no_improvement_count >= self.n_iter_no_change:
+                if not incremental and self._no_improvement_count >= patience:
+                    if self._continue_after_plateau(best_parameters):
+                        continue
                     converged = True
                     if self.verbose:
                         criterion = "validation score" if early_stopping else "training loss"
                         print(
                             f"The {criterion} did not improve by more than tol={self.tol} "
-                            f"for {self.n_iter_no_change} consecutive epochs; stopping.",
+                            f"for {patience} consecutive epochs; stopping.",
                             file=sys.stderr,
                         )
                     break
