@@ -39,6 +39,7 @@ __all__ = [
     "PARAMETER_RULES",
     "check_parameters",
     "masked_as_nan",
+    "check_data_scale",
 ]
 
 
@@ -246,27 +247,47 @@ def check_parameters(estimator, family_rules=None):
             rule(value, name)
 
 
-def check_data_scale(observed, centre):
+def check_data_scale(observed, centre=None, *, name="X"):
     """Reject data whose squared deviations from ``centre`` overflow in their sums.
 
     Gaussian models sum (x - centre)^2 over the rows (EM statistics, initial
-    covariances); data beyond about sqrt(DBL_MAX / n) of ``centre`` (near the
-    data mean) would make those sums inf and the covariances NaN.  NaN
-    entries of ``observed`` are missing and skipped.
+    covariances, the Kalman filter's squared innovations); data beyond about
+    sqrt(DBL_MAX / n) of ``centre`` (near the data mean) would make those sums
+    inf, the covariances NaN and the log-likelihood -inf.  NaN entries of
+    ``observed`` are missing and skipped.  The one rule of every Gaussian
+    family, for fitting and for inference alike.
+
+    Parameters
+    ----------
+    observed : ndarray of shape (n_samples, n_features)
+        float64 data, NaN where missing.
+    centre : array-like of shape (n_features,), default=None
+        The point the deviations are measured from; None: the mean of each
+        feature over its observed entries.
+    name : str, default="X"
+        The data's argument name, for the message.
     """
     n_observed = observed.shape[0]
     if n_observed == 0:
         return
+    if centre is None:
+        observed_entries = ~np.isnan(observed)
+        counts = observed_entries.sum(axis=0)
+        sums = np.sum(observed, axis=0, where=observed_entries)
+        with np.errstate(over="ignore", invalid="ignore"):
+            # A sum that overflows is itself data beyond the limit: the
+            # deviations from an infinite centre are infinite and refused.
+            centre = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
     with np.errstate(over="ignore", invalid="ignore"):
         deviation = np.abs(observed - centre)
         spread = np.max(deviation, where=~np.isnan(deviation), initial=0.0)
     limit = np.sqrt(np.finfo(np.float64).max / n_observed) / 2
     if not spread <= limit:
         raise ValueError(
-            f"X is too large for double precision: its entries lie up to {spread:.3g} from "
-            f"the data mean, and the sums of their squares that the Gaussian densities need "
-            f"overflow (the limit for {n_observed} rows is {limit:.3g}). Rescale X, e.g. "
-            "with sklearn.preprocessing.StandardScaler."
+            f"{name} is too large for double precision: its entries lie up to {spread:.3g} "
+            f"from the data mean, and the sums of their squares that the Gaussian densities "
+            f"need overflow (the limit for {n_observed} rows is {limit:.3g}). Rescale {name}, "
+            "e.g. with sklearn.preprocessing.StandardScaler."
         )
 
 
