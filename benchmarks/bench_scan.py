@@ -41,6 +41,9 @@ def make_inputs(batch, channels, length, n_state, dtype, seed=0):
         "z": rng.normal(size=(batch, channels, length)),
         "delta_bias": dt_init + np.log(-np.expm1(-dt_init)),  # softplus inverse
     }
+    # The plain configuration takes the steps themselves (no softplus), which
+    # must be >= 0: those of the mamba configuration.
+    inputs["steps"] = np.logaddexp(0.0, inputs["delta"] + inputs["delta_bias"][:, None])
     return {name: value.astype(dtype) for name, value in inputs.items()}
 
 
@@ -95,7 +98,7 @@ def torch_reference(inputs):
 
 CONFIGURATIONS = {
     "mamba": ("u", "delta", "A", "B", "C", "D", "z", "delta_bias"),
-    "plain": ("u", "delta", "A", "B", "C"),
+    "plain": ("u", "steps", "A", "B", "C"),
 }
 
 
@@ -159,7 +162,10 @@ def main():
         f"N {args.n_state}, one thread.  ns per (batch, channel, step, state) element, "
         f"best of {args.repeats}: wall time / CPU time."
     )
-    print("mamba: selective B and C, D, z, delta_bias, softplus; plain: selective B and C only.")
+    print(
+        "mamba: selective B and C, D, z, delta_bias, softplus; plain: selective B and C "
+        "only, the same steps given directly (no softplus)."
+    )
     print(
         f"kernel build: {scan_module._scan.__name__} "
         "(SKSEQ_KERNELS=baseline forces the portable one)"
@@ -175,7 +181,7 @@ def main():
                 f"= {buffer_bytes / 1024:.0f} KiB"
             )
             for name, keys in CONFIGURATIONS.items():
-                inputs = {key: all_inputs[key] for key in keys}
+                inputs = {"delta" if key == "steps" else key: all_inputs[key] for key in keys}
                 softplus = name == "mamba"
                 ours = run_skseq(inputs, dout, args.repeats, softplus)
                 peer = None

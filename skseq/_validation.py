@@ -305,9 +305,11 @@ def check_data_scale(
     Parameters
     ----------
     observed : ndarray of shape (n_rows, n_features)
-    centre : ndarray of shape (n_features,), optional
+    centre : ndarray of shape (n_features,), "mean" or None, default=None
         The point the model takes deviations from; None means zero (the
-        model uses the data as they are).
+        model uses the data as they are); "mean": the mean of each
+        feature over its observed entries (the Gaussian families, for
+        data whose parameters are not known yet).
     scale : ndarray of shape (n_features,), optional
         Deviations are measured in these units: the model standardises the
         data by ``centre`` and ``scale`` (those of the data it was fitted on)
@@ -332,6 +334,14 @@ def check_data_scale(
     n_observed = observed.shape[0]
     if n_observed == 0:
         return 0.0
+    if isinstance(centre, str) and centre == "mean":
+        observed_entries = ~np.isnan(observed)
+        counts = observed_entries.sum(axis=0)
+        sums = np.sum(observed, axis=0, where=observed_entries)
+        with np.errstate(over="ignore", invalid="ignore"):
+            # A sum that overflows is itself data beyond the limit: the
+            # deviations from an infinite centre are infinite and refused.
+            centre = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
     with np.errstate(over="ignore", invalid="ignore"):
         if centre is None and scale is None:
             # Without temporaries of the data's size (fmax and fmin skip NaN).

@@ -523,3 +523,139 @@ def test_the_log_space_redo_equals_the_fast_path_on_ordinary_inputs():
     np.testing.assert_allclose(slow.log_predictive, fast.log_predictive, rtol=1e-11)
     for slow_part, fast_part in zip(slow.carried, fast.carried):
         np.testing.assert_allclose(slow_part, fast_part, rtol=1e-10, atol=1e-12)
+
+
+# -- counts with log-emissions of extreme magnitude ---------------------------
+
+
+def exact_enumeration(log_start, log_trans, log_frame):
+    """Posteriors and transition counts by enumerating the paths, exactly.
+
+    Each path's log-probability is summed in rational arithmetic (the inputs
+    are doubles, hence exact rationals), and only its difference from the
+    best path's is rounded, to a few ulps of a number that matters only when
+    it is below ~750: the weights are then correct to ~1e-13 relative however
+    large the log-emissions, which no method in floating point log space is
+    guaranteed to match for the log-likelihood itself.
+    """
+    from fractions import Fraction
+    from math import exp, fsum
+
+    n_rows, n_states = log_frame.shape
+    start = [Fraction(v) if np.isfinite(v) else None for v in log_start]
+    trans = [[Fraction(v) if np.isfinite(v) else None for v in row] for row in log_trans]
+    frame = [[Fraction(v) if np.isfinite(v) else None for v in row] for row in log_frame]
+    paths, logs = [], []
+    for path in itertools.product(range(n_states), repeat=n_rows):
+        terms = [start[path[0]]]
+        terms += [trans[a][b] for a, b in zip(path[:-1], path[1:])]
+        terms += [frame[t][state] for t, state in enumerate(path)]
+        if any(term is None for term in terms):
+            continue
+        paths.append(path)
+        logs.append(sum(terms))
+    if not logs:  # every path has probability zero
+        return None, None
+    best = max(logs)
+    weights = [exp(float(value - best)) for value in logs]
+    total = fsum(weights)
+    posteriors = np.zeros((n_rows, n_states))
+    counts = np.zeros((n_states, n_states))
+    for t in range(n_rows):
+        for state in range(n_states):
+            posteriors[t, state] = fsum(w for p, w in zip(paths, weights) if p[t] == state)
+        if t + 1 < n_rows:
+            for a, b in itertools.product(range(n_states), repeat=2):
+                counts[a, b] += fsum(
+                    w for p, w in zip(paths, weights) if p[t] == a and p[t + 1] == b
+                )
+    return posteriors / total, counts / total
+
+
+ISSUE_17_MODEL = (
+    np.log([1 / 3] * 3),
+    np.log([[0.0, 0.5, 0.5], [0.5, 0.0, 0.5], [1.0, 0.0, 0.0]]),
+    np.array([[-6e14, -5.5, -2.4e11], [-9e14, -5.6, -3.5e14]]),
+)
+
+
+def test_counts_with_huge_log_emissions_are_exact():
+    """The issue's reproducer: transition_counts[1, 2] was 0.994368734791146 (exact 1).
+
+    The log-space redo formed each pair's posterior as exp(log alpha + log A +
+    log_frame - log c) with log_frame and log c near -3.5e14: their
+    difference carried eps * 3.5e14 = 0.06 nats of rounding.
+    """
+    with np.errstate(divide="ignore"):
+        log_start, log_trans, log_frame = ISSUE_17_MODEL
+    result = forward_backward(log_start, log_trans, log_frame)
+    expected = np.zeros((3, 3))
+    expected[1, 2] = 1.0
+    np.testing.assert_allclose(result.transition_counts, expected, rtol=1e-12, atol=1e-12)
+    posteriors, counts = exact_enumeration(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(result.transition_counts, counts, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(result.posteriors, posteriors, rtol=1e-12, atol=1e-12)
+
+
+@st.composite
+def extreme_models(draw):
+    """Small models whose log-emissions mix ordinary values and magnitudes up to 1e16."""
+    n_states = draw(st.integers(1, 3))
+    n_rows = draw(st.integers(2, 6))
+    magnitude = st.one_of(
+        st.floats(-60.0, 0.0),
+        st.floats(-1e16, -1e3),
+        st.sampled_from([-6e14, -9e14, -2.4e11, -3.5e14, -2.7e16]),
+    )
+    log_frame = np.array(
+        draw(st.lists(magnitude, min_size=n_rows * n_states, max_size=n_rows * n_states))
+    ).reshape(n_rows, n_states)
+    probability = st.sampled_from([0.0, 0.0, 0.1, 0.5, 1.0, 3.0])
+    trans = np.array(
+        draw(st.lists(probability, min_size=n_states**2, max_size=n_states**2))
+    ).reshape(n_states, n_states)
+    for row in trans:
+        if not row.any():
+            row[draw(st.integers(0, n_states - 1))] = 1.0
+    start = np.array(draw(st.lists(probability, min_size=n_states, max_size=n_states)))
+    if not start.any():
+        start[0] = 1.0
+    with np.errstate(divide="ignore"):
+        log_start = np.log(start / start.sum())
+        log_trans = np.log(trans / trans.sum(axis=1, keepdims=True))
+    return log_start, log_trans, log_frame
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(extreme_models())
+def test_counts_with_extreme_log_emissions_match_exact_enumeration(model):
+    """Counts sum to T - 1 and agree with exact enumeration to 1e-9, on either path.
+
+    (A fuzz case with log-likelihood -2.7e16 had counts summing to 108.26
+    instead of T - 1 = 105.)
+    """
+    log_start, log_trans, log_frame = model
+    posteriors, counts = exact_enumeration(log_start, log_trans, log_frame)
+    if posteriors is None:  # probability zero: nothing to count
+        return
+    result = forward_backward(log_start, log_trans, log_frame)
+    n_rows = log_frame.shape[0]
+    np.testing.assert_allclose(result.transition_counts.sum(), n_rows - 1, rtol=1e-12)
+    np.testing.assert_allclose(result.transition_counts, counts, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(result.posteriors, posteriors, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(result.start_counts, posteriors[0], rtol=1e-9, atol=1e-9)
+
+
+def test_counts_sum_to_rows_minus_one_per_sequence_with_huge_log_emissions():
+    with np.errstate(divide="ignore"):
+        log_start, log_trans, log_frame = ISSUE_17_MODEL
+    rng = np.random.default_rng(17)
+    ordinary = rng.uniform(-5.0, 0.0, (5, 3))
+    stacked = np.vstack([log_frame, ordinary, log_frame * 40.0])
+    result = forward_backward(log_start, log_trans, stacked, lengths=[2, 5, 2])
+    np.testing.assert_allclose(result.transition_counts.sum(), 1 + 4 + 1, rtol=1e-12)
+    expected = sum(
+        exact_enumeration(log_start, log_trans, part)[1]
+        for part in (log_frame, ordinary, log_frame * 40.0)
+    )
+    np.testing.assert_allclose(result.transition_counts, expected, rtol=1e-9, atol=1e-12)

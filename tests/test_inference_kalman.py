@@ -818,3 +818,38 @@ def test_stream_arguments_are_validated_and_not_modified():
         kalman_forward_smoothing(X, **kwargs, controls=controls, carried=broken)
     with pytest.raises(ValueError, match="infinity"):
         kalman_forward_smoothing(np.full((3, 2), np.inf), **kwargs, controls=controls[:3])
+
+
+# -- the data's scale: the HMMs' rule, never a silent -inf ----------------------
+
+
+@pytest.mark.parametrize(
+    "function", [kalman_filter, kalman_smoother, kalman_forward_smoothing, "forecast"]
+)
+def test_data_whose_squares_overflow_raise_the_hmms_message(function):
+    """kalman_filter(X * 1e200).log_likelihood was -inf without an error."""
+    X = np.random.default_rng(0).normal(size=(50, 3)) * 1e200
+    X[3, 1] = np.nan  # missing entries are skipped by the rule
+    original = X.copy()
+    with pytest.raises(ValueError, match="X is too large for double precision"):
+        if function == "forecast":
+            kalman_forecast(X, 2, **valid_arguments())
+        else:
+            function(X, **valid_arguments())
+    np.testing.assert_array_equal(X, original)
+
+
+def test_data_far_from_the_model_raise_instead_of_minus_inf():
+    """Data of an ordinary spread far from a model of small covariance: the squared
+    innovations overflow although the data's own scale is fine."""
+    rng = np.random.default_rng(1)
+    X = 1e155 + rng.normal(size=(20, 3)) * 1e140
+    for function in (kalman_filter, kalman_smoother):
+        with pytest.raises(ValueError, match=r"sequence\(s\) \[0, 1\].*too far from the model"):
+            function(X, **valid_arguments(), lengths=[10, 10])
+    with pytest.raises(ValueError, match="x lies too far from the model's predictions"):
+        kalman_filter_step(np.full(3, 1e300), **valid_arguments())
+    # The log-density is computed so as to overflow only when it is below -1.8e308:
+    # data of 1e150 are far from the model, but their log-likelihood is finite.
+    result = kalman_filter(X * 1e-5, **valid_arguments())
+    assert -np.inf < result.log_likelihood < -1e298

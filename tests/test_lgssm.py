@@ -1298,3 +1298,28 @@ def test_data_whose_squares_overflow_get_a_message_about_the_data(method):
     with pytest.raises(ValueError, match="X is too large for double precision"):
         getattr(LinearGaussianSSM(2), method)(X)
     np.testing.assert_array_equal(X, original)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize(
+    "method", ["score", "score_sequences", "transform", "filter", "smooth", "forecast", "bic"]
+)
+def test_inference_on_data_whose_squares_overflow_raises_the_fit_message(method):
+    """fit(X).score(X * 1e300) was -inf without an error: the rule of fit (and of
+    the HMMs) applies to every method that takes data."""
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    model = LinearGaussianSSM(2, n_iter=3, tol=-np.inf).fit(X)
+    arguments = (2,) if method == "forecast" else ()
+    with pytest.raises(ValueError, match="X is too large for double precision"):
+        getattr(model, method)(X * 1e300, *arguments)
+    assert np.isfinite(model.score(X * 1e3))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_online_filter_far_from_the_model_raises_instead_of_minus_inf():
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    model = LinearGaussianSSM(2, n_iter=3, tol=-np.inf).fit(X)
+    with pytest.raises(ValueError, match="x lies too far from the model's predictions"):
+        model.filter_update(np.full(2, 1e300))
+    with pytest.raises(ValueError, match="too far from the model's predictions"):
+        model.score(np.full((4, 2), 1e160) + X[:4])

@@ -632,3 +632,104 @@ def test_convolution_with_spectra_is_a_named_result():
     assert isinstance(result, ConvolutionResult)
     np.testing.assert_array_equal(result.y, causal_convolution(u, K))
     assert result.spectra.n_fft >= 31 and result.spectra.length == 16
+
+
+# -- large inputs: transforms that overflow are redone scaled, never NaN -----------
+
+
+def direct_convolution_backward(dy, u, K):
+    """du and dK by their sums over lags, in float64."""
+    dy, u, K = (np.asarray(x, np.float64) for x in (dy, u, K))
+    length = dy.shape[2]
+    du = np.zeros_like(dy)
+    dK = np.zeros_like(K)
+    for k in range(min(K.shape[1], length)):
+        du[:, :, : length - k] += K[None, :, k, None] * dy[:, :, k:]
+        dK[:, k] = np.sum(u[:, :, : length - k] * dy[:, :, k:], axis=(0, 2))
+    return du, dK
+
+
+@pytest.mark.parametrize(
+    "dtype, large, small", [(np.float64, 1e307, 1e-10), (np.float32, 1e37, 1e-5)]
+)
+def test_convolution_of_large_inputs_is_exact_not_nan(dtype, large, small):
+    """The issue's reproducer: 64 steps of 1e307 convolved with 1e-10 gave NaN (exact 1e297)."""
+    u = np.full((1, 1, 64), large, dtype)
+    K = np.full((1, 1), small, dtype)
+    y = causal_convolution(u, K)
+    assert y.dtype == dtype
+    rtol = 1e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(y, direct_convolution(u, K), rtol=rtol)
+    rng = np.random.default_rng(17)
+    u = (rng.uniform(0.5, 1.0, size=(2, 3, 64)) * large).astype(dtype)  # the sum overflows
+    K = (rng.normal(size=(3, 5)) * small).astype(dtype)
+    expected = direct_convolution(u, K)
+    assert np.isfinite(expected.astype(dtype)).all()
+    scale = np.abs(u).max(axis=(0, 2))[None, :, None] * np.abs(K).sum(axis=1)[None, :, None]
+    tolerance = 2e-6 if dtype == np.float32 else 1e-12
+    assert_close_in_scale(causal_convolution(u, K), expected, scale, tolerance)
+    y, spectra = causal_convolution(u, K, return_spectra=True)
+    assert_close_in_scale(y, expected, scale, tolerance)
+    assert spectra.u_exponent.shape == (2, 3) and spectra.kernel_exponent.shape == (3,)
+
+
+def test_convolution_whose_exact_result_overflows_raises():
+    """1e200 x 1e200 gave NaN everywhere; the exact 1e400 is not a double."""
+    u = np.full((2, 3, 16), 1e200)
+    with pytest.raises(ValueError, match="convolution's outputs overflow float64"):
+        causal_convolution(u, np.full((3, 4), 1e200))
+    with pytest.raises(ValueError, match="outputs overflow float32"):
+        causal_convolution(np.full((1, 1, 8), 1e30, np.float32), np.full((1, 2), 1e30))
+
+
+def test_large_channels_leave_the_ordinary_ones_exact():
+    """Each sequence and kernel is scaled on its own: a small channel keeps its digits."""
+    rng = np.random.default_rng(3)
+    u = rng.normal(size=(2, 2, 40))
+    K = rng.normal(size=(2, 6))
+    u[:, 0] *= 1e307
+    y = causal_convolution(u, K)
+    expected = direct_convolution(u, K)
+    scale = np.abs(u).max(axis=(0, 2))[None, :, None] * np.abs(K).sum(axis=1)[None, :, None]
+    assert_close_in_scale(y, expected, scale, 1e-12)
+    alone = causal_convolution(u[:, 1:], K[1:])[:, 0]
+    np.testing.assert_allclose(y[:, 1], alone, rtol=1e-12, atol=1e-12)
+
+
+def test_convolution_backward_of_large_inputs_is_exact_not_nan():
+    rng = np.random.default_rng(5)
+    u = rng.uniform(0.5, 1.0, size=(2, 2, 64)) * 1e-10
+    K = rng.normal(size=(2, 5)) * 1e-10
+    dy = np.full(u.shape, 1e307)
+    du, dK = causal_convolution_backward(dy, u, K)
+    expected_du, expected_dK = direct_convolution_backward(dy, u, K)
+    assert np.isfinite(du).all() and np.isfinite(dK).all()
+    scale_du = 1e307 * np.abs(K).sum(axis=1)[None, :, None]
+    assert_close_in_scale(du, expected_du, scale_du, 1e-12)
+    np.testing.assert_allclose(dK, expected_dK, rtol=1e-12)
+    # The spectra of a forward pass that had to scale stand for u and K exactly.
+    big_u = rng.normal(size=(2, 2, 64)) * 1e307
+    small_dy = rng.normal(size=big_u.shape) * 1e-10
+    _, spectra = causal_convolution(big_u, K * 1e9, return_spectra=True)
+    assert spectra.u_exponent is not None
+    from_spectra = causal_convolution_backward(small_dy, spectra=spectra)
+    from_inputs = causal_convolution_backward(small_dy, big_u, K * 1e9)
+    expected_du, expected_dK = direct_convolution_backward(small_dy, big_u, K * 1e9)
+    for grads in (from_spectra, from_inputs):
+        scale_du = np.abs(small_dy).max() * np.abs(K * 1e9).sum(axis=1)[None, :, None]
+        assert_close_in_scale(grads.du, expected_du, scale_du, 1e-12)
+        scale_dK = np.abs(big_u).max() * np.abs(small_dy).max() * 64 * 2
+        assert_close_in_scale(grads.dK, expected_dK, scale_dK, 1e-12)
+    # Unscaled spectra with a large dy: the backward scales the spectra it is given.
+    _, plain = causal_convolution(u, K, return_spectra=True)
+    assert plain.u_exponent is None
+    du, dK = causal_convolution_backward(dy, spectra=plain)
+    np.testing.assert_allclose(dK, direct_convolution_backward(dy, u, K)[1], rtol=1e-12)
+
+
+def test_convolution_backward_whose_exact_gradient_overflows_raises():
+    u = np.ones((1, 2, 16))
+    with pytest.raises(ValueError, match="gradients du overflow float64"):
+        causal_convolution_backward(np.full(u.shape, 1e200), u, np.full((2, 3), 1e200))
+    with pytest.raises(ValueError, match="gradients dK overflow float64"):
+        causal_convolution_backward(np.full(u.shape, 1e200), u * 1e200, np.ones((2, 3)))

@@ -192,7 +192,7 @@ def test_forward_matches_reference(selective, with_D, with_z, with_bias, softplu
 
 
 def test_forward_without_last_state_returns_none():
-    inputs = make_inputs(np.random.default_rng(1))
+    inputs = make_inputs(np.random.default_rng(1), softplus=False)
     out, state = selective_scan(**inputs)
     assert state is None
     np.testing.assert_allclose(out, reference_scan(**inputs)[0], rtol=1e-12, atol=1e-12)
@@ -351,8 +351,12 @@ def test_chunked_checkpoints_equal_unchunked(selective, chunk_size):
         np.testing.assert_allclose(
             getattr(chunked, name), getattr(whole, name), rtol=1e-13, atol=1e-13, err_msg=name
         )
-    out_whole = selective_scan(**inputs, return_last_state=True, _chunk_size=1000)
-    out_chunked = selective_scan(**inputs, return_last_state=True, _chunk_size=chunk_size)
+    out_whole = selective_scan(
+        **inputs, delta_softplus=True, return_last_state=True, _chunk_size=1000
+    )
+    out_chunked = selective_scan(
+        **inputs, delta_softplus=True, return_last_state=True, _chunk_size=chunk_size
+    )
     np.testing.assert_array_equal(out_chunked.out, out_whole.out)
     np.testing.assert_array_equal(out_chunked.last_state, out_whole.last_state)
 
@@ -377,7 +381,9 @@ def test_two_jobs_equal_one(selective, batch):
 
 
 def test_optional_gradients_are_none():
-    inputs = make_inputs(np.random.default_rng(8), with_D=False, with_z=False, with_bias=False)
+    inputs = make_inputs(
+        np.random.default_rng(8), with_D=False, with_z=False, with_bias=False, softplus=False
+    )
     grads = selective_scan_backward(np.ones(inputs["u"].shape), **inputs)
     assert grads.dD is None and grads.dz is None and grads.ddelta_bias is None
     assert isinstance(grads, ScanGradients)
@@ -434,7 +440,7 @@ def test_inputs_are_not_modified():
 
 
 def test_mixed_dtypes_are_cast_to_u_dtype():
-    inputs = make_inputs(np.random.default_rng(11))
+    inputs = make_inputs(np.random.default_rng(11), softplus=False)
     inputs["u"] = inputs["u"].astype(np.float32)
     out, state = selective_scan(**inputs, return_last_state=True)
     assert out.dtype == np.float32 and state.dtype == np.float32
@@ -442,7 +448,7 @@ def test_mixed_dtypes_are_cast_to_u_dtype():
     assert all(getattr(grads, name).dtype == np.float32 for name in GRADIENT_NAMES)
     # Integer u is computed in float64; lists and non-contiguous views are accepted.
     integer_u = np.arange(2 * 3 * 9).reshape(2, 3, 9) % 3
-    inputs64 = make_inputs(np.random.default_rng(11))
+    inputs64 = make_inputs(np.random.default_rng(11), softplus=False)
     out_int, _ = selective_scan(
         integer_u,
         inputs64["delta"],
@@ -510,8 +516,10 @@ def test_huge_finite_values_are_accepted():
     """A sum that overflows is not mistaken for an infinite entry."""
     inputs = make_inputs(np.random.default_rng(16), softplus=False)
     inputs["B"][0, 0, :2] = 1e308
+    inputs["u"][0] *= 1e-3  # the states dt * B * u stay finite
     out, _ = selective_scan(**inputs)
     assert out.shape == inputs["u"].shape
+    assert np.isfinite(out).all()
 
 
 def test_bad_dout_and_chunk_size_raise():
@@ -580,7 +588,7 @@ def test_n_jobs_must_be_none_or_a_nonzero_int(n_jobs, error, match):
 
 
 def test_numpy_integer_n_jobs_is_accepted():
-    inputs = make_inputs(np.random.default_rng(20))
+    inputs = make_inputs(np.random.default_rng(20), softplus=False)
     threaded = selective_scan(**inputs, n_jobs=np.int64(2)).out
     np.testing.assert_array_equal(threaded, selective_scan(**inputs).out)
 
@@ -638,3 +646,74 @@ def test_avx2_build_equals_the_portable_build(dtype, rtol):
         np.testing.assert_allclose(
             value, getattr(grads_p, name), rtol=rtol, atol=rtol, err_msg=name
         )
+
+
+# -- steps and overflow: refused or reported, never a silent inf or NaN --------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_negative_step_without_softplus_raises(dtype):
+    """The issue's reproducer: a step of -1 gave NaN (float32) or -7.2e86 (float64)."""
+    u = np.ones((1, 1, 3), dtype)
+    ones = np.ones((1, 1), dtype)
+    A = np.full((1, 1), -100, dtype)
+    with pytest.raises(ValueError, match=r"delta \+ delta_bias must be >= 0.*channel 0"):
+        selective_scan(u, -u, A, ones, ones)
+    with pytest.raises(ValueError, match="not a discretisation"):
+        selective_scan_backward(u, u, -u, A, ones, ones)
+
+
+def test_negative_step_counts_the_bias():
+    rng = np.random.default_rng(40)
+    inputs = make_inputs(rng, softplus=False)
+    inputs["delta"][...] = 0.1
+    inputs["delta_bias"][...] = [0.0, -0.5, 0.0]  # channel 1 steps by -0.4
+    with pytest.raises(ValueError, match="got -0.4.* in channel 1"):
+        selective_scan(**inputs)
+    inputs["delta"][:, 1] = 0.6  # 0.6 - 0.5 >= 0: a valid step
+    inputs["delta"][0, 0, 0] = -0.2  # offset by no bias: refused
+    with pytest.raises(ValueError, match="in channel 0"):
+        selective_scan(**inputs)
+    inputs["delta_bias"][0] = 0.3  # -0.2 + 0.3 >= 0: every step valid
+    out, _ = selective_scan(**inputs)
+    np.testing.assert_allclose(out, reference_scan(**inputs)[0], rtol=1e-12, atol=1e-12)
+
+
+def test_negative_raw_delta_is_fine_with_softplus():
+    inputs = make_inputs(np.random.default_rng(41))
+    inputs["delta"][...] = -3.0
+    out, _ = selective_scan(**inputs, delta_softplus=True)
+    assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_overflowing_recurrence_raises_naming_A_and_length(dtype):
+    """A > 0 over a long sequence: exp(t A) passes the dtype's range (it gave +inf)."""
+    length = 2000
+    u = np.ones((1, 2, length), dtype)
+    A = np.array([[0.5], [-0.5]], dtype)
+    ones = np.ones((2, 1), dtype)
+    message = r"overflowed .*A has positive entries \(up to 0.5\).* 2000 steps"
+    with pytest.raises(ValueError, match=message):
+        selective_scan(u, np.ones_like(u), A, ones, ones)
+    with pytest.raises(ValueError, match=message):
+        selective_scan(u, np.ones_like(u), A, ones, ones, return_last_state=True)
+    with pytest.raises(ValueError, match=message.replace("overflowed", "gradients overflowed")):
+        selective_scan_backward(u, u, np.ones_like(u), A, ones, ones)
+    # The same A over a short sequence is a valid, finite recurrence.
+    short = u[..., :20]
+    out, _ = selective_scan(short, np.ones_like(short), A, ones, ones)
+    expected, _ = reference_scan(short, np.ones_like(short), A, ones, ones)
+    np.testing.assert_allclose(out, expected, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    grads = selective_scan_backward(short, short, np.ones_like(short), A, ones, ones)
+    assert all(np.isfinite(g).all() for g in grads if g is not None)
+
+
+def test_overflow_of_stable_scan_names_the_scale():
+    """With A < 0 only the inputs' scale can overflow: the message says so."""
+    u = np.full((1, 1, 4), 1e300)
+    A = np.full((1, 1), -0.1)
+    B = np.full((1, 1), 1e300)
+    ones = np.ones((1, 1))
+    with pytest.raises(ValueError, match="overflowed float64: the inputs' scale is too large"):
+        selective_scan(u, np.ones_like(u), A, B, ones)

@@ -856,43 +856,75 @@ cdef double _log_sum_exp(const double* values, Py_ssize_t n) noexcept nogil:
     return largest + log(total)
 
 
+cdef inline double _two_sum_error(double a, double b, double total) noexcept nogil:
+    """The rounding error of ``total = fl(a + b)`` (Knuth's TwoSum): a + b = total + error
+    exactly, for finite a, b and total."""
+    cdef double b_part = total - a
+    return (a - (total - b_part)) + (b - b_part)
+
+
 cdef Py_ssize_t _log_forward_one(
     const double[::1] log_start,
     const double[:, ::1] log_trans_t,
     const double[:, ::1] log_frame,
     double[:, ::1] log_alpha,
+    double[:, ::1] log_prior,
     double[::1] log_scale,
     double[::1] terms,
+    double[::1] low,
 ) noexcept nogil:
     """The scaled forward pass in log space, over the rows of one sequence.
 
-    ``log_frame`` holds the max-shifted log-emissions (the logs of the
-    kernels' ``frame``) and ``log_trans_t`` the transposed log transition
-    matrix.  Writes log alpha_t, the log of the normalised forward message
-    (logsumexp 0 on every row), and log c_t.  Every quantity stays of the
-    order of one row's spread of log-emissions however long the sequence,
-    so the rounding does not grow with the log-likelihood.  Returns the
-    number of leading rows of positive probability: all of them, or the
-    index of the first row where every path has probability zero.
+    ``log_frame`` holds the log-emissions (unshifted, or shifted by the
+    caller) and ``log_trans_t`` the transposed log transition matrix.  Writes
+    log alpha_t, the log of the normalised forward message (logsumexp 0 on
+    every row), the log predicted probabilities
+    log_prior_t(j) = log p(z_t = j | x_<t) and log c_t.  Returns the number
+    of leading rows of positive probability: all of them, or the index of
+    the first row where every path has probability zero.
+
+    The log-emissions of a row may be huge (1e14 nats) while only their
+    differences matter: log_prior_t(j) + log_frame[t, j] is kept as an
+    unevaluated sum of two doubles (TwoSum, the error in ``low``), and its
+    difference from the row's largest is taken before rounding.  Two states
+    whose log-emissions are huge but close then keep the digits of their
+    difference; log alpha_t and log_prior_t stay of the order of one row's
+    spread of what matters, however long the sequence and however large the
+    emissions.
     """
     cdef Py_ssize_t n_rows = log_frame.shape[0]
     cdef Py_ssize_t n_states = log_trans_t.shape[0]
-    cdef Py_ssize_t t, i, j
-    cdef double total
-    for j in range(n_states):
-        log_alpha[0, j] = log_start[j] + log_frame[0, j]
+    cdef Py_ssize_t t, i, j, best
+    cdef double prior, high, best_high, best_low, total, shift
     for t in range(n_rows):
-        if t > 0:
-            for j in range(n_states):
+        best = 0
+        for j in range(n_states):
+            if t == 0:
+                prior = log_start[j]
+            else:
                 for i in range(n_states):
                     terms[i] = log_alpha[t - 1, i] + log_trans_t[j, i]
-                log_alpha[t, j] = _log_sum_exp(&terms[0], n_states) + log_frame[t, j]
-        total = _log_sum_exp(&log_alpha[t, 0], n_states)
-        if total == -INFINITY:
+                prior = _log_sum_exp(&terms[0], n_states)
+            log_prior[t, j] = prior
+            high = prior + log_frame[t, j]
+            low[j] = _two_sum_error(prior, log_frame[t, j], high) if high > -INFINITY else 0.0
+            log_alpha[t, j] = high
+            if high > log_alpha[t, best]:
+                best = j
+        best_high = log_alpha[t, best]
+        if best_high == -INFINITY:
             return t
-        log_scale[t] = total
+        best_low = low[best]
+        total = 0.0
         for j in range(n_states):
-            log_alpha[t, j] -= total
+            if log_alpha[t, j] > -INFINITY:
+                # Sterbenz: the difference of the highs is exact where it matters.
+                log_alpha[t, j] = (log_alpha[t, j] - best_high) + (low[j] - best_low)
+            total += exp(log_alpha[t, j])
+        shift = log(total)
+        log_scale[t] = best_high + (best_low + shift)
+        for j in range(n_states):
+            log_alpha[t, j] -= shift
     return n_rows
 
 
@@ -934,8 +966,10 @@ def log_forward(
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t index, s, t, j, first, stop, possible
     cdef double[:, ::1] log_alpha = zeros_2d(longest_sequence(offsets), n_states)
+    cdef double[:, ::1] log_prior = zeros_2d(longest_sequence(offsets), n_states)
     cdef double[::1] log_scale = zeros_2d(1, longest_sequence(offsets))[0]
     cdef double[::1] terms = zeros_2d(1, n_states)[0]
+    cdef double[::1] low = zeros_2d(1, n_states)[0]
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
@@ -943,7 +977,8 @@ def log_forward(
             first = offsets[s]
             stop = offsets[s + 1]
             possible = _log_forward_one(
-                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_scale, terms)
+                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_prior, log_scale,
+                terms, low)
             sequence_log_likelihood[s] = _log_predictive_one(
                 log_scale, shift[first:stop], possible, log_predictive[first:stop])
             for t in range(stop - first):
@@ -951,30 +986,80 @@ def log_forward(
                     filtered[first + t, j] = exp(log_alpha[t, j]) if t < possible else 0.0
 
 
+cdef inline void _following(
+    const double[::1] log_alpha,
+    const double[::1] log_prior,
+    const double[::1] log_beta,
+    double[::1] following,
+) noexcept nogil:
+    """log(frame_{t+1}(j) beta_{t+1}(j) / c_{t+1}) from row t+1's messages.
+
+    frame_{t+1}(j) / c_{t+1} = alpha_{t+1}(j) / p(z_{t+1} = j | x_<=t): the
+    ratio of two normalised quantities, free of the row's (possibly huge)
+    log-emissions and log c_{t+1}, whose difference would carry
+    eps |log c_{t+1}| of rounding.  A state that cannot be reached has no
+    weight.
+    """
+    cdef Py_ssize_t j
+    for j in range(following.shape[0]):
+        if log_prior[j] == -INFINITY or log_alpha[j] == -INFINITY:
+            following[j] = -INFINITY
+        else:
+            following[j] = log_alpha[j] - log_prior[j] + log_beta[j]
+
+
+cdef void _add_pair_posteriors(
+    const double[::1] log_alpha,
+    const double[:, ::1] log_trans,
+    const double[::1] following,
+    double[:, ::1] pairs,
+    double[:, ::1] transition_counts,
+) noexcept nogil:
+    """Add xi_t(i, j), proportional to alpha_t(i) A_ij exp(following[j]), to the
+    counts, normalised to sum to one (as it does in exact arithmetic): the
+    counts of a sequence sum to its number of transitions."""
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t i, j
+    cdef double largest = -INFINITY, total = 0.0, inv_total
+    for i in range(n_states):
+        for j in range(n_states):
+            pairs[i, j] = log_alpha[i] + log_trans[i, j] + following[j]
+            if pairs[i, j] > largest:
+                largest = pairs[i, j]
+    if largest == -INFINITY:  # not for a sequence of positive probability
+        return
+    for i in range(n_states):
+        for j in range(n_states):
+            pairs[i, j] = exp(pairs[i, j] - largest)
+            total += pairs[i, j]
+    inv_total = 1.0 / total
+    for i in range(n_states):
+        for j in range(n_states):
+            transition_counts[i, j] += pairs[i, j] * inv_total
+
+
 cdef void _log_backward_one(
     const double[:, ::1] log_trans,
-    const double[:, ::1] log_frame,
     const double[:, ::1] log_alpha,
+    const double[:, ::1] log_prior,
     double[:, ::1] log_beta,
-    const double[::1] log_scale,
     double[::1] following,
     double[::1] terms,
+    double[:, ::1] pairs,
     double[:, ::1] posteriors,
     double[:, ::1] transition_counts,
 ) noexcept nogil:
-    """The log-space backward pass over the rows of ``log_frame`` (one sequence
-    or one chunk of one), from ``log_beta`` of the last row, which the caller
-    sets (0: the sequence ends there); the posteriors and the transition
-    counts between its rows (added to ``transition_counts``)."""
-    cdef Py_ssize_t n_rows = log_frame.shape[0]
+    """The log-space backward pass over the rows of ``posteriors`` (one
+    sequence or one chunk of one), from ``log_beta`` of the last row, which
+    the caller sets (0: the sequence ends there); the posteriors and the
+    transition counts between its rows (added to ``transition_counts``).
+    ``log_alpha`` and ``log_prior`` are :func:`_log_forward_one`'s."""
+    cdef Py_ssize_t n_rows = posteriors.shape[0]
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t t, i, j
-    cdef double total, inv_total, log_alpha_i
+    cdef double total, inv_total
     for t in range(n_rows - 2, -1, -1):
-        # following[j] = log(frame_{t+1}(j) beta_{t+1}(j) / c_{t+1})
-        for j in range(n_states):
-            following[j] = (log_frame[t + 1, j] + log_beta[t + 1, j]
-                            - log_scale[t + 1])
+        _following(log_alpha[t + 1], log_prior[t + 1], log_beta[t + 1], following)
         for i in range(n_states):
             for j in range(n_states):
                 terms[j] = log_trans[i, j] + following[j]
@@ -989,16 +1074,8 @@ cdef void _log_backward_one(
         for i in range(n_states):
             posteriors[t, i] *= inv_total
         if t + 1 < n_rows:
-            for j in range(n_states):
-                following[j] = (log_frame[t + 1, j] + log_beta[t + 1, j]
-                                - log_scale[t + 1])
-            for i in range(n_states):
-                log_alpha_i = log_alpha[t, i]
-                if log_alpha_i == -INFINITY:
-                    continue
-                for j in range(n_states):
-                    transition_counts[i, j] += exp(
-                        log_alpha_i + log_trans[i, j] + following[j])
+            _following(log_alpha[t + 1], log_prior[t + 1], log_beta[t + 1], following)
+            _add_pair_posteriors(log_alpha[t], log_trans, following, pairs, transition_counts)
 
 
 def log_forward_backward(
@@ -1016,20 +1093,29 @@ def log_forward_backward(
 ):
     """:func:`forward_backward` in log space, for the listed ``sequences`` only.
 
-    ``log_frame`` is max-shifted by ``shift``.  The backward message is scaled
-    by the forward pass's c_t, as in the scaled recursion:
-    log beta_t(i) = logsumexp_j(log A_ij + log_frame[t+1, j] + log beta_{t+1}(j))
-    - log c_{t+1}, so gamma_t = exp(log alpha_t + log beta_t).  Adds the start
-    and transition counts; a sequence of probability zero gets log-likelihood
-    -inf, zero posteriors and adds nothing.
+    ``log_frame`` is shifted by ``shift`` (which may be zero).  The backward
+    message is scaled by the forward pass's c_t, as in the scaled recursion:
+    beta_t(i) = sum_j A_ij frame_{t+1}(j) beta_{t+1}(j) / c_{t+1}, so
+    gamma_t = exp(log alpha_t + log beta_t).  frame_{t+1}(j) / c_{t+1} is
+    taken as alpha_{t+1}(j) / p(z_{t+1} = j | x_<=t) (:func:`_following`):
+    the row's log-emissions and log c_{t+1} can be huge (emissions 1e14 nats
+    apart), and their difference would carry eps |log c_{t+1}| nats of
+    rounding.  Each row's pair posteriors xi_t(i, j) are normalised to sum to
+    one, as the posteriors are, so the counts of a sequence sum to
+    n_rows - 1.  Adds the start and transition counts; a sequence of
+    probability zero gets log-likelihood -inf, zero posteriors and adds
+    nothing.
     """
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t longest = longest_sequence(offsets)
     cdef Py_ssize_t index, s, t, i, first, stop, n_rows, possible
+    cdef double[:, ::1] pairs = zeros_2d(n_states, n_states)
     cdef double[:, ::1] log_alpha = zeros_2d(longest, n_states)
+    cdef double[:, ::1] log_prior = zeros_2d(longest, n_states)
     cdef double[:, ::1] log_beta = zeros_2d(longest, n_states)
     cdef double[::1] log_scale = zeros_2d(1, longest)[0]
     cdef double[::1] terms = zeros_2d(1, n_states)[0]
+    cdef double[::1] low = zeros_2d(1, n_states)[0]
     cdef double[::1] following = zeros_2d(1, n_states)[0]
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
@@ -1039,7 +1125,8 @@ def log_forward_backward(
             stop = offsets[s + 1]
             n_rows = stop - first
             possible = _log_forward_one(
-                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_scale, terms)
+                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_prior, log_scale,
+                terms, low)
             sequence_log_likelihood[s] = _log_predictive_one(
                 log_scale, shift[first:stop], possible, log_predictive[first:stop])
             if possible < n_rows:
@@ -1049,8 +1136,8 @@ def log_forward_backward(
                 continue
             for i in range(n_states):
                 log_beta[n_rows - 1, i] = 0.0
-            _log_backward_one(log_trans, log_frame[first:stop], log_alpha, log_beta, log_scale,
-                              following, terms, posteriors[first:stop], transition_counts)
+            _log_backward_one(log_trans, log_alpha, log_prior, log_beta, following, terms, pairs,
+                              posteriors[first:stop], transition_counts)
             for i in range(n_states):
                 start_counts[i] += posteriors[first, i]
 
@@ -1077,12 +1164,14 @@ def log_forward_chunk(
     cdef Py_ssize_t t, j, possible
     cdef double log_likelihood
     cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
     cdef double[::1] log_scale = zeros_2d(1, n_rows)[0]
     cdef double[::1] terms = zeros_2d(1, n_states)[0]
+    cdef double[::1] low = zeros_2d(1, n_states)[0]
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
-        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_scale,
-                                    terms)
+        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_prior,
+                                    log_scale, terms, low)
         log_likelihood = _log_predictive_one(log_scale, shift, possible, log_predictive)
         for t in range(n_rows):
             for j in range(n_states):
@@ -1119,16 +1208,19 @@ def log_forward_backward_chunk(
     cdef Py_ssize_t n_rows = log_frame.shape[0]
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t t, i, j, possible
-    cdef double log_likelihood, log_alpha_i
+    cdef double log_likelihood
     cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
     cdef double[:, ::1] log_beta = zeros_2d(n_rows, n_states)
     cdef double[::1] log_scale = zeros_2d(1, n_rows)[0]
     cdef double[::1] terms = zeros_2d(1, n_states)[0]
+    cdef double[::1] low = zeros_2d(1, n_states)[0]
     cdef double[::1] following = zeros_2d(1, n_states)[0]
+    cdef double[:, ::1] pairs = zeros_2d(n_states, n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
-        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_scale,
-                                    terms)
+        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_prior,
+                                    log_scale, terms, low)
         log_likelihood = _log_predictive_one(log_scale, shift, possible, log_predictive)
         if possible < n_rows:
             for t in range(n_rows):
@@ -1144,15 +1236,10 @@ def log_forward_backward_chunk(
                 for j in range(n_states):
                     terms[j] = log_trans[i, j] + log_w_next[j]
                 log_beta[n_rows - 1, i] = _log_sum_exp(&terms[0], n_states)
-                log_alpha_i = log_alpha[n_rows - 1, i]
-                if log_alpha_i == -INFINITY:
-                    continue
-                for j in range(n_states):
-                    transition_counts[i, j] += exp(
-                        log_alpha_i + log_trans[i, j] + log_w_next[j])
-            _log_backward_one(log_trans, log_frame, log_alpha, log_beta, log_scale, following,
-                              terms, posteriors, transition_counts)
-            for j in range(n_states):
-                log_w_first[j] = (log_frame[0, j] + log_beta[0, j] - log_scale[0]
-                                  if log_alpha[0, j] > -INFINITY else -INFINITY)
+            if has_next:  # the transitions into the next chunk
+                _add_pair_posteriors(log_alpha[n_rows - 1], log_trans, log_w_next, pairs,
+                                     transition_counts)
+            _log_backward_one(log_trans, log_alpha, log_prior, log_beta, following, terms, pairs,
+                              posteriors, transition_counts)
+            _following(log_alpha[0], log_prior[0], log_beta[0], log_w_first)
     return log_likelihood

@@ -298,41 +298,35 @@ def _log_predictive(scale, shift, offsets, sequence_log_likelihood):
 
 
 def _frame(log_frameprob, shift, buffers=None):
-    """The exponentiated frame, its shift, and a function giving the shifted
-    log-emissions for a log-space redo (computed only if one is needed)."""
+    """The exponentiated frame, its shift, and a function giving the
+    log-emissions with their shift for a log-space redo.
+
+    The redo takes ``log_frameprob`` as given, with a zero shift, unless the
+    caller gave it shifted: subtracting a row's maximum from huge
+    log-emissions would round away the digits of their differences, which
+    the log-space recursion keeps.
+    """
     log_frameprob = _contiguous(log_frameprob)
     if shift is None:
         frame, shift = _shifted_frame(log_frameprob, buffers)
-
-        def shifted_log_frame():
-            shifted = np.empty_like(log_frameprob)
-            _hmm.shift_rows(log_frameprob, shifted, np.empty_like(shift))
-            return shifted
-
-        return frame, shift, shifted_log_frame
+        return frame, shift, lambda: (log_frameprob, np.zeros_like(shift))
     frame = np.exp(log_frameprob, out=work_array(buffers, "frame", log_frameprob.shape))
-    return frame, shift, lambda: log_frameprob
+    return frame, shift, lambda: (log_frameprob, _contiguous(shift))
 
 
-def _redo_flagged(log_kernel, startprob, transmat, shifted_log_frame, offsets, shift, arrays):
+def _redo_flagged(log_kernel, startprob, transmat, redo_frame, offsets, shift, arrays):
     """Log predictive densities from the scale factors (``arrays[1]``), and the
     sequences the scaled recursion flagged redone by ``log_kernel``.
 
     ``arrays`` are the kernel's outputs, log predictive densities second and
-    per-sequence log-likelihoods third (NaN for a flagged sequence).
+    per-sequence log-likelihoods third (NaN for a flagged sequence);
+    ``redo_frame()`` gives the log-emissions and their shift for the redo
+    (:func:`_frame`).
     """
     flagged = _log_predictive(arrays[1], shift, offsets, arrays[2])
     if flagged.size:
         log_start, log_trans = _logs(startprob, transmat)
-        log_kernel(
-            log_start,
-            log_trans,
-            shifted_log_frame(),
-            _contiguous(shift),
-            offsets,
-            flagged,
-            *arrays,
-        )
+        log_kernel(log_start, log_trans, *redo_frame(), offsets, flagged, *arrays)
 
 
 def _forward_backward_offsets(
@@ -356,7 +350,7 @@ def _forward_backward_offsets(
     ``sequence_log_likelihood``, when given, are filled in place.
     Sequences the scaled recursion flags are redone in log space.
     """
-    frame, shift, shifted_log_frame = _frame(log_frameprob, shift, buffers)
+    frame, shift, redo_frame = _frame(log_frameprob, shift, buffers)
     n_samples, n_states = frame.shape
     startprob, transmat = _contiguous(startprob), _contiguous(transmat)
     if posteriors is None:
@@ -370,7 +364,7 @@ def _forward_backward_offsets(
     alpha = work_array(buffers, "alpha", (longest_sequence(offsets), n_states))
     _hmm.forward_backward(startprob, transmat, frame, _contiguous(shift), offsets, *arrays, alpha)
     _redo_flagged(
-        _hmm.log_forward_backward, startprob, transmat, shifted_log_frame, offsets, shift, arrays
+        _hmm.log_forward_backward, startprob, transmat, redo_frame, offsets, shift, arrays
     )
     return ForwardBackwardResult(
         float(sequence_log_likelihood.sum()),
@@ -402,7 +396,7 @@ def _forward_offsets(
     ``log_predictive`` are work arrays).  Sequences the scaled recursion flags
     are redone in log space.
     """
-    frame, shift, shifted_log_frame = _frame(log_frameprob, shift, buffers)
+    frame, shift, redo_frame = _frame(log_frameprob, shift, buffers)
     n_samples, n_states = frame.shape
     startprob, transmat = _contiguous(startprob), _contiguous(transmat)
     if filtered is None:
@@ -413,7 +407,7 @@ def _forward_offsets(
         sequence_log_likelihood = np.empty(len(offsets) - 1)
     arrays = (filtered, log_predictive, sequence_log_likelihood)
     _hmm.forward(startprob, transmat, frame, _contiguous(shift), offsets, *arrays)
-    _redo_flagged(_hmm.log_forward, startprob, transmat, shifted_log_frame, offsets, shift, arrays)
+    _redo_flagged(_hmm.log_forward, startprob, transmat, redo_frame, offsets, shift, arrays)
     return ForwardResult(
         float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
     )

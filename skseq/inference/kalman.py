@@ -32,7 +32,7 @@ from sklearn.utils import check_random_state
 
 from .._kernels import _kalman
 from .._sequences import sequence_offsets
-from .._validation import check_allocation, check_scalar_param, masked_as_nan
+from .._validation import check_allocation, check_data_scale, check_scalar_param, masked_as_nan
 from ._checks import masked_arrays_checked
 
 __all__ = [
@@ -305,6 +305,8 @@ def check_observations(X, name="X"):
     """X as a 2-D float64 array with at least one row and column; NaN allowed, inf not.
 
     A masked array's masked entries are missing values (NaN), as in pykalman.
+    Data whose squared deviations from their mean overflow are refused by the
+    rule of every Gaussian family (:func:`skseq._validation.check_data_scale`).
     """
     X = masked_as_nan(X, missing_supported=True, owner="the Kalman filter", name=name)
     X = _as_float_array(X, name)
@@ -319,6 +321,7 @@ def check_observations(X, name="X"):
         raise ValueError(
             f"{name} contains infinity (NaN marks a missing value; inf is not allowed)."
         )
+    check_data_scale(X, "mean", name=name)
     return X
 
 
@@ -502,12 +505,32 @@ def _check_inputs(X, controls, lengths, parameters):
     return X, model, controls, offsets
 
 
-def _raise_if_failed(sequence_log_likelihood):
+def _raise_if_failed(sequence_log_likelihood, name="X"):
     failed = np.flatnonzero(np.isnan(sequence_log_likelihood))
     if failed.size:
         raise np.linalg.LinAlgError(
             f"A covariance lost positive definiteness in floating point in sequence(s) "
             f"{failed[:5].tolist()}: the parameters are too ill-conditioned."
+        )
+    check_log_likelihood_overflow(sequence_log_likelihood, name)
+
+
+def check_log_likelihood_overflow(sequence_log_likelihood, name="X"):
+    """Raise a ValueError when a Gaussian log-likelihood overflowed to -inf.
+
+    A Gaussian density is never zero: -inf means that the squared
+    innovations (the data's distance from the model's predictions, in units
+    of their covariance) passed the largest double, which the data-scale
+    rule cannot see when the model's scale differs from the data's.
+    """
+    overflowed = np.flatnonzero(np.isneginf(sequence_log_likelihood))
+    if overflowed.size:
+        several = len(sequence_log_likelihood) > 1
+        which = f" of sequence(s) {overflowed[:5].tolist()}" if several else ""
+        raise ValueError(
+            f"The log-likelihood{which} is below -1.8e308 (it overflowed to -inf): {name} "
+            "lies too far from the model's predictions, in units of their covariance, for "
+            f"double precision. Rescale {name} (and the model)."
         )
 
 
@@ -1167,7 +1190,7 @@ def kalman_filter_step(
     else:
         control = None
     step = _filter_step(model, x, control, previous)
-    _raise_if_failed(np.array([step.log_predictive]))
+    _raise_if_failed(np.array([step.log_predictive]), "x")
     return step
 
 

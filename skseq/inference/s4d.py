@@ -90,6 +90,12 @@ class ConvolutionSpectra(NamedTuple):
         Steps of ``u``.
     kernel_length : int
         Columns of ``K``.
+    u_exponent : ndarray of int, shape (batch, channels), or None
+        When not None, ``u_spectrum`` is the spectrum of ``u * 2**-u_exponent``
+        (each sequence scaled to a largest entry below one, because the
+        spectra of ``u`` itself overflow); None: of ``u``.
+    kernel_exponent : ndarray of int, shape (channels,), or None
+        Likewise for ``kernel_spectrum`` and ``K``.
     """
 
     u_spectrum: np.ndarray
@@ -97,6 +103,8 @@ class ConvolutionSpectra(NamedTuple):
     n_fft: int
     length: int
     kernel_length: int
+    u_exponent: np.ndarray | None = None
+    kernel_exponent: np.ndarray | None = None
 
 
 class ConvolutionResult(NamedTuple):
@@ -514,6 +522,45 @@ def _workers(n_jobs):
     return max(1, int(joblib.effective_n_jobs(n_jobs)))
 
 
+def _exponents(x, axis=-1):
+    """Per-row binary exponents e with max |x| < 2**e (0 for rows of zeros), as ints.
+
+    Scaling by powers of two is exact: ``ldexp(x, -e)`` has its largest
+    entry in [0.5, 1) and the same digits as ``x``.
+    """
+    largest = np.maximum(np.max(x, axis=axis), -np.min(x, axis=axis))
+    return np.frexp(largest)[1].astype(np.int64)
+
+
+def _scaled(x, exponents):
+    """``x * 2**-exponents`` along the last axis (exact)."""
+    return np.ldexp(x, -exponents[..., np.newaxis]).astype(x.dtype, copy=False)
+
+
+def _unscaled(x, exponents, what, dtype):
+    """``x * 2**exponents`` along the last axis, or a ValueError when it overflows."""
+    with np.errstate(over="ignore"):
+        result = np.ldexp(x, exponents[..., np.newaxis]).astype(dtype, copy=False)
+    if not all_finite(result):
+        raise ValueError(
+            f"The causal convolution's {what} overflow {np.dtype(dtype).name}: the exact "
+            "values are beyond its largest number, as the inputs' scales multiply; "
+            "rescale u and K (or dy)."
+        )
+    return result
+
+
+def _spectrum_products(u_spectrum, kernel_spectrum, y_spectrum, n_jobs):
+    real = u_spectrum.real.dtype
+
+    def run(start, stop):
+        _s4d.spectrum_product(
+            u_spectrum.view(real), kernel_spectrum.view(real), y_spectrum.view(real), start, stop
+        )
+
+    _run_blocks(run, _channel_blocks(u_spectrum.shape[1], n_jobs))
+
+
 @masked_arrays_checked()
 def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     """Causal convolution of every channel of ``u`` with its kernel, by FFT.
@@ -547,8 +594,9 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     Raises
     ------
     ValueError
-        If a shape does not match, an input contains NaN or infinity, or
-        ``n_jobs`` is 0.
+        If a shape does not match, an input contains NaN or infinity,
+        ``n_jobs`` is 0, or an exact output is beyond the largest number of
+        the working dtype (nothing infinite or NaN is returned).
     TypeError
         If an input is None, complex or not numeric, ``return_spectra`` is not
         a bool, or ``n_jobs`` is not an integer.
@@ -569,6 +617,11 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     one (``eps`` the unit roundoff of the working precision), as for any FFT
     convolution; outputs far smaller than that bound are not accurate
     relative to themselves.
+
+    The transforms of large inputs can overflow where the convolution itself
+    does not (a sum of ``length`` entries near the largest number): then each
+    sequence of ``u`` and each kernel is scaled by a power of two to a largest
+    entry below one, which is exact, convolved, and scaled back.
 
     Examples
     --------
@@ -601,23 +654,32 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
             K.shape[1],
         )
         return ConvolutionResult(y, spectra)
-    u_spectrum = scipy.fft.rfft(u, n=n_fft, axis=-1, workers=workers)
-    kernel_spectrum = scipy.fft.rfft(K[:, :used], n=n_fft, axis=-1, workers=workers)
-    y_spectrum = np.empty_like(u_spectrum) if return_spectra else u_spectrum
-    real = u.dtype
-
-    def run(start, stop):
-        _s4d.spectrum_product(
-            u_spectrum.view(real), kernel_spectrum.view(real), y_spectrum.view(real), start, stop
-        )
-
-    _run_blocks(run, _channel_blocks(n_channels, n_jobs))
-    full = scipy.fft.irfft(y_spectrum, n=n_fft, axis=-1, workers=workers, overwrite_x=True)
-    y = np.ascontiguousarray(full[..., :length])
+    kernel = K[:, :used]
+    u_exponent = kernel_exponent = None
+    for scaled in (False, True):
+        if scaled:
+            # The plain transforms overflowed (only large inputs can make a
+            # finite convolution non-finite): redo on exactly scaled inputs.
+            u_exponent, kernel_exponent = _exponents(u), _exponents(kernel)
+            u, kernel = _scaled(u, u_exponent), _scaled(kernel, kernel_exponent)
+        with np.errstate(over="ignore", invalid="ignore"):
+            u_spectrum = scipy.fft.rfft(u, n=n_fft, axis=-1, workers=workers)
+            kernel_spectrum = scipy.fft.rfft(kernel, n=n_fft, axis=-1, workers=workers)
+            y_spectrum = np.empty_like(u_spectrum) if return_spectra else u_spectrum
+            _spectrum_products(u_spectrum, kernel_spectrum, y_spectrum, n_jobs)
+            full = scipy.fft.irfft(y_spectrum, n=n_fft, axis=-1, workers=workers, overwrite_x=True)
+        y = np.ascontiguousarray(full[..., :length])
+        if scaled or all_finite(y):
+            break
+    if scaled:
+        y = _unscaled(y, u_exponent + kernel_exponent[np.newaxis], "outputs", y.dtype)
     if not return_spectra:
         return y
     return ConvolutionResult(
-        y, ConvolutionSpectra(u_spectrum, kernel_spectrum, n_fft, length, K.shape[1])
+        y,
+        ConvolutionSpectra(
+            u_spectrum, kernel_spectrum, n_fft, length, K.shape[1], u_exponent, kernel_exponent
+        ),
     )
 
 
@@ -640,6 +702,15 @@ def _check_spectra(spectra, dtype, shape):
     if spectra.u_spectrum.dtype != complex_dtype or spectra.kernel_spectrum.dtype != complex_dtype:
         raise ValueError(
             f"spectra are of dtype {spectra.u_spectrum.dtype}, but dy needs {complex_dtype}."
+        )
+    scales = (spectra.u_exponent, spectra.kernel_exponent)
+    if (scales[0] is None) != (scales[1] is None) or (
+        scales[0] is not None
+        and (np.shape(scales[0]) != (batch, n_channels) or np.shape(scales[1]) != (n_channels,))
+    ):
+        raise ValueError(
+            "spectra.u_exponent and spectra.kernel_exponent must both be None or of shapes "
+            f"{(batch, n_channels)} and {(n_channels,)}."
         )
 
 
@@ -678,8 +749,10 @@ def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None
     ------
     ValueError
         If shapes do not match, an input contains NaN or infinity, ``n_jobs``
-        is 0, or not exactly one of (``u`` and ``K``) and ``spectra`` is
-        given.
+        is 0, not exactly one of (``u`` and ``K``) and ``spectra`` is
+        given, or an exact gradient is beyond the largest number of the
+        working dtype.  Transforms that overflow on their own are redone on
+        exactly scaled inputs, as in :func:`causal_convolution`.
     TypeError
         If ``dy`` is None, an input is complex or not numeric, ``spectra`` is
         not a :class:`ConvolutionSpectra`, or ``n_jobs`` is not an integer.
@@ -736,25 +809,84 @@ def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None
         u_spectrum, kernel_spectrum = spectra.u_spectrum, spectra.kernel_spectrum
     u_spectrum = np.ascontiguousarray(u_spectrum)
     kernel_spectrum = np.ascontiguousarray(kernel_spectrum)
-    grad_spectrum = scipy.fft.rfft(dy, n=n_fft, axis=-1, workers=workers)
-    kernel_grad_spectrum = np.empty(kernel_spectrum.shape, dtype=kernel_spectrum.dtype)
-    real = np.dtype(dtype)
+    if spectra is None or spectra.u_exponent is None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            grad_spectrum = scipy.fft.rfft(dy, n=n_fft, axis=-1, workers=workers)
+            kernel_grad_spectrum = np.empty(kernel_spectrum.shape, dtype=kernel_spectrum.dtype)
+            real = np.dtype(dtype)
 
-    def run(start, stop):
-        _s4d.spectrum_backward(
-            u_spectrum.view(real),
-            kernel_spectrum.view(real),
-            grad_spectrum.view(real),
-            kernel_grad_spectrum.view(real),
-            start,
-            stop,
-        )
+            def run(start, stop):
+                _s4d.spectrum_backward(
+                    u_spectrum.view(real),
+                    kernel_spectrum.view(real),
+                    grad_spectrum.view(real),
+                    kernel_grad_spectrum.view(real),
+                    start,
+                    stop,
+                )
 
-    _run_blocks(run, _channel_blocks(n_channels, n_jobs))
-    du[...] = scipy.fft.irfft(grad_spectrum, n=n_fft, axis=-1, workers=workers, overwrite_x=True)[
-        ..., :length
-    ]
-    dK[:, :used] = scipy.fft.irfft(
-        kernel_grad_spectrum, n=n_fft, axis=-1, workers=workers, overwrite_x=True
-    )[:, :used]
+            _run_blocks(run, _channel_blocks(n_channels, n_jobs))
+            du[...] = scipy.fft.irfft(
+                grad_spectrum, n=n_fft, axis=-1, workers=workers, overwrite_x=True
+            )[..., :length]
+            dK[:, :used] = scipy.fft.irfft(
+                kernel_grad_spectrum, n=n_fft, axis=-1, workers=workers, overwrite_x=True
+            )[:, :used]
+        if all_finite(du) and all_finite(dK):
+            return ConvolutionGradients(du, dK)
+        # A transform or product overflowed: redo on exactly scaled operands.
+        if spectra is None:
+            u_exponent, kernel_exponent = _exponents(u), _exponents(K[:, :used])
+            u_spectrum = scipy.fft.rfft(
+                _scaled(u, u_exponent), n=n_fft, axis=-1, workers=workers
+            )
+            kernel_spectrum = scipy.fft.rfft(
+                _scaled(K[:, :used], kernel_exponent), n=n_fft, axis=-1, workers=workers
+            )
+        else:  # the spectra of unscaled inputs are finite: scale them as they are
+            u_exponent = np.zeros((batch, n_channels), dtype=np.int64)
+            kernel_exponent = np.zeros(n_channels, dtype=np.int64)
+    else:
+        u_exponent = np.asarray(spectra.u_exponent, dtype=np.int64)
+        kernel_exponent = np.asarray(spectra.kernel_exponent, dtype=np.int64)
+    du[...], dK[:, :used] = _scaled_convolution_backward(
+        dy, u_spectrum, u_exponent, kernel_spectrum, kernel_exponent, n_fft, used, workers
+    )
     return ConvolutionGradients(du, dK)
+
+
+def _scaled_spectrum(spectrum, exponents):
+    """A spectrum rescaled by powers of two to entries below one, and its new exponents."""
+    real = spectrum.view(spectrum.real.dtype)
+    shift = _exponents(real)
+    return _scaled(real, shift).view(spectrum.dtype), exponents + shift
+
+
+def _scaled_convolution_backward(
+    dy, u_spectrum, u_exponent, kernel_spectrum, kernel_exponent, n_fft, used, workers
+):
+    """``(du, dK[:, :used])`` with every operand scaled by powers of two (no overflow inside).
+
+    ``u_spectrum`` stands for the spectrum of ``u`` times ``2**-u_exponent``
+    (per sequence), ``kernel_spectrum`` likewise.  The sum over the batch of
+    dK's spectrum weighs each sequence by its own scale relative to the
+    largest one of the channel.
+    """
+    length = dy.shape[2]
+    dtype = dy.dtype
+    u_spectrum, u_exponent = _scaled_spectrum(u_spectrum, u_exponent)
+    kernel_spectrum, kernel_exponent = _scaled_spectrum(kernel_spectrum, kernel_exponent)
+    dy_exponent = _exponents(dy)
+    grad_spectrum = scipy.fft.rfft(_scaled(dy, dy_exponent), n=n_fft, axis=-1, workers=workers)
+    du = scipy.fft.irfft(
+        grad_spectrum * np.conj(kernel_spectrum)[np.newaxis], n=n_fft, axis=-1, workers=workers
+    )[..., :length]
+    du = _unscaled(du, dy_exponent + kernel_exponent[np.newaxis], "gradients du", dtype)
+    exponents = u_exponent + dy_exponent
+    largest = np.max(exponents, axis=0)
+    with np.errstate(under="ignore"):
+        weights = np.ldexp(np.ones((), dtype), exponents - largest[np.newaxis]).astype(dtype)
+    kernel_grad_spectrum = np.einsum("bc,bcf->cf", weights, np.conj(u_spectrum) * grad_spectrum)
+    dK = scipy.fft.irfft(kernel_grad_spectrum, n=n_fft, axis=-1, workers=workers)[:, :used]
+    dK = _unscaled(dK, largest, "gradients dK", dtype)
+    return du, dK

@@ -29,7 +29,7 @@ import numpy as np
 from .._kernels import load
 from .._parallel import ThreadRunner
 from .._validation import check_bool_param, check_n_jobs, check_scalar_param
-from ._checks import checked_array, masked_arrays_checked, working_dtype
+from ._checks import all_finite, checked_array, masked_arrays_checked, working_dtype
 
 _scan = load("_scan")
 
@@ -129,6 +129,51 @@ def _check_inputs(u, delta, A, B, C, D, z, delta_bias, dout=None):
     return u, delta, A, B, C, D, z, delta_bias, dout, selective_B, selective_C
 
 
+def _check_steps(delta, delta_bias, delta_softplus):
+    """Refuse a negative step ``delta + delta_bias`` when it is not passed through a softplus.
+
+    ``exp(dt * A)`` with ``dt < 0`` is not a discretisation of the
+    continuous system: it runs it backwards in time and overflows to inf or
+    NaN for any stable ``A``.  One vectorised minimum over ``delta`` per
+    channel (the softplus steps are never negative).
+    """
+    if delta_softplus or delta.size == 0:
+        return
+    lowest_bias = 0 if delta_bias is None else delta_bias.min()
+    if delta.min() + lowest_bias >= 0:  # the common case: one contiguous reduction
+        return
+    smallest = np.min(delta, axis=(0, 2))
+    if delta_bias is not None:
+        smallest = smallest + delta_bias
+    if np.any(smallest < 0):
+        channel = int(np.argmin(smallest))
+        raise ValueError(
+            f"The step delta + delta_bias must be >= 0 when delta_softplus=False, got "
+            f"{float(smallest[channel])!r} in channel {channel}: a negative step is not a "
+            "discretisation (exp(step * A) would run the system backwards). Pass "
+            "delta_softplus=True, or non-negative steps."
+        )
+
+
+def _overflow_error(what, A, length, dtype):
+    """The ValueError for a scan whose ``what`` overflowed the working dtype."""
+    largest = float(np.max(A))
+    if largest > 0:
+        cause = (
+            f"A has positive entries (up to {largest:.3g}), so exp(step * A) makes the state "
+            f"grow without bound over the length of {length} steps; use A <= 0 (a stable "
+            "system) or shorter sequences"
+        )
+    else:
+        cause = (
+            f"the inputs' scale is too large for the {length} steps; rescale u, B, C or "
+            "the steps"
+        )
+    return ValueError(
+        f"The selective scan's {what} overflowed {np.dtype(dtype).name}: {cause}."
+    )
+
+
 def _check_options(delta_softplus, n_jobs, chunk_size, return_last_state=False):
     """The scalar arguments of both passes: real bools, None or a nonzero int, a positive int.
 
@@ -195,7 +240,8 @@ def selective_scan(
         float32, anything else real is computed in float64; the other inputs
         are cast to that dtype.
     delta : array-like of shape (batch, channels, length)
-        Step sizes before the bias and the softplus.
+        Step sizes before the bias and the softplus.  Without the softplus,
+        ``delta + delta_bias`` is the step itself and must be >= 0.
     A : array-like of shape (channels, N)
         Real diagonal state matrices (usually negative).
     B : array-like of shape (channels, N) or (batch, N, length)
@@ -230,7 +276,10 @@ def selective_scan(
     ------
     ValueError
         If a shape does not match, an input contains NaN or infinity,
-        ``n_jobs`` is 0 or ``_chunk_size`` is below 1.
+        ``n_jobs`` is 0 or ``_chunk_size`` is below 1; if a step
+        ``delta + delta_bias`` is negative with ``delta_softplus=False``;
+        or if the output overflows the working dtype (``A`` with positive
+        entries over a long sequence): nothing infinite or NaN is returned.
     TypeError
         If an input is complex or not numeric, a required array is None, a
         flag is not a bool (numpy bools are accepted), or ``n_jobs`` is
@@ -282,6 +331,7 @@ def selective_scan(
     u, delta, A, B, C, D, z, delta_bias, _, selective_B, selective_C = _check_inputs(
         u, delta, A, B, C, D, z, delta_bias
     )
+    _check_steps(delta, delta_bias, delta_softplus)
     dtype = u.dtype
     batch, n_channels, length = u.shape
     n_state = A.shape[1]
@@ -318,6 +368,10 @@ def selective_scan(
         )
 
     _run_blocks(run, _pair_blocks(batch, n_channels, n_jobs))
+    # Finite inputs and non-negative steps leave only overflow to make the
+    # outputs non-finite; one summed check, after the kernel.
+    if not all_finite(out) or (return_last_state and not all_finite(last_state)):
+        raise _overflow_error("output", A, length, dtype)
     return ScanResult(out, last_state)
 
 
@@ -372,7 +426,9 @@ def selective_scan_backward(
     ------
     ValueError
         If a shape does not match, an input contains NaN or infinity,
-        ``n_jobs`` is 0 or ``_chunk_size`` is below 1.
+        ``n_jobs`` is 0 or ``_chunk_size`` is below 1; if a step is negative
+        with ``delta_softplus=False``; or if a gradient overflows the working
+        dtype (as in :func:`selective_scan`).
     TypeError
         If an input is complex or not numeric, a required array is None, a
         flag is not a bool (numpy bools are accepted), or ``n_jobs`` is
@@ -416,6 +472,7 @@ def selective_scan_backward(
     u, delta, A, B, C, D, z, delta_bias, dout, selective_B, selective_C = _check_inputs(
         u, delta, A, B, C, D, z, delta_bias, dout=dout
     )
+    _check_steps(delta, delta_bias, delta_softplus)
     dtype = u.dtype
     n_channels = u.shape[1]
     du = np.zeros(u.shape, dtype=dtype)
@@ -451,6 +508,9 @@ def selective_scan_backward(
             chunk_size,
             n_jobs,
         )
+        gradients = (du, ddelta, dA, dB, dC, dD, ddelta_bias) + ((dz,) if dz is not None else ())
+        if not all(all_finite(gradient) for gradient in gradients):
+            raise _overflow_error("gradients", A, u.shape[2], dtype)
     return ScanGradients(
         du,
         ddelta,

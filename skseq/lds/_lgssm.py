@@ -55,6 +55,7 @@ from ..inference.kalman import (
     check_covariance,
     check_forecast_size,
     check_lgssm_arrays,
+    check_log_likelihood_overflow,
     check_matrix,
     check_sample_size,
     check_state_covariance,
@@ -535,6 +536,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             ensure_min_samples=1,
         )
         check_y_is_not_lengths(y, X.shape[0], method)
+        # The data-scale rule of every Gaussian family, for fit and inference alike.
+        check_data_scale(X, "mean")
         offsets = sequence_offsets(X.shape[0], lengths=lengths, sequence_ids=sequence_ids)
         n_controls = self.n_controls_ if not reset else _count_controls(controls)
         controls = check_controls(controls, X.shape[0], n_controls)
@@ -631,8 +634,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         observed = ~np.isnan(observations)
         counts = observed.sum(axis=0)
         sums = np.where(observed, observations, 0.0).sum(axis=0)
+        # (the data's scale is checked with the sequences, check_data_scale)
         feature_means = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
-        check_data_scale(observations, feature_means)
         observation_offset = (
             given["observation_offset"]
             if given["observation_offset"] is not None
@@ -1146,12 +1149,13 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         return X, offsets, controls
 
     @staticmethod
-    def _check_finite(sequence_log_likelihood):
+    def _check_finite(sequence_log_likelihood, name="X"):
         if np.isnan(sequence_log_likelihood).any():
             raise np.linalg.LinAlgError(
                 "The Kalman recursions failed numerically (a covariance lost positive "
                 "definiteness); the fitted parameters are too ill-conditioned."
             )
+        check_log_likelihood_overflow(sequence_log_likelihood, name)
 
     def score(
         self, X, y=None, *, lengths=None, sequence_ids=None, controls=None, sample_weight=None
@@ -1466,6 +1470,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 "The filter update failed numerically (innovation covariance not positive "
                 "definite)."
             )
+        check_log_likelihood_overflow(np.array([log_predictive]), "x")
         self.filter_state_mean_ = mean
         self.filter_state_covariance_ = covariance
         return mean.copy(), covariance.copy()
