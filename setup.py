@@ -168,6 +168,7 @@ class BuildKernels(build_ext):
             )
         self.stale_count = len(stale)
         self.numbers = itertools.count(1)
+        self.seconds = {}
         self.clock = time.monotonic()
         self.force = True  # only stale modules reach the compiler
         super().run()
@@ -175,7 +176,11 @@ class BuildKernels(build_ext):
             self.copy_extensions_to_source()
         for ext in stale:
             self.stamps.record(
-                ext.name, self.fingerprints[ext.name], self.in_tree(ext), flavour=FLAVOUR
+                ext.name,
+                self.fingerprints[ext.name],
+                self.in_tree(ext),
+                flavour=FLAVOUR,
+                compile_seconds=self.seconds[ext.name],
             )
         self.stamps.save()
         if stale:
@@ -195,8 +200,9 @@ class BuildKernels(build_ext):
         self.progress.say(f"compiling {short_name(ext)} ({number}/{self.stale_count}) ...")
         start = time.monotonic()
         super().build_extension(ext)
+        self.seconds[ext.name] = round(time.monotonic() - start, 1)
         self.progress.say(
-            f"{short_name(ext)} compiled in {format_duration(time.monotonic() - start)}",
+            f"{short_name(ext)} compiled in {format_duration(self.seconds[ext.name])}",
             terminal=False,
         )
 
