@@ -214,3 +214,23 @@ class Progress:
                     self.terminal.flush()
                 except OSError:
                     self.terminal = None
+
+
+def generate_c(extension, directives):
+    """Run Cython on one extension; its new sources and the seconds it took.
+
+    A module-level function, so that a process pool can run several at once
+    (Cython holds the GIL: threads would take turns).
+    """
+    import time
+
+    from Cython.Build import cythonize
+
+    start = time.monotonic()
+    (generated,) = cythonize([extension], compiler_directives=directives, force=True, quiet=True)
+    return generated.sources, time.monotonic() - start
+
+
+def source_size(pyx):
+    """Bytes of a module's own .pyx and the .pyx it includes: a proxy for its build time."""
+    return sum(path.stat().st_size for path in source_files(pyx) if path.suffix == ".pyx")

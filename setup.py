@@ -22,10 +22,10 @@ import platform
 import shutil
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
-from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
@@ -40,6 +40,8 @@ from _build_helpers import (  # noqa: E402
     build_jobs,
     fingerprint,
     format_duration,
+    generate_c,
+    source_size,
 )
 
 DEBUG = os.environ.get("SKSEQ_DEBUG_KERNELS", "") == "1"
@@ -112,6 +114,7 @@ class BuildKernels(build_ext):
         return Path(self.get_ext_filename(ext.name))
 
     def run(self):
+        self.clock = time.monotonic()
         self.progress = Progress()
         self.stamps = Stamps(KERNELS / STAMP_FILE)
         environment = build_environment()
@@ -145,21 +148,24 @@ class BuildKernels(build_ext):
                     f"{len(self.reused)} of {modules(len(self.extensions))} unchanged, reused"
                 )
             self.progress.say(
-                f"compiling {modules(len(stale))}, {self.parallel} at a time "
-                "(one to four minutes each)"
+                f"building {modules(len(stale))}, {self.parallel} at a time: "
+                "Cython generates the C, then the compiler compiles it (minutes each)"
             )
             # Content decides, not times (pip's build environment is new every
-            # time): whatever is stale is regenerated.
-            generated = cythonize(
-                stale,
-                compiler_directives=COMPILER_DIRECTIVES,
-                force=True,
-                quiet=True,
-                nthreads=self.parallel if len(stale) > 1 else 0,
-            )
-            sources = {new.name: new.sources for new in generated}
-            for ext in stale:
-                ext.sources = sources[ext.name]
+            # time): whatever is stale is regenerated, several at once, the
+            # longest first.
+            stale.sort(key=lambda ext: source_size(ext.sources[0]), reverse=True)
+            with ProcessPoolExecutor(min(self.parallel, len(stale))) as pool:
+                jobs = {
+                    pool.submit(generate_c, ext, COMPILER_DIRECTIVES): ext for ext in stale
+                }
+                for number, job in enumerate(as_completed(jobs), 1):
+                    ext = jobs[job]
+                    ext.sources, seconds = job.result()
+                    self.progress.say(
+                        f"{short_name(ext)}: C generated ({number}/{len(stale)}, "
+                        f"{format_duration(seconds)})"
+                    )
             # Largest generated C first, so that the last module to start is a
             # short one and no core idles at the end while another compiles.
             self.extensions.sort(
@@ -169,7 +175,6 @@ class BuildKernels(build_ext):
         self.stale_count = len(stale)
         self.numbers = itertools.count(1)
         self.seconds = {}
-        self.clock = time.monotonic()
         self.force = True  # only stale modules reach the compiler
         super().run()
         if not self.inplace:
@@ -185,7 +190,7 @@ class BuildKernels(build_ext):
         self.stamps.save()
         if stale:
             self.progress.say(
-                f"kernels ready: {len(stale)} compiled in "
+                f"kernels ready: {len(stale)} built in "
                 f"{format_duration(time.monotonic() - self.clock)}, {len(self.reused)} reused"
             )
 
