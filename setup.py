@@ -9,18 +9,40 @@ Every build also leaves the compiled kernels in the source tree (as
 puts the current directory first on ``sys.path``, so any command run from the
 root of a checkout (``python -m skseq demo``, ``python -m sphinx ...``)
 imports ``./skseq`` rather than the installed copy, and that source tree must
-then be complete.
+then be complete.  The next build reuses those libraries for every module
+whose sources, flags and build environment are unchanged (``_build_helpers``),
+so ``pip install -e ".[test]"`` after ``pip install .`` compiles nothing; the
+others are compiled in parallel on every core (``SKSEQ_BUILD_JOBS`` sets how
+many at a time), with one line per module on the terminal.
 """
 
+import itertools
 import os
 import platform
+import shutil
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
-from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+
+# The build helpers sit beside this file (pip's build backend does not put
+# this directory on sys.path).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _build_helpers import (  # noqa: E402
+    STAMP_FILE,
+    Progress,
+    Stamps,
+    build_environment,
+    build_jobs,
+    fingerprint,
+    format_duration,
+    generate_c,
+    source_size,
+)
 
 DEBUG = os.environ.get("SKSEQ_DEBUG_KERNELS", "") == "1"
 
@@ -69,32 +91,148 @@ extensions = [
     if BUILD_AVX2 or not path.stem.endswith(("_avx2", "_avx512"))
 ]
 
-# Neither Cython nor setuptools notices a change of compiler directives or
-# flags: switching between the debug and the regular build must rebuild
-# everything, or the "debug" kernels are the regular ones.  The flavour of the
-# last build is kept beside the generated C files.
 FLAVOUR = "debug" if DEBUG else "regular"
-FLAVOUR_STAMP = Path("skseq/_kernels/.build-flavour")
-FLAVOUR_CHANGED = not FLAVOUR_STAMP.exists() or FLAVOUR_STAMP.read_text() != FLAVOUR
+KERNELS = Path("skseq/_kernels")
 
 
 class BuildKernels(build_ext):
-    """build_ext that rebuilds on a flavour change and leaves the kernels in the source tree."""
+    """build_ext that reuses unchanged kernels, compiles the others in parallel and says so.
+
+    A module is recompiled only when its fingerprint (_build_helpers.fingerprint:
+    sources, Cython/numpy/scipy versions, flags, directives, flavour, Python ABI)
+    differs from the one stamped beside its library in the source tree; a
+    change of flavour (SKSEQ_DEBUG_KERNELS) therefore rebuilds everything.
+    The libraries are left in the source tree, even for a regular install.
+    """
 
     def finalize_options(self):
         super().finalize_options()
-        self.force = self.force or FLAVOUR_CHANGED
+        if not self.parallel:  # no -j given: every usable core (or SKSEQ_BUILD_JOBS)
+            self.parallel = build_jobs()
+
+    def in_tree(self, ext):
+        return Path(self.get_ext_filename(ext.name))
 
     def run(self):
+        self.clock = time.monotonic()
+        self.progress = Progress()
+        self.stamps = Stamps(KERNELS / STAMP_FILE)
+        environment = build_environment()
+        self.fingerprints = {
+            ext.name: fingerprint(
+                ext.sources[0],
+                {
+                    **environment,
+                    "flavour": FLAVOUR,
+                    "directives": COMPILER_DIRECTIVES,
+                    "compile_args": ext.extra_compile_args,
+                    "macros": ext.define_macros,
+                },
+            )
+            for ext in self.extensions
+        }
+        self.reused = {
+            ext.name
+            for ext in self.extensions
+            if self.stamps.reusable(ext.name, self.fingerprints[ext.name], self.in_tree(ext))
+        }
+        stale = [ext for ext in self.extensions if ext.name not in self.reused]
+        for ext in self.extensions:
+            if ext.name in self.reused:
+                self.progress.say(f"{short_name(ext)} reused (unchanged)", terminal=False)
+        if not stale:
+            self.progress.say(f"all {modules(len(self.extensions))} unchanged, reused")
+        else:
+            if self.reused:
+                self.progress.say(
+                    f"{len(self.reused)} of {modules(len(self.extensions))} unchanged, reused"
+                )
+            self.progress.say(
+                f"building {modules(len(stale))}, {self.parallel} at a time: "
+                "Cython generates the C, then the compiler compiles it (minutes each)"
+            )
+            # Content decides, not times (pip's build environment is new every
+            # time): whatever is stale is regenerated, several at once, the
+            # longest first.
+            stale.sort(key=lambda ext: source_size(ext.sources[0]), reverse=True)
+            with ProcessPoolExecutor(min(self.parallel, len(stale))) as pool:
+                jobs = {
+                    pool.submit(generate_c, ext, COMPILER_DIRECTIVES): ext for ext in stale
+                }
+                for number, job in enumerate(as_completed(jobs), 1):
+                    ext = jobs[job]
+                    ext.sources, seconds = job.result()
+                    self.progress.say(
+                        f"{short_name(ext)}: C generated ({number}/{len(stale)}, "
+                        f"{format_duration(seconds)})"
+                    )
+            # Largest generated C first, so that the last module to start is a
+            # short one and no core idles at the end while another compiles.
+            self.extensions.sort(
+                key=lambda ext: -1 if ext.name in self.reused else os.path.getsize(ext.sources[0]),
+                reverse=True,
+            )
+        self.stale_count = len(stale)
+        self.numbers = itertools.count(1)
+        self.seconds = {}
+        self.force = True  # only stale modules reach the compiler
         super().run()
         if not self.inplace:
             self.copy_extensions_to_source()
-        FLAVOUR_STAMP.write_text(FLAVOUR)
+        for ext in stale:
+            self.stamps.record(
+                ext.name,
+                self.fingerprints[ext.name],
+                self.in_tree(ext),
+                flavour=FLAVOUR,
+                compile_seconds=self.seconds[ext.name],
+            )
+        self.stamps.save()
+        if stale:
+            self.progress.say(
+                f"kernels ready: {len(stale)} built in "
+                f"{format_duration(time.monotonic() - self.clock)}, {len(self.reused)} reused"
+            )
+
+    def build_extension(self, ext):
+        if ext.name in self.reused:
+            target = Path(self.get_ext_fullpath(ext.name))
+            if target.resolve() != self.in_tree(ext).resolve():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(self.in_tree(ext), target)
+            return
+        number = next(self.numbers)  # atomic: build_extension runs in several threads
+        self.progress.say(f"compiling {short_name(ext)} ({number}/{self.stale_count}) ...")
+        start = time.monotonic()
+        super().build_extension(ext)
+        self.seconds[ext.name] = round(time.monotonic() - start, 1)
+        self.progress.say(
+            f"{short_name(ext)} compiled in {format_duration(self.seconds[ext.name])}",
+            terminal=False,
+        )
+
+    def copy_extensions_to_source(self):
+        """Copy the compiled (not the reused) libraries into the source tree.
+
+        Each is written beside its destination and renamed over it, so a
+        process that has the old library loaded keeps a valid file.
+        """
+        for ext in self.extensions:
+            if ext.name in self.reused:
+                continue
+            built = Path(self.build_lib) / self.get_ext_filename(ext.name)
+            destination = self.in_tree(ext)
+            temporary = destination.with_name(destination.name + ".tmp")
+            shutil.copy(built, temporary)
+            os.replace(temporary, destination)
 
 
-setup(
-    ext_modules=cythonize(
-        extensions, compiler_directives=COMPILER_DIRECTIVES, force=FLAVOUR_CHANGED
-    ),
-    cmdclass={"build_ext": BuildKernels},
-)
+def modules(count):
+    return f"{count} kernel module" + ("" if count == 1 else "s")
+
+
+def short_name(ext):
+    return ext.name.rpartition(".")[2]
+
+
+setup(ext_modules=extensions, cmdclass={"build_ext": BuildKernels})

@@ -146,7 +146,8 @@ TEXT_SUFFIXES = {".py", ".pyx", ".pxd", ".pxi", ".h", ".rst", ".md", ".toml", ".
 
 def project_text_files():
     roots = [PACKAGE, ROOT / "tests", ROOT / "benchmarks", ROOT / "doc", ROOT / ".ci"]
-    files = [ROOT / "README.md", ROOT / "setup.py", ROOT / "pyproject.toml"]
+    top_level = ("README.md", "setup.py", "_build_helpers.py", "pyproject.toml")
+    files = [ROOT / name for name in top_level]
     for root in roots:
         for path in root.rglob("*"):
             if "_build" in path.parts or not path.is_file():
