@@ -246,9 +246,6 @@ def _lgssm_demo(progress):
         transition_matrix_init=[[1.0]],
         observation_matrix_init=[[1.0]],
         params=["transition_covariance", "observation_covariance"],
-        # The default tol=1e-2 stops while an iteration still gains 1e-2, 13 %
-        # above the maximum-likelihood level variance; this reaches it.
-        tol=1e-4,
     )
     seconds = _fit(model, X)
     state, variance = model.smooth(X)

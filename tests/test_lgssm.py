@@ -740,15 +740,15 @@ def test_default_initial_state_is_diffuse_for_a_random_walk():
 
 
 def test_local_level_as_first_written_fits_the_nile_to_the_maximum_likelihood():
-    """F = H = 1 given, Q and R learned, nothing else said but a tolerance that stops at
-    the maximum: the maximum-likelihood fit, as a direct maximisation of the same likelihood
-    finds it (no warning; before, the fixed prior z_1 ~ N(0, 1) around the data's mean gave
-    Q = 1, R = 27 968).  SQUAREM stops by the monitor's per-iteration rule, so the default
-    tol=1e-2 stops it at Q = 1662, 13 % above the maximum (plain EM: Q = 2278)."""
+    """F = H = 1 given, Q and R learned, nothing else said: the maximum-likelihood fit, as
+    a direct maximisation of the same likelihood finds it (no warning; before, the fixed
+    prior z_1 ~ N(0, 1) around the data's mean gave Q = 1, R = 27 968).  SQUAREM stops by
+    the monitor's per-iteration rule, so the HMMs' tol=1e-2 would stop it at Q = 1662, 13 %
+    above the maximum (plain EM: Q = 2278); the default tol=1e-4 reaches it."""
     X = load_nile().data
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model = local_level(tol=1e-4).fit(X)
+        model = local_level().fit(X)
     assert model.converged_
 
     def negative_log_likelihood(log_variances):
@@ -780,7 +780,7 @@ def test_local_level_agrees_with_statsmodels_on_the_nile():
     """statsmodels' maximum-likelihood fit of the local level model, exact diffuse."""
     sm = pytest.importorskip("statsmodels.api")
     X = load_nile().data
-    model = local_level(tol=1e-4).fit(X)
+    model = local_level().fit(X)
     reference = sm.tsa.UnobservedComponents(X[:, 0], "local level", use_exact_diffuse=True)
     R, Q = reference.fit(disp=False).params
     assert model.transition_covariance_.item() == pytest.approx(Q, rel=0.03)

@@ -44,7 +44,6 @@ local_level = LinearGaussianSSM(
     transition_matrix_init=[[1.0]],
     observation_matrix_init=[[1.0]],
     params=["transition_covariance", "observation_covariance"],
-    tol=1e-4,
 ).fit(X)
 print("level variance  sigma_eta^2:", round(local_level.transition_covariance_.item()))
 print("noise variance  sigma_eps^2:", round(local_level.observation_covariance_.item()))
