@@ -224,9 +224,10 @@ def filtered_sequences(n_sequences, seq_len, random_state, decay=0.8):
 def test_regressor_learns_a_linear_filter():
     # The filter's memory (decay 0.8) reaches beyond the 4-tap convolution.
     X, y = filtered_sequences(150, 24, random_state=0)
-    # 40 epochs: after 25, seed 0 is at R² 0.899 with the AVX2 kernels and 0.983 with the
-    # portable ones (a threshold on that edge measures rounding); after 40, 0.98 with both.
-    model = S4DRegressor(**SMALL, max_iter=40).fit(X, y)
+    # 16 channels: with 8, seed 0 ends anywhere from R² 0.865 to 0.98 depending on the
+    # kernel build (AVX2, portable, bounds-checked -O2): a threshold there measures rounding.
+    # With 16 it is at 0.988 after 25 epochs with each of the four builds.
+    model = S4DRegressor(**dict(SMALL, d_model=16), max_iter=25).fit(X, y)
     X_test, y_test = filtered_sequences(200, 24, random_state=1)
     assert model.score(X_test, y_test) > 0.9
     assert model.predict(X_test).shape == (200, 24)
