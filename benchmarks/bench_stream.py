@@ -106,7 +106,7 @@ def stream(truth, n_rows, learning_decay, held_out=None, checkpoints=()):
 
 # -- LinearGaussianSSM ----------------------------------------------------------------
 
-# A 2-state model with 3 features (that of tests/test_lgssm.py) and the same
+# A 2-state model with 3 features (that of tests/lds/test_lgssm.py) and the same
 # model with ten times more precise observations.
 TWO_STATES = dict(
     transition_matrix=np.array([[0.9, 0.2], [-0.15, 0.7]]),

@@ -66,7 +66,7 @@ def test_hard_hmm_inputs_give_the_same_results_with_either_build(monkeypatch):
     """Emissions thousands of nats apart, states across the subnormal range,
     zeros and unreachable states: both builds agree (whichever of them redoes
     a sequence in log space, the numbers are exact to the same tolerance)."""
-    from test_hmm_exactness import hard_model
+    from hmm_references import hard_model
 
     hmm_portable, hmm_fast = portable_and_fast("_hmm")
     for seed in range(40):

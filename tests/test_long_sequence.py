@@ -14,14 +14,14 @@ import tracemalloc
 import numpy as np
 import pytest
 import sklearn
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from test_hmm_exactness import (
+from hmm_references import (
     assert_log_likelihood,
     hard_models,
     left_right,
     normalised_log_space_reference,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from skseq import GaussianHMM
 from skseq.inference import hmm as inference_hmm

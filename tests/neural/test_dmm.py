@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gradient_checks import numerical_gradient
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import expit, logsumexp
 from scipy.stats import norm
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
-from test_selective_ssm import numerical_gradient
 
 import skseq
 from skseq import DeepMarkovModel, GaussianHMM, LinearGaussianSSM
@@ -51,7 +51,7 @@ def _quiet_convergence():
 
 def _benchmarks_on_path():
     """The benchmarks' torch model and data generators, shared with these tests."""
-    path = str(Path(__file__).resolve().parent.parent / "benchmarks")
+    path = str(Path(__file__).resolve().parents[2] / "benchmarks")
     if path not in sys.path:
         sys.path.insert(0, path)
 

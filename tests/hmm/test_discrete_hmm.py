@@ -1,7 +1,7 @@
 """CategoricalHMM on several columns of symbols, and MultinomialHMM.
 
 Exact values come from enumerating every state path of tiny models; one
-column of symbols is checked against hmmlearn in tests/test_hmm.py, the
+column of symbols is checked against hmmlearn in tests/hmm/test_gaussian_hmm.py, the
 multinomial model here (both skipped without hmmlearn).
 """
 

@@ -1,10 +1,10 @@
 """Forward-backward, Viterbi and forward-only smoothing against brute-force enumeration of
 all paths; sampling of state paths."""
 
-import itertools
 
 import numpy as np
 import pytest
+from hmm_references import brute_force, brute_force_posteriors
 from scipy.special import logsumexp
 
 from skseq.inference import forward, forward_backward, forward_smoothing, sample_states, viterbi
@@ -21,28 +21,8 @@ def random_model(rng, n_states, n_samples, sparsity=False):
         return np.log(startprob), np.log(transmat), log_frameprob
 
 
-def brute_force(log_start, log_trans, log_frame):
-    """Enumerate all K^T paths: joint log-probability of each."""
-    n_samples, n_states = log_frame.shape
-    paths = np.array(list(itertools.product(range(n_states), repeat=n_samples)))
-    log_joint = log_start[paths[:, 0]] + log_frame[0, paths[:, 0]]
-    for t in range(1, n_samples):
-        log_joint = log_joint + log_trans[paths[:, t - 1], paths[:, t]] + log_frame[t, paths[:, t]]
-    return paths, log_joint
 
 
-def brute_force_posteriors(log_start, log_trans, log_frame):
-    paths, log_joint = brute_force(log_start, log_trans, log_frame)
-    n_samples, n_states = log_frame.shape
-    log_likelihood = logsumexp(log_joint)
-    weights = np.exp(log_joint - log_likelihood)
-    posteriors = np.zeros((n_samples, n_states))
-    counts = np.zeros((n_states, n_states))
-    for t in range(n_samples):
-        np.add.at(posteriors[t], paths[:, t], weights)
-        if t + 1 < n_samples:
-            np.add.at(counts, (paths[:, t], paths[:, t + 1]), weights)
-    return log_likelihood, posteriors, counts, paths, log_joint
 
 
 @pytest.mark.parametrize("n_states,n_samples", [(1, 4), (2, 1), (2, 7), (3, 6), (4, 5)])

@@ -11,9 +11,9 @@ import warnings
 
 import numpy as np
 import pytest
+from gradient_checks import check_layer_gradients, numerical_gradient, perturbed_parameters
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
-from test_selective_ssm import check_layer_gradients, numerical_gradient, perturbed_parameters
 
 from skseq import S4DClassifier, S4DRegressor
 from skseq.neural import _s4d
