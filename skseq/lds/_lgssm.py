@@ -9,8 +9,9 @@ control inputs::
 
 The E step (Kalman filter + RTS smoother + summed sufficient statistics) runs
 in the Cython kernel behind :mod:`skseq.inference.kalman`, the only layer this
-module calls; this module holds the validation, the initialisation and the
-closed-form M step.
+module calls; this module holds the validation and the closed-form M step,
+``_initialization.py`` the initialisation, ``_streams.py`` ``partial_fit``'s
+stream hooks and the online filter.
 
 Controls ride along with the data inside EM: the E step receives the stacked
 array ``[X, controls]`` of shape (n_samples, n_features + n_controls), so
@@ -46,135 +47,33 @@ from ..inference.kalman import (
     _em_statistics_offsets,
     _filter_last_offsets,
     _filter_offsets,
-    _filter_step,
     _forecast,
-    _forward_smoothing_rows,
     _sample,
     _smoother_offsets,
     check_controls,
-    check_covariance,
     check_forecast_size,
     check_lgssm_arrays,
     check_log_likelihood_overflow,
-    check_matrix,
     check_sample_size,
-    check_state_covariance,
     make_model,
 )
+from ._initialization import (
+    COVARIANCE_NAMES,
+    PARAMETER_NAMES,
+    LGSSMInitialization,
+    _floor_covariance,
+    _state_scale,
+)
+from ._streams import LGSSMStreams
 
 __all__ = ["LinearGaussianSSM"]
 
-PARAMETER_NAMES = (
-    "transition_matrix",
-    "observation_matrix",
-    "transition_covariance",
-    "observation_covariance",
-    "transition_offset",
-    "observation_offset",
-    "control_matrix",
-    "initial_state_mean",
-    "initial_state_covariance",
-)
 # What params="all" learns: everything but the initial covariance, whose
 # maximum-likelihood estimate collapses towards zero with few sequences.
 DEFAULT_LEARNED = frozenset(PARAMETER_NAMES) - {"initial_state_covariance"}
-COVARIANCE_NAMES = frozenset(
-    {"transition_covariance", "observation_covariance", "initial_state_covariance"}
-)
-
-# Eigenvalue floor of the covariances EM returns, in the metric of the data's
-# scale (see _floor_covariance): keeps them positive definite (condition
-# number <= 1e9 once whitened) when the data determine a direction exactly,
-# e.g. one row per feature, or a covariance that goes to zero.
-_RELATIVE_COVARIANCE_FLOOR = 1e-9
-_ABSOLUTE_COVARIANCE_FLOOR = 1e-12
-# The variance of a diffuse initial state, in units of the state's scale: the
-# prior of the first state is then flat over any range the data can reach.
-_DIFFUSE_VARIANCE = 1e6
 # Rows per chunk of the E step of a sequence beyond the working-memory budget
 # (forward-only smoothing in chunks), at least: fewer chunks cost less Python.
 _CHUNK_ROWS = 2**14
-
-
-def _floor_covariance(covariance, scale):
-    """Symmetrise and lift the eigenvalues below the floor; unchanged when well conditioned.
-
-    ``scale`` is the typical variance of each coordinate (a number, or one per
-    coordinate): the floor applies to the whitened matrix
-    ``C_ij / sqrt(scale_i scale_j)``, whose eigenvalues below
-    ``max(1e-9 * largest, 1e-12)`` are lifted to that value.  Since the scale
-    is measured on the data, scaling the data by ``c`` scales the result by
-    ``c**2``: no absolute floor that would dominate data of a small scale.
-    """
-    covariance = 0.5 * (covariance + covariance.T)
-    root = np.sqrt(np.broadcast_to(np.asarray(scale, dtype=np.float64), covariance.shape[:1]))
-    units = np.outer(root, root)
-    whitened = covariance / units
-    eigenvalues = np.linalg.eigvalsh(whitened)
-    floor = max(_RELATIVE_COVARIANCE_FLOOR * eigenvalues[-1], _ABSOLUTE_COVARIANCE_FLOOR)
-    if eigenvalues[0] < floor:
-        whitened = whitened + (floor - eigenvalues[0]) * np.eye(covariance.shape[0])
-        covariance = whitened * units
-    return covariance
-
-
-def _feature_scale(observations):
-    """The variance of each feature (ignoring NaN), the data's scale for the floors.
-
-    A feature without spread (constant, or one observed row) takes the largest
-    variance of the others; with no spread at all, the mean square of the data
-    (1 for data that are all zero).
-    """
-    observed = ~np.isnan(observations)
-    counts = np.maximum(observed.sum(axis=0), 1)
-    means = np.where(observed, observations, 0.0).sum(axis=0) / counts
-    variance = np.where(observed, (observations - means) ** 2, 0.0).sum(axis=0) / counts
-    if np.any(variance > 0):
-        return np.where(variance > 0, variance, variance.max())
-    mean_square = float(np.mean(np.where(observed, observations, 0.0) ** 2))
-    return np.full(observations.shape[1], mean_square if mean_square > 0 else 1.0)
-
-
-def _state_scale(observation_matrix, feature_scale):
-    """The typical variance of a state coordinate in the units ``H`` gives it.
-
-    ``k / (2 trace(H^T D^-1 H))`` with ``D = diag(feature_scale)``: states of
-    this variance explain, through ``H``, about half the variance of the data
-    (the other half is left to the noise).  Half the data's variance for a
-    state observed through ``H = 1``; 1 when ``H`` is zero (the state is not
-    seen).
-    """
-    k = observation_matrix.shape[1]
-    precision = np.sum(observation_matrix**2 / feature_scale[:, None])
-    return float(k / (2 * precision)) if np.isfinite(precision) and precision > 0 else 1.0
-
-
-def _default_initial_state(
-    transition_matrix, transition_covariance, transition_offset, drift, state_scale
-):
-    """mu0 and Sigma0 when not given: stationary under the initial F, Q, or diffuse.
-
-    With the spectral radius of F below 1 the state has a stationary
-    distribution, N((I - F)^-1 (b + drift), the solution P of P = F P F^T + Q),
-    which is what the first state of a sequence observed from the middle of a
-    long run follows.  Otherwise (a random walk, a trend), or when that
-    variance exceeds the diffuse one, the prior is diffuse: N(0,
-    1e6 * state_scale * I), whose mean does not matter.  ``drift`` is G times
-    the mean control.
-    """
-    k = transition_matrix.shape[0]
-    diffuse = (np.zeros(k), _DIFFUSE_VARIANCE * state_scale * np.eye(k))
-    if np.max(np.abs(np.linalg.eigvals(transition_matrix))) >= 1.0:
-        return diffuse
-    with np.errstate(all="ignore"):
-        covariance = scipy.linalg.solve_discrete_lyapunov(transition_matrix, transition_covariance)
-        mean = np.linalg.solve(np.eye(k) - transition_matrix, transition_offset + drift)
-    if not (np.all(np.isfinite(covariance)) and np.all(np.isfinite(mean))):
-        return diffuse
-    covariance = _floor_covariance(covariance, state_scale)
-    if np.linalg.eigvalsh(covariance)[-1] > _DIFFUSE_VARIANCE * state_scale:
-        return diffuse
-    return mean, covariance
 
 
 def _solve_regression(cross, regressor, weights, learned):
@@ -236,7 +135,14 @@ def _check_params_argument(params):
     return frozenset(names)
 
 
-class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, DensityMixin, BaseEM):
+class LinearGaussianSSM(
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    DensityMixin,
+    LGSSMStreams,
+    LGSSMInitialization,
+    BaseEM,
+):
     """Linear-Gaussian state-space model (Kalman filter / smoother) fitted by EM.
 
     The model, with ``k = n_components`` hidden states, is::
@@ -498,34 +404,6 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     def _parameter_rules(self):
         return {"params": lambda value, name: _check_params_argument(value)}
 
-    def _given_initial_values(self, n_features, n_controls):
-        """The user's initial values, validated (None where not given)."""
-        k = self.n_components
-        shapes = {
-            "transition_matrix": (k, k),
-            "observation_matrix": (n_features, k),
-            "transition_offset": (k,),
-            "observation_offset": (n_features,),
-            "control_matrix": (k, n_controls),
-            "initial_state_mean": (k,),
-        }
-        if n_controls == 0 and self.control_matrix_init is not None:
-            if np.size(self.control_matrix_init) > 0:
-                raise ValueError(
-                    "control_matrix_init is given but fit received no controls; pass controls=."
-                )
-        given = {}
-        for name in PARAMETER_NAMES:
-            value = getattr(self, f"{name}_init")
-            if value is None:
-                given[name] = None
-            elif name in COVARIANCE_NAMES:
-                dim = n_features if name == "observation_covariance" else k
-                given[name] = check_covariance(value, f"{name}_init", dim)
-            else:
-                given[name] = check_matrix(value, f"{name}_init", shapes[name])
-        return given
-
     def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset, method):
         """Validate X, the sequence split and the controls for any method."""
         # Masked entries are missing values, as NaN (pykalman's convention).
@@ -594,144 +472,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         """The validated fitted parameters packed for the kernels."""
         return make_model(**self._checked_parameters())
 
-    def _checked_filter_state(self):
-        """The stream's filtered state, validated against ``n_components``."""
-        k = self.n_components
-        try:
-            mean = check_matrix(self.filter_state_mean_, "filter_state_mean_", (k,))
-            covariance = check_state_covariance(
-                self.filter_state_covariance_, "filter_state_covariance_", k
-            )
-        except ValueError as error:
-            raise ValueError(
-                f"{error} The stream's state does not fit the model (n_components={k}); "
-                "call reset_filter()."
-            ) from None
-        return mean, covariance
-
     # -- the EM protocol ----------------------------------------------------------
-
-    def _initialize(self, X, offsets, random_state):
-        """Set every parameter: the user's initial values, data-driven defaults for the rest.
-
-        ``X`` is the stacked ``[X, controls]`` array.  The defaults follow
-        factor analysis: d = the feature means; H, R = probabilistic PCA of
-        the (mean-imputed) data, H perturbed by 10% noise; the states are
-        projected by the factor-analysis posterior mean E[z | x] under the
-        prior N(0, I); F, Q = least-squares AR(1) fit of the projected states
-        within sequences, F's spectral radius capped at 0.99; b = 0, G = 0;
-        mu0, Sigma0 = the stationary distribution of the state under those
-        F, Q, b, G, or a diffuse prior when F has no stationary distribution
-        (:func:`_default_initial_state`).
-
-        It also fixes the scales of the covariance floors for the whole fit:
-        the variance of each feature, and the state scale implied through
-        the initial H (:func:`_state_scale`).
-        """
-        n_features = self.n_features_in_
-        observations = X[:, :n_features]
-        k = self.n_components
-        given = self._given_initial_values(n_features, self.n_controls_)
-        rng = check_random_state(random_state)
-
-        observed = ~np.isnan(observations)
-        counts = observed.sum(axis=0)
-        sums = np.where(observed, observations, 0.0).sum(axis=0)
-        # (the data's scale is checked with the sequences, check_data_scale)
-        feature_means = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
-        observation_offset = (
-            given["observation_offset"]
-            if given["observation_offset"] is not None
-            else feature_means
-        )
-        centred = np.where(observed, observations - observation_offset, 0.0)
-        n_samples = observations.shape[0]
-        data_covariance = centred.T @ centred / n_samples
-        feature_scale = _feature_scale(observations)
-        scale = np.trace(data_covariance) / n_features
-        if not scale > 0:
-            scale = float(np.mean(feature_scale))
-
-        eigenvalues, eigenvectors = np.linalg.eigh(data_covariance)
-        eigenvalues, eigenvectors = eigenvalues[::-1], eigenvectors[:, ::-1]
-        n_kept = min(k, n_features)
-        noise = eigenvalues[n_kept:].mean() if n_features > n_kept else 0.1 * scale
-        noise = max(noise, 1e-3 * scale)
-        if given["observation_matrix"] is not None:
-            observation_matrix = given["observation_matrix"]
-            # The state is in the units this H gives it.
-            state_scale = _state_scale(observation_matrix, feature_scale)
-        else:
-            # Loadings for standardised states.
-            state_scale = 1.0
-            observation_matrix = np.zeros((n_features, k))
-            observation_matrix[:, :n_kept] = eigenvectors[:, :n_kept] * np.sqrt(
-                np.maximum(eigenvalues[:n_kept] - noise, 1e-3 * scale)
-            )
-            observation_matrix += 0.1 * np.sqrt(scale) * rng.standard_normal((n_features, k))
-        if given["observation_covariance"] is not None:
-            observation_covariance = given["observation_covariance"]
-        else:
-            explained = state_scale * np.sum(observation_matrix**2, axis=1)
-            unexplained = np.diag(data_covariance) - explained
-            observation_covariance = np.diag(np.maximum(unexplained, 1e-2 * feature_scale))
-        self._covariance_scales = (feature_scale, state_scale)
-
-        # Factor-analysis posterior of the states under z ~ N(0, state_scale I).
-        precision_loadings = np.linalg.solve(observation_covariance, observation_matrix)
-        posterior_precision = np.eye(k) / state_scale + observation_matrix.T @ precision_loadings
-        posterior_covariance = np.linalg.inv(posterior_precision)
-        posterior_covariance = 0.5 * (posterior_covariance + posterior_covariance.T)
-        states = centred @ precision_loadings @ posterior_covariance
-
-        has_previous = np.ones(n_samples, dtype=bool)
-        has_previous[offsets[:-1]] = False
-        previous = states[np.flatnonzero(has_previous) - 1]
-        current = states[has_previous]
-        n_pairs = current.shape[0]
-        if given["transition_matrix"] is not None:
-            transition_matrix = given["transition_matrix"]
-        elif n_pairs > 0:
-            gram = previous.T @ previous + n_pairs * posterior_covariance
-            transition_matrix = np.linalg.solve(gram, previous.T @ current).T
-            radius = np.max(np.abs(np.linalg.eigvals(transition_matrix)))
-            if radius > 0.99:
-                transition_matrix *= 0.99 / radius
-        else:
-            transition_matrix = np.zeros((k, k))
-        if given["transition_covariance"] is not None:
-            transition_covariance = given["transition_covariance"]
-        elif n_pairs > 0:
-            residual = current - previous @ transition_matrix.T
-            transition_covariance = _floor_covariance(
-                residual.T @ residual / n_pairs + posterior_covariance, state_scale
-            )
-        else:
-            transition_covariance = np.eye(k) * state_scale
-
-        def given_or(name, default):
-            return given[name] if given[name] is not None else default
-
-        transition_offset = given_or("transition_offset", np.zeros(k))
-        control_matrix = given_or("control_matrix", np.zeros((k, self.n_controls_)))
-        initial_state_mean, initial_state_covariance = _default_initial_state(
-            transition_matrix,
-            transition_covariance,
-            transition_offset,
-            control_matrix @ X[:, n_features:].mean(axis=0),
-            state_scale,
-        )
-        self.transition_matrix_ = transition_matrix
-        self.observation_matrix_ = observation_matrix
-        self.transition_covariance_ = transition_covariance
-        self.observation_covariance_ = observation_covariance
-        self.transition_offset_ = transition_offset
-        self.observation_offset_ = observation_offset
-        self.control_matrix_ = control_matrix
-        self.initial_state_mean_ = given_or("initial_state_mean", initial_state_mean)
-        self.initial_state_covariance_ = given_or(
-            "initial_state_covariance", initial_state_covariance
-        )
 
     def _estep(self, X, offsets, buffers=None):
         """Sufficient statistics and log-likelihood of a block of whole sequences.
@@ -1010,123 +751,6 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
                 "drop them."
             )
 
-    def partial_fit(
-        self, X, y=None, *, lengths=None, sequence_ids=None, controls=None, new_sequence=False
-    ):
-        """One step of stochastic EM on a batch of rows.
-
-        The E step runs on the batch only; its statistics are blended into the
-        running statistics, s = (1 - rho) s + rho (N / B) s_batch with
-        ``rho = (learning_offset + n_batch_iter_) ** -learning_decay``, and
-        the M step maps them to parameters.  The first call initialises the
-        model from its batch (as :meth:`fit` does); a model fitted with
-        :meth:`fit` continues from its parameters.
-
-        Consecutive calls on consecutive chunks of one long sequence continue
-        it: the first sequence of ``X`` continues the last sequence of the
-        previous call, through a forward-only smoothing message whose size
-        does not depend on how many rows have passed.  Each chunk contributes
-        the change it makes to the smoothed statistics of the whole sequence
-        so far (its own rows, the transition across the chunk boundary, and
-        the revision of the earlier rows in the light of the new ones), so at
-        fixed parameters the chunks add up to exactly the statistics of the
-        whole sequence (see :doc:`/user_guide/stochastic_em`).  Sequences in
-        between the first and the last of ``X`` are complete and go through
-        the ordinary E step (in threads with ``n_jobs``).  Afterwards
-        ``filter_state_mean_`` and ``filter_state_covariance_`` hold the
-        filtered state of the last row, from which :meth:`filter_update`
-        continues the stream.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : None
-            Ignored.
-        lengths, sequence_ids, controls
-            As in :meth:`fit`.  When the first sequence of ``X`` continues the
-            stream, the control of its first row drives the transition into
-            it.
-        new_sequence : bool, default=False
-            True when the first sequence of ``X`` starts afresh rather than
-            continuing the last sequence of the previous call.
-
-        Returns
-        -------
-        self : LinearGaussianSSM
-        """
-        return self._partial_fit(X, y, lengths, sequence_ids, new_sequence, controls=controls)
-
-    # The hooks of the stream engine (BaseEM._partial_fit).
-
-    _stream_attributes = ("filter_state_mean_", "filter_state_covariance_")
-
-    def _is_new_stream(self):
-        return not hasattr(self, "transition_matrix_")
-
-    def _validate_stream_batch(
-        self, X, y, lengths, sequence_ids, *, first_call, continues, controls
-    ):
-        """Validate a batch; return the stacked ``[X, controls]`` rows and offsets."""
-        X, offsets, controls = self._validate_sequences(
-            X, y, lengths, sequence_ids, controls, reset=first_call, method="partial_fit"
-        )
-        # A chunk that continues the stream may be entirely NaN: the sequence is not.
-        checked = 1 if continues else 0
-        if checked < len(offsets) - 1:
-            start = offsets[checked]
-            self._reject_empty_sequences(X[start:], offsets[checked:] - start)
-        if first_call:
-            self.n_controls_ = controls.shape[1]
-            self._n_features_out = self.n_components
-        else:
-            # Continue from validated float64 copies of the fitted arrays.
-            self._set_parameters(self._checked_parameters())
-        return self._stack(X, controls), offsets
-
-    def _initialize_stream(self, X, offsets):
-        self._initialize(X, offsets, check_random_state(self.random_state))
-
-    def _publish_stream(self, carried):
-        self.filter_state_mean_ = carried.filtered_mean.copy()
-        self.filter_state_covariance_ = carried.filtered_covariance.copy()
-
-    @property
-    def filtered_state_(self):
-        """The filtered state of the stream's last row, ``(mean, covariance)``.
-
-        The same name as the HMMs' ``filtered_state_`` (their filtered
-        distribution of the last row); here the filtered Gaussian
-        N(``filter_state_mean_``, ``filter_state_covariance_``).
-        """
-        if "filter_state_mean_" not in self.__dict__:
-            raise AttributeError(
-                "filtered_state_ exists once partial_fit, filter_update or "
-                "reset_filter(history) has been called."
-            )
-        return self.filter_state_mean_, self.filter_state_covariance_
-
-    def _advance_stream(self, X, carried):
-        """Forward-only smoothing over the rows of one sequence (part).
-
-        ``X`` is the stacked ``[X, controls]`` array of rows that continue the
-        sequence whose message is ``carried`` (None: they start a sequence).
-        Returns the statistics these rows add (at fixed parameters, exactly
-        what the whole-sequence E step adds for them, revisions of earlier
-        rows included), their log-likelihood given the past, and the new message.
-        """
-        if carried is not None:
-            k = self.n_components
-            if np.shape(carried[0]) != (k,) or np.shape(carried[1]) != (k, k):
-                raise ValueError(
-                    f"The stream's filtered state has {np.shape(carried[0])[0]} dimensions but "
-                    f"the model has n_components={k}; pass new_sequence=True."
-                )
-        n_features = self.n_features_in_
-        statistics, log_likelihood, stream = _forward_smoothing_rows(
-            self._model(), X[:, :n_features], X[:, n_features:], carried
-        )
-        return SufficientStatistics(statistics), log_likelihood, stream
-
     def fit_transform(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):
         """Fit, then return the smoothed state means of X.
 
@@ -1372,111 +996,6 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         check_sample_size(n_samples, parameters)
         controls = check_controls(controls, n_samples, self.n_controls_)
         return tuple(_sample(parameters, n_samples, controls, check_random_state(random_state)))
-
-    # -- streams ------------------------------------------------------------------
-
-    def reset_filter(self, X=None, *, controls=None):
-        """Restart the stream of :meth:`filter_update`.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features), optional
-            A history, taken as one sequence: the stream continues from its
-            last filtered state.  None: the next :meth:`filter_update` starts
-            from the prior N(mu0, Sigma0).
-        controls : array-like of shape (n_samples, n_controls), optional
-            The controls of the history.
-
-        Returns
-        -------
-        self : LinearGaussianSSM
-        """
-        check_is_fitted(self)
-        for name in ("filter_state_mean_", "filter_state_covariance_"):
-            if hasattr(self, name):
-                delattr(self, name)
-        if X is not None:
-            X, offsets, controls = self._prepare(X, None, None, None, controls)
-            last_means, last_covariances, sequence_log_likelihood, _ = _filter_last_offsets(
-                self._checked_model(), X, controls, offsets
-            )
-            self._check_finite(sequence_log_likelihood)
-            self.filter_state_mean_ = last_means[0]
-            self.filter_state_covariance_ = last_covariances[0]
-        return self
-
-    def filter_update(self, x, control=None):
-        """Advance an online Kalman filter by one observation.
-
-        The stream's filtered state is kept on the estimator
-        (``filter_state_mean_``, ``filter_state_covariance_``).  The first call
-        after :meth:`fit` or ``reset_filter()`` conditions the prior
-        N(mu0, Sigma0) on ``x`` (as the first row of a sequence); later calls
-        first propagate the state with the transition (and ``control``).  After
-        ``reset_filter(history)`` the stream continues the history, and after
-        :meth:`partial_fit` the last row it saw.  The result equals, row by
-        row and to the last bit, :meth:`filter` on the whole stream.
-
-        Parameters
-        ----------
-        x : array-like of shape (n_features,)
-            The new observation; NaN entries are missing (all NaN: predict
-            only).
-        control : array-like of shape (n_controls,), optional
-            u_t for this step; required when the model has controls, except
-            on the first step of a stream, where it is unused.
-
-        Returns
-        -------
-        mean : ndarray of shape (n_components,)
-            E[z_t | x_1..x_t].
-        covariance : ndarray of shape (n_components, n_components)
-            Cov(z_t | x_1..x_t).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from skseq.lds import LinearGaussianSSM
-        >>> rng = np.random.default_rng(0)
-        >>> X = np.cumsum(rng.normal(size=(50, 2)), axis=0)
-        >>> model = LinearGaussianSSM(n_components=2, n_iter=100, tol=0.1).fit(X)
-        >>> for x in X[:10]:
-        ...     mean, covariance = model.filter_update(x)
-        >>> batch_means, _ = model.filter(X[:10])
-        >>> bool(np.array_equal(mean, batch_means[-1]))
-        True
-        """
-        model = self._checked_model()
-        x = masked_as_nan(x, missing_supported=True, owner="filter_update", name="x")
-        x = np.asarray(x, dtype=np.float64).reshape(-1)
-        if x.shape[0] != self.n_features_in_:
-            raise ValueError(
-                f"x has {x.shape[0]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features."
-            )
-        if np.isinf(x).any():
-            raise ValueError("x contains infinity (NaN marks a missing value).")
-        has_previous = hasattr(self, "filter_state_mean_")
-        if has_previous and self.n_controls_ > 0:
-            control = check_controls(
-                None if control is None else np.reshape(control, (1, -1)),
-                1,
-                self.n_controls_,
-                name="control",
-            )[0]
-        else:
-            control = None
-        previous = self._checked_filter_state() if has_previous else None
-        mean, covariance, log_predictive = _filter_step(model, x, control, previous)
-        if np.isnan(log_predictive):
-            raise np.linalg.LinAlgError(
-                "The filter update failed numerically (innovation covariance not positive "
-                "definite)."
-            )
-        check_log_likelihood_overflow(np.array([log_predictive]), "x")
-        self.filter_state_mean_ = mean
-        self.filter_state_covariance_ = covariance
-        return mean.copy(), covariance.copy()
 
 
 def _count_controls(controls):
