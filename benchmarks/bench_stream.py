@@ -30,9 +30,11 @@ from threadpoolctl import threadpool_limits
 
 from skseq import GaussianHMM, LinearGaussianSSM
 from skseq.inference.kalman import (
+    LGSSMParameters,
     check_lgssm_parameters,
     em_statistics_offsets,
     forward_smoothing_rows,
+    make_model,
 )
 
 CHUNK = 1_000
@@ -165,7 +167,7 @@ def best_cpu_seconds(function, repeats=3):
 
 def fixed_parameter_rates(params, X):
     """Rows per CPU second of the forward-only smoother in chunks and of the batch E step."""
-    model = check_lgssm_parameters(X.shape[1], **params)
+    model = make_model(check_lgssm_parameters(LGSSMParameters(**params), X.shape[1]))
     no_controls = np.zeros((len(X), 0))
 
     def smoother():

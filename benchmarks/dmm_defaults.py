@@ -34,7 +34,7 @@ from threadpoolctl import threadpool_limits
 
 from skseq import DeepMarkovModel
 from skseq.inference import kalman_filter
-from skseq.inference.kalman import sample_lgssm
+from skseq.inference.kalman import LGSSMParameters, sample_lgssm
 
 LENGTH = 60
 N_HELD_OUT = 100
@@ -74,14 +74,14 @@ def lgssm_data(n_sequences, length, seed):
     """``n_sequences`` sequences of ``length`` steps of the true system, concatenated."""
     rng = np.random.RandomState(seed)
     X = [
-        sample_lgssm(length, **TRUE_PARAMETERS, random_state=rng).observations
+        sample_lgssm(LGSSMParameters(**TRUE_PARAMETERS), length, random_state=rng).observations
         for _ in range(n_sequences)
     ]
     return np.concatenate(X), [length] * n_sequences
 
 
 def exact_log_likelihood(X, lengths):
-    return kalman_filter(X, lengths=lengths, **TRUE_PARAMETERS).log_likelihood
+    return kalman_filter(LGSSMParameters(**TRUE_PARAMETERS), X, lengths=lengths).log_likelihood
 
 
 def evaluate(n_train, seed, settings):

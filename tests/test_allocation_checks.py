@@ -12,7 +12,7 @@ import pytest
 from skseq import CategoricalHMM, GaussianHMM, LinearGaussianSSM
 from skseq._validation import check_allocation, format_bytes
 from skseq.inference import s4d_kernel, sample_states
-from skseq.inference.kalman import kalman_forecast, sample_lgssm
+from skseq.inference.kalman import LGSSMParameters, kalman_forecast, sample_lgssm
 
 # -- allocations that cannot fit --------------------------------------------------------
 
@@ -50,9 +50,11 @@ def test_sampling_and_forecasting_refuse_lengths_no_memory_holds():
     with pytest.raises(ValueError, match="^n_samples=1000000000000000 is too large"):
         sample_states([1.0], [[1.0]], 10**15, random_state=0)
     with pytest.raises(ValueError, match="^n_samples=1000000000000000 is too large"):
-        sample_lgssm(10**15, [[0.9]], [[1.0]], [[0.1]], [[0.5]], random_state=0)
+        sample_lgssm(LGSSMParameters([[0.9]], [[1.0]], [[0.1]], [[0.5]]), 10**15, random_state=0)
     with pytest.raises(ValueError, match="^n_steps=1000000000000000 is too large"):
-        kalman_forecast(np.ones((3, 1)), 10**15, [[0.9]], [[1.0]], [[0.1]], [[0.5]])
+        kalman_forecast(
+            LGSSMParameters([[0.9]], [[1.0]], [[0.1]], [[0.5]]), np.ones((3, 1)), 10**15
+        )
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

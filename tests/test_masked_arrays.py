@@ -26,7 +26,7 @@ from skseq import (
 )
 from skseq.datasets import load_nile
 from skseq.inference import gaussian, kalman
-from skseq.inference.kalman import kalman_filter
+from skseq.inference.kalman import LGSSMParameters, kalman_filter
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -121,8 +121,11 @@ def test_masked_entries_follow_each_models_missing_data():
             "observation_covariance",
         )
     }
-    result = kalman_filter(masked, **parameters)
-    assert result.log_likelihood == kalman_filter(entries, **parameters).log_likelihood
+    result = kalman_filter(LGSSMParameters(**parameters), masked)
+    assert (
+        result.log_likelihood
+        == kalman_filter(LGSSMParameters(**parameters), entries).log_likelihood
+    )
     with pytest.raises(ValueError, match="controls.*masked"):
         LinearGaussianSSM(n_iter=2).fit(X, controls=np.ma.masked_array(X, mask=mask))
 
@@ -185,7 +188,7 @@ def _inference_examples():
         control_matrix=np.array([[0.5]]),
     )
     controls = rng.normal(size=(5, 1))
-    stream = kalman.kalman_forward_smoothing(X, **lgssm, controls=controls).carried
+    stream = kalman.kalman_forward_smoothing(LGSSMParameters(**lgssm), X, controls=controls).carried
     x = rng.normal(size=(2, 5, 3))
     rnn = dict(
         x=x,
@@ -237,9 +240,7 @@ def _inference_examples():
         gaussian.weighted_moments: [
             dict(X=X, weights=rng.uniform(size=(5, 2)), centre=np.array([0.1, -0.1]))
         ],
-        gaussian.compact_covars_shape: [
-            dict(covariance_type="diag", n_components=2, n_features=2)
-        ],
+        gaussian.compact_covars_shape: [dict(covariance_type="diag", n_components=2, n_features=2)],
         gaussian.fill_covars: [
             dict(covars=np.ones((2, 2)), covariance_type="diag", n_components=2, n_features=2)
         ],
@@ -259,14 +260,26 @@ def _inference_examples():
                 random_state=0,
             )
         ],
-        kalman.kalman_filter: [dict(X=X, **lgssm, controls=controls, lengths=np.array([3, 2]))],
+        kalman.kalman_filter: [
+            dict(
+                X=X,
+                parameters=LGSSMParameters(**lgssm),
+                controls=controls,
+                lengths=np.array([3, 2]),
+            )
+        ],
         kalman.kalman_smoother: [
-            dict(X=X, **lgssm, controls=controls, lengths=np.array([3, 2]))
+            dict(
+                X=X,
+                parameters=LGSSMParameters(**lgssm),
+                controls=controls,
+                lengths=np.array([3, 2]),
+            )
         ],
         kalman.kalman_filter_step: [
             dict(
                 x=X[0],
-                **lgssm,
+                parameters=LGSSMParameters(**lgssm),
                 filtered_state_mean=np.array([0.2]),
                 filtered_state_covariance=np.array([[0.5]]),
                 control=controls[0],
@@ -276,15 +289,19 @@ def _inference_examples():
             dict(
                 X=X,
                 n_steps=2,
-                **lgssm,
+                parameters=LGSSMParameters(**lgssm),
                 controls=controls,
                 future_controls=np.ones((2, 1)),
                 lengths=np.array([5]),
             )
         ],
-        kalman.sample_lgssm: [dict(n_samples=5, **lgssm, controls=controls, random_state=0)],
+        kalman.sample_lgssm: [
+            dict(
+                n_samples=5, parameters=LGSSMParameters(**lgssm), controls=controls, random_state=0
+            )
+        ],
         kalman.kalman_forward_smoothing: [
-            dict(X=X, **lgssm, controls=controls, carried=stream)
+            dict(X=X, parameters=LGSSMParameters(**lgssm), controls=controls, carried=stream)
         ],
         inference.elman_rnn: [rnn],
         inference.elman_rnn_backward: [

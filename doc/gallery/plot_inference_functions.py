@@ -27,7 +27,7 @@ import numpy as np
 from scipy import stats
 
 from skseq.inference import forward_backward, viterbi
-from skseq.inference.kalman import kalman_filter, kalman_smoother
+from skseq.inference.kalman import LGSSMParameters, kalman_filter, kalman_smoother
 from skseq.inference.scan import selective_scan, selective_scan_backward
 
 states = np.repeat([0, 1, 0, 1, 0], [200, 60, 150, 40, 150])
@@ -106,8 +106,8 @@ parameters = dict(
     observation_covariance=R,
     initial_state_covariance=10 * np.eye(4),
 )
-filtered = kalman_filter(observed, **parameters)
-smoothed = kalman_smoother(observed, **parameters)
+filtered = kalman_filter(LGSSMParameters(**parameters), observed)
+smoothed = kalman_smoother(LGSSMParameters(**parameters), observed)
 
 gap = slice(20, 30)
 for name, means in (("filtered", filtered.filtered_means), ("smoothed", smoothed.smoothed_means)):

@@ -27,7 +27,13 @@ from .hmm import (
     sample_states,
     viterbi,
 )
-from .kalman import KalmanFilterResult, KalmanSmootherResult, kalman_filter, kalman_smoother
+from .kalman import (
+    KalmanFilterResult,
+    KalmanSmootherResult,
+    LGSSMParameters,
+    kalman_filter,
+    kalman_smoother,
+)
 from .rnn import ElmanGradients, ElmanResult, elman_rnn, elman_rnn_backward
 from .s4d import (
     ConvolutionGradients,
@@ -53,6 +59,7 @@ __all__ = [
     "ForwardSmoothingMessage",
     "ForwardSmoothingResult",
     "SmoothedStatistics",
+    "LGSSMParameters",
     "kalman_filter",
     "kalman_smoother",
     "KalmanFilterResult",

@@ -36,6 +36,7 @@ from .._validation import check_allocation, check_data_scale, check_scalar_param
 from ._checks import masked_arrays_checked
 
 __all__ = [
+    "LGSSMParameters",
     "kalman_filter",
     "kalman_smoother",
     "kalman_filter_step",
@@ -51,6 +52,56 @@ __all__ = [
     "KalmanStreamState",
     "KalmanForwardSmoothingResult",
 ]
+
+
+class LGSSMParameters(NamedTuple):
+    """The parameters of a linear-Gaussian SSM, as every function here takes them.
+
+    Build it once and pass it to each call; every function validates it
+    (:func:`check_lgssm_parameters`).  The four arrays without a default are
+    required; ``None`` gives the default of the others.
+
+    Attributes
+    ----------
+    transition_matrix : array-like of shape (n_state, n_state)
+        F.
+    observation_matrix : array-like of shape (n_features, n_state)
+        H.
+    transition_covariance : array-like of shape (n_state, n_state)
+        Q, symmetric positive definite.
+    observation_covariance : array-like of shape (n_features, n_features)
+        R, symmetric positive definite.
+    transition_offset : array-like of shape (n_state,), default=zeros
+        b.
+    observation_offset : array-like of shape (n_features,), default=zeros
+        d.
+    control_matrix : array-like of shape (n_state, n_controls), default=no controls
+        G; the functions then require ``controls``.
+    initial_state_mean : array-like of shape (n_state,), default=zeros
+        mu0, the prior mean of the first state of every sequence.
+    initial_state_covariance : array-like of shape (n_state, n_state), default=identity
+        Sigma0, symmetric positive definite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import LGSSMParameters, kalman_filter
+    >>> parameters = LGSSMParameters(
+    ...     transition_matrix=[[1.0]], observation_matrix=[[1.0]],
+    ...     transition_covariance=[[0.1]], observation_covariance=[[0.5]])
+    >>> kalman_filter(parameters, np.array([[1.0], [1.2]])).filtered_means.shape
+    (2, 1)
+    """
+
+    transition_matrix: np.ndarray
+    observation_matrix: np.ndarray
+    transition_covariance: np.ndarray
+    observation_covariance: np.ndarray
+    transition_offset: np.ndarray = None
+    observation_offset: np.ndarray = None
+    control_matrix: np.ndarray = None
+    initial_state_mean: np.ndarray = None
+    initial_state_covariance: np.ndarray = None
 
 
 class KalmanFilterResult(NamedTuple):
@@ -241,7 +292,7 @@ def _as_float_array(value, name):
     value = masked_as_nan(value, missing_supported=False, owner="the Kalman filter", name=name)
     array = np.asarray(value)
     if np.iscomplexobj(array):
-        raise ValueError(f"{name} must be real, got complex values.")
+        raise TypeError(f"{name} must be real; complex inputs are not supported.")
     try:
         array = np.asarray(array, dtype=np.float64)
     except (TypeError, ValueError) as error:
@@ -357,44 +408,73 @@ def check_controls(controls, n_samples, n_controls, name="controls"):
     return controls
 
 
-def check_lgssm_arrays(
-    n_features,
-    transition_matrix,
-    observation_matrix,
-    transition_covariance,
-    observation_covariance,
-    *,
-    transition_offset=None,
-    observation_offset=None,
-    initial_state_mean=None,
-    initial_state_covariance=None,
-    control_matrix=None,
-    n_state=None,
-    n_controls=None,
-    suffix="",
+def check_lgssm_parameters(
+    parameters, n_features=None, *, n_state=None, n_controls=None, suffix=""
 ):
     """Validate the parameters of a linear-Gaussian SSM against each other.
 
     Every array must be finite and of the shape its dimensions imply; the
-    three covariances symmetric positive definite.  The state dimension is
-    ``n_state`` when given, else read from ``transition_matrix``; the number
-    of controls is ``n_controls`` when given, else read from
-    ``control_matrix``.  Defaults: zero offsets, zero initial mean, identity
+    three covariances symmetric positive definite.  The number of features
+    is ``n_features`` when given (the data's), else read from
+    ``observation_matrix``; the state dimension is ``n_state`` when given,
+    else read from ``transition_matrix``; the number of controls is
+    ``n_controls`` when given, else read from ``control_matrix``.  Defaults
+    (a field that is None): zero offsets, zero initial mean, identity
     initial covariance, no controls.  Error messages name each parameter
     with ``suffix`` appended (``"_"`` for an estimator's fitted attributes).
 
+    Parameters
+    ----------
+    parameters : LGSSMParameters
+    n_features, n_state, n_controls : int, optional
+    suffix : str, default=""
+
     Returns
     -------
-    parameters : dict
-        The validated arrays (float64, C-contiguous copies, covariances
-        symmetrised), keyed by the parameter names: the keyword arguments of
-        :func:`make_model`.
+    LGSSMParameters
+        The validated arrays: float64, C-contiguous copies, covariances
+        symmetrised, defaults filled in.
+
+    Raises
+    ------
+    TypeError
+        When ``parameters`` is not an :class:`LGSSMParameters`, or an array
+        is complex.
+    ValueError
+        On a missing array, a wrong shape, a non-finite entry or a covariance
+        that is not symmetric positive definite.
     """
+    if not isinstance(parameters, LGSSMParameters):
+        raise TypeError(
+            "parameters must be an LGSSMParameters (build it with "
+            "LGSSMParameters(transition_matrix=..., observation_matrix=..., "
+            "transition_covariance=..., observation_covariance=...)), "
+            f"got {type(parameters).__name__}."
+        )
+    (
+        transition_matrix,
+        observation_matrix,
+        transition_covariance,
+        observation_covariance,
+        transition_offset,
+        observation_offset,
+        control_matrix,
+        initial_state_mean,
+        initial_state_covariance,
+    ) = parameters
 
     def named(name):
         return name + suffix
 
     transition_matrix = _as_float_array(transition_matrix, named("transition_matrix"))
+    if n_features is None:
+        observation_matrix = _as_float_array(observation_matrix, named("observation_matrix"))
+        if observation_matrix.ndim != 2:
+            raise ValueError(
+                f"{named('observation_matrix')} must be 2-D (n_features, n_state), "
+                f"got {observation_matrix.shape}."
+            )
+        n_features = observation_matrix.shape[0]
     if n_state is None:
         if transition_matrix.ndim != 2 or transition_matrix.shape[0] != transition_matrix.shape[1]:
             raise ValueError(
@@ -406,7 +486,7 @@ def check_lgssm_arrays(
         raise ValueError(
             f"{named('transition_matrix')} is empty: the state needs at least one dimension."
         )
-    parameters = {
+    checked = {
         "transition_matrix": check_matrix(
             transition_matrix, named("transition_matrix"), (n_state, n_state)
         ),
@@ -426,10 +506,10 @@ def check_lgssm_arrays(
         "initial_state_mean": (initial_state_mean, n_state),
     }
     for name, (value, dim) in vectors.items():
-        parameters[name] = (
+        checked[name] = (
             np.zeros(dim) if value is None else check_matrix(value, named(name), (dim,))
         )
-    parameters["initial_state_covariance"] = (
+    checked["initial_state_covariance"] = (
         np.eye(n_state)
         if initial_state_covariance is None
         else check_covariance(initial_state_covariance, named("initial_state_covariance"), n_state)
@@ -444,36 +524,15 @@ def check_lgssm_arrays(
                 f"got {control_matrix.shape}."
             )
         n_controls = control_matrix.shape[1]
-    parameters["control_matrix"] = check_matrix(
+    checked["control_matrix"] = check_matrix(
         control_matrix, named("control_matrix"), (n_state, n_controls)
     )
-    return parameters
+    return LGSSMParameters(**checked)
 
 
-def check_lgssm_parameters(n_features, transition_matrix, *args, **kwargs):
-    """Validate the parameters of a linear-Gaussian SSM and pack them for the kernels.
-
-    Takes the arguments of :func:`check_lgssm_arrays`.
-
-    Returns
-    -------
-    model : skseq._kernels._kalman.LinearGaussianModel
-    """
-    return make_model(**check_lgssm_arrays(n_features, transition_matrix, *args, **kwargs))
-
-
-def make_model(
-    transition_matrix,
-    observation_matrix,
-    transition_covariance,
-    observation_covariance,
-    transition_offset,
-    observation_offset,
-    initial_state_mean,
-    initial_state_covariance,
-    control_matrix,
-):
-    """Pack already validated parameters for the kernels (no checks; covariances symmetrised)."""
+def make_model(parameters):
+    """Pack already validated :class:`LGSSMParameters` for the kernels (no checks;
+    covariances symmetrised)."""
 
     def matrix(value):
         return np.ascontiguousarray(value, dtype=np.float64)
@@ -483,23 +542,23 @@ def make_model(
         return np.ascontiguousarray(0.5 * (value + value.T))
 
     return _kalman.LinearGaussianModel(
-        matrix(transition_matrix),
-        matrix(observation_matrix),
-        covariance(transition_covariance),
-        covariance(observation_covariance),
-        matrix(transition_offset),
-        matrix(observation_offset),
-        matrix(initial_state_mean),
-        covariance(initial_state_covariance),
-        matrix(control_matrix),
+        matrix(parameters.transition_matrix),
+        matrix(parameters.observation_matrix),
+        covariance(parameters.transition_covariance),
+        covariance(parameters.observation_covariance),
+        matrix(parameters.transition_offset),
+        matrix(parameters.observation_offset),
+        matrix(parameters.initial_state_mean),
+        covariance(parameters.initial_state_covariance),
+        matrix(parameters.control_matrix),
     )
 
 
-def _check_inputs(X, controls, lengths, parameters):
+def _check_inputs(parameters, X, controls, lengths):
     X = check_observations(X)
-    if parameters["control_matrix"] is None and controls is not None:
+    if getattr(parameters, "control_matrix", None) is None and controls is not None:
         raise ValueError("controls were given without a control_matrix.")
-    model = check_lgssm_parameters(X.shape[1], **parameters)
+    model = make_model(check_lgssm_parameters(parameters, X.shape[1]))
     controls = check_controls(controls, X.shape[0], model.n_ctrl)
     offsets = sequence_offsets(X.shape[0], lengths=lengths)
     return X, model, controls, offsets
@@ -755,7 +814,7 @@ def check_sample_size(n_samples, parameters):
     The state and observation noises, the innovations, the states and the
     observations are held at once.
     """
-    k, p = parameters["transition_matrix"].shape[0], parameters["observation_matrix"].shape[0]
+    k, p = parameters.transition_matrix.shape[0], parameters.observation_matrix.shape[0]
     check_allocation(
         (n_samples, 3 * k + 2 * p),
         np.float64,
@@ -765,25 +824,25 @@ def check_sample_size(n_samples, parameters):
 
 
 def _sample(parameters, n_samples, controls, random_state):
-    """One sequence drawn from validated parameters (a dict as from
-    :func:`check_lgssm_arrays`), with ``random_state`` a RandomState."""
-    transition_matrix = parameters["transition_matrix"]
-    k, p = transition_matrix.shape[0], parameters["observation_matrix"].shape[0]
+    """One sequence drawn from validated parameters (as from
+    :func:`check_lgssm_parameters`), with ``random_state`` a RandomState."""
+    transition_matrix = parameters.transition_matrix
+    k, p = transition_matrix.shape[0], parameters.observation_matrix.shape[0]
     state_noise = random_state.standard_normal((n_samples, k))
     observation_noise = random_state.standard_normal((n_samples, p))
-    innovations = state_noise @ np.linalg.cholesky(parameters["transition_covariance"]).T
+    innovations = state_noise @ np.linalg.cholesky(parameters.transition_covariance).T
     innovations[1:] += (
-        parameters["transition_offset"] + controls[1:] @ parameters["control_matrix"].T
+        parameters.transition_offset + controls[1:] @ parameters.control_matrix.T
     )
-    innovations[0] = parameters["initial_state_mean"] + (
-        np.linalg.cholesky(parameters["initial_state_covariance"]) @ state_noise[0]
+    innovations[0] = parameters.initial_state_mean + (
+        np.linalg.cholesky(parameters.initial_state_covariance) @ state_noise[0]
     )
     states = np.empty((n_samples, k))
     _kalman.simulate_states(_rows(transition_matrix), _rows(innovations), states)
     observations = (
-        states @ parameters["observation_matrix"].T
-        + parameters["observation_offset"]
-        + observation_noise @ np.linalg.cholesky(parameters["observation_covariance"]).T
+        states @ parameters.observation_matrix.T
+        + parameters.observation_offset
+        + observation_noise @ np.linalg.cholesky(parameters.observation_covariance).T
     )
     return LGSSMSample(observations, states)
 
@@ -957,67 +1016,18 @@ def _check_carried(carried, n_state, n_obs, n_ctrl):
 
 # -- public functions ---------------------------------------------------------
 
-# The model's arrays, as every public function takes them (keyword names).
-_MODEL_ARGUMENTS = (
-    "transition_matrix",
-    "observation_matrix",
-    "transition_covariance",
-    "observation_covariance",
-    "transition_offset",
-    "observation_offset",
-    "initial_state_mean",
-    "initial_state_covariance",
-    "control_matrix",
-)
-
-
-def _model_arguments(arguments):
-    """The model's arrays from a public function's ``locals()``, by name."""
-    return {name: arguments[name] for name in _MODEL_ARGUMENTS}
-
-
 @masked_arrays_checked(missing=("X",))
-def kalman_filter(
-    X,
-    transition_matrix,
-    observation_matrix,
-    transition_covariance,
-    observation_covariance,
-    *,
-    transition_offset=None,
-    observation_offset=None,
-    initial_state_mean=None,
-    initial_state_covariance=None,
-    control_matrix=None,
-    controls=None,
-    lengths=None,
-):
+def kalman_filter(parameters, X, *, controls=None, lengths=None):
     """Kalman filter: the state given the past, E[z_t | x_1..x_t], and the log-likelihood.
 
     Parameters
     ----------
+    parameters : LGSSMParameters
+        The model: F, H, Q, R and the optional b, d, G, mu0, Sigma0.
     X : array-like of shape (n_samples, n_features)
         Observations of all sequences, concatenated in time order.  NaN (or a
         masked entry of a :class:`numpy.ma.MaskedArray`) marks a missing
         entry; infinity is an error.
-    transition_matrix : array-like of shape (n_state, n_state)
-        F.
-    observation_matrix : array-like of shape (n_features, n_state)
-        H.
-    transition_covariance : array-like of shape (n_state, n_state)
-        Q, symmetric positive definite.
-    observation_covariance : array-like of shape (n_features, n_features)
-        R, symmetric positive definite.
-    transition_offset : array-like of shape (n_state,), default=zeros
-        b.
-    observation_offset : array-like of shape (n_features,), default=zeros
-        d.
-    initial_state_mean : array-like of shape (n_state,), default=zeros
-        mu0, the prior mean of the first state of every sequence.
-    initial_state_covariance : array-like of shape (n_state, n_state), default=identity
-        Sigma0, symmetric positive definite.
-    control_matrix : array-like of shape (n_state, n_controls), optional
-        G; requires ``controls``.
     controls : array-like of shape (n_samples, n_controls), optional
         u_t, one row per row of X; the first row of each sequence is unused.
     lengths : array-like of int, optional
@@ -1032,6 +1042,9 @@ def kalman_filter(
 
     Raises
     ------
+    TypeError
+        When ``parameters`` is not an :class:`LGSSMParameters`, or an input
+        is complex.
     ValueError
         On a wrong shape, a covariance that is not symmetric positive
         definite, infinity in X, or controls that do not match X.
@@ -1039,37 +1052,22 @@ def kalman_filter(
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.inference.kalman import kalman_filter
+    >>> from skseq.inference.kalman import LGSSMParameters, kalman_filter
     >>> X = np.array([[1.0], [1.2], [np.nan], [0.9]])
-    >>> result = kalman_filter(X, [[1.0]], [[1.0]], [[0.1]], [[0.5]])
+    >>> result = kalman_filter(LGSSMParameters([[1.0]], [[1.0]], [[0.1]], [[0.5]]), X)
     >>> result.filtered_means.shape, result.filtered_covariances.shape
     ((4, 1), (4, 1, 1))
     >>> bool(np.isclose(result.log_predictive.sum(), result.log_likelihood))
     True
     """
-    parameters = _model_arguments(locals())
-    X, model, controls, offsets = _check_inputs(X, controls, lengths, parameters)
+    X, model, controls, offsets = _check_inputs(parameters, X, controls, lengths)
     result = _filter_offsets(model, X, controls, offsets)
     _raise_if_failed(result.sequence_log_likelihood)
     return result
 
 
 @masked_arrays_checked(missing=("X",))
-def kalman_smoother(
-    X,
-    transition_matrix,
-    observation_matrix,
-    transition_covariance,
-    observation_covariance,
-    *,
-    transition_offset=None,
-    observation_offset=None,
-    initial_state_mean=None,
-    initial_state_covariance=None,
-    control_matrix=None,
-    controls=None,
-    lengths=None,
-):
+def kalman_smoother(parameters, X, *, controls=None, lengths=None):
     """Rauch-Tung-Striebel smoother: the state given the whole sequence, E[z_t | x].
 
     Parameters are those of :func:`kalman_filter`.
@@ -1085,19 +1083,18 @@ def kalman_smoother(
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.inference.kalman import kalman_smoother
+    >>> from skseq.inference.kalman import LGSSMParameters, kalman_smoother
     >>> X = np.array([[0.1, 0.0], [0.4, 0.5], [np.nan, np.nan], [1.1, 0.8]])
-    >>> result = kalman_smoother(
-    ...     X, transition_matrix=[[0.9]], observation_matrix=[[1.0], [0.8]],
-    ...     transition_covariance=[[0.2]], observation_covariance=np.eye(2) * 0.1,
-    ...     lengths=[2, 2])
+    >>> parameters = LGSSMParameters(
+    ...     transition_matrix=[[0.9]], observation_matrix=[[1.0], [0.8]],
+    ...     transition_covariance=[[0.2]], observation_covariance=np.eye(2) * 0.1)
+    >>> result = kalman_smoother(parameters, X, lengths=[2, 2])
     >>> result.smoothed_means.shape, result.cross_covariances.shape
     ((4, 1), (4, 1, 1))
     >>> result.cross_covariances[[0, 2], 0, 0]  # first rows of the two sequences
     array([0., 0.])
     """
-    parameters = _model_arguments(locals())
-    X, model, controls, offsets = _check_inputs(X, controls, lengths, parameters)
+    X, model, controls, offsets = _check_inputs(parameters, X, controls, lengths)
     result = _smoother_offsets(model, X, controls, offsets)
     _raise_if_failed(result.sequence_log_likelihood)
     return result
@@ -1105,29 +1102,16 @@ def kalman_smoother(
 
 @masked_arrays_checked(missing=("x",))
 def kalman_filter_step(
-    x,
-    transition_matrix,
-    observation_matrix,
-    transition_covariance,
-    observation_covariance,
-    *,
-    filtered_state_mean=None,
-    filtered_state_covariance=None,
-    control=None,
-    transition_offset=None,
-    observation_offset=None,
-    initial_state_mean=None,
-    initial_state_covariance=None,
-    control_matrix=None,
+    parameters, x, *, filtered_state_mean=None, filtered_state_covariance=None, control=None
 ):
     """Advance the Kalman filter by one observation (pykalman's ``filter_update``).
 
     Parameters
     ----------
+    parameters : LGSSMParameters
+        The model, as in :func:`kalman_filter`.
     x : array-like of shape (n_features,)
         The new observation; NaN entries are missing (all NaN: predict only).
-    transition_matrix, observation_matrix, transition_covariance, observation_covariance
-        As in :func:`kalman_filter`.
     filtered_state_mean : array-like of shape (n_state,), optional
         E[z_{t-1} | x_1..x_{t-1}], the previous step's result.  None (with
         ``filtered_state_covariance`` None too): ``x`` is the first row of a
@@ -1136,10 +1120,6 @@ def kalman_filter_step(
         Cov(z_{t-1} | x_1..x_{t-1}), symmetric positive semi-definite.
     control : array-like of shape (n_controls,), optional
         u_t, required with a ``control_matrix`` after the first row.
-    transition_offset, observation_offset, initial_state_mean
-        As in :func:`kalman_filter`.
-    initial_state_covariance, control_matrix
-        As in :func:`kalman_filter`.
 
     Returns
     -------
@@ -1151,19 +1131,19 @@ def kalman_filter_step(
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.inference.kalman import kalman_filter, kalman_filter_step
+    >>> from skseq.inference.kalman import LGSSMParameters, kalman_filter, kalman_filter_step
     >>> X = np.array([[1.0], [1.2], [np.nan], [0.9]])
-    >>> parameters = dict(transition_matrix=[[1.0]], observation_matrix=[[1.0]],
-    ...                   transition_covariance=[[0.1]], observation_covariance=[[0.5]])
+    >>> parameters = LGSSMParameters(
+    ...     transition_matrix=[[1.0]], observation_matrix=[[1.0]],
+    ...     transition_covariance=[[0.1]], observation_covariance=[[0.5]])
     >>> mean = covariance = None
     >>> for x in X:
     ...     mean, covariance, _ = kalman_filter_step(
-    ...         x, **parameters, filtered_state_mean=mean, filtered_state_covariance=covariance)
-    >>> bool(np.array_equal(mean, kalman_filter(X, **parameters).filtered_means[-1]))
+    ...         parameters, x, filtered_state_mean=mean, filtered_state_covariance=covariance)
+    >>> bool(np.array_equal(mean, kalman_filter(parameters, X).filtered_means[-1]))
     True
     """
-    parameters = check_lgssm_arrays(np.size(x), **_model_arguments(locals()))
-    model = make_model(**parameters)
+    model = make_model(check_lgssm_parameters(parameters, np.size(x)))
     x = check_observations(np.reshape(_as_float_array(x, "x"), (1, -1)), name="x")[0]
     if (filtered_state_mean is None) != (filtered_state_covariance is None):
         raise ValueError(
@@ -1195,32 +1175,18 @@ def kalman_filter_step(
 
 
 @masked_arrays_checked(missing=("X",))
-def kalman_forecast(
-    X,
-    n_steps,
-    transition_matrix,
-    observation_matrix,
-    transition_covariance,
-    observation_covariance,
-    *,
-    transition_offset=None,
-    observation_offset=None,
-    initial_state_mean=None,
-    initial_state_covariance=None,
-    control_matrix=None,
-    controls=None,
-    future_controls=None,
-    lengths=None,
-):
+def kalman_forecast(parameters, X, n_steps, *, controls=None, future_controls=None, lengths=None):
     """Predictive distribution of the next ``n_steps`` observations after each sequence.
 
     Parameters
     ----------
+    parameters : LGSSMParameters
+        The model, as in :func:`kalman_filter`.
     X : array-like of shape (n_samples, n_features)
         Observations of all sequences, concatenated (NaN: missing).
     n_steps : int
         Forecast horizon, >= 1.
-    transition_matrix, ..., controls, lengths
+    controls, lengths
         As in :func:`kalman_filter`.
     future_controls : array-like of shape (n_sequences * n_steps, n_controls), optional
         The controls of the forecast steps, sequence after sequence; required
@@ -1235,17 +1201,16 @@ def kalman_forecast(
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.inference.kalman import kalman_forecast
+    >>> from skseq.inference.kalman import LGSSMParameters, kalman_forecast
     >>> X = np.array([[1.0], [1.2], [0.9]])
-    >>> forecast = kalman_forecast(X, 2, [[0.5]], [[1.0]], [[0.1]], [[0.5]])
+    >>> forecast = kalman_forecast(LGSSMParameters([[0.5]], [[1.0]], [[0.1]], [[0.5]]), X, 2)
     >>> forecast.means.shape, forecast.covariances.shape
     ((2, 1), (2, 1, 1))
     >>> bool(forecast.covariances[1, 0, 0] > forecast.covariances[0, 0, 0])
     True
     """
     check_scalar_param(n_steps, "n_steps", "int", low=1)
-    parameters = _model_arguments(locals())
-    X, model, controls, offsets = _check_inputs(X, controls, lengths, parameters)
+    X, model, controls, offsets = _check_inputs(parameters, X, controls, lengths)
     last = _filter_last_offsets(model, X, controls, offsets)
     _raise_if_failed(last.sequence_log_likelihood)
     n_rows = (len(offsets) - 1) * n_steps
@@ -1255,29 +1220,15 @@ def kalman_forecast(
 
 
 @masked_arrays_checked()
-def sample_lgssm(
-    n_samples,
-    transition_matrix,
-    observation_matrix,
-    transition_covariance,
-    observation_covariance,
-    *,
-    transition_offset=None,
-    observation_offset=None,
-    initial_state_mean=None,
-    initial_state_covariance=None,
-    control_matrix=None,
-    controls=None,
-    random_state=None,
-):
+def sample_lgssm(parameters, n_samples, *, controls=None, random_state=None):
     """Draw one sequence of states and observations from a linear-Gaussian SSM.
 
     Parameters
     ----------
+    parameters : LGSSMParameters
+        The model, as in :func:`kalman_filter`.
     n_samples : int
         Length of the sequence, >= 1.
-    transition_matrix, ..., control_matrix
-        As in :func:`kalman_filter`.
     controls : array-like of shape (n_samples, n_controls), optional
         Required with a ``control_matrix`` (the first row is unused).
     random_state : int, RandomState instance or None, default=None
@@ -1291,41 +1242,22 @@ def sample_lgssm(
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.inference.kalman import sample_lgssm
-    >>> X, Z = sample_lgssm(5, [[0.9]], [[1.0], [2.0]], [[0.1]], 0.5 * np.eye(2),
-    ...                     random_state=0)
+    >>> from skseq.inference.kalman import LGSSMParameters, sample_lgssm
+    >>> parameters = LGSSMParameters([[0.9]], [[1.0], [2.0]], [[0.1]], 0.5 * np.eye(2))
+    >>> X, Z = sample_lgssm(parameters, 5, random_state=0)
     >>> X.shape, Z.shape
     ((5, 2), (5, 1))
     """
     check_scalar_param(n_samples, "n_samples", "int", low=1)
-    observation_matrix = _as_float_array(observation_matrix, "observation_matrix")
-    if observation_matrix.ndim != 2:
-        raise ValueError(
-            f"observation_matrix must be 2-D (n_features, n_state), got {observation_matrix.shape}."
-        )
-    parameters = check_lgssm_arrays(observation_matrix.shape[0], **_model_arguments(locals()))
-    n_controls = parameters["control_matrix"].shape[1]
+    parameters = check_lgssm_parameters(parameters)
+    n_controls = parameters.control_matrix.shape[1]
     check_sample_size(n_samples, parameters)
     controls = check_controls(controls, n_samples, n_controls)
     return _sample(parameters, n_samples, controls, check_random_state(random_state))
 
 
 @masked_arrays_checked(missing=("X",))
-def kalman_forward_smoothing(
-    X,
-    transition_matrix,
-    observation_matrix,
-    transition_covariance,
-    observation_covariance,
-    *,
-    transition_offset=None,
-    observation_offset=None,
-    initial_state_mean=None,
-    initial_state_covariance=None,
-    control_matrix=None,
-    controls=None,
-    carried=None,
-):
+def kalman_forward_smoothing(parameters, X, *, controls=None, carried=None):
     """EM statistics of a sequence that arrives in chunks, exactly, by forward-only smoothing.
 
     Each call takes the next rows of one sequence and the message
@@ -1341,14 +1273,11 @@ def kalman_forward_smoothing(
 
     Parameters
     ----------
+    parameters : LGSSMParameters
+        The model, as in :func:`kalman_filter` (with a ``control_matrix``,
+        ``controls`` are required).
     X : array-like of shape (n_samples, n_features)
         The next rows of the sequence; NaN marks a missing entry.
-    transition_matrix, observation_matrix, transition_covariance, observation_covariance
-        F, H, Q, R, as in :func:`kalman_filter`.
-    transition_offset, observation_offset, initial_state_mean, initial_state_covariance
-        b, d, mu0, Sigma0, as in :func:`kalman_filter`.
-    control_matrix : array-like of shape (n_state, n_controls), optional
-        G; requires ``controls``.
     controls : array-like of shape (n_samples, n_controls), optional
         u_t of the rows.  The control of the first row is used when the rows
         continue a sequence (it drives the transition into that row) and
@@ -1379,22 +1308,22 @@ def kalman_forward_smoothing(
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.inference.kalman import kalman_forward_smoothing
+    >>> from skseq.inference.kalman import LGSSMParameters, kalman_forward_smoothing
     >>> X = np.random.default_rng(0).normal(size=(100, 2))
-    >>> params = dict(transition_matrix=[[0.9]], observation_matrix=[[1.0], [0.5]],
-    ...               transition_covariance=[[0.3]], observation_covariance=np.eye(2))
-    >>> whole = kalman_forward_smoothing(X, **params)
+    >>> parameters = LGSSMParameters(
+    ...     transition_matrix=[[0.9]], observation_matrix=[[1.0], [0.5]],
+    ...     transition_covariance=[[0.3]], observation_covariance=np.eye(2))
+    >>> whole = kalman_forward_smoothing(parameters, X)
     >>> carried, total = None, None
     >>> for chunk in np.array_split(X, 7):
     ...     statistics, log_likelihood, carried = kalman_forward_smoothing(
-    ...         chunk, **params, carried=carried)
+    ...         parameters, chunk, carried=carried)
     ...     total = statistics if total is None else {
     ...         name: total[name] + statistics[name] for name in total}
     >>> bool(np.allclose(total["transition_cross"], whole.statistics["transition_cross"]))
     True
     """
-    parameters = _model_arguments(locals())
-    X, model, controls, _ = _check_inputs(X, controls, None, parameters)
+    X, model, controls, _ = _check_inputs(parameters, X, controls, None)
     if carried is not None:
         _check_carried(carried, model.n_state, model.n_obs, model.n_ctrl)
     result = _forward_smoothing_rows(model, X, controls, carried)

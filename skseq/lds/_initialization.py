@@ -10,19 +10,10 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils import check_random_state
 
-from ..inference.kalman import check_covariance, check_matrix
+from ..inference.kalman import LGSSMParameters, check_covariance, check_matrix
 
-PARAMETER_NAMES = (
-    "transition_matrix",
-    "observation_matrix",
-    "transition_covariance",
-    "observation_covariance",
-    "transition_offset",
-    "observation_offset",
-    "control_matrix",
-    "initial_state_mean",
-    "initial_state_covariance",
-)
+# The parameters' names, in the order of the inference layer's tuple.
+PARAMETER_NAMES = LGSSMParameters._fields
 COVARIANCE_NAMES = frozenset(
     {"transition_covariance", "observation_covariance", "initial_state_covariance"}
 )

@@ -43,6 +43,7 @@ from .._sequences import (
 from .._validation import PARAMETER_RULES, check_data_scale, masked_as_nan
 from ..base import BaseEM, ParameterCoordinates, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
+    LGSSMParameters,
     _em_statistics_in_chunks,
     _em_statistics_offsets,
     _filter_last_offsets,
@@ -52,7 +53,7 @@ from ..inference.kalman import (
     _smoother_offsets,
     check_controls,
     check_forecast_size,
-    check_lgssm_arrays,
+    check_lgssm_parameters,
     check_log_likelihood_overflow,
     check_sample_size,
     make_model,
@@ -436,7 +437,7 @@ class LinearGaussianSSM(
         :meth:`_mstep` build with the right shapes; every public method goes
         through :meth:`_checked_model` instead.
         """
-        return make_model(**{name: getattr(self, f"{name}_") for name in PARAMETER_NAMES})
+        return make_model(LGSSMParameters(*(getattr(self, f"{name}_") for name in PARAMETER_NAMES)))
 
     def _checked_parameters(self):
         """The fitted parameters, validated before any kernel sees them.
@@ -446,21 +447,24 @@ class LinearGaussianSSM(
         that ``n_components``, ``n_features_in_`` and ``n_controls_`` imply
         (so that the shapes agree with each other and with the data), and
         each covariance symmetric positive definite.  Returns the validated
-        copies, keyed by parameter name.
+        copies, as the :class:`~skseq.inference.kalman.LGSSMParameters` that
+        the inference functions take.
         """
         check_is_fitted(self)
         PARAMETER_RULES["n_components"](self.n_components, "n_components")
         check_scalar_param(self.n_features_in_, "n_features_in_", "int", low=1)
         check_scalar_param(self.n_controls_, "n_controls_", "int", low=0)
         k, p, m = self.n_components, self.n_features_in_, self.n_controls_
-        values = {}
+        values = []
         for name in PARAMETER_NAMES:
             value = getattr(self, f"{name}_", None)
             if value is None:
                 raise ValueError(f"{type(self).__name__} has no fitted {name}_; refit it.")
-            values[name] = value
+            values.append(value)
         try:
-            return check_lgssm_arrays(p, **values, n_state=k, n_controls=m, suffix="_")
+            return check_lgssm_parameters(
+                LGSSMParameters(*values), p, n_state=k, n_controls=m, suffix="_"
+            )
         except ValueError as error:
             raise ValueError(
                 f"Invalid fitted parameters of {type(self).__name__} (n_components={k}, "
@@ -470,7 +474,7 @@ class LinearGaussianSSM(
 
     def _checked_model(self):
         """The validated fitted parameters packed for the kernels."""
-        return make_model(**self._checked_parameters())
+        return make_model(self._checked_parameters())
 
     # -- the EM protocol ----------------------------------------------------------
 
@@ -830,11 +834,12 @@ class LinearGaussianSSM(
         """Each sequence's log-likelihood and each row's one-step predictive log
         density, by the Kalman filter over blocks of sequences in ``n_jobs``
         threads or on the joblib backend's workers."""
-        # Each block builds the kernel's model itself: it cannot be pickled
-        # (to a dask worker), and building it is cheap.
+        # Each block packs the kernel's model itself: it cannot be pickled (to
+        # a dask worker), and packing the checked parameters is cheap.
+        parameters = self._checked_parameters()
         results = self._over_sequence_blocks(
             lambda X, controls, offsets: _filter_last_offsets(
-                self._checked_model(), X, controls, offsets
+                make_model(parameters), X, controls, offsets
             )[2:],
             offsets,
             X,

@@ -97,7 +97,7 @@ class LGSSMStreams:
             self._n_features_out = self.n_components
         else:
             # Continue from validated float64 copies of the fitted arrays.
-            self._set_parameters(self._checked_parameters())
+            self._set_parameters(self._checked_parameters()._asdict())
         return self._stack(X, controls), offsets
 
     def _initialize_stream(self, X, offsets):

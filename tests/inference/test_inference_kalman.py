@@ -15,6 +15,7 @@ from skseq.inference.kalman import (
     KalmanForwardSmoothingResult,
     KalmanSmootherResult,
     KalmanStreamState,
+    LGSSMParameters,
     check_lgssm_parameters,
     em_statistics_offsets,
     kalman_filter,
@@ -22,6 +23,7 @@ from skseq.inference.kalman import (
     kalman_forecast,
     kalman_forward_smoothing,
     kalman_smoother,
+    make_model,
     sample_lgssm,
 )
 
@@ -160,13 +162,14 @@ def test_filter_and_smoother_match_exact_joint_gaussian(
         X[missing_pattern(rng, n_samples, n_obs)] = np.nan
     controls = rng.normal(size=(n_samples, n_controls))
     exact = exact_posteriors(params, X, controls, lengths)
-    kwargs = dict(params, lengths=lengths)
+    kwargs = dict(params)
+    options = dict(lengths=lengths)
     if n_controls:
-        kwargs["controls"] = controls
+        options["controls"] = controls
     else:
         del kwargs["control_matrix"]
-    filtered = kalman_filter(X, **kwargs)
-    smoothed = kalman_smoother(X, **kwargs)
+    filtered = kalman_filter(LGSSMParameters(**kwargs), X, **options)
+    smoothed = kalman_smoother(LGSSMParameters(**kwargs), X, **options)
     assert isinstance(filtered, KalmanFilterResult)
     assert isinstance(smoothed, KalmanSmootherResult)
     tol = dict(rtol=1e-9, atol=1e-9)
@@ -201,7 +204,9 @@ def test_log_likelihood_is_the_multivariate_normal_density():
     mean, cov = joint_gaussian(params | {"control_matrix": np.zeros((2, 0))}, np.zeros((6, 0)))
     n_latent = 12
     expected = multivariate_normal(mean[n_latent:], cov[n_latent:, n_latent:]).logpdf(X.ravel())
-    assert kalman_filter(X, **params).log_likelihood == pytest.approx(expected, rel=1e-11)
+    assert kalman_filter(LGSSMParameters(**params), X).log_likelihood == pytest.approx(
+        expected, rel=1e-11
+    )
 
 
 def test_first_control_of_each_sequence_is_unused():
@@ -212,13 +217,15 @@ def test_first_control_of_each_sequence_is_unused():
     changed = controls.copy()
     changed[[0, 3]] = 1e6
     changed[4] += 1.0  # a used control: must change the result
-    first = kalman_smoother(X, **params, controls=controls, lengths=[3, 4])
-    second = kalman_smoother(X, **params, controls=changed, lengths=[3, 4])
+    first = kalman_smoother(LGSSMParameters(**params), X, controls=controls, lengths=[3, 4])
+    second = kalman_smoother(LGSSMParameters(**params), X, controls=changed, lengths=[3, 4])
     np.testing.assert_array_equal(first.smoothed_means[:3], second.smoothed_means[:3])
     assert not np.allclose(first.smoothed_means[3:], second.smoothed_means[3:])
     controls_unused_only = controls.copy()
     controls_unused_only[[0, 3]] = -5.0
-    third = kalman_smoother(X, **params, controls=controls_unused_only, lengths=[3, 4])
+    third = kalman_smoother(
+        LGSSMParameters(**params), X, controls=controls_unused_only, lengths=[3, 4]
+    )
     np.testing.assert_array_equal(first.smoothed_means, third.smoothed_means)
 
 
@@ -228,9 +235,9 @@ def test_concatenated_sequences_equal_separate_runs():
     del params["control_matrix"]
     X = rng.normal(size=(30, 2))
     X[4, 1] = np.nan
-    together = kalman_smoother(X, **params, lengths=[10, 20])
-    first = kalman_smoother(X[:10], **params)
-    second = kalman_smoother(X[10:], **params)
+    together = kalman_smoother(LGSSMParameters(**params), X, lengths=[10, 20])
+    first = kalman_smoother(LGSSMParameters(**params), X[:10])
+    second = kalman_smoother(LGSSMParameters(**params), X[10:])
     for name in ("smoothed_means", "smoothed_covariances", "cross_covariances", "log_predictive"):
         np.testing.assert_array_equal(
             getattr(together, name), np.concatenate([getattr(first, name), getattr(second, name)])
@@ -246,7 +253,7 @@ def test_long_sequence_reaches_the_riccati_steady_state():
     params = random_model(rng, 4, 3)
     del params["control_matrix"]
     X = rng.normal(size=(400, 3))
-    result = kalman_filter(X, **params)
+    result = kalman_filter(LGSSMParameters(**params), X)
     steady = solve_discrete_are(
         params["transition_matrix"].T,
         params["observation_matrix"].T,
@@ -268,8 +275,8 @@ def test_joseph_update_keeps_covariances_positive_semidefinite():
         initial_state_covariance=1e8 * np.eye(k),
     )
     X = rng.normal(size=(200, p))
-    filtered = kalman_filter(X, **params)
-    smoothed = kalman_smoother(X, **params)
+    filtered = kalman_filter(LGSSMParameters(**params), X)
+    smoothed = kalman_smoother(LGSSMParameters(**params), X)
     for covariances in (filtered.filtered_covariances, smoothed.smoothed_covariances):
         np.testing.assert_array_equal(covariances, covariances.transpose(0, 2, 1))
         scale = np.abs(covariances).max(axis=(1, 2))
@@ -347,7 +354,7 @@ def test_em_statistics_match_exact_posterior_moments(n_state, n_obs, n_controls,
     X = rng.normal(scale=2.0, size=(n_samples, n_obs))
     X[missing_pattern(rng, n_samples, n_obs)] = np.nan
     controls = rng.normal(size=(n_samples, n_controls))
-    model = check_lgssm_parameters(n_obs, **params)
+    model = make_model(check_lgssm_parameters(LGSSMParameters(**params)))
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.intp)
     statistics, sequence_log_likelihood = em_statistics_offsets(model, X, controls, offsets)
     reference = moments_reference(params, X, controls, lengths)
@@ -361,7 +368,7 @@ def test_em_statistics_match_exact_posterior_moments(n_state, n_obs, n_controls,
 def test_em_statistics_add_over_blocks_of_sequences():
     rng = np.random.default_rng(9)
     params = random_model(rng, 2, 3, 1)
-    model = check_lgssm_parameters(3, **params)
+    model = make_model(check_lgssm_parameters(LGSSMParameters(**params)))
     X = rng.normal(size=(20, 3))
     X[3, 1] = np.nan
     controls = rng.normal(size=(20, 1))
@@ -396,8 +403,8 @@ def test_agrees_with_pykalman(seed):
     X = rng.normal(size=(40, 2))
     X[[5, 17]] = np.nan  # pykalman masks whole rows only
     masked = np.ma.masked_invalid(X)
-    filtered = kalman_filter(X, **params)
-    smoothed = kalman_smoother(X, **params)
+    filtered = kalman_filter(LGSSMParameters(**params), X)
+    smoothed = kalman_smoother(LGSSMParameters(**params), X)
     means, covariances = kf.filter(masked)
     np.testing.assert_allclose(filtered.filtered_means, means, rtol=1e-9, atol=1e-10)
     np.testing.assert_allclose(filtered.filtered_covariances, covariances, rtol=1e-9, atol=1e-10)
@@ -430,8 +437,8 @@ def test_agrees_with_statsmodels(seed):
     ks["state_intercept"] = params["transition_offset"][:, None]
     ks.initialize_known(params["initial_state_mean"], params["initial_state_covariance"])
     reference = ks.smooth()
-    smoothed = kalman_smoother(X, **params)
-    filtered = kalman_filter(X, **params)
+    smoothed = kalman_smoother(LGSSMParameters(**params), X)
+    filtered = kalman_filter(LGSSMParameters(**params), X)
     tol = dict(rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(smoothed.smoothed_means, reference.smoothed_state.T, **tol)
     np.testing.assert_allclose(
@@ -485,9 +492,48 @@ def valid_arguments():
 def test_invalid_arguments_raise_a_clear_error(change, message):
     X = np.random.default_rng(0).normal(size=(10, 3))
     arguments = valid_arguments() | change
+    options = {name: arguments.pop(name) for name in ("controls", "lengths") if name in arguments}
     for function in (kalman_filter, kalman_smoother):
         with pytest.raises(ValueError, match=message):
-            function(X, **arguments)
+            function(LGSSMParameters(**arguments), X, **options)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda parameters: kalman_filter(parameters, np.zeros((4, 3))),
+        lambda parameters: kalman_smoother(parameters, np.zeros((4, 3))),
+        lambda parameters: kalman_filter_step(parameters, np.zeros(3)),
+        lambda parameters: kalman_forecast(parameters, np.zeros((4, 3)), 2),
+        lambda parameters: sample_lgssm(parameters, 4),
+        lambda parameters: kalman_forward_smoothing(parameters, np.zeros((4, 3))),
+    ],
+)
+def test_every_function_takes_one_parameters_tuple_and_checks_it(call):
+    """The model is one LGSSMParameters, validated by check_lgssm_parameters in
+    every function: a dict of the arrays is refused, and a complex array is a
+    TypeError, as in the other inference modules."""
+    call(LGSSMParameters(**valid_arguments()))
+    with pytest.raises(TypeError, match="parameters must be an LGSSMParameters"):
+        call(valid_arguments())
+    complex_offset = valid_arguments() | {"transition_offset": np.zeros(2, dtype=complex)}
+    with pytest.raises(TypeError, match="transition_offset must be real; complex inputs"):
+        call(LGSSMParameters(**complex_offset))
+
+
+def test_check_lgssm_parameters_fills_the_defaults_and_copies():
+    given = LGSSMParameters(**{key: np.array(value) for key, value in valid_arguments().items()})
+    checked = check_lgssm_parameters(given)
+    assert isinstance(checked, LGSSMParameters)
+    np.testing.assert_array_equal(checked.transition_offset, np.zeros(2))
+    np.testing.assert_array_equal(checked.observation_offset, np.zeros(3))
+    np.testing.assert_array_equal(checked.initial_state_covariance, np.eye(2))
+    assert checked.control_matrix.shape == (2, 0)
+    for name, value in given._asdict().items():
+        if value is not None:
+            assert not np.shares_memory(getattr(checked, name), value)
+    with pytest.raises(ValueError, match=r"observation_matrix must have shape \(4, 2\)"):
+        check_lgssm_parameters(given, 4)
 
 
 def test_invalid_observations_raise_and_inputs_are_not_modified():
@@ -495,20 +541,20 @@ def test_invalid_observations_raise_and_inputs_are_not_modified():
     X = rng.normal(size=(10, 3))
     X[2, 1] = np.inf
     with pytest.raises(ValueError, match="infinity"):
-        kalman_filter(X, **valid_arguments())
+        kalman_filter(LGSSMParameters(**valid_arguments()), X)
     with pytest.raises(ValueError, match="2-D"):
-        kalman_filter(np.zeros(10), **valid_arguments())
+        kalman_filter(LGSSMParameters(**valid_arguments()), np.zeros(10))
     with pytest.raises(ValueError, match="empty"):
-        kalman_filter(np.zeros((0, 3)), **valid_arguments())
-    with pytest.raises(ValueError, match="real"):
-        kalman_filter(np.zeros((4, 3), dtype=complex), **valid_arguments())
+        kalman_filter(LGSSMParameters(**valid_arguments()), np.zeros((0, 3)))
+    with pytest.raises(TypeError, match="X must be real; complex inputs are not supported"):
+        kalman_filter(LGSSMParameters(**valid_arguments()), np.zeros((4, 3), dtype=complex))
     X = rng.normal(size=(10, 3))
     X[4, 0] = np.nan
     arguments = {key: np.array(value) for key, value in valid_arguments().items()}
     arguments["observation_covariance"][0, 1] = arguments["observation_covariance"][1, 0] = 1e-12
     copies = {key: value.copy() for key, value in arguments.items()}
     X_copy = X.copy()
-    kalman_smoother(X, **arguments)
+    kalman_smoother(LGSSMParameters(**arguments), X)
     np.testing.assert_array_equal(X, X_copy)
     for key, value in arguments.items():
         np.testing.assert_array_equal(value, copies[key])
@@ -524,12 +570,12 @@ def test_filter_step_by_step_equals_the_batch_filter_bit_for_bit(n_state, n_obs,
     X = rng.normal(size=(9, n_obs))
     X[missing_pattern(rng, 9, n_obs)] = np.nan
     controls = rng.normal(size=(9, n_controls))
-    batch = kalman_filter(X, **params, controls=controls)
+    batch = kalman_filter(LGSSMParameters(**params), X, controls=controls)
     mean = covariance = None
     for t, x in enumerate(X):
         step = kalman_filter_step(
+            LGSSMParameters(**params),
             x,
-            **params,
             filtered_state_mean=mean,
             filtered_state_covariance=covariance,
             control=controls[t] if t > 0 and n_controls else None,
@@ -549,9 +595,9 @@ def test_forecast_matches_the_exact_joint_gaussian(n_state, n_obs, n_controls):
     X[2, 0] = np.nan
     controls = rng.normal(size=(n_rows + n_steps, n_controls))
     forecast = kalman_forecast(
+        LGSSMParameters(**params),
         X,
         n_steps,
-        **params,
         controls=controls[:n_rows],
         future_controls=controls[n_rows:] if n_controls else None,
     )
@@ -575,9 +621,9 @@ def test_forecast_of_several_sequences_equals_separate_forecasts():
     params = random_model(rng, 2, 2)
     del params["control_matrix"]
     X = rng.normal(size=(11, 2))
-    together = kalman_forecast(X, 4, **params, lengths=[5, 6])
+    together = kalman_forecast(LGSSMParameters(**params), X, 4, lengths=[5, 6])
     for s, rows in enumerate((slice(0, 5), slice(5, 11))):
-        alone = kalman_forecast(X[rows], 4, **params)
+        alone = kalman_forecast(LGSSMParameters(**params), X[rows], 4)
         np.testing.assert_allclose(together.means[4 * s : 4 * s + 4], alone.means, rtol=1e-12)
         np.testing.assert_allclose(
             together.covariances[4 * s : 4 * s + 4], alone.covariances, rtol=1e-12
@@ -588,8 +634,8 @@ def test_sample_follows_the_model_and_its_random_state():
     rng = np.random.default_rng(5)
     params = random_model(rng, 2, 3, 1)
     controls = rng.normal(size=(6, 1))
-    X, Z = sample_lgssm(6, **params, controls=controls, random_state=0)
-    again = sample_lgssm(6, **params, controls=controls, random_state=0)
+    X, Z = sample_lgssm(LGSSMParameters(**params), 6, controls=controls, random_state=0)
+    again = sample_lgssm(LGSSMParameters(**params), 6, controls=controls, random_state=0)
     np.testing.assert_array_equal(X, again.observations)
     np.testing.assert_array_equal(Z, again.states)
     # The draws are the model's equations applied to standard normal noise.
@@ -619,11 +665,13 @@ def test_sample_follows_the_model_and_its_random_state():
 def test_step_forecast_and_sample_name_bad_input():
     arguments = valid_arguments()
     with pytest.raises(ValueError, match="go together"):
-        kalman_filter_step(np.zeros(3), **arguments, filtered_state_mean=np.zeros(2))
+        kalman_filter_step(
+            LGSSMParameters(**arguments), np.zeros(3), filtered_state_mean=np.zeros(2)
+        )
     with pytest.raises(ValueError, match=r"filtered_state_mean must have shape \(2,\)"):
         kalman_filter_step(
+            LGSSMParameters(**arguments),
             np.zeros(3),
-            **arguments,
             filtered_state_mean=np.zeros(3),
             filtered_state_covariance=np.eye(2),
         )
@@ -631,35 +679,35 @@ def test_step_forecast_and_sample_name_bad_input():
         ValueError, match="filtered_state_covariance must be positive semi-definite"
     ):
         kalman_filter_step(
+            LGSSMParameters(**arguments),
             np.zeros(3),
-            **arguments,
             filtered_state_mean=np.zeros(2),
             filtered_state_covariance=-np.eye(2),
         )
     with pytest.raises(ValueError, match="x contains infinity"):
-        kalman_filter_step(np.array([0.0, np.inf, 0.0]), **arguments)
+        kalman_filter_step(LGSSMParameters(**arguments), np.array([0.0, np.inf, 0.0]))
     with pytest.raises(ValueError, match="control was given without a control_matrix"):
         kalman_filter_step(
+            LGSSMParameters(**arguments),
             np.zeros(3),
-            **arguments,
             filtered_state_mean=np.zeros(2),
             filtered_state_covariance=np.eye(2),
             control=[1.0],
         )
     with pytest.raises(ValueError, match="n_steps must be >= 1"):
-        kalman_forecast(np.zeros((4, 3)), 0, **arguments)
+        kalman_forecast(LGSSMParameters(**arguments), np.zeros((4, 3)), 0)
     with pytest.raises(ValueError, match="future_controls has 2 rows"):
         kalman_forecast(
+            LGSSMParameters(**(arguments | {"control_matrix": np.ones((2, 1))})),
             np.zeros((4, 3)),
             3,
-            **(arguments | {"control_matrix": np.ones((2, 1))}),
             controls=np.zeros((4, 1)),
             future_controls=np.zeros((2, 1)),
         )
     with pytest.raises(TypeError, match="n_samples must be an integer"):
-        sample_lgssm(2.5, **arguments)
+        sample_lgssm(LGSSMParameters(**arguments), 2.5)
     with pytest.raises(ValueError, match="transition_covariance must be positive definite"):
-        sample_lgssm(3, **(arguments | {"transition_covariance": -np.eye(2)}))
+        sample_lgssm(LGSSMParameters(**(arguments | {"transition_covariance": -np.eye(2)})), 3)
 
 
 def test_blas_thresholds_are_per_thread_and_cannot_race():
@@ -705,7 +753,10 @@ def stream_in_chunks(X, controls, kwargs, bounds):
     for start, stop in zip(bounds[:-1], bounds[1:]):
         chunk_controls = controls[start:stop] if controls.shape[1] else None
         result = kalman_forward_smoothing(
-            X[start:stop], **kwargs, controls=chunk_controls, carried=carried
+            LGSSMParameters(**kwargs),
+            X[start:stop],
+            controls=chunk_controls,
+            carried=carried,
         )
         assert isinstance(result, KalmanForwardSmoothingResult)
         statistics, chunk_log_likelihood, carried = result
@@ -732,7 +783,7 @@ def test_stream_in_chunks_gives_the_statistics_of_the_whole_sequence(n_state, n_
     n_controls = (n_state + n_obs) % 3
     n_rows = 120 if chunk == 1 else 900  # one row at a time: the edge case, on fewer rows
     params, X, controls, kwargs = stream_case(n_state, n_obs, n_controls, n_rows, seed=chunk)
-    model = check_lgssm_parameters(n_obs, **params)
+    model = make_model(check_lgssm_parameters(LGSSMParameters(**params)))
     whole, sequence_log_likelihood = em_statistics_offsets(
         model, X, controls, np.array([0, n_rows], dtype=np.intp)
     )
@@ -761,7 +812,10 @@ def test_stream_statistics_match_exact_posterior_moments(n_state, n_obs, n_contr
 def test_any_split_of_a_stream_gives_the_same_statistics(cuts, seed):
     params, X, controls, kwargs = stream_case(2, 2, 1, 60, seed=seed)
     whole, _ = em_statistics_offsets(
-        check_lgssm_parameters(2, **params), X, controls, np.array([0, 60], dtype=np.intp)
+        make_model(check_lgssm_parameters(LGSSMParameters(**params))),
+        X,
+        controls,
+        np.array([0, 60], dtype=np.intp),
     )
     total, _, _ = stream_in_chunks(X, controls, kwargs, [0, *sorted(cuts), 60])
     assert_statistics_equal(total, whole, rtol=1e-9)
@@ -776,8 +830,12 @@ def test_stream_state_has_a_fixed_size_and_survives_pickling():
     assert after_many.filtered_mean.shape == (3,)
     restored = pickle.loads(pickle.dumps(after_many))
     more = np.random.default_rng(1).normal(size=(50, 2))
-    continued = kalman_forward_smoothing(more, **kwargs, controls=controls[:50], carried=after_many)
-    from_pickle = kalman_forward_smoothing(more, **kwargs, controls=controls[:50], carried=restored)
+    continued = kalman_forward_smoothing(
+        LGSSMParameters(**kwargs), more, controls=controls[:50], carried=after_many
+    )
+    from_pickle = kalman_forward_smoothing(
+        LGSSMParameters(**kwargs), more, controls=controls[:50], carried=restored
+    )
     for key, value in continued.statistics.items():
         np.testing.assert_array_equal(from_pickle.statistics[key], value)
 
@@ -786,12 +844,15 @@ def test_stream_continuation_differs_from_a_fresh_start():
     """The carried message makes the next rows a continuation: the first one is no
     sequence start, and the transition into it is counted."""
     _, X, controls, kwargs = stream_case(2, 2, 1, 30, seed=11)
-    first = kalman_forward_smoothing(X[:20], **kwargs, controls=controls[:20])
+    first = kalman_forward_smoothing(LGSSMParameters(**kwargs), X[:20], controls=controls[:20])
     assert float(first.statistics["n_sequences"]) == 1.0
     continued = kalman_forward_smoothing(
-        X[20:], **kwargs, controls=controls[20:], carried=first.carried
+        LGSSMParameters(**kwargs),
+        X[20:],
+        controls=controls[20:],
+        carried=first.carried,
     )
-    fresh = kalman_forward_smoothing(X[20:], **kwargs, controls=controls[20:])
+    fresh = kalman_forward_smoothing(LGSSMParameters(**kwargs), X[20:], controls=controls[20:])
     assert float(continued.statistics["n_sequences"]) == 0.0
     assert continued.statistics["transition_regressor"][-1, -1] == 10.0
     assert fresh.statistics["transition_regressor"][-1, -1] == 9.0
@@ -801,23 +862,33 @@ def test_stream_continuation_differs_from_a_fresh_start():
 def test_stream_arguments_are_validated_and_not_modified():
     _, X, controls, kwargs = stream_case(2, 2, 1, 30, seed=12)
     X_copy, controls_copy = X.copy(), controls.copy()
-    carried = kalman_forward_smoothing(X[:10], **kwargs, controls=controls[:10]).carried
+    carried = kalman_forward_smoothing(
+        LGSSMParameters(**kwargs), X[:10], controls=controls[:10]
+    ).carried
     copies = [np.copy(value) for value in carried]
-    kalman_forward_smoothing(X[10:], **kwargs, controls=controls[10:], carried=carried)
+    kalman_forward_smoothing(
+        LGSSMParameters(**kwargs), X[10:], controls=controls[10:], carried=carried
+    )
     for value, copy in zip(carried, copies):
         np.testing.assert_array_equal(value, copy)
     np.testing.assert_array_equal(X, X_copy)
     np.testing.assert_array_equal(controls, controls_copy)
     with pytest.raises(TypeError, match="KalmanStreamState"):
-        kalman_forward_smoothing(X, **kwargs, controls=controls, carried=tuple(carried))
+        kalman_forward_smoothing(
+            LGSSMParameters(**kwargs), X, controls=controls, carried=tuple(carried)
+        )
     three_states = stream_case(3, 2, 1, 10, seed=0)[3]
     with pytest.raises(ValueError, match="carried.filtered_mean has shape"):
-        kalman_forward_smoothing(X, **three_states, controls=controls, carried=carried)
+        kalman_forward_smoothing(
+            LGSSMParameters(**three_states), X, controls=controls, carried=carried
+        )
     broken = carried._replace(constant=np.full_like(carried.constant, np.nan))
     with pytest.raises(ValueError, match="carried.constant contains NaN"):
-        kalman_forward_smoothing(X, **kwargs, controls=controls, carried=broken)
+        kalman_forward_smoothing(LGSSMParameters(**kwargs), X, controls=controls, carried=broken)
     with pytest.raises(ValueError, match="infinity"):
-        kalman_forward_smoothing(np.full((3, 2), np.inf), **kwargs, controls=controls[:3])
+        kalman_forward_smoothing(
+            LGSSMParameters(**kwargs), np.full((3, 2), np.inf), controls=controls[:3]
+        )
 
 
 # -- the data's scale: the HMMs' rule, never a silent -inf ----------------------
@@ -833,9 +904,9 @@ def test_data_whose_squares_overflow_raise_the_hmms_message(function):
     original = X.copy()
     with pytest.raises(ValueError, match="X is too large for double precision"):
         if function == "forecast":
-            kalman_forecast(X, 2, **valid_arguments())
+            kalman_forecast(LGSSMParameters(**valid_arguments()), X, 2)
         else:
-            function(X, **valid_arguments())
+            function(LGSSMParameters(**valid_arguments()), X)
     np.testing.assert_array_equal(X, original)
 
 
@@ -846,10 +917,10 @@ def test_data_far_from_the_model_raise_instead_of_minus_inf():
     X = 1e155 + rng.normal(size=(20, 3)) * 1e140
     for function in (kalman_filter, kalman_smoother):
         with pytest.raises(ValueError, match=r"sequence\(s\) \[0, 1\].*too far from the model"):
-            function(X, **valid_arguments(), lengths=[10, 10])
+            function(LGSSMParameters(**valid_arguments()), X, lengths=[10, 10])
     with pytest.raises(ValueError, match="x lies too far from the model's predictions"):
-        kalman_filter_step(np.full(3, 1e300), **valid_arguments())
+        kalman_filter_step(LGSSMParameters(**valid_arguments()), np.full(3, 1e300))
     # The log-density is computed so as to overflow only when it is below -1.8e308:
     # data of 1e150 are far from the model, but their log-likelihood is finite.
-    result = kalman_filter(X * 1e-5, **valid_arguments())
+    result = kalman_filter(LGSSMParameters(**valid_arguments()), X * 1e-5)
     assert -np.inf < result.log_likelihood < -1e298

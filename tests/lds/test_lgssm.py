@@ -21,7 +21,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skseq.datasets import load_nile
-from skseq.inference.kalman import _forward_smoothing_rows, kalman_filter
+from skseq.inference.kalman import LGSSMParameters, _forward_smoothing_rows, kalman_filter
 from skseq.lds import LinearGaussianSSM
 
 # -- helpers ------------------------------------------------------------------------
@@ -320,7 +320,7 @@ def test_score_filter_smooth_and_transform_agree_with_the_inference_functions():
     controls = rng.normal(size=(50, 1))
     X = sample_sequences(model, [20, 30], seed=2, controls=controls)
     X[3, 2] = np.nan
-    reference = kalman_filter(X, **params, controls=controls, lengths=[20, 30])
+    reference = kalman_filter(LGSSMParameters(**params), X, controls=controls, lengths=[20, 30])
     ids = np.repeat(["a", "b"], [20, 30])
     assert model.score(X, sequence_ids=ids, controls=controls) == pytest.approx(
         reference.log_likelihood, rel=1e-12
@@ -365,7 +365,9 @@ def test_forecast_equals_filtering_appended_missing_rows():
     assert means.shape == (6, 3) and covariances.shape == (6, 3, 3)
     extended = np.vstack([X[:15], np.full((3, 3), np.nan), X[15:], np.full((3, 3), np.nan)])
     extended_controls = np.vstack([controls[:15], future[:3], controls[15:], future[3:]])
-    reference = kalman_filter(extended, **params, controls=extended_controls, lengths=[18, 13])
+    reference = kalman_filter(
+        LGSSMParameters(**params), extended, controls=extended_controls, lengths=[18, 13]
+    )
     H, d, R = (
         params["observation_matrix"],
         params["observation_offset"],
@@ -754,14 +756,16 @@ def test_local_level_as_first_written_fits_the_nile_to_the_maximum_likelihood():
     def negative_log_likelihood(log_variances):
         Q, R = np.exp(log_variances)
         return -kalman_filter(
+            LGSSMParameters(
+                [[1.0]],
+                [[1.0]],
+                [[Q]],
+                [[R]],
+                observation_offset=model.observation_offset_,
+                initial_state_mean=model.initial_state_mean_,
+                initial_state_covariance=model.initial_state_covariance_,
+            ),
             X,
-            [[1.0]],
-            [[1.0]],
-            [[Q]],
-            [[R]],
-            observation_offset=model.observation_offset_,
-            initial_state_mean=model.initial_state_mean_,
-            initial_state_covariance=model.initial_state_covariance_,
         ).log_likelihood
 
     optimum = scipy.optimize.minimize(
@@ -1020,7 +1024,7 @@ def test_hand_set_parameters_of_another_size_work_once_consistent(controlled_mod
     )
     for name, value in one_state.items():
         setattr(model, f"{name}_", value)
-    reference = kalman_filter(X, **one_state, controls=controls)
+    reference = kalman_filter(LGSSMParameters(**one_state), X, controls=controls)
     assert model.score(X, controls=controls) == pytest.approx(reference.log_likelihood, rel=1e-12)
     # The stream of earlier partial_fit calls has the old state dimension.
     streaming = copy.deepcopy(fitted)
