@@ -354,6 +354,70 @@ def test_stream_state_is_published_and_fit_resets_it(cls):
         model.partial_fit(X, new_sequence="no")
 
 
+def _assert_same_filtered_states(online, batch, exact):
+    """Filtered states of several rows: probability rows (HMMs) or (means,
+    covariances) (LGSSM, whose online filter is the batch filter's own step:
+    bit for bit)."""
+    if isinstance(batch, tuple):
+        for got, expected in zip(online, batch):
+            np.testing.assert_array_equal(got, expected)
+    elif exact:
+        np.testing.assert_array_equal(online, batch)
+    else:
+        np.testing.assert_allclose(online, batch, rtol=1e-12, atol=1e-15)
+
+
+def _stack_rows(rows):
+    if isinstance(rows[0], tuple):
+        return tuple(np.stack(part) for part in zip(*rows))
+    return np.stack(rows)
+
+
+def _concatenate_chunks(chunks):
+    if isinstance(chunks[0], tuple):
+        return tuple(np.concatenate(part) for part in zip(*chunks))
+    return np.concatenate(chunks)
+
+
+@pytest.mark.parametrize("cls", _stream_estimators(), ids=lambda cls: cls.__name__)
+def test_one_online_filter_api_in_every_family(cls):
+    """filter_stream (the next rows), filter_update (one row), reset_filter (restart,
+    optionally from a history) and filtered_state_ mean the same in every family:
+    online filtering row by row or in chunks equals the batch filter's filtered
+    states of the whole stream."""
+    from skseq.lds import LinearGaussianSSM
+
+    X = _stream_data(cls)
+    model = cls(n_components=2, random_state=0, n_iter=3).fit(X)
+    batch = model.filter(X)
+    exact = cls is LinearGaussianSSM
+    assert not hasattr(model, "filtered_state_")  # fit starts no stream
+    _assert_same_filtered_states(_stack_rows([model.filter_update(x) for x in X]), batch, exact)
+    last = batch[0][-1] if exact else batch[-1]
+    np.testing.assert_allclose(
+        np.ravel(model.filtered_state_[0] if exact else model.filtered_state_),
+        np.ravel(last),
+        rtol=1e-12,
+    )
+    model.reset_filter()
+    assert not hasattr(model, "filtered_state_")
+    chunks = [
+        model.filter_stream(X[:25]),
+        model.filter_stream(X[25:26]),
+        model.filter_stream(X[26:]),
+    ]
+    _assert_same_filtered_states(_concatenate_chunks(chunks), batch, exact)
+    # A history: the stream continues from its last row.
+    model.reset_filter(X[:30])
+    continued = _stack_rows([model.filter_update(x) for x in X[30:]])
+    expected = tuple(part[30:] for part in batch) if exact else batch[30:]
+    _assert_same_filtered_states(continued, expected, exact)
+    # new_sequence restarts whatever the state.
+    restarted = model.filter_stream(X[:10], new_sequence=True)
+    expected = tuple(part[:10] for part in batch) if exact else batch[:10]
+    _assert_same_filtered_states(restarted, expected, exact)
+
+
 def test_lgssm_filtered_state_is_its_filter_state():
     from skseq.lds import LinearGaussianSSM
 

@@ -815,8 +815,12 @@ class BaseHMM(BaseEM):
         """Filtered state probabilities of new rows of a stream, without learning.
 
         Continues from ``filtered_state_``, the filtered distribution after
-        the last row seen by :meth:`partial_fit` or by the previous call, and
-        updates it: online decoding (e.g. regime detection in real time).
+        the last row seen by :meth:`partial_fit`, :meth:`filter_update`,
+        :meth:`reset_filter` or the previous call, and updates it: online
+        decoding (e.g. regime detection in real time).  With no such state
+        (after :meth:`fit` or ``reset_filter()``) ``X[0]`` starts a sequence.
+        The online-filter API of every family (the linear-Gaussian SSM's
+        :meth:`~skseq.lds.LinearGaussianSSM.filter_stream` too).
 
         Parameters
         ----------
@@ -837,6 +841,44 @@ class BaseHMM(BaseEM):
         self._check_log_likelihood(result.log_likelihood)
         self.filtered_state_ = result.filtered[-1].copy()
         return result.filtered
+
+    def filter_update(self, x):
+        """Advance the online filter by one row: :meth:`filter_stream` on ``x`` alone.
+
+        The name of the linear-Gaussian SSM's (and pykalman's) one-step filter.
+
+        Parameters
+        ----------
+        x : array-like of shape (n_features,)
+            The next row of the stream.
+
+        Returns
+        -------
+        filtered : ndarray of shape (n_components,)
+            p(z_t | all rows of the stream up to t), also kept in
+            ``filtered_state_``.
+        """
+        return self.filter_stream(np.reshape(x, (1, -1)))[0]
+
+    def reset_filter(self, X=None):
+        """Restart the stream of :meth:`filter_stream` and :meth:`filter_update`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), optional
+            A history, taken as one sequence: the stream continues from its
+            last filtered state.  None: the next row starts a sequence (from
+            ``startprob_``).
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self)
+        self.__dict__.pop("filtered_state_", None)
+        if X is not None:
+            self.filter_stream(X, new_sequence=True)
+        return self
 
     # -- public API ---------------------------------------------------------
 

@@ -11,10 +11,11 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import masked_as_nan
+from .._validation import check_bool_param, masked_as_nan
 from ..base import SufficientStatistics
 from ..inference.kalman import (
     _filter_last_offsets,
+    _filter_offsets,
     _filter_step,
     _forward_smoothing_rows,
     check_controls,
@@ -159,10 +160,76 @@ class LGSSMStreams:
             ) from None
         return mean, covariance
 
-    # -- streams ------------------------------------------------------------------
+    # -- online filtering -----------------------------------------------------------
+    #
+    # The online-filter API of every family: filter_stream (rows), filter_update
+    # (one row, pykalman's name), reset_filter and filtered_state_.
+
+    def filter_stream(self, X, *, new_sequence=False, controls=None):
+        """Filtered states of the next rows of a stream, without learning.
+
+        Continues from ``filtered_state_``, the filtered state after the last
+        row seen by :meth:`partial_fit`, :meth:`filter_update`,
+        :meth:`reset_filter` or the previous call, and updates it: the rows
+        are the continuation of that sequence, as for the HMMs'
+        ``filter_stream``.  With no such state (after :meth:`fit` or
+        ``reset_filter()``), or with ``new_sequence=True``, ``X[0]`` starts a
+        sequence (conditioned on the prior N(mu0, Sigma0)).  Row by row and
+        to the last bit, the result is :meth:`filter` on the whole stream.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The next rows of one sequence; NaN marks a missing entry.
+        new_sequence : bool, default=False
+            Start a new sequence at ``X[0]``.
+        controls : array-like of shape (n_samples, n_controls), optional
+            Required when the model has controls.  The control of ``X[0]``
+            drives the transition into it when the rows continue the stream
+            (and is unused when they start a sequence).
+
+        Returns
+        -------
+        means : ndarray of shape (n_samples, n_components)
+            E[z_t | all rows of the stream up to t].
+        covariances : ndarray of shape (n_samples, n_components, n_components)
+            Cov(z_t | all rows of the stream up to t).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skseq.lds import LinearGaussianSSM
+        >>> X = np.cumsum(np.random.default_rng(0).normal(size=(60, 2)), axis=0)
+        >>> model = LinearGaussianSSM(n_components=2, n_iter=20).fit(X)
+        >>> first, _ = model.filter_stream(X[:25])
+        >>> then, _ = model.filter_stream(X[25:])
+        >>> bool(np.array_equal(np.vstack([first, then]), model.filter(X)[0]))
+        True
+        """
+        check_bool_param(new_sequence, "new_sequence")
+        X, offsets, controls = self._prepare(X, None, None, None, controls)
+        model = self._checked_model()
+        continues = not new_sequence and hasattr(self, "filter_state_mean_")
+        if not continues:
+            # The rows start a sequence: the batch filter over them is the stream.
+            result = _filter_offsets(model, X, controls, offsets)
+            self._check_finite(result.sequence_log_likelihood)
+            means, covariances = result.filtered_means, result.filtered_covariances
+        else:
+            # Each row continues the previous one: the batch filter's own step.
+            previous = self._checked_filter_state()
+            k = self.n_components
+            means, covariances = np.empty((X.shape[0], k)), np.empty((X.shape[0], k, k))
+            for t in range(X.shape[0]):
+                control = controls[t] if self.n_controls_ else None
+                previous = _checked_filter_step(model, X[t], control, previous, f"X[{t}]")
+                means[t], covariances[t] = previous
+        self.filter_state_mean_ = means[-1].copy()
+        self.filter_state_covariance_ = covariances[-1].copy()
+        return means, covariances
 
     def reset_filter(self, X=None, *, controls=None):
-        """Restart the stream of :meth:`filter_update`.
+        """Restart the stream of :meth:`filter_update` and :meth:`filter_stream`.
 
         Parameters
         ----------
@@ -192,8 +259,9 @@ class LGSSMStreams:
         return self
 
     def filter_update(self, x, control=None):
-        """Advance an online Kalman filter by one observation.
+        """Advance an online Kalman filter by one observation (pykalman's name).
 
+        :meth:`filter_stream` on one row (the HMMs have the same method).
         The stream's filtered state is kept on the estimator
         (``filter_state_mean_``, ``filter_state_covariance_``).  The first call
         after :meth:`fit` or ``reset_filter()`` conditions the prior
@@ -253,13 +321,23 @@ class LGSSMStreams:
         else:
             control = None
         previous = self._checked_filter_state() if has_previous else None
-        mean, covariance, log_predictive = _filter_step(model, x, control, previous)
-        if np.isnan(log_predictive):
-            raise np.linalg.LinAlgError(
-                "The filter update failed numerically (innovation covariance not positive "
-                "definite)."
-            )
-        check_log_likelihood_overflow(np.array([log_predictive]), "x")
+        mean, covariance = _checked_filter_step(model, x, control, previous, "x")
         self.filter_state_mean_ = mean
         self.filter_state_covariance_ = covariance
         return mean.copy(), covariance.copy()
+
+
+def _checked_filter_step(model, x, control, previous, name):
+    """One step of the online filter: ``(mean, covariance)``, or a clear error.
+
+    A covariance that lost positive definiteness is a LinAlgError, a
+    log-density that overflowed to -inf a ValueError naming ``name``.
+    """
+    mean, covariance, log_predictive = _filter_step(model, x, control, previous)
+    if np.isnan(log_predictive):
+        raise np.linalg.LinAlgError(
+            "The filter update failed numerically (innovation covariance not positive "
+            "definite)."
+        )
+    check_log_likelihood_overflow(np.array([log_predictive]), name)
+    return mean, covariance

@@ -404,6 +404,39 @@ def test_filter_update_equals_the_batch_filter_row_by_row():
         model.filter_update(X[0, :2], control=controls[0])
 
 
+def test_filter_stream_with_controls_equals_the_batch_filter_in_any_chunks():
+    """The online-filter API of every family (filter_stream) on a model with
+    controls and missing rows: chunks of any size, after partial_fit too, give
+    the batch filter's means and covariances bit for bit."""
+    rng = np.random.default_rng(13)
+    params = dict(TRUE_PARAMS, control_matrix=np.array([[0.3], [0.1]]))
+    model = model_with(params, n_controls=1)
+    controls = rng.normal(size=(30, 1))
+    X = sample_sequences(model, [30], seed=4, controls=controls)
+    X[4, 0] = np.nan
+    X[7:9] = np.nan
+    batch_means, batch_covariances = model.filter(X, controls=controls)
+    model.reset_filter()
+    parts = [
+        model.filter_stream(X[start:stop], controls=controls[start:stop])
+        for start, stop in ((0, 1), (1, 7), (7, 9), (9, 30))
+    ]
+    np.testing.assert_array_equal(np.concatenate([part[0] for part in parts]), batch_means)
+    np.testing.assert_array_equal(np.concatenate([part[1] for part in parts]), batch_covariances)
+    np.testing.assert_array_equal(model.filtered_state_[0], batch_means[-1])
+    # After partial_fit (no learning: params=""), the stream goes on from its last row.
+    learner = model_with(params, n_controls=1)
+    learner.set_params(params=[])
+    learner.partial_fit(X[:20], controls=controls[:20])
+    means, covariances = learner.filter_stream(X[20:], controls=controls[20:])
+    np.testing.assert_array_equal(means, batch_means[20:])
+    np.testing.assert_array_equal(covariances, batch_covariances[20:])
+    with pytest.raises(ValueError, match="control input"):
+        model.filter_stream(X[:3])
+    with pytest.raises(TypeError, match="new_sequence must be a bool"):
+        model.filter_stream(X[:3], controls=controls[:3], new_sequence="yes")
+
+
 def test_sample_is_reproducible_and_shaped():
     model = model_with(TRUE_PARAMS)
     X, Z = model.sample(50, random_state=0)
