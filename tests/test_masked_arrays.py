@@ -188,7 +188,11 @@ def _inference_examples():
         control_matrix=np.array([[0.5]]),
     )
     controls = rng.normal(size=(5, 1))
-    stream = kalman.kalman_forward_smoothing(LGSSMParameters(**lgssm), X, controls=controls).carried
+    lgssm_parameters = LGSSMParameters(**lgssm)
+    stream = kalman.kalman_forward_smoothing(lgssm_parameters, X, controls=controls).carried
+    lgssm_rows = dict(
+        parameters=lgssm_parameters, X=X, controls=controls, lengths=np.array([3, 2])
+    )
     x = rng.normal(size=(2, 5, 3))
     rnn = dict(
         x=x,
@@ -260,26 +264,12 @@ def _inference_examples():
                 random_state=0,
             )
         ],
-        kalman.kalman_filter: [
-            dict(
-                X=X,
-                parameters=LGSSMParameters(**lgssm),
-                controls=controls,
-                lengths=np.array([3, 2]),
-            )
-        ],
-        kalman.kalman_smoother: [
-            dict(
-                X=X,
-                parameters=LGSSMParameters(**lgssm),
-                controls=controls,
-                lengths=np.array([3, 2]),
-            )
-        ],
+        kalman.kalman_filter: [lgssm_rows],
+        kalman.kalman_smoother: [lgssm_rows],
         kalman.kalman_filter_step: [
             dict(
                 x=X[0],
-                parameters=LGSSMParameters(**lgssm),
+                parameters=lgssm_parameters,
                 filtered_state_mean=np.array([0.2]),
                 filtered_state_covariance=np.array([[0.5]]),
                 control=controls[0],
@@ -289,7 +279,7 @@ def _inference_examples():
             dict(
                 X=X,
                 n_steps=2,
-                parameters=LGSSMParameters(**lgssm),
+                parameters=lgssm_parameters,
                 controls=controls,
                 future_controls=np.ones((2, 1)),
                 lengths=np.array([5]),
@@ -297,11 +287,11 @@ def _inference_examples():
         ],
         kalman.sample_lgssm: [
             dict(
-                n_samples=5, parameters=LGSSMParameters(**lgssm), controls=controls, random_state=0
+                n_samples=5, parameters=lgssm_parameters, controls=controls, random_state=0
             )
         ],
         kalman.kalman_forward_smoothing: [
-            dict(X=X, parameters=LGSSMParameters(**lgssm), controls=controls, carried=stream)
+            dict(X=X, parameters=lgssm_parameters, controls=controls, carried=stream)
         ],
         inference.elman_rnn: [rnn],
         inference.elman_rnn_backward: [

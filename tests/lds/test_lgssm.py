@@ -380,7 +380,8 @@ def test_forecast_equals_filtering_appended_missing_rows():
     )
 
 
-def test_filter_update_equals_the_batch_filter_row_by_row():
+def controlled_stream():
+    """A model with one control, and 30 rows of it with a missing entry and a missing row."""
     rng = np.random.default_rng(13)
     params = dict(TRUE_PARAMS, control_matrix=np.array([[0.3], [0.1]]))
     model = model_with(params, n_controls=1)
@@ -388,6 +389,11 @@ def test_filter_update_equals_the_batch_filter_row_by_row():
     X = sample_sequences(model, [30], seed=4, controls=controls)
     X[4, 0] = np.nan
     X[7] = np.nan
+    return params, model, X, controls
+
+
+def test_filter_update_equals_the_batch_filter_row_by_row():
+    _, model, X, controls = controlled_stream()
     batch_means, batch_covariances = model.filter(X, controls=controls)
     model.reset_filter()
     for t in range(30):
@@ -408,13 +414,8 @@ def test_filter_stream_with_controls_equals_the_batch_filter_in_any_chunks():
     """The online-filter API of every family (filter_stream) on a model with
     controls and missing rows: chunks of any size, after partial_fit too, give
     the batch filter's means and covariances bit for bit."""
-    rng = np.random.default_rng(13)
-    params = dict(TRUE_PARAMS, control_matrix=np.array([[0.3], [0.1]]))
-    model = model_with(params, n_controls=1)
-    controls = rng.normal(size=(30, 1))
-    X = sample_sequences(model, [30], seed=4, controls=controls)
-    X[4, 0] = np.nan
-    X[7:9] = np.nan
+    params, model, X, controls = controlled_stream()
+    X[8] = np.nan
     batch_means, batch_covariances = model.filter(X, controls=controls)
     model.reset_filter()
     parts = [
