@@ -7,6 +7,10 @@ features and ``m`` optional control inputs::
     z_t = F z_{t-1} + G u_t + b + w_t,     w_t ~ N(0, Q)
     x_t = H z_t + d + v_t,                 v_t ~ N(0, R)
 
+Every public function takes the model first, as one :class:`LGSSMParameters`
+(F, H, Q, R and the optional b, d, G, mu0, Sigma0), then the data, then
+keyword-only options; :func:`check_lgssm_parameters` validates it.
+
 Several sequences are passed concatenated, with ``lengths``; ``controls`` has
 one row per row of ``X`` and the control of the first row of each sequence is
 not used (there is no transition into the first state).  A NaN in ``X`` is a
