@@ -24,7 +24,7 @@ from functools import partial
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from skseq.inference.kalman import kalman_smoother
+from skseq.inference.kalman import LGSSMParameters, kalman_smoother
 from skseq.lds import LinearGaussianSSM
 
 N_SAMPLES = 10_000
@@ -166,7 +166,7 @@ def run(repeats, pykalman_repeats):
         params = random_model(rng, n_state, n_obs)
         X = simulate(params, N_SAMPLES, rng)
         print(f"\n== T = {N_SAMPLES}, state {n_state} x observation {n_obs} (one thread) ==")
-        ours_smoother = partial(kalman_smoother, X, **params)
+        ours_smoother = partial(kalman_smoother, LGSSMParameters(**params), X)
         smoother = statsmodels_smoother(params, X)
         times = compare(ours_smoother, smoother.smooth if smoother else None, repeats)
         wall, cpu, result = times["ours"]
