@@ -33,8 +33,8 @@ load average is at most ``--max-load``, and ``--save`` refuses to write its
 file (exit status 1) when the machine was not quiet: the load did not come
 down, or other processes used more than ``--max-load`` cores on average
 during a measurement.  ``--force`` writes it anyway, marked
-``"quiet": false``.  The gallery's cache is made, on 2 quiet cores in about
-5 minutes, by::
+``"quiet": false``.  The gallery's cache is made, on a quiet machine (a
+few minutes on 2 cores; the file records the run's time), by::
 
     python benchmarks/bench_dask.py --save doc/gallery/data/parallel.json
 

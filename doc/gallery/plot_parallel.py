@@ -36,6 +36,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 try:
     here = Path(__file__).resolve().parent
@@ -109,6 +110,8 @@ print(cache["what"])
 print(machine_text)
 print(load_text)
 print(quietness)
+if "runtime_seconds" in cache:
+    print(f"the benchmark ran for {cache['runtime_seconds']:.0f} s")
 rows = summary[next(iter(summary))]["rows"]
 print(f"{'rows':>50s}" + "".join(f"{r:>10d}" for r in rows))
 for key, entry in summary.items():
@@ -154,7 +157,7 @@ for key, verdict in verdicts.items():
 # above 1 is faster.  Right: the CPU time of an iteration (this process's
 # threads and the worker processes') over one thread's: above 1 is work the
 # parallel configuration adds, which a machine doing other work pays for.
-figure, (left, right) = plt.subplots(1, 2, figsize=(12, 5.2), sharex=True)
+figure, (left, right) = plt.subplots(1, 2, figsize=(12, 6), sharex=True)
 styles = {"threads": "-", "dask": "--"}
 for index, (key, entry) in enumerate(summary.items()):
     style = styles["dask" if labels[key].startswith("dask") else "threads"]
@@ -168,16 +171,22 @@ for axes in (left, right):
     axes.axhline(1.0, color="k", lw=1)
     axes.set_xscale("log")
     axes.set_yscale("log")
+    axes.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axes.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+    axes.yaxis.set_minor_formatter(NullFormatter())
+    axes.set_xticks(rows, [f"{r:,}" for r in rows], fontsize=8)  # the sizes measured
+    axes.xaxis.set_minor_formatter(NullFormatter())
     axes.set_xlabel("rows (sequences x length)")
 left.set_ylabel("speed-up over one thread (wall time)")
 right.set_ylabel("CPU time per iteration / one thread's")
 if all(entry["cpu_ratio"] is None for entry in summary.values()):
     right.text(0.5, 0.5, "CPU time not measured in this file", ha="center",
                transform=right.transAxes)
-left.legend(fontsize=8)
+figure.legend(*left.get_legend_handles_labels(), loc="upper center", ncol=3, fontsize=8,
+              bbox_to_anchor=(0.5, 0.95))
 figure.suptitle(f"GaussianHMM EM iteration, threads and dask: {machine_text}; {quietness}",
                 fontsize=10)
 notes = [load_text] + [f"{labels[key]}: {verdict}" for key, verdict in verdicts.items()]
 figure.text(0.01, 0.01, "\n".join(notes), fontsize=7.5, va="bottom")
-figure.tight_layout(rect=(0, 0.045 * len(notes), 1, 0.95))
+figure.tight_layout(rect=(0, 0.03 * len(notes), 1, 0.86))
 plt.show()
