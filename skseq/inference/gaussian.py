@@ -427,7 +427,7 @@ def _moment_features(X, centre, full):
 
     Zeros for missing rows.  Their weighted sums are the moments that
     :func:`weighted_moments` accumulates (the features that forward-only
-    smoothing sums, :func:`skseq.inference.forward_smoothing`).
+    smoothing sums, :func:`skseq.inference.hmm_forward_smoothing`).
     """
     observed = ~_missing_rows(X)
     X = np.where(observed[:, None], X - centre, 0.0)
