@@ -21,7 +21,7 @@ import numpy as np
 from scipy import linalg
 
 from .._kernels import load
-from ._checks import masked_arrays_checked
+from ._checks import masked_arrays_checked, require_real
 
 _gaussian = load("_gaussian")
 
@@ -190,10 +190,7 @@ def _check_covariance_type(covariance_type):
 def _check_rows(X, name="X"):
     """X as a C-contiguous 2-D float64 array; NaN allowed (a missing row), inf not."""
     array = np.asarray(X)
-    if array.dtype.kind == "c":
-        raise TypeError(f"{name} must be real; complex inputs are not supported.")
-    if array.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}.")
+    require_real(name, array)
     if array.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {array.shape}.")
     array = np.ascontiguousarray(array, dtype=np.float64)
@@ -204,8 +201,7 @@ def _check_rows(X, name="X"):
 
 def _check_finite(value, name, shape):
     array = np.asarray(value)
-    if array.dtype.kind == "c":
-        raise TypeError(f"{name} must be real; complex inputs are not supported.")
+    require_real(name, array)
     array = np.ascontiguousarray(array, dtype=np.float64)
     if array.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {array.shape}.")

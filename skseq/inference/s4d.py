@@ -34,8 +34,14 @@ import scipy.fft
 
 from .._kernels import load
 from .._validation import check_allocation, check_bool_param, check_n_jobs
-from ._checks import all_finite, checked_array, masked_arrays_checked, working_dtype
-from .scan import _pair_blocks, _require, _run_blocks
+from ._checks import (
+    all_finite,
+    checked_array,
+    leading_array,
+    masked_arrays_checked,
+    require_arrays,
+)
+from .scan import _pair_blocks, _run_blocks
 
 _s4d = load("_s4d")
 
@@ -157,12 +163,8 @@ def _checked_complex(name, value, shape):
 
 def _check_kernel_parameters(log_dt, A, B, C):
     """Validate the S4D parameters; returns the working dtype and float64 / complex128 copies."""
-    _require(log_dt=log_dt, A=A, B=B, C=C)
-    log_dt = np.asarray(log_dt)
-    dtype = working_dtype("log_dt", log_dt)
-    if log_dt.ndim != 1:
-        raise ValueError(f"log_dt must have shape (channels,), got {log_dt.shape}.")
-    log_dt = checked_array("log_dt", log_dt, np.float64)
+    require_arrays(log_dt=log_dt, A=A, B=B, C=C)
+    log_dt, dtype = leading_array("log_dt", log_dt, ("channels",), np.float64)
     n_channels = log_dt.shape[0]
     A = np.asarray(A)
     if A.ndim != 2 or A.shape[0] != n_channels:
@@ -496,13 +498,8 @@ def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
 
 def _check_convolution_inputs(u, K, dtype=None):
     """u and K as C-contiguous finite arrays of u's working dtype (or of ``dtype``)."""
-    _require(u=u, K=K)
-    u = np.asarray(u)
-    own_dtype = working_dtype("u", u)
-    dtype = own_dtype if dtype is None else dtype
-    if u.ndim != 3:
-        raise ValueError(f"u must have shape (batch, channels, length), got {u.shape}.")
-    u = checked_array("u", u, dtype)
+    require_arrays(u=u, K=K)
+    u, _ = leading_array("u", u, ("batch", "channels", "length"), dtype)
     K = np.asarray(K)
     if K.ndim != 2 or K.shape[0] != u.shape[1] or K.shape[1] < 1:
         raise ValueError(
@@ -776,15 +773,11 @@ def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None
     array([[[1.75, 1.5 , 1.  ]]])
     """
     check_n_jobs(n_jobs)
-    _require(dy=dy)
+    require_arrays(dy=dy)
     have_inputs = u is not None or K is not None
     if have_inputs == (spectra is not None) or (have_inputs and (u is None or K is None)):
         raise ValueError("Give either both u and K, or spectra (not both, not neither).")
-    dy = np.asarray(dy)
-    dtype = working_dtype("dy", dy)
-    if dy.ndim != 3:
-        raise ValueError(f"dy must have shape (batch, channels, length), got {dy.shape}.")
-    dy = checked_array("dy", dy, dtype)
+    dy, dtype = leading_array("dy", dy, ("batch", "channels", "length"))
     batch, n_channels, length = dy.shape
     workers = _workers(n_jobs)
     if spectra is None:

@@ -29,7 +29,13 @@ import numpy as np
 from .._kernels import load
 from .._parallel import ThreadRunner
 from .._validation import check_bool_param, check_n_jobs, check_scalar_param
-from ._checks import all_finite, checked_array, masked_arrays_checked, working_dtype
+from ._checks import (
+    all_finite,
+    checked_array,
+    leading_array,
+    masked_arrays_checked,
+    require_arrays,
+)
 
 _scan = load("_scan")
 
@@ -75,13 +81,6 @@ class ScanGradients(NamedTuple):
     ddelta_bias: np.ndarray | None
 
 
-def _require(**arrays):
-    """Raise a TypeError naming the first required array argument that is None."""
-    for name, value in arrays.items():
-        if value is None:
-            raise TypeError(f"{name} is required: pass an array, got None.")
-
-
 def _checked_projection(name, value, dtype, batch, n_channels, n_state, length):
     """B or C: (channels, N) time-invariant or (batch, N, length) selective."""
     array = np.asarray(value)
@@ -101,12 +100,8 @@ def _check_inputs(u, delta, A, B, C, D, z, delta_bias, dout=None):
     ``dout`` is checked only by the backward pass, which has made sure it is
     not None.
     """
-    _require(u=u, delta=delta, A=A, B=B, C=C)
-    u = np.asarray(u)
-    dtype = working_dtype("u", u)
-    if u.ndim != 3:
-        raise ValueError(f"u must have shape (batch, channels, length), got {u.shape}.")
-    u = checked_array("u", u, dtype)
+    require_arrays(u=u, delta=delta, A=A, B=B, C=C)
+    u, dtype = leading_array("u", u, ("batch", "channels", "length"))
     batch, n_channels, length = u.shape
     delta = checked_array("delta", delta, dtype, u.shape)
     A = np.asarray(A)
@@ -468,7 +463,7 @@ def selective_scan_backward(
     True
     """
     delta_softplus, _, chunk_size = _check_options(delta_softplus, n_jobs, _chunk_size)
-    _require(dout=dout)
+    require_arrays(dout=dout)
     u, delta, A, B, C, D, z, delta_bias, dout, selective_B, selective_C = _check_inputs(
         u, delta, A, B, C, D, z, delta_bias, dout=dout
     )
