@@ -202,7 +202,7 @@ def _inference_examples():
         C=np.array([[1.0 - 1j], [0.2 + 0.3j]]),
     )
     u = rng.normal(size=(2, 2, 6))
-    K = inference.s4d_kernel(**s4d_parameters, length=6)
+    K = inference.s4d_kernel(**s4d_parameters, length=6).K
     spectra = inference.causal_convolution(u, K, return_spectra=True).spectra
     scan = dict(
         u=u,

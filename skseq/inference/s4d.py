@@ -48,6 +48,7 @@ _s4d = load("_s4d")
 __all__ = [
     "s4d_kernel",
     "s4d_kernel_backward",
+    "S4DKernelResult",
     "S4DKernelGradients",
     "causal_convolution",
     "causal_convolution_backward",
@@ -61,6 +62,18 @@ __all__ = [
 _SERIES_TERMS = 20
 _PHI_COEFFICIENTS = [1.0 / math.factorial(j + 1) for j in range(_SERIES_TERMS)]
 _PHI_PRIME_COEFFICIENTS = [(j + 1) / math.factorial(j + 2) for j in range(_SERIES_TERMS)]
+
+
+class S4DKernelResult(NamedTuple):
+    """What :func:`s4d_kernel` returns.
+
+    Attributes
+    ----------
+    K : ndarray of shape (channels, length)
+        The convolution kernel, real, of the working dtype.
+    """
+
+    K: np.ndarray
 
 
 class S4DKernelGradients(NamedTuple):
@@ -114,18 +127,19 @@ class ConvolutionSpectra(NamedTuple):
 
 
 class ConvolutionResult(NamedTuple):
-    """What :func:`causal_convolution` returns with ``return_spectra=True``.
+    """What :func:`causal_convolution` returns.
 
     Attributes
     ----------
     y : ndarray of shape (batch, channels, length)
         The convolution, of the working dtype.
-    spectra : ConvolutionSpectra
-        The spectra it computed, for :func:`causal_convolution_backward`.
+    spectra : ConvolutionSpectra or None
+        The spectra it computed, for :func:`causal_convolution_backward`;
+        None unless ``return_spectra=True``.
     """
 
     y: np.ndarray
-    spectra: ConvolutionSpectra
+    spectra: ConvolutionSpectra | None
 
 
 class ConvolutionGradients(NamedTuple):
@@ -299,8 +313,9 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
 
     Returns
     -------
-    K : ndarray of shape (channels, length)
-        Real, of the working dtype.
+    S4DKernelResult
+        ``(K,)``: the kernel of shape (channels, length), real, of the
+        working dtype.
 
     Raises
     ------
@@ -337,7 +352,7 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
 
     >>> import numpy as np
     >>> from skseq.inference import s4d_kernel
-    >>> K = s4d_kernel(log_dt=[0.0], A=[[-1.0]], B=[[1.0]], C=[[1.0]], length=4)
+    >>> K = s4d_kernel(log_dt=[0.0], A=[[-1.0]], B=[[1.0]], C=[[1.0]], length=4).K
     >>> np.allclose(K, 2 * (1 - np.exp(-1)) * np.exp(-np.arange(4)))
     True
 
@@ -345,7 +360,7 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
 
     >>> A = np.tile(-0.5 + 1j * np.pi * np.arange(4), (3, 1))
     >>> log_dt = np.log([1e-3, 1e-2, 1e-1]).astype(np.float32)
-    >>> K = s4d_kernel(log_dt, A, B=np.ones((3, 4)), C=np.ones((3, 4)), length=1000)
+    >>> K = s4d_kernel(log_dt, A, B=np.ones((3, 4)), C=np.ones((3, 4)), length=1000).K
     >>> K.shape, K.dtype
     ((3, 1000), dtype('float32'))
     """
@@ -362,7 +377,7 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
     discretised = _discretise(log_dt, A, B, C)
     K = np.empty((n_channels, length), dtype=dtype)
     if n_channels == 0:
-        return K
+        return S4DKernelResult(K)
     block = _block_length(length)
     x_re, x_im = np.ascontiguousarray(discretised.x.real), np.ascontiguousarray(discretised.x.imag)
     w_re = np.ascontiguousarray(discretised.weights.real)
@@ -375,14 +390,14 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
     _run_blocks(run, _channel_blocks(n_channels, n_jobs))
     if not all_finite(K):
         raise _overflow_error("kernel")
-    return K
+    return S4DKernelResult(K)
 
 
 @masked_arrays_checked()
 def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
     """Gradients of a loss through :func:`s4d_kernel`.
 
-    Given ``dK = dL/dK`` for ``K = s4d_kernel(log_dt, A, B, C, length)``
+    Given ``dK = dL/dK`` for ``K = s4d_kernel(log_dt, A, B, C, length).K``
     (``length`` is the number of columns of ``dK``), returns the gradients
     with respect to ``log_dt``, ``A``, ``B`` and ``C``.
 
@@ -439,7 +454,7 @@ def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
     >>> import numpy as np
     >>> from skseq.inference import s4d_kernel, s4d_kernel_backward
     >>> parameters = dict(log_dt=[0.0], A=[[-1.0]], B=[[1.0]], C=[[1.0]])
-    >>> K = s4d_kernel(**parameters, length=5)
+    >>> K = s4d_kernel(**parameters, length=5).K
     >>> grads = s4d_kernel_backward(np.ones_like(K), **parameters)
     >>> bool(np.isclose(grads.dC[0, 0], K.sum()))
     True
@@ -584,9 +599,10 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
 
     Returns
     -------
-    y : ndarray of shape (batch, channels, length)
-        Of the working dtype; with ``return_spectra``, a
-        :class:`ConvolutionResult` ``(y, spectra)`` instead.
+    ConvolutionResult
+        ``(y, spectra)``: ``y`` of shape (batch, channels, length) and of the
+        working dtype; ``spectra`` a :class:`ConvolutionSpectra`, or None
+        unless ``return_spectra``.
 
     Raises
     ------
@@ -627,7 +643,7 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     >>> import numpy as np
     >>> from skseq.inference import causal_convolution
     >>> u = np.array([[[1.0, 2.0, 3.0, 4.0]]])
-    >>> np.round(causal_convolution(u, K=[[1.0, 0.5]]), 12)
+    >>> np.round(causal_convolution(u, K=[[1.0, 0.5]]).y, 12)
     array([[[1. , 2.5, 4. , 5.5]]])
     """
     return_spectra = check_bool_param(return_spectra, "return_spectra")
@@ -640,7 +656,7 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     if u.size == 0:
         y = np.zeros(u.shape, dtype=u.dtype)
         if not return_spectra:
-            return y
+            return ConvolutionResult(y, None)
         n_freq = n_fft // 2 + 1
         complex_dtype = np.result_type(u.dtype, np.complex64)
         spectra = ConvolutionSpectra(
@@ -671,7 +687,7 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     if scaled:
         y = _unscaled(y, u_exponent + kernel_exponent[np.newaxis], "outputs", y.dtype)
     if not return_spectra:
-        return y
+        return ConvolutionResult(y, None)
     return ConvolutionResult(
         y,
         ConvolutionSpectra(
@@ -715,7 +731,7 @@ def _check_spectra(spectra, dtype, shape):
 def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None):
     """Gradients of a loss through :func:`causal_convolution`.
 
-    Given ``dy = dL/dy`` for ``y = causal_convolution(u, K)``::
+    Given ``dy = dL/dy`` for ``y = causal_convolution(u, K).y``::
 
         du[b, c, s] = sum_{t >= s} K[c, t - s] dy[b, c, t]
         dK[c, k]    = sum_b sum_{t >= k} u[b, c, t - k] dy[b, c, t]
@@ -760,7 +776,7 @@ def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None
 
     Examples
     --------
-    With ``y = sum(causal_convolution(u, K))``, ``dK[k]`` is the sum of the
+    With ``y = sum(causal_convolution(u, K).y)``, ``dK[k]`` is the sum of the
     first ``length - k`` steps of ``u``:
 
     >>> import numpy as np

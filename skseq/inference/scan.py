@@ -220,9 +220,9 @@ def selective_scan(
     D=None,
     z=None,
     delta_bias=None,
+    *,
     delta_softplus=False,
     return_last_state=False,
-    *,
     n_jobs=None,
     _chunk_size=None,
 ):
@@ -381,8 +381,8 @@ def selective_scan_backward(
     D=None,
     z=None,
     delta_bias=None,
-    delta_softplus=False,
     *,
+    delta_softplus=False,
     n_jobs=None,
     _chunk_size=None,
 ):
@@ -390,10 +390,10 @@ def selective_scan_backward(
 
     Given ``dout = dL/dout``, returns the gradient of ``L`` with respect to
     every input of ``selective_scan(u, delta, A, B, C, D, z, delta_bias,
-    delta_softplus)``.  The states are recomputed from the inputs: one pass
-    stores them at the start of every chunk of ``_chunk_size`` steps, the
-    reverse pass recomputes each chunk before running the gradient recurrence
-    over it (derived in the user guide's "The backward pass",
+    delta_softplus=delta_softplus)``.  The states are recomputed from the
+    inputs: one pass stores them at the start of every chunk of
+    ``_chunk_size`` steps, the reverse pass recomputes each chunk before
+    running the gradient recurrence over it (derived in the user guide's "The backward pass",
     doc/user_guide/selective_ssm.rst).
 
     Parameters
