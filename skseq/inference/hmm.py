@@ -1194,10 +1194,3 @@ def sample_hmm_states(startprob, transmat, n_samples, *, random_state=None):
     uniforms = check_random_state(random_state).rand(int(n_samples))
     return _sample_states(startprob, transmat, uniforms)
 
-
-# The names the unchecked cores had before they became private, kept working
-# for code written against them.
-forward_backward_offsets = _forward_backward_offsets
-forward_offsets = _forward_offsets
-viterbi_offsets = _viterbi_offsets
-shifted_frame = _shifted_frame
