@@ -28,11 +28,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .._kernels import load
-from .._parallel import single_threaded_blas
+from .._parallel import pair_blocks, run_blocks, single_threaded_blas
 from .._validation import check_bool_param, check_n_jobs, check_scalar_param
 from ._checks import all_finite as _all_finite
 from ._checks import masked_arrays_checked, working_dtype
-from .scan import _pair_blocks, _run_blocks
 
 _attention = load("_attention")
 
@@ -197,7 +196,7 @@ def _forward(q, k, v, scale, n_jobs, blocks, out=None):
         _attention.forward(q, k, v, out, lse, scale, pair_start, pair_stop, *blocks)
 
     with single_threaded_blas():
-        _run_blocks(run, _pair_blocks(batch, n_heads, n_jobs))
+        run_blocks(run, pair_blocks(batch, n_heads, n_jobs), sharedmem=True)
     return out, lse
 
 
@@ -215,7 +214,7 @@ def _backward(dout, q, k, v, out, lse, scale, n_jobs, blocks, destinations=(None
         _attention.backward(dout, q, k, v, out, lse, *grads, scale, pair_start, pair_stop, *blocks)
 
     with single_threaded_blas():
-        _run_blocks(run, _pair_blocks(batch, n_heads, n_jobs))
+        run_blocks(run, pair_blocks(batch, n_heads, n_jobs), sharedmem=True)
     return grads
 
 

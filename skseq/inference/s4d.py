@@ -33,6 +33,7 @@ import numpy as np
 import scipy.fft
 
 from .._kernels import load
+from .._parallel import pair_blocks, run_blocks
 from .._validation import check_allocation, check_bool_param, check_n_jobs
 from ._checks import (
     all_finite,
@@ -41,7 +42,6 @@ from ._checks import (
     masked_arrays_checked,
     require_arrays,
 )
-from .scan import _pair_blocks, _run_blocks
 
 _s4d = load("_s4d")
 
@@ -272,7 +272,7 @@ def _block_length(length):
 
 
 def _channel_blocks(n_channels, n_jobs):
-    return _pair_blocks(1, n_channels, n_jobs)
+    return pair_blocks(1, n_channels, n_jobs)
 
 
 def _overflow_error(what):
@@ -387,7 +387,7 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
         with np.errstate(over="ignore", invalid="ignore"):
             _s4d.vandermonde_forward(x_re, x_im, w_re, w_im, K, block, start, stop)
 
-    _run_blocks(run, _channel_blocks(n_channels, n_jobs))
+    run_blocks(run, _channel_blocks(n_channels, n_jobs), sharedmem=True)
     if not all_finite(K):
         raise _overflow_error("kernel")
     return S4DKernelResult(K)
@@ -483,7 +483,7 @@ def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
                     x_re, x_im, dK, sums[0], sums[1], sums[2], sums[3], block, start, stop
                 )
 
-        _run_blocks(run, _channel_blocks(n_channels, n_jobs))
+        run_blocks(run, _channel_blocks(n_channels, n_jobs), sharedmem=True)
     s0 = sums[0] + 1j * sums[1]
     s1 = sums[2] + 1j * sums[3]
     dt_column = dt[:, None]
@@ -570,7 +570,7 @@ def _spectrum_products(u_spectrum, kernel_spectrum, y_spectrum, n_jobs):
             u_spectrum.view(real), kernel_spectrum.view(real), y_spectrum.view(real), start, stop
         )
 
-    _run_blocks(run, _channel_blocks(u_spectrum.shape[1], n_jobs))
+    run_blocks(run, _channel_blocks(u_spectrum.shape[1], n_jobs), sharedmem=True)
 
 
 @masked_arrays_checked()
@@ -834,7 +834,7 @@ def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None
                     stop,
                 )
 
-            _run_blocks(run, _channel_blocks(n_channels, n_jobs))
+            run_blocks(run, _channel_blocks(n_channels, n_jobs), sharedmem=True)
             du[...] = scipy.fft.irfft(
                 grad_spectrum, n=n_fft, axis=-1, workers=workers, overwrite_x=True
             )[..., :length]
