@@ -258,6 +258,15 @@ def _check_log_probabilities(log_startprob, log_transmat, log_frameprob):
     return log_startprob, log_transmat, log_frameprob
 
 
+def _check_sequences(log_startprob, log_transmat, log_frameprob, lengths):
+    """:func:`_check_log_probabilities`, and the ``offsets`` of the sequences of ``lengths``."""
+    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
+        log_startprob, log_transmat, log_frameprob
+    )
+    offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
+    return log_startprob, log_transmat, log_frameprob, offsets
+
+
 def _contiguous(array):
     return np.ascontiguousarray(array, dtype=np.float64)
 
@@ -482,10 +491,9 @@ def hmm_forward_backward(log_startprob, log_transmat, log_frameprob, *, lengths=
     >>> bool(np.allclose(result.posteriors.sum(axis=1), 1.0))
     True
     """
-    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
-        log_startprob, log_transmat, log_frameprob
+    log_startprob, log_transmat, log_frameprob, offsets = _check_sequences(
+        log_startprob, log_transmat, log_frameprob, lengths
     )
-    offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
     return _forward_backward_offsets(
         np.exp(log_startprob), np.exp(log_transmat), log_frameprob, offsets
     )
@@ -508,7 +516,7 @@ def hmm_forward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     >>> import numpy as np
     >>> from skseq.inference import hmm_forward
     >>> result = hmm_forward(np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]),
-    ...                  np.log([[0.9, 0.1], [0.1, 0.9]]))
+    ...                      np.log([[0.9, 0.1], [0.1, 0.9]]))
     >>> result.filtered.round(3)
     array([[0.9  , 0.1  ],
            [0.352, 0.648]])
@@ -517,10 +525,9 @@ def hmm_forward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     predicted one step, (0.83, 0.17); times the second frame's (0.1, 0.9) and
     normalised, (0.083, 0.153) / 0.236.
     """
-    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
-        log_startprob, log_transmat, log_frameprob
+    log_startprob, log_transmat, log_frameprob, offsets = _check_sequences(
+        log_startprob, log_transmat, log_frameprob, lengths
     )
-    offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
     return _forward_offsets(np.exp(log_startprob), np.exp(log_transmat), log_frameprob, offsets)
 
 
@@ -542,14 +549,13 @@ def hmm_viterbi(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     >>> import numpy as np
     >>> from skseq.inference import hmm_viterbi
     >>> log_prob, states = hmm_viterbi(np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]),
-    ...                            np.log([[0.9, 0.1], [0.8, 0.2], [0.1, 0.9]]))
+    ...                                np.log([[0.9, 0.1], [0.8, 0.2], [0.1, 0.9]]))
     >>> states
     array([0, 0, 1])
     """
-    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
-        log_startprob, log_transmat, log_frameprob
+    log_startprob, log_transmat, log_frameprob, offsets = _check_sequences(
+        log_startprob, log_transmat, log_frameprob, lengths
     )
-    offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
     sequence_log_prob, states = _viterbi_offsets(
         log_startprob, log_transmat, log_frameprob, offsets
     )
@@ -805,7 +811,7 @@ def hmm_forward_smoothing(log_startprob, log_transmat, log_frameprob, features, 
     >>> features = np.ones((4, 1))  # sums of posteriors: state occupancies
     >>> first = hmm_forward_smoothing(log_start, log_trans, log_frame[:2], features[:2])
     >>> second = hmm_forward_smoothing(log_start, log_trans, log_frame[2:], features[2:],
-    ...                            carried=first.carried)
+    ...                                carried=first.carried)
     >>> whole = hmm_forward_backward(log_start, log_trans, log_frame)
     >>> statistics = second.carried.statistics()
     >>> bool(np.allclose(statistics.transition_counts, whole.transition_counts))
