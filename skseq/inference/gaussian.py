@@ -27,6 +27,7 @@ _gaussian = load("_gaussian")
 
 __all__ = [
     "log_gaussian_density",
+    "GaussianLogDensity",
     "weighted_moments",
     "WeightedMoments",
     "compact_covars_shape",
@@ -292,6 +293,18 @@ def _gaussian_density(means, covars, covariance_type):
     return density
 
 
+class GaussianLogDensity(NamedTuple):
+    """What :func:`log_gaussian_density` returns.
+
+    Attributes
+    ----------
+    log_density : ndarray of shape (n_samples, n_components)
+        log N(x_t; means[k], covariance k); 0 for a missing row.
+    """
+
+    log_density: np.ndarray
+
+
 @masked_arrays_checked(missing=("X",))
 def log_gaussian_density(X, means, covars, covariance_type="full"):
     """log N(x_t; means[k], covariance k) for every row t and component k.
@@ -310,7 +323,8 @@ def log_gaussian_density(X, means, covars, covariance_type="full"):
 
     Returns
     -------
-    log_density : ndarray of shape (n_samples, n_components)
+    GaussianLogDensity
+        ``(log_density,)``, of shape (n_samples, n_components).
 
     Raises
     ------
@@ -324,7 +338,7 @@ def log_gaussian_density(X, means, covars, covariance_type="full"):
     >>> import numpy as np
     >>> from skseq.inference.gaussian import log_gaussian_density
     >>> X = np.array([[0.0, 0.0], [np.nan, 1.0]])
-    >>> log_gaussian_density(X, np.zeros((1, 2)), np.ones((1, 2)), "diag").round(4)
+    >>> log_gaussian_density(X, np.zeros((1, 2)), np.ones((1, 2)), "diag").log_density.round(4)
     array([[-1.8379],
            [ 0.    ]])
     """
@@ -335,7 +349,7 @@ def log_gaussian_density(X, means, covars, covariance_type="full"):
         raise ValueError(f"means must have shape (n_components, {X.shape[1]}), got {means.shape}.")
     means = _check_finite(means, "means", means.shape)
     covars = check_covars(covars, covariance_type, means.shape[0], X.shape[1])
-    return _log_gaussian_density(X, means, covars, covariance_type)
+    return GaussianLogDensity(_log_gaussian_density(X, means, covars, covariance_type))
 
 
 # -- moments -------------------------------------------------------------------------

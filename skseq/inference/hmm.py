@@ -49,6 +49,7 @@ __all__ = [
     "HMMStreamState",
     "HMMForwardSmoothingResult",
     "HMMSmoothedStatistics",
+    "HMMStateSample",
 ]
 
 
@@ -175,6 +176,18 @@ class HMMForwardSmoothingResult(NamedTuple):
     log_likelihood: float
     carried: HMMStreamState
     log_predictive: np.ndarray
+
+
+class HMMStateSample(NamedTuple):
+    """What :func:`sample_hmm_states` returns.
+
+    Attributes
+    ----------
+    states : ndarray of intp, shape (n_samples,)
+        The drawn path.
+    """
+
+    states: np.ndarray
 
 
 class HMMForwardResult(NamedTuple):
@@ -1187,16 +1200,17 @@ def sample_hmm_states(startprob, transmat, n_samples, *, random_state=None):
 
     Returns
     -------
-    states : ndarray of intp, shape (n_samples,)
+    HMMStateSample
+        ``(states,)``: the path, of intp and shape (n_samples,).
 
     Examples
     --------
     >>> from skseq.inference import sample_hmm_states
-    >>> sample_hmm_states([1.0, 0.0], [[0.0, 1.0], [1.0, 0.0]], 5, random_state=0)
+    >>> sample_hmm_states([1.0, 0.0], [[0.0, 1.0], [1.0, 0.0]], 5, random_state=0).states
     array([0, 1, 0, 1, 0])
     """
     startprob, transmat = _check_probabilities(startprob, transmat)
     check_path_length(n_samples)
     uniforms = check_random_state(random_state).rand(int(n_samples))
-    return _sample_states(startprob, transmat, uniforms)
+    return HMMStateSample(_sample_states(startprob, transmat, uniforms))
 

@@ -1,6 +1,7 @@
 """One calling convention in the inference layer: named results, keyword-only flags,
 every public name importable from skseq.inference."""
 
+import copy
 import importlib
 import inspect
 import pkgutil
@@ -93,3 +94,23 @@ def test_no_second_names(module):
         and value.__name__ != name
     ]
     assert not aliases, f"{module.__name__} binds {aliases} to functions of other names"
+
+
+# The covariance layout helpers of skseq.inference.gaussian return the
+# covariances (or their shape) themselves: they convert, they infer nothing.
+LAYOUT_HELPERS = {"compact_covars_shape", "compact_covars", "fill_covars", "check_covars"}
+
+
+def test_every_inference_function_returns_a_named_tuple():
+    from test_masked_arrays import INFERENCE_EXAMPLES  # an example of every function
+
+    checked = 0
+    for function, examples in INFERENCE_EXAMPLES.items():
+        if function.__name__ in LAYOUT_HELPERS:
+            continue
+        result = function(**copy.deepcopy(examples[0]))
+        assert isinstance(result, tuple) and hasattr(type(result), "_fields"), (
+            f"{function.__name__} returns a {type(result).__name__}, not a named tuple"
+        )
+        checked += 1
+    assert checked >= 20

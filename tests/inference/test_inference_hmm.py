@@ -389,7 +389,7 @@ def test_forward_smoothing_of_impossible_data_is_an_error():
 
 def test_sample_states_follows_the_chain():
     transmat = np.array([[0.9, 0.1, 0.0], [0.0, 0.5, 0.5], [0.3, 0.0, 0.7]])
-    states = sample_hmm_states([0.0, 0.0, 1.0], transmat, 20_000, random_state=0)
+    states = sample_hmm_states([0.0, 0.0, 1.0], transmat, 20_000, random_state=0).states
     assert states.dtype == np.intp and states[0] == 2
     counts = np.zeros((3, 3))
     np.add.at(counts, (states[:-1], states[1:]), 1)
@@ -397,7 +397,7 @@ def test_sample_states_follows_the_chain():
     np.testing.assert_allclose(empirical, transmat, atol=0.02)
     assert counts[transmat == 0].sum() == 0  # impossible transitions never drawn
     np.testing.assert_array_equal(
-        states, sample_hmm_states([0.0, 0.0, 1.0], transmat, 20_000, random_state=0)
+        states, sample_hmm_states([0.0, 0.0, 1.0], transmat, 20_000, random_state=0).states
     )
 
 
