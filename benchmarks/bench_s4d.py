@@ -97,10 +97,10 @@ def run_skseq_kernel(inputs, repeats):
     length = u.shape[2]
 
     def forward():
-        return causal_convolution(u, s4d_kernel(**parameters, length=length))
+        return causal_convolution(u, s4d_kernel(**parameters, length=length).K).y
 
     def forward_backward():
-        kernel = s4d_kernel(**parameters, length=length)
+        kernel = s4d_kernel(**parameters, length=length).K
         _, spectra = causal_convolution(u, kernel, return_spectra=True)
         grads = causal_convolution_backward(dy, spectra=spectra)
         return s4d_kernel_backward(grads.dK, **parameters)
@@ -151,7 +151,7 @@ def check_kernel_agreement(inputs):
     names = ("log_dt", "A", "B", "C")
     length = inputs["u"].shape[2]
     parameters = {key: inputs[key] for key in names}
-    kernel = s4d_kernel(**parameters, length=length)
+    kernel = s4d_kernel(**parameters, length=length).K
     y, spectra = causal_convolution(inputs["u"], kernel, return_spectra=True)
     dC = s4d_kernel_backward(
         causal_convolution_backward(inputs["dy"], spectra=spectra).dK, **parameters

@@ -31,9 +31,9 @@ from threadpoolctl import threadpool_limits
 from skseq import GaussianHMM, LinearGaussianSSM
 from skseq.inference.kalman import (
     LGSSMParameters,
+    _em_statistics_offsets,
+    _forward_smoothing_rows,
     check_lgssm_parameters,
-    em_statistics_offsets,
-    forward_smoothing_rows,
     make_model,
 )
 
@@ -174,10 +174,10 @@ def fixed_parameter_rates(params, X):
         carried = None
         for start in range(0, len(X), CHUNK):
             rows = slice(start, start + CHUNK)
-            carried = forward_smoothing_rows(model, X[rows], no_controls[rows], carried)[2]
+            carried = _forward_smoothing_rows(model, X[rows], no_controls[rows], carried)[2]
 
     def batch_estep():
-        em_statistics_offsets(model, X, no_controls, np.array([0, len(X)], dtype=np.intp))
+        _em_statistics_offsets(model, X, no_controls, np.array([0, len(X)], dtype=np.intp))
 
     return len(X) / best_cpu_seconds(smoother), len(X) / best_cpu_seconds(batch_estep)
 

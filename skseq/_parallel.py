@@ -19,13 +19,23 @@ import sys
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, wait
+from functools import partial
 
+import numpy as np
 import threadpoolctl
 from joblib import Parallel, delayed, effective_n_jobs
 from joblib.parallel import ThreadingBackend, get_active_backend
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["ThreadRunner", "limited_threads", "single_threaded_blas"]
+__all__ = [
+    "ThreadRunner",
+    "even_blocks",
+    "pair_blocks",
+    "run_calls",
+    "run_blocks",
+    "limited_threads",
+    "single_threaded_blas",
+]
 
 # The thread libraries found by the last lookup, split by the scope of their
 # limit (see _limits_the_calling_thread_only).
@@ -269,3 +279,63 @@ class ThreadRunner:
         if self._parallel is not None:
             self._parallel.__exit__(*exception)
         return False
+
+
+# -- splitting work into blocks and running them -----------------------------------
+
+
+def even_blocks(n_items, n_blocks):
+    """Cut ``range(n_items)`` into at most ``n_blocks`` contiguous runs of near-equal size.
+
+    Returns the ``(start, stop)`` pairs in order, empty runs left out.
+
+    Examples
+    --------
+    >>> even_blocks(10, 3)
+    [(0, 3), (3, 7), (7, 10)]
+    >>> even_blocks(2, 4)
+    [(0, 1), (1, 2)]
+    """
+    bounds = np.linspace(0, n_items, n_blocks + 1).round().astype(np.intp)
+    return [(int(start), int(stop)) for start, stop in zip(bounds[:-1], bounds[1:]) if stop > start]
+
+
+def pair_blocks(n_outer, n_inner, n_jobs):
+    """Split the ``n_outer * n_inner`` (outer, inner) pairs into one contiguous block per job.
+
+    Pairs are numbered ``outer * n_inner + inner``.  Block boundaries fall
+    between outer elements whenever there are at least as many of them as
+    jobs, so that no two blocks share what belongs to one outer element
+    (the selective ``dB`` / ``dC`` rows of a batch element in the selective
+    scan's backward pass).
+    """
+    n_pairs = n_outer * n_inner
+    n_blocks = max(1, min(int(effective_n_jobs(n_jobs)), n_pairs))
+    if n_outer < n_blocks:
+        return even_blocks(n_pairs, n_blocks)
+    blocks = [(start * n_inner, stop * n_inner) for start, stop in even_blocks(n_outer, n_blocks)]
+    return [(start, stop) for start, stop in blocks if stop > start]
+
+
+def run_calls(calls, runner=None, *, sharedmem=False):
+    """Call each zero-argument callable of ``calls``; their results in order.
+
+    A single call runs in the calling thread.  Several go to ``runner``, an
+    entered :class:`ThreadRunner` that outlives this call (a fit's, or an
+    epoch loop's, which pays for starting its threads once), or without one
+    to a :class:`ThreadRunner` with a thread per call, started for them
+    (``sharedmem`` as there: the calls write into shared arrays).
+    """
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    if runner is not None:
+        return runner(calls)
+    with ThreadRunner(len(calls), sharedmem=sharedmem) as run:
+        return run(calls)
+
+
+def run_blocks(function, blocks, runner=None, *, sharedmem=False):
+    """``function(start, stop)`` for each ``(start, stop)`` of ``blocks``, by :func:`run_calls`."""
+    return run_calls(
+        [partial(function, start, stop) for start, stop in blocks], runner, sharedmem=sharedmem
+    )

@@ -45,7 +45,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._parallel import ThreadRunner, single_threaded_blas
+from ._parallel import ThreadRunner, run_calls, single_threaded_blas
 from ._sequences import split_offsets
 from ._validation import (
     check_bool_param,
@@ -407,16 +407,16 @@ class BaseEM(BaseEstimator):
             return partial(function, *rows, local_offsets, buffers)
 
         if len(groups) == 1:
-            return [call(0, offsets[-1], row_arrays, offsets)()]
+            return run_calls([call(0, offsets[-1], row_arrays, offsets)])
         calls = []
         for first, stop in groups:
             start_row, stop_row = offsets[first], offsets[stop]
             rows = [None if a is None else a[start_row:stop_row] for a in row_arrays]
             calls.append(call(start_row, stop_row, rows, offsets[first : stop + 1] - start_row))
         if context is not None and context.runner is not None:
-            return context.runner(calls)
+            return run_calls(calls, context.runner)
         with self._fit_context() as for_this_call:
-            return for_this_call.runner(calls)
+            return run_calls(calls, for_this_call.runner)
 
     def _estep_parallel(self, X, offsets, context=None):
         """Sum the E-step statistics of all sequences, splitting them over threads.

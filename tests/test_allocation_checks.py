@@ -11,7 +11,7 @@ import pytest
 
 from skseq import CategoricalHMM, GaussianHMM, LinearGaussianSSM
 from skseq._validation import check_allocation, format_bytes
-from skseq.inference import s4d_kernel, sample_states
+from skseq.inference import s4d_kernel, sample_hmm_states
 from skseq.inference.kalman import LGSSMParameters, kalman_forecast, sample_lgssm
 
 # -- allocations that cannot fit --------------------------------------------------------
@@ -48,7 +48,7 @@ def test_s4d_kernel_refuses_a_length_no_memory_holds():
 
 def test_sampling_and_forecasting_refuse_lengths_no_memory_holds():
     with pytest.raises(ValueError, match="^n_samples=1000000000000000 is too large"):
-        sample_states([1.0], [[1.0]], 10**15, random_state=0)
+        sample_hmm_states([1.0], [[1.0]], 10**15, random_state=0)
     with pytest.raises(ValueError, match="^n_samples=1000000000000000 is too large"):
         sample_lgssm(LGSSMParameters([[0.9]], [[1.0]], [[0.1]], [[0.5]]), 10**15, random_state=0)
     with pytest.raises(ValueError, match="^n_steps=1000000000000000 is too large"):

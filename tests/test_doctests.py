@@ -57,7 +57,7 @@ def test_the_collection_finds_the_public_examples():
     names = {test.name for test in EXAMPLES}
     for expected in (
         "skseq.hmm._gaussian.GaussianHMM",
-        "skseq.inference.hmm.forward",
+        "skseq.inference.hmm.hmm_forward",
         "skseq.lds._lgssm.LinearGaussianSSM",
         "skseq.datasets._loaders.load_earthquakes",
     ):

@@ -74,7 +74,9 @@ def test_hard_hmm_inputs_give_the_same_results_with_either_build(monkeypatch):
         results = []
         for kernels in (hmm_fast, hmm_portable):
             monkeypatch.setattr(inference_hmm, "_hmm", kernels)
-            results.append((inference_hmm.forward_backward(*model), inference_hmm.forward(*model)))
+            results.append(
+                (inference_hmm.hmm_forward_backward(*model), inference_hmm.hmm_forward(*model))
+            )
         (fast, fast_forward), (portable, portable_forward) = results
         np.testing.assert_allclose(fast.log_likelihood, portable.log_likelihood, rtol=1e-10)
         np.testing.assert_allclose(fast.posteriors, portable.posteriors, rtol=0, atol=1e-9)

@@ -174,7 +174,7 @@ def _inference_examples():
         log_transmat=np.log([[0.7, 0.3], [0.2, 0.8]]),
         log_frameprob=log_frame,
     )
-    carried = inference.forward_smoothing(**hmm, features=np.ones((3, 1))).carried
+    carried = inference.hmm_forward_smoothing(**hmm, features=np.ones((3, 1))).carried
     X = rng.normal(size=(5, 2))
     lgssm = dict(
         transition_matrix=np.array([[0.9]]),
@@ -209,7 +209,7 @@ def _inference_examples():
         C=np.array([[1.0 - 1j], [0.2 + 0.3j]]),
     )
     u = rng.normal(size=(2, 2, 6))
-    K = inference.s4d_kernel(**s4d_parameters, length=6)
+    K = inference.s4d_kernel(**s4d_parameters, length=6).K
     spectra = inference.causal_convolution(u, K, return_spectra=True).spectra
     scan = dict(
         u=u,
@@ -252,11 +252,11 @@ def _inference_examples():
         gaussian.check_covars: [
             dict(covars=covariances, covariance_type="full", n_components=2, n_features=2)
         ],
-        inference.forward_backward: [dict(**hmm, lengths=np.array([2, 1]))],
-        inference.forward: [dict(**hmm, lengths=np.array([2, 1]))],
-        inference.viterbi: [dict(**hmm, lengths=np.array([2, 1]))],
-        inference.forward_smoothing: [dict(**hmm, features=np.ones((3, 1)), carried=carried)],
-        inference.sample_states: [
+        inference.hmm_forward_backward: [dict(**hmm, lengths=np.array([2, 1]))],
+        inference.hmm_forward: [dict(**hmm, lengths=np.array([2, 1]))],
+        inference.hmm_viterbi: [dict(**hmm, lengths=np.array([2, 1]))],
+        inference.hmm_forward_smoothing: [dict(**hmm, features=np.ones((3, 1)), carried=carried)],
+        inference.sample_hmm_states: [
             dict(
                 startprob=np.array([0.4, 0.6]),
                 transmat=np.array([[0.7, 0.3], [0.2, 0.8]]),
@@ -460,11 +460,11 @@ def test_a_masked_array_is_never_read_as_data_by_an_inference_function(
 
 
 def test_a_masked_frame_log_probability_says_what_a_missing_observation_is():
-    kwargs = copy.deepcopy(INFERENCE_EXAMPLES[inference.forward_backward][0])
+    kwargs = copy.deepcopy(INFERENCE_EXAMPLES[inference.hmm_forward_backward][0])
     frame = kwargs["log_frameprob"]
     kwargs["log_frameprob"] = np.ma.masked_array(frame, mask=[[0, 1], [0, 1], [0, 0]])
     with pytest.raises(ValueError, match="2 masked entries.*0 in every state"):
-        inference.forward_backward(**kwargs)
+        inference.hmm_forward_backward(**kwargs)
 
 
 def test_surplus_positional_arguments_are_not_dropped_on_the_masked_path():

@@ -1,5 +1,6 @@
 """skseq._parallel: the thread runner and the caps on BLAS / OpenMP threads."""
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -10,7 +11,15 @@ from joblib import Parallel, delayed, parallel_config
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from skseq import DeepMarkovModel, ElmanRNNRegressor, LinearGaussianSSM
-from skseq._parallel import ThreadRunner, limited_threads, single_threaded_blas
+from skseq._parallel import (
+    ThreadRunner,
+    even_blocks,
+    limited_threads,
+    pair_blocks,
+    run_blocks,
+    run_calls,
+    single_threaded_blas,
+)
 from skseq.hmm import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
 
 
@@ -70,6 +79,35 @@ def test_thread_runner_sharedmem_keeps_the_calls_in_this_process():
 
 def _blas_threads():
     return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+
+
+def test_even_blocks_cover_the_items_in_near_equal_runs():
+    for n_items in range(0, 30):
+        for n_blocks in range(1, 8):
+            blocks = even_blocks(n_items, n_blocks)
+            assert len(blocks) == min(n_items, n_blocks)
+            assert [i for start, stop in blocks for i in range(start, stop)] == list(range(n_items))
+            sizes = [stop - start for start, stop in blocks]
+            assert not sizes or max(sizes) - min(sizes) <= 1
+
+
+def test_pair_blocks_cut_between_outer_elements_when_there_are_enough():
+    assert pair_blocks(4, 3, 2) == [(0, 6), (6, 12)]  # two batch elements each
+    assert pair_blocks(1, 5, 2) == [(0, 2), (2, 5)]  # one element: cut inside it
+    assert pair_blocks(3, 2, 1) == [(0, 6)]
+    assert pair_blocks(3, 2, 3) == [(0, 2), (2, 4), (4, 6)]
+    assert pair_blocks(3, 2, 10) == [(i, i + 1) for i in range(6)]  # more jobs than elements
+
+
+def test_run_calls_and_run_blocks():
+    caller = threading.get_ident()
+    assert run_calls([]) == []
+    assert run_calls([threading.get_ident]) == [caller]  # one call: this thread
+    assert run_blocks(lambda start, stop: (start, stop), [(0, 2), (2, 5)]) == [(0, 2), (2, 5)]
+    with ThreadRunner(2) as runner:
+        assert run_calls([lambda: 1, lambda: 2], runner) == [1, 2]
+    with parallel_config(backend="loky"):  # sharedmem keeps them in this process
+        assert run_calls([os.getpid] * 2, sharedmem=True) == [os.getpid()] * 2
 
 
 def test_blas_caps_hold_inside_and_are_lifted_after():

@@ -15,7 +15,7 @@ scan's gradient.
 # %%
 # An HMM with Student-t emissions
 # -------------------------------
-# :func:`~skseq.inference.forward_backward` and :func:`~skseq.inference.viterbi`
+# :func:`~skseq.inference.hmm_forward_backward` and :func:`~skseq.inference.hmm_viterbi`
 # need only the log-densities :math:`\ell_t(j) = \log b_j(x_t)`, so any
 # emission model works.  A heavy-tailed series switches between a quiet and a
 # turbulent regime; the emissions are Student-t with known scales, and a few
@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy import stats
 
-from skseq.inference import forward_backward, viterbi
+from skseq.inference import hmm_forward_backward, hmm_viterbi
 from skseq.inference.kalman import LGSSMParameters, kalman_filter, kalman_smoother
 from skseq.inference.scan import selective_scan, selective_scan_backward
 
@@ -37,14 +37,14 @@ log_frame = stats.t.logpdf(x[:, None], df=3, scale=[1.0, 4.0])  # (600, 2)
 log_start = np.log([0.5, 0.5])
 transmat = np.array([[0.95, 0.05], [0.05, 0.95]])
 for _ in range(20):  # EM on the transitions only
-    result = forward_backward(log_start, np.log(transmat), log_frame)
+    result = hmm_forward_backward(log_start, np.log(transmat), log_frame)
     counts = result.transition_counts  # sum over t of xi_t(i, j)
     transmat = counts / counts.sum(axis=1, keepdims=True)
 print("transition matrix:\n", transmat.round(3))
 
-log_prob, path = viterbi(log_start, np.log(transmat), log_frame)
+log_prob, path = hmm_viterbi(log_start, np.log(transmat), log_frame)
 print("Viterbi path agrees with the true regimes on", f"{np.mean(path == states):.1%}")
-turbulent = forward_backward(log_start, np.log(transmat), log_frame).posteriors[:, 1]
+turbulent = hmm_forward_backward(log_start, np.log(transmat), log_frame).posteriors[:, 1]
 
 figure, (top, bottom) = plt.subplots(2, 1, figsize=(8, 4.5), sharex=True, layout="constrained")
 top.plot(x, color="black", linewidth=0.7)
@@ -74,7 +74,7 @@ plt.show()
 # %%
 # ``result`` also holds the expected start counts, the log-likelihood and the
 # one-step predictive densities (see
-# :class:`~skseq.inference.ForwardBackwardResult`); ``lengths=`` splits the
+# :class:`~skseq.inference.HMMForwardBackwardResult`); ``lengths=`` splits the
 # rows into several sequences.
 #
 # Tracking through missing observations (Kalman)

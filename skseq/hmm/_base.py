@@ -63,7 +63,7 @@ from ..base import (
     warn_user,
 )
 from ..inference.hmm import (
-    ForwardResult,
+    HMMForwardResult,
     _checkpointed_forward_backward,
     _chunked_forward,
     _forward_backward_offsets,
@@ -726,7 +726,7 @@ class BaseHMM(BaseEM):
         """Run the forward-only smoother over the rows of one sequence (part).
 
         ``stream`` is the message (a
-        :class:`~skseq.inference.hmm.ForwardSmoothingMessage`) carried from
+        :class:`~skseq.inference.hmm.HMMStreamState`) carried from
         earlier rows of the same sequence, or ``None`` for a sequence that
         starts at ``X[0]``.  Returns the statistics these rows add (exactly
         what forward-backward over the whole sequence would add, at fixed
@@ -1184,7 +1184,7 @@ class BaseHMM(BaseEM):
             long_rows=max(1, _LONG_SEQUENCE_CELLS // self.n_components),
             run_long=None if keep_filtered else long_sequence,
         )
-        return ForwardResult(
+        return HMMForwardResult(
             float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
         )
 
@@ -1199,7 +1199,7 @@ class BaseHMM(BaseEM):
             X,
         )
         sequence_log_likelihood = np.concatenate([r.sequence_log_likelihood for r in results])
-        return ForwardResult(
+        return HMMForwardResult(
             float(sequence_log_likelihood.sum()),
             None,
             sequence_log_likelihood,

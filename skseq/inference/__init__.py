@@ -1,87 +1,45 @@
 """The functional layer: exact inference on plain arrays.
 
 Usable on its own with any parameters; the estimators call these functions
-(and their underscore-prefixed cores), never the kernels directly.  Modules:
-:mod:`~skseq.inference.hmm` (re-exported here), :mod:`~skseq.inference.gaussian`,
-:mod:`~skseq.inference.kalman`, :mod:`~skseq.inference.scan`,
-:mod:`~skseq.inference.s4d`, :mod:`~skseq.inference.rnn` and
-:mod:`~skseq.inference.attention` (the last three re-exported here).
+(and their underscore-prefixed cores), never the kernels directly.  Every
+public name of the modules is importable from here as well:
+
+- :mod:`~skseq.inference.hmm`: forward-backward, forward filtering, Viterbi,
+  forward-only smoothing and state sampling of hidden Markov models
+  (``hmm_*``, ``sample_hmm_states``);
+- :mod:`~skseq.inference.gaussian`: Gaussian log-densities, weighted moments
+  and the covariance layouts;
+- :mod:`~skseq.inference.kalman`: the Kalman filter and smoother, one-step
+  updates, forecasts, sampling and forward-only smoothing of linear-Gaussian
+  state-space models (``kalman_*``, ``sample_lgssm``);
+- :mod:`~skseq.inference.scan`: the selective scan of S6 / Mamba;
+- :mod:`~skseq.inference.s4d`: the S4D kernel and the causal FFT convolution;
+- :mod:`~skseq.inference.rnn`: the Elman recurrence;
+- :mod:`~skseq.inference.attention`: causal scaled dot-product attention.
+
+One calling convention throughout: arrays first, flags keyword-only, a
+named tuple returned (its optional fields None when not asked for); the
+gradients through a network layer's function ``f`` come from
+``f_backward``.  The input checks they share are in the private module
+``skseq.inference._checks``.
 """
 
-from .attention import (
-    AttentionGradients,
-    AttentionResult,
-    causal_attention,
-    causal_attention_backward,
-)
-from .hmm import (
-    ForwardBackwardResult,
-    ForwardResult,
-    ForwardSmoothingMessage,
-    ForwardSmoothingResult,
-    SmoothedStatistics,
-    ViterbiResult,
-    forward,
-    forward_backward,
-    forward_smoothing,
-    sample_states,
-    viterbi,
-)
-from .kalman import (
-    KalmanFilterResult,
-    KalmanSmootherResult,
-    LGSSMParameters,
-    kalman_filter,
-    kalman_smoother,
-)
-from .rnn import ElmanGradients, ElmanResult, elman_rnn, elman_rnn_backward
-from .s4d import (
-    ConvolutionGradients,
-    ConvolutionResult,
-    ConvolutionSpectra,
-    S4DKernelGradients,
-    causal_convolution,
-    causal_convolution_backward,
-    s4d_kernel,
-    s4d_kernel_backward,
-)
-from .scan import ScanGradients, ScanResult, selective_scan, selective_scan_backward
+# Each module's __all__ is the one list of its public names.
+from . import attention, gaussian, hmm, kalman, rnn, s4d, scan
+from .attention import *  # noqa: F403
+from .gaussian import *  # noqa: F403
+from .hmm import *  # noqa: F403
+from .kalman import *  # noqa: F403
+from .rnn import *  # noqa: F403
+from .s4d import *  # noqa: F403
+from .scan import *  # noqa: F403
 
 __all__ = [
-    "forward_backward",
-    "forward",
-    "viterbi",
-    "forward_smoothing",
-    "sample_states",
-    "ForwardBackwardResult",
-    "ForwardResult",
-    "ViterbiResult",
-    "ForwardSmoothingMessage",
-    "ForwardSmoothingResult",
-    "SmoothedStatistics",
-    "LGSSMParameters",
-    "kalman_filter",
-    "kalman_smoother",
-    "KalmanFilterResult",
-    "KalmanSmootherResult",
-    "selective_scan",
-    "selective_scan_backward",
-    "ScanResult",
-    "ScanGradients",
-    "s4d_kernel",
-    "s4d_kernel_backward",
-    "S4DKernelGradients",
-    "causal_convolution",
-    "causal_convolution_backward",
-    "ConvolutionResult",
-    "ConvolutionSpectra",
-    "ConvolutionGradients",
-    "elman_rnn",
-    "elman_rnn_backward",
-    "ElmanResult",
-    "ElmanGradients",
-    "causal_attention",
-    "causal_attention_backward",
-    "AttentionResult",
-    "AttentionGradients",
+    *hmm.__all__,
+    *gaussian.__all__,
+    *kalman.__all__,
+    *scan.__all__,
+    *s4d.__all__,
+    *rnn.__all__,
+    *attention.__all__,
 ]

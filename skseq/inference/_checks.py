@@ -7,7 +7,15 @@ import numpy as np
 
 from .._validation import masked_as_nan
 
-__all__ = ["working_dtype", "checked_array", "all_finite", "masked_arrays_checked"]
+__all__ = [
+    "require_arrays",
+    "require_real",
+    "working_dtype",
+    "checked_array",
+    "leading_array",
+    "all_finite",
+    "masked_arrays_checked",
+]
 
 # What masked_arrays_checked has to look at: a masked array, or a tuple that
 # may hold one (a message or spectra returned by an earlier call).
@@ -101,32 +109,63 @@ def masked_arrays_checked(*, missing=(), hints=None):
     return decorate
 
 
+def require_arrays(**arrays):
+    """Raise a TypeError naming the first required array argument that is None."""
+    for name, value in arrays.items():
+        if value is None:
+            raise TypeError(f"{name} is required: pass an array, got None.")
+
+
+def require_real(name, array):
+    """Raise a TypeError naming ``name`` unless ``array`` has a real numeric dtype.
+
+    Complex input is a TypeError everywhere in the inference layer: casting
+    it to a real dtype would drop the imaginary part with only a warning.
+    """
+    if array.dtype.kind == "c":
+        raise TypeError(f"{name} must be real; complex inputs are not supported.")
+    if array.dtype.kind not in "fiub":
+        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}.")
+
+
 def working_dtype(name, array):
     """float32 for a float32 ``array``; float64 for any other real one.
 
     The dtype of one leading argument sets the precision of a computation;
     the other arguments are cast to it.
     """
-    if array.dtype.kind == "c":
-        raise TypeError(f"{name} must be real; complex inputs are not supported.")
-    if array.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}.")
+    require_real(name, array)
     return np.dtype(np.float32) if array.dtype == np.float32 else np.dtype(np.float64)
 
 
 def checked_array(name, value, dtype, shape=None):
     """C-contiguous finite array of ``dtype``; raises naming ``name``."""
     array = np.asarray(value)
-    if array.dtype.kind == "c":
-        raise TypeError(f"{name} must be real; complex inputs are not supported.")
-    if array.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}.")
+    require_real(name, array)
     if shape is not None and array.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {array.shape}.")
     array = np.ascontiguousarray(array, dtype=dtype)
     if not all_finite(array):
         raise ValueError(f"{name} contains NaN or infinity.")
     return array
+
+
+def leading_array(name, value, axes, dtype=None):
+    """The argument that sets the working precision, checked: ``(array, working dtype)``.
+
+    ``value`` must not be None, be real and have one dimension per name of
+    ``axes`` (the shape the error message states); it is returned as a
+    C-contiguous finite array of ``dtype``, by default its own working dtype
+    (:func:`working_dtype`).  The other arguments of the call are then
+    checked against its shape with :func:`checked_array`.
+    """
+    require_arrays(**{name: value})
+    array = np.asarray(value)
+    working = working_dtype(name, array)
+    if array.ndim != len(axes):
+        shape = "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
+        raise ValueError(f"{name} must have shape {shape}, got {array.shape}.")
+    return checked_array(name, array, working if dtype is None else dtype), working
 
 
 def all_finite(array):

@@ -28,11 +28,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .._kernels import load
-from .._parallel import single_threaded_blas
+from .._parallel import pair_blocks, run_blocks, single_threaded_blas
 from .._validation import check_bool_param, check_n_jobs, check_scalar_param
 from ._checks import all_finite as _all_finite
 from ._checks import masked_arrays_checked, working_dtype
-from .scan import _pair_blocks, _run_blocks
 
 _attention = load("_attention")
 
@@ -56,19 +55,20 @@ _MAX_ROW_STRIDE = 2**31
 
 
 class AttentionResult(NamedTuple):
-    """What :func:`causal_attention` returns with ``return_lse=True``.
+    """What :func:`causal_attention` returns.
 
     Attributes
     ----------
     out : ndarray of shape (batch, n_heads, length, d_head)
         The attention output.
-    lse : ndarray of shape (batch, n_heads, length)
+    lse : ndarray of shape (batch, n_heads, length) or None
         ``log sum_{j <= i} exp(S[i, j])`` of every query row ``i``: what
-        :func:`causal_attention_backward` needs to rebuild the probabilities.
+        :func:`causal_attention_backward` needs to rebuild the probabilities;
+        None unless ``return_lse=True``.
     """
 
     out: np.ndarray
-    lse: np.ndarray
+    lse: np.ndarray | None
 
 
 class AttentionGradients(NamedTuple):
@@ -196,7 +196,7 @@ def _forward(q, k, v, scale, n_jobs, blocks, out=None):
         _attention.forward(q, k, v, out, lse, scale, pair_start, pair_stop, *blocks)
 
     with single_threaded_blas():
-        _run_blocks(run, _pair_blocks(batch, n_heads, n_jobs))
+        run_blocks(run, pair_blocks(batch, n_heads, n_jobs), sharedmem=True)
     return out, lse
 
 
@@ -214,7 +214,7 @@ def _backward(dout, q, k, v, out, lse, scale, n_jobs, blocks, destinations=(None
         _attention.backward(dout, q, k, v, out, lse, *grads, scale, pair_start, pair_stop, *blocks)
 
     with single_threaded_blas():
-        _run_blocks(run, _pair_blocks(batch, n_heads, n_jobs))
+        run_blocks(run, pair_blocks(batch, n_heads, n_jobs), sharedmem=True)
     return grads
 
 
@@ -286,11 +286,10 @@ def causal_attention(
 
     Returns
     -------
-    out : ndarray of shape (batch, n_heads, length, d_head)
-        When ``return_lse`` is False (the ``out`` argument, if given).
     AttentionResult
-        ``(out, lse)`` when ``return_lse`` is True; ``lse`` has shape
-        (batch, n_heads, length).
+        ``(out, lse)``: ``out`` of shape (batch, n_heads, length, d_head)
+        (the ``out`` argument, if given); ``lse`` of shape
+        (batch, n_heads, length), or None unless ``return_lse`` is True.
 
     Raises
     ------
@@ -333,7 +332,7 @@ def causal_attention(
 
     >>> rng = np.random.default_rng(0)
     >>> q, k, v = rng.normal(size=(3, 2, 4, 16, 8)).astype(np.float32)
-    >>> out = causal_attention(q, k, v)
+    >>> out = causal_attention(q, k, v).out
     >>> out.shape, out.dtype
     ((2, 4, 16, 8), dtype('float32'))
     """
@@ -365,9 +364,7 @@ def causal_attention(
         if destination is not None:
             destination[...] = out
             out = destination
-    if return_lse:
-        return AttentionResult(out, lse)
-    return out
+    return AttentionResult(out, lse if return_lse else None)
 
 
 @masked_arrays_checked()

@@ -21,12 +21,13 @@ import numpy as np
 from scipy import linalg
 
 from .._kernels import load
-from ._checks import masked_arrays_checked
+from ._checks import masked_arrays_checked, require_real
 
 _gaussian = load("_gaussian")
 
 __all__ = [
     "log_gaussian_density",
+    "GaussianLogDensity",
     "weighted_moments",
     "WeightedMoments",
     "compact_covars_shape",
@@ -190,10 +191,7 @@ def _check_covariance_type(covariance_type):
 def _check_rows(X, name="X"):
     """X as a C-contiguous 2-D float64 array; NaN allowed (a missing row), inf not."""
     array = np.asarray(X)
-    if array.dtype.kind == "c":
-        raise TypeError(f"{name} must be real; complex inputs are not supported.")
-    if array.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}.")
+    require_real(name, array)
     if array.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {array.shape}.")
     array = np.ascontiguousarray(array, dtype=np.float64)
@@ -204,8 +202,7 @@ def _check_rows(X, name="X"):
 
 def _check_finite(value, name, shape):
     array = np.asarray(value)
-    if array.dtype.kind == "c":
-        raise TypeError(f"{name} must be real; complex inputs are not supported.")
+    require_real(name, array)
     array = np.ascontiguousarray(array, dtype=np.float64)
     if array.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {array.shape}.")
@@ -296,6 +293,18 @@ def _gaussian_density(means, covars, covariance_type):
     return density
 
 
+class GaussianLogDensity(NamedTuple):
+    """What :func:`log_gaussian_density` returns.
+
+    Attributes
+    ----------
+    log_density : ndarray of shape (n_samples, n_components)
+        log N(x_t; means[k], covariance k); 0 for a missing row.
+    """
+
+    log_density: np.ndarray
+
+
 @masked_arrays_checked(missing=("X",))
 def log_gaussian_density(X, means, covars, covariance_type="full"):
     """log N(x_t; means[k], covariance k) for every row t and component k.
@@ -314,7 +323,8 @@ def log_gaussian_density(X, means, covars, covariance_type="full"):
 
     Returns
     -------
-    log_density : ndarray of shape (n_samples, n_components)
+    GaussianLogDensity
+        ``(log_density,)``, of shape (n_samples, n_components).
 
     Raises
     ------
@@ -328,7 +338,7 @@ def log_gaussian_density(X, means, covars, covariance_type="full"):
     >>> import numpy as np
     >>> from skseq.inference.gaussian import log_gaussian_density
     >>> X = np.array([[0.0, 0.0], [np.nan, 1.0]])
-    >>> log_gaussian_density(X, np.zeros((1, 2)), np.ones((1, 2)), "diag").round(4)
+    >>> log_gaussian_density(X, np.zeros((1, 2)), np.ones((1, 2)), "diag").log_density.round(4)
     array([[-1.8379],
            [ 0.    ]])
     """
@@ -339,7 +349,7 @@ def log_gaussian_density(X, means, covars, covariance_type="full"):
         raise ValueError(f"means must have shape (n_components, {X.shape[1]}), got {means.shape}.")
     means = _check_finite(means, "means", means.shape)
     covars = check_covars(covars, covariance_type, means.shape[0], X.shape[1])
-    return _log_gaussian_density(X, means, covars, covariance_type)
+    return GaussianLogDensity(_log_gaussian_density(X, means, covars, covariance_type))
 
 
 # -- moments -------------------------------------------------------------------------
@@ -427,7 +437,7 @@ def _moment_features(X, centre, full):
 
     Zeros for missing rows.  Their weighted sums are the moments that
     :func:`weighted_moments` accumulates (the features that forward-only
-    smoothing sums, :func:`skseq.inference.forward_smoothing`).
+    smoothing sums, :func:`skseq.inference.hmm_forward_smoothing`).
     """
     observed = ~_missing_rows(X)
     X = np.where(observed[:, None], X - centre, 0.0)

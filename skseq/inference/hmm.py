@@ -38,22 +38,23 @@ from ._checks import masked_arrays_checked
 _hmm = load("_hmm")
 
 __all__ = [
-    "forward_backward",
-    "forward",
-    "viterbi",
-    "forward_smoothing",
-    "sample_states",
-    "ForwardBackwardResult",
-    "ForwardResult",
-    "ViterbiResult",
-    "ForwardSmoothingMessage",
-    "ForwardSmoothingResult",
-    "SmoothedStatistics",
+    "hmm_forward_backward",
+    "hmm_forward",
+    "hmm_viterbi",
+    "hmm_forward_smoothing",
+    "sample_hmm_states",
+    "HMMForwardBackwardResult",
+    "HMMForwardResult",
+    "HMMViterbiResult",
+    "HMMStreamState",
+    "HMMForwardSmoothingResult",
+    "HMMSmoothedStatistics",
+    "HMMStateSample",
 ]
 
 
-class ForwardBackwardResult(NamedTuple):
-    """What :func:`forward_backward` returns.
+class HMMForwardBackwardResult(NamedTuple):
+    """What :func:`hmm_forward_backward` returns.
 
     Attributes
     ----------
@@ -80,8 +81,8 @@ class ForwardBackwardResult(NamedTuple):
     log_predictive: np.ndarray
 
 
-class ViterbiResult(NamedTuple):
-    """What :func:`viterbi` returns.
+class HMMViterbiResult(NamedTuple):
+    """What :func:`hmm_viterbi` returns.
 
     Attributes
     ----------
@@ -95,7 +96,7 @@ class ViterbiResult(NamedTuple):
     states: np.ndarray
 
 
-class SmoothedStatistics(NamedTuple):
+class HMMSmoothedStatistics(NamedTuple):
     """Smoothed expectations of additive statistics over the rows seen so far.
 
     Attributes
@@ -113,7 +114,7 @@ class SmoothedStatistics(NamedTuple):
     feature_sums: np.ndarray
 
 
-class ForwardSmoothingMessage(NamedTuple):
+class HMMStreamState(NamedTuple):
     """What forward-only smoothing carries from one chunk of a sequence to the next.
 
     Its size does not depend on how many rows have passed.  For every state
@@ -147,25 +148,25 @@ class ForwardSmoothingMessage(NamedTuple):
 
         Returns
         -------
-        SmoothedStatistics
+        HMMSmoothedStatistics
         """
         alpha = self.filtered
-        return SmoothedStatistics(
+        return HMMSmoothedStatistics(
             alpha @ self.start,
             np.einsum("j,jab->ab", alpha, self.transitions),
             np.einsum("j,jap->ap", alpha, self.features),
         )
 
 
-class ForwardSmoothingResult(NamedTuple):
-    """What :func:`forward_smoothing` returns.
+class HMMForwardSmoothingResult(NamedTuple):
+    """What :func:`hmm_forward_smoothing` returns.
 
     Attributes
     ----------
     log_likelihood : float
         log p(rows of the chunk | earlier rows); -inf for rows of probability
         zero (the public function raises).
-    carried : ForwardSmoothingMessage
+    carried : HMMStreamState
         The message after the chunk's last row: pass it as ``carried`` with
         the next chunk of the same sequence.
     log_predictive : ndarray of shape (n_samples,)
@@ -173,12 +174,24 @@ class ForwardSmoothingResult(NamedTuple):
     """
 
     log_likelihood: float
-    carried: ForwardSmoothingMessage
+    carried: HMMStreamState
     log_predictive: np.ndarray
 
 
-class ForwardResult(NamedTuple):
-    """What :func:`forward` returns.
+class HMMStateSample(NamedTuple):
+    """What :func:`sample_hmm_states` returns.
+
+    Attributes
+    ----------
+    states : ndarray of intp, shape (n_samples,)
+        The drawn path.
+    """
+
+    states: np.ndarray
+
+
+class HMMForwardResult(NamedTuple):
+    """What :func:`hmm_forward` returns.
 
     Attributes
     ----------
@@ -256,6 +269,15 @@ def _check_log_probabilities(log_startprob, log_transmat, log_frameprob):
     if not np.allclose(row_sums, 1.0, rtol=0, atol=1e-6):
         raise ValueError(f"every row of exp(log_transmat) must sum to 1; row sums are {row_sums}.")
     return log_startprob, log_transmat, log_frameprob
+
+
+def _check_sequences(log_startprob, log_transmat, log_frameprob, lengths):
+    """:func:`_check_log_probabilities`, and the ``offsets`` of the sequences of ``lengths``."""
+    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
+        log_startprob, log_transmat, log_frameprob
+    )
+    offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
+    return log_startprob, log_transmat, log_frameprob, offsets
 
 
 def _contiguous(array):
@@ -366,7 +388,7 @@ def _forward_backward_offsets(
     _redo_flagged(
         _hmm.log_forward_backward, startprob, transmat, redo_frame, offsets, shift, arrays
     )
-    return ForwardBackwardResult(
+    return HMMForwardBackwardResult(
         float(sequence_log_likelihood.sum()),
         posteriors,
         start_counts,
@@ -408,7 +430,7 @@ def _forward_offsets(
     arrays = (filtered, log_predictive, sequence_log_likelihood)
     _hmm.forward(startprob, transmat, frame, _contiguous(shift), offsets, *arrays)
     _redo_flagged(_hmm.log_forward, startprob, transmat, redo_frame, offsets, shift, arrays)
-    return ForwardResult(
+    return HMMForwardResult(
         float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
     )
 
@@ -447,7 +469,7 @@ def _viterbi_offsets(
 
 
 @masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
-def forward_backward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
+def hmm_forward_backward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     """Posterior state probabilities and expected counts of an HMM.
 
     Parameters
@@ -465,50 +487,49 @@ def forward_backward(log_startprob, log_transmat, log_frameprob, *, lengths=None
 
     Returns
     -------
-    ForwardBackwardResult
+    HMMForwardBackwardResult
         ``log_likelihood``, ``posteriors``, ``start_counts``,
         ``transition_counts``, ``sequence_log_likelihood``, ``log_predictive``.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.inference import forward_backward
+    >>> from skseq.inference import hmm_forward_backward
     >>> log_start = np.log([0.5, 0.5])
     >>> log_trans = np.log([[0.9, 0.1], [0.2, 0.8]])
     >>> log_frame = np.log([[0.9, 0.1], [0.8, 0.2], [0.1, 0.9]])
-    >>> result = forward_backward(log_start, log_trans, log_frame)
+    >>> result = hmm_forward_backward(log_start, log_trans, log_frame)
     >>> result.posteriors.shape
     (3, 2)
     >>> bool(np.allclose(result.posteriors.sum(axis=1), 1.0))
     True
     """
-    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
-        log_startprob, log_transmat, log_frameprob
+    log_startprob, log_transmat, log_frameprob, offsets = _check_sequences(
+        log_startprob, log_transmat, log_frameprob, lengths
     )
-    offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
     return _forward_backward_offsets(
         np.exp(log_startprob), np.exp(log_transmat), log_frameprob, offsets
     )
 
 
 @masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
-def forward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
+def hmm_forward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     """Filtered state distributions p(z_t | x_1..x_t) and the log-likelihood.
 
-    Parameters are those of :func:`forward_backward`.
+    Parameters are those of :func:`hmm_forward_backward`.
 
     Returns
     -------
-    ForwardResult
+    HMMForwardResult
         ``log_likelihood``, ``filtered``, ``sequence_log_likelihood``,
         ``log_predictive``.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.inference import forward
-    >>> result = forward(np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]),
-    ...                  np.log([[0.9, 0.1], [0.1, 0.9]]))
+    >>> from skseq.inference import hmm_forward
+    >>> result = hmm_forward(np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]),
+    ...                      np.log([[0.9, 0.1], [0.1, 0.9]]))
     >>> result.filtered.round(3)
     array([[0.9  , 0.1  ],
            [0.352, 0.648]])
@@ -517,22 +538,21 @@ def forward(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     predicted one step, (0.83, 0.17); times the second frame's (0.1, 0.9) and
     normalised, (0.083, 0.153) / 0.236.
     """
-    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
-        log_startprob, log_transmat, log_frameprob
+    log_startprob, log_transmat, log_frameprob, offsets = _check_sequences(
+        log_startprob, log_transmat, log_frameprob, lengths
     )
-    offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
     return _forward_offsets(np.exp(log_startprob), np.exp(log_transmat), log_frameprob, offsets)
 
 
 @masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
-def viterbi(log_startprob, log_transmat, log_frameprob, *, lengths=None):
+def hmm_viterbi(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     """Most likely state sequence (max-sum in log space).
 
-    Parameters are those of :func:`forward_backward`.
+    Parameters are those of :func:`hmm_forward_backward`.
 
     Returns
     -------
-    ViterbiResult
+    HMMViterbiResult
         ``log_prob``, log p(x, z*) of the best path summed over sequences,
         and ``states``, the best path z* of every sequence, concatenated;
         unpacks as ``log_prob, states``.
@@ -540,27 +560,26 @@ def viterbi(log_startprob, log_transmat, log_frameprob, *, lengths=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.inference import viterbi
-    >>> log_prob, states = viterbi(np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]),
-    ...                            np.log([[0.9, 0.1], [0.8, 0.2], [0.1, 0.9]]))
+    >>> from skseq.inference import hmm_viterbi
+    >>> log_prob, states = hmm_viterbi(np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]),
+    ...                                np.log([[0.9, 0.1], [0.8, 0.2], [0.1, 0.9]]))
     >>> states
     array([0, 0, 1])
     """
-    log_startprob, log_transmat, log_frameprob = _check_log_probabilities(
-        log_startprob, log_transmat, log_frameprob
+    log_startprob, log_transmat, log_frameprob, offsets = _check_sequences(
+        log_startprob, log_transmat, log_frameprob, lengths
     )
-    offsets = sequence_offsets(log_frameprob.shape[0], lengths=lengths)
     sequence_log_prob, states = _viterbi_offsets(
         log_startprob, log_transmat, log_frameprob, offsets
     )
-    return ViterbiResult(float(sequence_log_prob.sum()), states)
+    return HMMViterbiResult(float(sequence_log_prob.sum()), states)
 
 
 # -- forward-only smoothing (streams in chunks) -------------------------------
 
 
 def _empty_message(n_states, n_features):
-    return ForwardSmoothingMessage(
+    return HMMStreamState(
         np.zeros(n_states),
         np.zeros((n_states, n_states)),
         np.zeros((n_states, n_states, n_states)),
@@ -574,7 +593,7 @@ def _forward_smoothing_rows(startprob, transmat, log_frameprob, features, carrie
     ``features`` has shape (n_samples, n_states, n_features); ``carried`` is
     the one carried from the earlier rows of the same sequence, or None for
     rows that start a sequence (from ``startprob``); it is not modified.
-    Returns a :class:`ForwardSmoothingResult`; where the scaled recursion
+    Returns a :class:`HMMForwardSmoothingResult`; where the scaled recursion
     underflows, the chunk is redone in log space, so its ``log_likelihood`` is
     -inf only for rows of probability zero (the message is then unusable).
     """
@@ -619,7 +638,7 @@ def _forward_smoothing_rows(startprob, transmat, log_frameprob, features, carrie
         return _log_forward_smoothing_rows(startprob, transmat, log_frameprob, features, carried)
     with np.errstate(divide="ignore"):  # impossible states: log 0 = -inf
         message = message._replace(log_filtered=np.log(message.filtered))
-    return ForwardSmoothingResult(float(log_likelihood), message, log_predictive)
+    return HMMForwardSmoothingResult(float(log_likelihood), message, log_predictive)
 
 
 # Filtered probabilities below this (2**-1000) are carried in log space.
@@ -710,7 +729,7 @@ def _log_forward_smoothing_rows(startprob, transmat, log_frameprob, features, ca
             log_alpha = log_prior + log_frameprob[t]
         row_log_likelihood = logsumexp(log_alpha)
         if not np.isfinite(row_log_likelihood):  # the rows have probability zero
-            return ForwardSmoothingResult(
+            return HMMForwardSmoothingResult(
                 -np.inf, _empty_message(n_states, n_features), log_predictive
             )
         log_predictive[t] = row_log_likelihood
@@ -719,8 +738,8 @@ def _log_forward_smoothing_rows(startprob, transmat, log_frameprob, features, ca
     start[unreachable] = 0.0
     transitions[unreachable] = 0.0
     sums[unreachable] = 0.0
-    result = ForwardSmoothingMessage(np.exp(log_filtered), start, transitions, sums, log_filtered)
-    return ForwardSmoothingResult(float(log_predictive.sum()), result, log_predictive)
+    result = HMMStreamState(np.exp(log_filtered), start, transitions, sums, log_filtered)
+    return HMMForwardSmoothingResult(float(log_predictive.sum()), result, log_predictive)
 
 
 def _check_carried(carried, n_states, n_features):
@@ -730,7 +749,7 @@ def _check_carried(carried, n_states, n_features):
         parts = ()
     if len(parts) not in (4, 5):
         raise TypeError(
-            "carried must be the ForwardSmoothingMessage of an earlier forward_smoothing call."
+            "carried must be the HMMStreamState of an earlier hmm_forward_smoothing call."
         )
     log_filtered = parts[4] if len(parts) == 5 else None
     if log_filtered is not None:
@@ -743,7 +762,7 @@ def _check_carried(carried, n_states, n_features):
             raise ValueError("carried.log_filtered must hold log-probabilities (<= 0, no NaN).")
     shapes = _empty_message(n_states, n_features)
     checked = []
-    for name, part, like in zip(ForwardSmoothingMessage._fields, parts[:4], shapes):
+    for name, part, like in zip(HMMStreamState._fields, parts[:4], shapes):
         part = _real_array(part, f"carried.{name}")
         if part.shape != like.shape:
             raise ValueError(f"carried.{name} must have shape {like.shape}, got {part.shape}.")
@@ -753,11 +772,11 @@ def _check_carried(carried, n_states, n_features):
     filtered = checked[0]
     if np.any(filtered < 0) or not np.isclose(filtered.sum(), 1.0, rtol=0, atol=1e-6):
         raise ValueError("carried.filtered must be a probability vector (>= 0, summing to 1).")
-    return ForwardSmoothingMessage(*checked, log_filtered)
+    return HMMStreamState(*checked, log_filtered)
 
 
 @masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
-def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, carried=None):
+def hmm_forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, carried=None):
     """Smoothed sums of per-row features over one chunk of a sequence, forward only.
 
     Forward-only smoothing (Cappé 2011) gives the smoothed expectations
@@ -765,26 +784,26 @@ def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, c
     transition counts of all rows seen so far without a backward pass, so a
     sequence can arrive in chunks: pass the ``carried`` message of one call
     to the next.  At fixed parameters the statistics of the last message equal
-    those of :func:`forward_backward` on the whole sequence (see
+    those of :func:`hmm_forward_backward` on the whole sequence (see
     doc/user_guide/stochastic_em.rst, "Streams in chunks").
 
     Parameters
     ----------
     log_startprob, log_transmat, log_frameprob
-        As in :func:`forward_backward`, for the rows of this chunk.
+        As in :func:`hmm_forward_backward`, for the rows of this chunk.
     features : array-like of shape (n_samples, n_states, n_features) or (n_samples, n_features)
         The per-row vectors whose posterior-weighted sums are wanted (for
         Gaussian emissions, (1, x_t, x_t^2)); a 2-D array is the same vector
         for every state.
-    carried : ForwardSmoothingMessage, optional
+    carried : HMMStreamState, optional
         What the previous chunk of the same sequence returned; None: the
         chunk starts the sequence.  Not modified.
 
     Returns
     -------
-    ForwardSmoothingResult
+    HMMForwardSmoothingResult
         ``log_likelihood`` of the chunk given the earlier rows, ``carried``
-        (whose :meth:`~ForwardSmoothingMessage.statistics` are the smoothed
+        (whose :meth:`~HMMStreamState.statistics` are the smoothed
         statistics of every row so far) and ``log_predictive``.
 
     Raises
@@ -798,15 +817,15 @@ def forward_smoothing(log_startprob, log_transmat, log_frameprob, features, *, c
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.inference import forward_backward, forward_smoothing
+    >>> from skseq.inference import hmm_forward_backward, hmm_forward_smoothing
     >>> log_start = np.log([0.5, 0.5])
     >>> log_trans = np.log([[0.9, 0.1], [0.2, 0.8]])
     >>> log_frame = np.log([[0.9, 0.1], [0.8, 0.2], [0.1, 0.9], [0.3, 0.7]])
     >>> features = np.ones((4, 1))  # sums of posteriors: state occupancies
-    >>> first = forward_smoothing(log_start, log_trans, log_frame[:2], features[:2])
-    >>> second = forward_smoothing(log_start, log_trans, log_frame[2:], features[2:],
-    ...                            carried=first.carried)
-    >>> whole = forward_backward(log_start, log_trans, log_frame)
+    >>> first = hmm_forward_smoothing(log_start, log_trans, log_frame[:2], features[:2])
+    >>> second = hmm_forward_smoothing(log_start, log_trans, log_frame[2:], features[2:],
+    ...                                carried=first.carried)
+    >>> whole = hmm_forward_backward(log_start, log_trans, log_frame)
     >>> statistics = second.carried.statistics()
     >>> bool(np.allclose(statistics.transition_counts, whole.transition_counts))
     True
@@ -1165,7 +1184,7 @@ def check_path_length(n_samples):
 
 
 @masked_arrays_checked()
-def sample_states(startprob, transmat, n_samples, *, random_state=None):
+def sample_hmm_states(startprob, transmat, n_samples, *, random_state=None):
     """Draw a path of the hidden Markov chain.
 
     Parameters
@@ -1181,23 +1200,17 @@ def sample_states(startprob, transmat, n_samples, *, random_state=None):
 
     Returns
     -------
-    states : ndarray of intp, shape (n_samples,)
+    HMMStateSample
+        ``(states,)``: the path, of intp and shape (n_samples,).
 
     Examples
     --------
-    >>> from skseq.inference import sample_states
-    >>> sample_states([1.0, 0.0], [[0.0, 1.0], [1.0, 0.0]], 5, random_state=0)
+    >>> from skseq.inference import sample_hmm_states
+    >>> sample_hmm_states([1.0, 0.0], [[0.0, 1.0], [1.0, 0.0]], 5, random_state=0).states
     array([0, 1, 0, 1, 0])
     """
     startprob, transmat = _check_probabilities(startprob, transmat)
     check_path_length(n_samples)
     uniforms = check_random_state(random_state).rand(int(n_samples))
-    return _sample_states(startprob, transmat, uniforms)
+    return HMMStateSample(_sample_states(startprob, transmat, uniforms))
 
-
-# The names the unchecked cores had before they became private, kept working
-# for code written against them.
-forward_backward_offsets = _forward_backward_offsets
-forward_offsets = _forward_offsets
-viterbi_offsets = _viterbi_offsets
-shifted_frame = _shifted_frame

@@ -1334,13 +1334,3 @@ def kalman_forward_smoothing(parameters, X, *, controls=None, carried=None):
     _raise_if_failed(np.array([result.log_likelihood]))
     return result
 
-
-# The names the unchecked cores had before they became private, kept working
-# for code written against them.
-filter_offsets = _filter_offsets
-filter_last_offsets = _filter_last_offsets
-smoother_offsets = _smoother_offsets
-em_statistics_offsets = _em_statistics_offsets
-forward_smoothing_rows = _forward_smoothing_rows
-empty_stream_state = _empty_stream_state
-stream_statistics = _stream_statistics

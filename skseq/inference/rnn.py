@@ -16,8 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._kernels import load
-from ._checks import checked_array, masked_arrays_checked, working_dtype
-from .scan import _require
+from ._checks import checked_array, leading_array, masked_arrays_checked, require_arrays
 
 _rnn = load("_rnn")
 
@@ -58,12 +57,8 @@ class ElmanGradients(NamedTuple):
 
 def _check_inputs(x, W_x, W_h, b, h0):
     """Validate and convert the inputs to C-contiguous arrays of x's dtype."""
-    _require(x=x, W_x=W_x, W_h=W_h, b=b)
-    x = np.asarray(x)
-    dtype = working_dtype("x", x)
-    if x.ndim != 3:
-        raise ValueError(f"x must have shape (batch, length, n_inputs), got {x.shape}.")
-    x = checked_array("x", x, dtype)
+    require_arrays(x=x, W_x=W_x, W_h=W_h, b=b)
+    x, dtype = leading_array("x", x, ("batch", "length", "n_inputs"))
     batch, length, n_inputs = x.shape
     W_h = np.asarray(W_h)
     if W_h.ndim != 2 or W_h.shape[0] != W_h.shape[1] or W_h.shape[0] == 0:

@@ -33,15 +33,22 @@ import numpy as np
 import scipy.fft
 
 from .._kernels import load
+from .._parallel import pair_blocks, run_blocks
 from .._validation import check_allocation, check_bool_param, check_n_jobs
-from ._checks import all_finite, checked_array, masked_arrays_checked, working_dtype
-from .scan import _pair_blocks, _require, _run_blocks
+from ._checks import (
+    all_finite,
+    checked_array,
+    leading_array,
+    masked_arrays_checked,
+    require_arrays,
+)
 
 _s4d = load("_s4d")
 
 __all__ = [
     "s4d_kernel",
     "s4d_kernel_backward",
+    "S4DKernelResult",
     "S4DKernelGradients",
     "causal_convolution",
     "causal_convolution_backward",
@@ -55,6 +62,18 @@ __all__ = [
 _SERIES_TERMS = 20
 _PHI_COEFFICIENTS = [1.0 / math.factorial(j + 1) for j in range(_SERIES_TERMS)]
 _PHI_PRIME_COEFFICIENTS = [(j + 1) / math.factorial(j + 2) for j in range(_SERIES_TERMS)]
+
+
+class S4DKernelResult(NamedTuple):
+    """What :func:`s4d_kernel` returns.
+
+    Attributes
+    ----------
+    K : ndarray of shape (channels, length)
+        The convolution kernel, real, of the working dtype.
+    """
+
+    K: np.ndarray
 
 
 class S4DKernelGradients(NamedTuple):
@@ -108,18 +127,19 @@ class ConvolutionSpectra(NamedTuple):
 
 
 class ConvolutionResult(NamedTuple):
-    """What :func:`causal_convolution` returns with ``return_spectra=True``.
+    """What :func:`causal_convolution` returns.
 
     Attributes
     ----------
     y : ndarray of shape (batch, channels, length)
         The convolution, of the working dtype.
-    spectra : ConvolutionSpectra
-        The spectra it computed, for :func:`causal_convolution_backward`.
+    spectra : ConvolutionSpectra or None
+        The spectra it computed, for :func:`causal_convolution_backward`;
+        None unless ``return_spectra=True``.
     """
 
     y: np.ndarray
-    spectra: ConvolutionSpectra
+    spectra: ConvolutionSpectra | None
 
 
 class ConvolutionGradients(NamedTuple):
@@ -157,12 +177,8 @@ def _checked_complex(name, value, shape):
 
 def _check_kernel_parameters(log_dt, A, B, C):
     """Validate the S4D parameters; returns the working dtype and float64 / complex128 copies."""
-    _require(log_dt=log_dt, A=A, B=B, C=C)
-    log_dt = np.asarray(log_dt)
-    dtype = working_dtype("log_dt", log_dt)
-    if log_dt.ndim != 1:
-        raise ValueError(f"log_dt must have shape (channels,), got {log_dt.shape}.")
-    log_dt = checked_array("log_dt", log_dt, np.float64)
+    require_arrays(log_dt=log_dt, A=A, B=B, C=C)
+    log_dt, dtype = leading_array("log_dt", log_dt, ("channels",), np.float64)
     n_channels = log_dt.shape[0]
     A = np.asarray(A)
     if A.ndim != 2 or A.shape[0] != n_channels:
@@ -256,7 +272,7 @@ def _block_length(length):
 
 
 def _channel_blocks(n_channels, n_jobs):
-    return _pair_blocks(1, n_channels, n_jobs)
+    return pair_blocks(1, n_channels, n_jobs)
 
 
 def _overflow_error(what):
@@ -297,8 +313,9 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
 
     Returns
     -------
-    K : ndarray of shape (channels, length)
-        Real, of the working dtype.
+    S4DKernelResult
+        ``(K,)``: the kernel of shape (channels, length), real, of the
+        working dtype.
 
     Raises
     ------
@@ -335,7 +352,7 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
 
     >>> import numpy as np
     >>> from skseq.inference import s4d_kernel
-    >>> K = s4d_kernel(log_dt=[0.0], A=[[-1.0]], B=[[1.0]], C=[[1.0]], length=4)
+    >>> K = s4d_kernel(log_dt=[0.0], A=[[-1.0]], B=[[1.0]], C=[[1.0]], length=4).K
     >>> np.allclose(K, 2 * (1 - np.exp(-1)) * np.exp(-np.arange(4)))
     True
 
@@ -343,7 +360,7 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
 
     >>> A = np.tile(-0.5 + 1j * np.pi * np.arange(4), (3, 1))
     >>> log_dt = np.log([1e-3, 1e-2, 1e-1]).astype(np.float32)
-    >>> K = s4d_kernel(log_dt, A, B=np.ones((3, 4)), C=np.ones((3, 4)), length=1000)
+    >>> K = s4d_kernel(log_dt, A, B=np.ones((3, 4)), C=np.ones((3, 4)), length=1000).K
     >>> K.shape, K.dtype
     ((3, 1000), dtype('float32'))
     """
@@ -360,7 +377,7 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
     discretised = _discretise(log_dt, A, B, C)
     K = np.empty((n_channels, length), dtype=dtype)
     if n_channels == 0:
-        return K
+        return S4DKernelResult(K)
     block = _block_length(length)
     x_re, x_im = np.ascontiguousarray(discretised.x.real), np.ascontiguousarray(discretised.x.imag)
     w_re = np.ascontiguousarray(discretised.weights.real)
@@ -370,17 +387,17 @@ def s4d_kernel(log_dt, A, B, C, length, *, n_jobs=None):
         with np.errstate(over="ignore", invalid="ignore"):
             _s4d.vandermonde_forward(x_re, x_im, w_re, w_im, K, block, start, stop)
 
-    _run_blocks(run, _channel_blocks(n_channels, n_jobs))
+    run_blocks(run, _channel_blocks(n_channels, n_jobs), sharedmem=True)
     if not all_finite(K):
         raise _overflow_error("kernel")
-    return K
+    return S4DKernelResult(K)
 
 
 @masked_arrays_checked()
 def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
     """Gradients of a loss through :func:`s4d_kernel`.
 
-    Given ``dK = dL/dK`` for ``K = s4d_kernel(log_dt, A, B, C, length)``
+    Given ``dK = dL/dK`` for ``K = s4d_kernel(log_dt, A, B, C, length).K``
     (``length`` is the number of columns of ``dK``), returns the gradients
     with respect to ``log_dt``, ``A``, ``B`` and ``C``.
 
@@ -437,7 +454,7 @@ def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
     >>> import numpy as np
     >>> from skseq.inference import s4d_kernel, s4d_kernel_backward
     >>> parameters = dict(log_dt=[0.0], A=[[-1.0]], B=[[1.0]], C=[[1.0]])
-    >>> K = s4d_kernel(**parameters, length=5)
+    >>> K = s4d_kernel(**parameters, length=5).K
     >>> grads = s4d_kernel_backward(np.ones_like(K), **parameters)
     >>> bool(np.isclose(grads.dC[0, 0], K.sum()))
     True
@@ -466,7 +483,7 @@ def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
                     x_re, x_im, dK, sums[0], sums[1], sums[2], sums[3], block, start, stop
                 )
 
-        _run_blocks(run, _channel_blocks(n_channels, n_jobs))
+        run_blocks(run, _channel_blocks(n_channels, n_jobs), sharedmem=True)
     s0 = sums[0] + 1j * sums[1]
     s1 = sums[2] + 1j * sums[3]
     dt_column = dt[:, None]
@@ -496,13 +513,8 @@ def s4d_kernel_backward(dK, log_dt, A, B, C, *, n_jobs=None):
 
 def _check_convolution_inputs(u, K, dtype=None):
     """u and K as C-contiguous finite arrays of u's working dtype (or of ``dtype``)."""
-    _require(u=u, K=K)
-    u = np.asarray(u)
-    own_dtype = working_dtype("u", u)
-    dtype = own_dtype if dtype is None else dtype
-    if u.ndim != 3:
-        raise ValueError(f"u must have shape (batch, channels, length), got {u.shape}.")
-    u = checked_array("u", u, dtype)
+    require_arrays(u=u, K=K)
+    u, _ = leading_array("u", u, ("batch", "channels", "length"), dtype)
     K = np.asarray(K)
     if K.ndim != 2 or K.shape[0] != u.shape[1] or K.shape[1] < 1:
         raise ValueError(
@@ -558,7 +570,7 @@ def _spectrum_products(u_spectrum, kernel_spectrum, y_spectrum, n_jobs):
             u_spectrum.view(real), kernel_spectrum.view(real), y_spectrum.view(real), start, stop
         )
 
-    _run_blocks(run, _channel_blocks(u_spectrum.shape[1], n_jobs))
+    run_blocks(run, _channel_blocks(u_spectrum.shape[1], n_jobs), sharedmem=True)
 
 
 @masked_arrays_checked()
@@ -587,9 +599,10 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
 
     Returns
     -------
-    y : ndarray of shape (batch, channels, length)
-        Of the working dtype; with ``return_spectra``, a
-        :class:`ConvolutionResult` ``(y, spectra)`` instead.
+    ConvolutionResult
+        ``(y, spectra)``: ``y`` of shape (batch, channels, length) and of the
+        working dtype; ``spectra`` a :class:`ConvolutionSpectra`, or None
+        unless ``return_spectra``.
 
     Raises
     ------
@@ -630,7 +643,7 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     >>> import numpy as np
     >>> from skseq.inference import causal_convolution
     >>> u = np.array([[[1.0, 2.0, 3.0, 4.0]]])
-    >>> np.round(causal_convolution(u, K=[[1.0, 0.5]]), 12)
+    >>> np.round(causal_convolution(u, K=[[1.0, 0.5]]).y, 12)
     array([[[1. , 2.5, 4. , 5.5]]])
     """
     return_spectra = check_bool_param(return_spectra, "return_spectra")
@@ -643,7 +656,7 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     if u.size == 0:
         y = np.zeros(u.shape, dtype=u.dtype)
         if not return_spectra:
-            return y
+            return ConvolutionResult(y, None)
         n_freq = n_fft // 2 + 1
         complex_dtype = np.result_type(u.dtype, np.complex64)
         spectra = ConvolutionSpectra(
@@ -674,7 +687,7 @@ def causal_convolution(u, K, *, return_spectra=False, n_jobs=None):
     if scaled:
         y = _unscaled(y, u_exponent + kernel_exponent[np.newaxis], "outputs", y.dtype)
     if not return_spectra:
-        return y
+        return ConvolutionResult(y, None)
     return ConvolutionResult(
         y,
         ConvolutionSpectra(
@@ -718,7 +731,7 @@ def _check_spectra(spectra, dtype, shape):
 def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None):
     """Gradients of a loss through :func:`causal_convolution`.
 
-    Given ``dy = dL/dy`` for ``y = causal_convolution(u, K)``::
+    Given ``dy = dL/dy`` for ``y = causal_convolution(u, K).y``::
 
         du[b, c, s] = sum_{t >= s} K[c, t - s] dy[b, c, t]
         dK[c, k]    = sum_b sum_{t >= k} u[b, c, t - k] dy[b, c, t]
@@ -763,7 +776,7 @@ def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None
 
     Examples
     --------
-    With ``y = sum(causal_convolution(u, K))``, ``dK[k]`` is the sum of the
+    With ``y = sum(causal_convolution(u, K).y)``, ``dK[k]`` is the sum of the
     first ``length - k`` steps of ``u``:
 
     >>> import numpy as np
@@ -776,15 +789,11 @@ def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None
     array([[[1.75, 1.5 , 1.  ]]])
     """
     check_n_jobs(n_jobs)
-    _require(dy=dy)
+    require_arrays(dy=dy)
     have_inputs = u is not None or K is not None
     if have_inputs == (spectra is not None) or (have_inputs and (u is None or K is None)):
         raise ValueError("Give either both u and K, or spectra (not both, not neither).")
-    dy = np.asarray(dy)
-    dtype = working_dtype("dy", dy)
-    if dy.ndim != 3:
-        raise ValueError(f"dy must have shape (batch, channels, length), got {dy.shape}.")
-    dy = checked_array("dy", dy, dtype)
+    dy, dtype = leading_array("dy", dy, ("batch", "channels", "length"))
     batch, n_channels, length = dy.shape
     workers = _workers(n_jobs)
     if spectra is None:
@@ -825,7 +834,7 @@ def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None
                     stop,
                 )
 
-            _run_blocks(run, _channel_blocks(n_channels, n_jobs))
+            run_blocks(run, _channel_blocks(n_channels, n_jobs), sharedmem=True)
             du[...] = scipy.fft.irfft(
                 grad_spectrum, n=n_fft, axis=-1, workers=workers, overwrite_x=True
             )[..., :length]

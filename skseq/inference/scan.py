@@ -20,16 +20,20 @@ functions release the GIL and can split the (batch, channel) pairs over
 threads with ``n_jobs``.
 """
 
-from functools import partial
 from typing import NamedTuple
 
-import joblib
 import numpy as np
 
 from .._kernels import load
-from .._parallel import ThreadRunner
+from .._parallel import pair_blocks, run_blocks
 from .._validation import check_bool_param, check_n_jobs, check_scalar_param
-from ._checks import all_finite, checked_array, masked_arrays_checked, working_dtype
+from ._checks import (
+    all_finite,
+    checked_array,
+    leading_array,
+    masked_arrays_checked,
+    require_arrays,
+)
 
 _scan = load("_scan")
 
@@ -75,13 +79,6 @@ class ScanGradients(NamedTuple):
     ddelta_bias: np.ndarray | None
 
 
-def _require(**arrays):
-    """Raise a TypeError naming the first required array argument that is None."""
-    for name, value in arrays.items():
-        if value is None:
-            raise TypeError(f"{name} is required: pass an array, got None.")
-
-
 def _checked_projection(name, value, dtype, batch, n_channels, n_state, length):
     """B or C: (channels, N) time-invariant or (batch, N, length) selective."""
     array = np.asarray(value)
@@ -95,18 +92,30 @@ def _checked_projection(name, value, dtype, batch, n_channels, n_state, length):
     )
 
 
+class _ScanInputs(NamedTuple):
+    """The checked inputs of a scan (see :func:`_check_inputs`)."""
+
+    u: np.ndarray
+    delta: np.ndarray
+    A: np.ndarray
+    B: np.ndarray
+    C: np.ndarray
+    D: np.ndarray | None
+    z: np.ndarray | None
+    delta_bias: np.ndarray | None
+    dout: np.ndarray | None
+    selective_B: bool
+    selective_C: bool
+
+
 def _check_inputs(u, delta, A, B, C, D, z, delta_bias, dout=None):
     """Validate and convert all scan inputs to C-contiguous arrays of u's dtype.
 
     ``dout`` is checked only by the backward pass, which has made sure it is
-    not None.
+    not None.  Returns a :class:`_ScanInputs`.
     """
-    _require(u=u, delta=delta, A=A, B=B, C=C)
-    u = np.asarray(u)
-    dtype = working_dtype("u", u)
-    if u.ndim != 3:
-        raise ValueError(f"u must have shape (batch, channels, length), got {u.shape}.")
-    u = checked_array("u", u, dtype)
+    require_arrays(u=u, delta=delta, A=A, B=B, C=C)
+    u, dtype = leading_array("u", u, ("batch", "channels", "length"))
     batch, n_channels, length = u.shape
     delta = checked_array("delta", delta, dtype, u.shape)
     A = np.asarray(A)
@@ -126,7 +135,7 @@ def _check_inputs(u, delta, A, B, C, D, z, delta_bias, dout=None):
         delta_bias = checked_array("delta_bias", delta_bias, dtype, (n_channels,))
     if dout is not None:
         dout = checked_array("dout", dout, dtype, u.shape)
-    return u, delta, A, B, C, D, z, delta_bias, dout, selective_B, selective_C
+    return _ScanInputs(u, delta, A, B, C, D, z, delta_bias, dout, selective_B, selective_C)
 
 
 def _check_steps(delta, delta_bias, delta_softplus):
@@ -189,32 +198,6 @@ def _check_options(delta_softplus, n_jobs, chunk_size, return_last_state=False):
     return delta_softplus, return_last_state, int(chunk_size)
 
 
-def _pair_blocks(batch, n_channels, n_jobs):
-    """Split the batch * channels (b, d) pairs into contiguous blocks, one per job.
-
-    Block boundaries fall between batch elements whenever there are at least
-    as many batch elements as jobs, so that no two blocks share the selective
-    ``dB`` / ``dC`` rows of a batch element.
-    """
-    n_pairs = batch * n_channels
-    n_blocks = max(1, min(int(joblib.effective_n_jobs(n_jobs)), n_pairs))
-    if batch >= n_blocks:
-        edges = np.linspace(0, batch, n_blocks + 1).round().astype(np.intp) * n_channels
-    else:
-        edges = np.linspace(0, n_pairs, n_blocks + 1).round().astype(np.intp)
-    pairs = zip(edges[:-1], edges[1:], strict=True)
-    return [(int(start), int(stop)) for start, stop in pairs if stop > start]
-
-
-def _run_blocks(function, blocks):
-    """Run ``function(start, stop)`` for each block, in threads when more than one."""
-    if len(blocks) == 1:
-        return [function(*blocks[0])]
-    # The kernels write into shared output arrays: threads, never processes.
-    with ThreadRunner(len(blocks), sharedmem=True) as run:
-        return run([partial(function, start, stop) for start, stop in blocks])
-
-
 @masked_arrays_checked()
 def selective_scan(
     u,
@@ -225,9 +208,9 @@ def selective_scan(
     D=None,
     z=None,
     delta_bias=None,
+    *,
     delta_softplus=False,
     return_last_state=False,
-    *,
     n_jobs=None,
     _chunk_size=None,
 ):
@@ -367,7 +350,8 @@ def selective_scan(
             chunk_size,
         )
 
-    _run_blocks(run, _pair_blocks(batch, n_channels, n_jobs))
+    # The kernels write into shared output arrays: threads, never processes.
+    run_blocks(run, pair_blocks(batch, n_channels, n_jobs), sharedmem=True)
     # Finite inputs and non-negative steps leave only overflow to make the
     # outputs non-finite; one summed check, after the kernel.
     if not all_finite(out) or (return_last_state and not all_finite(last_state)):
@@ -386,8 +370,8 @@ def selective_scan_backward(
     D=None,
     z=None,
     delta_bias=None,
-    delta_softplus=False,
     *,
+    delta_softplus=False,
     n_jobs=None,
     _chunk_size=None,
 ):
@@ -395,10 +379,10 @@ def selective_scan_backward(
 
     Given ``dout = dL/dout``, returns the gradient of ``L`` with respect to
     every input of ``selective_scan(u, delta, A, B, C, D, z, delta_bias,
-    delta_softplus)``.  The states are recomputed from the inputs: one pass
-    stores them at the start of every chunk of ``_chunk_size`` steps, the
-    reverse pass recomputes each chunk before running the gradient recurrence
-    over it (derived in the user guide's "The backward pass",
+    delta_softplus=delta_softplus)``.  The states are recomputed from the
+    inputs: one pass stores them at the start of every chunk of
+    ``_chunk_size`` steps, the reverse pass recomputes each chunk before
+    running the gradient recurrence over it (derived in the user guide's "The backward pass",
     doc/user_guide/selective_ssm.rst).
 
     Parameters
@@ -468,13 +452,26 @@ def selective_scan_backward(
     True
     """
     delta_softplus, _, chunk_size = _check_options(delta_softplus, n_jobs, _chunk_size)
-    _require(dout=dout)
-    u, delta, A, B, C, D, z, delta_bias, dout, selective_B, selective_C = _check_inputs(
-        u, delta, A, B, C, D, z, delta_bias, dout=dout
-    )
-    _check_steps(delta, delta_bias, delta_softplus)
+    require_arrays(dout=dout)
+    checked = _check_inputs(u, delta, A, B, C, D, z, delta_bias, dout=dout)
+    _check_steps(checked.delta, checked.delta_bias, delta_softplus)
+    return _backward(checked, delta_softplus, chunk_size, n_jobs)
+
+
+def _backward(checked, delta_softplus, chunk_size, n_jobs):
+    """The :class:`ScanGradients` of checked inputs (what :func:`_check_inputs` returns).
+
+    The backward kernel runs over blocks of pairs and the shared gradients are added up.
+
+    Gradients summed over pairs (``dA``, ``dD``, ``ddelta_bias``, time-invariant
+    ``dB``/``dC``) get a private accumulator per block when there are several
+    blocks.  Selective ``dB``/``dC`` rows of a batch element are written in
+    place by the one block that covers all its channels, and accumulated
+    privately only by blocks that share the batch element with another block.
+    """
+    u, delta, A, B, C, D, z, delta_bias, dout, selective_B, selective_C = checked
     dtype = u.dtype
-    n_channels = u.shape[1]
+    batch, n_channels, _ = u.shape
     du = np.zeros(u.shape, dtype=dtype)
     ddelta = np.zeros(u.shape, dtype=dtype)
     dz = np.zeros(u.shape, dtype=dtype) if z is not None else None
@@ -483,87 +480,28 @@ def selective_scan_backward(
     dC = np.zeros((1,) + C.shape if not selective_C else C.shape, dtype=dtype)
     dD = np.zeros(n_channels, dtype=dtype)
     ddelta_bias = np.zeros(n_channels, dtype=dtype)
-    if u.size > 0:
-        _backward_blocks(
-            dout,
-            u,
-            delta,
-            A,
-            B,
-            C,
-            D,
-            z,
-            delta_bias,
-            delta_softplus,
-            selective_B,
-            selective_C,
+
+    def result():
+        return ScanGradients(
             du,
             ddelta,
             dA,
-            dB,
-            dC,
-            dD,
+            dB if selective_B else dB[0],
+            dC if selective_C else dC[0],
+            dD if D is not None else None,
             dz,
-            ddelta_bias,
-            chunk_size,
-            n_jobs,
+            ddelta_bias if delta_bias is not None else None,
         )
-        gradients = (du, ddelta, dA, dB, dC, dD, ddelta_bias) + ((dz,) if dz is not None else ())
-        if not all(all_finite(gradient) for gradient in gradients):
-            raise _overflow_error("gradients", A, u.shape[2], dtype)
-    return ScanGradients(
-        du,
-        ddelta,
-        dA,
-        dB if selective_B else dB[0],
-        dC if selective_C else dC[0],
-        dD if D is not None else None,
-        dz,
-        ddelta_bias if delta_bias is not None else None,
-    )
 
-
-def _backward_blocks(
-    dout,
-    u,
-    delta,
-    A,
-    B,
-    C,
-    D,
-    z,
-    delta_bias,
-    delta_softplus,
-    selective_B,
-    selective_C,
-    du,
-    ddelta,
-    dA,
-    dB,
-    dC,
-    dD,
-    dz,
-    ddelta_bias,
-    chunk_size,
-    n_jobs,
-):
-    """Run the backward kernel over blocks of pairs and add up the shared gradients.
-
-    Gradients summed over pairs (``dA``, ``dD``, ``ddelta_bias``, time-invariant
-    ``dB``/``dC``) get a private accumulator per block when there are several
-    blocks.  Selective ``dB``/``dC`` rows of a batch element are written in
-    place by the one block that covers all its channels, and accumulated
-    privately only by blocks that share the batch element with another block.
-    """
-    dtype = u.dtype
-    batch, n_channels, _ = u.shape
+    if u.size == 0:
+        return result()
     D_array = D if D is not None else np.zeros(n_channels, dtype=dtype)
     bias_array = delta_bias if delta_bias is not None else np.zeros(n_channels, dtype=dtype)
     z_array = z if z is not None else u
     dz_target = dz if dz is not None else np.zeros((1, 1, 1), dtype=dtype)
     B_kernel = B if selective_B else B[np.newaxis]
     C_kernel = C if selective_C else C[np.newaxis]
-    blocks = _pair_blocks(batch, n_channels, n_jobs)
+    blocks = pair_blocks(batch, n_channels, n_jobs)
     serial = len(blocks) == 1
 
     def run(pair_start, pair_stop):
@@ -611,15 +549,18 @@ def _backward_blocks(
         )
         return first_batch, stop_batch, shared, sums
 
-    results = _run_blocks(run, blocks)
-    if serial:
-        return
-    for first_batch, stop_batch, shared, sums in results:
-        dA += sums["dA"]
-        dD += sums["dD"]
-        ddelta_bias += sums["ddelta_bias"]
-        for name, full, selective in (("dB", dB, selective_B), ("dC", dC, selective_C)):
-            if not selective:
-                full += sums[name]
-            elif shared:
-                full[first_batch:stop_batch] += sums[name]
+    results = run_blocks(run, blocks, sharedmem=True)
+    if not serial:  # the blocks' private sums
+        for first_batch, stop_batch, shared, sums in results:
+            dA += sums["dA"]
+            dD += sums["dD"]
+            ddelta_bias += sums["ddelta_bias"]
+            for name, full, selective in (("dB", dB, selective_B), ("dC", dC, selective_C)):
+                if not selective:
+                    full += sums[name]
+                elif shared:
+                    full[first_batch:stop_batch] += sums[name]
+    gradients = (du, ddelta, dA, dB, dC, dD, ddelta_bias) + ((dz,) if dz is not None else ())
+    if not all(all_finite(gradient) for gradient in gradients):
+        raise _overflow_error("gradients", A, u.shape[2], dtype)
+    return result()

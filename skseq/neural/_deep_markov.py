@@ -20,7 +20,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._metadata_requests import UNUSED
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from .._parallel import ThreadRunner, single_threaded_blas
+from .._parallel import even_blocks, run_blocks, single_threaded_blas
 from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
 from .._validation import (
     check_allocation,
@@ -450,15 +450,9 @@ class DeepMarkovModel(
 
     def _over_sequences(self, function, n_sequences):
         """``function(first, stop)`` over contiguous runs of sequences in ``n_jobs`` threads."""
-        n_threads = self._n_threads(n_sequences)
-        bounds = np.linspace(0, n_sequences, n_threads + 1).round().astype(int)
-        tasks = [
-            partial(function, int(first), int(stop))
-            for first, stop in zip(bounds[:-1], bounds[1:])
-            if stop > first
-        ]
-        with single_threaded_blas(), ThreadRunner(len(tasks)) as run:
-            return [item for result in run(tasks) for item in result]
+        blocks = even_blocks(n_sequences, self._n_threads(n_sequences))
+        with single_threaded_blas():
+            return [item for result in run_blocks(function, blocks) for item in result]
 
     def _posterior_draws(self, inputs, observed, step_mask, offsets, *, want_states):
         """Log importance weights (n_sequences, S) and, optionally, summed draws of z.

@@ -159,7 +159,7 @@ class S4DBlock(GatedSSMBlock):
                 "smaller batch_size."
             )
         ssm = self._ssm_parameters(parameters)
-        kernel = s4d_kernel(**ssm, length=length)
+        kernel = s4d_kernel(**ssm, length=length).K
         kernel[:, 0] += parameters[self.key("D")]
         convolved, spectra = causal_convolution(
             _channels_major(activated), kernel, return_spectra=True

@@ -51,7 +51,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._parallel import ThreadRunner, single_threaded_blas
+from .._parallel import ThreadRunner, even_blocks, run_blocks, single_threaded_blas
 from .._validation import check_parameters
 from ..base import warn_user
 from ..inference._checks import all_finite
@@ -290,11 +290,6 @@ def _sum_dicts(dicts):
     return total
 
 
-def _shard_slices(n_items, n_shards):
-    bounds = np.linspace(0, n_items, n_shards + 1).round().astype(int)
-    return [slice(bounds[i], bounds[i + 1]) for i in range(n_shards) if bounds[i + 1] > bounds[i]]
-
-
 class BaseSequenceNetwork(BaseEstimator):
     """Training loop of the neural sequence estimators.
 
@@ -447,7 +442,11 @@ class BaseSequenceNetwork(BaseEstimator):
         n_shards = self._n_threads(n_sequences)
         if n_shards == 1:
             return shard(slice(None))
-        results = parallel([partial(shard, part) for part in _shard_slices(n_sequences, n_shards)])
+        results = run_blocks(
+            lambda start, stop: shard(slice(start, stop)),
+            even_blocks(n_sequences, n_shards),
+            parallel,
+        )
         return sum(loss for loss, _ in results), _sum_dicts([grads for _, grads in results])
 
     def _loss_and_gradients(self, X, targets, weights, normaliser, parallel):

@@ -23,7 +23,7 @@ from sklearn.preprocessing import StandardScaler
 from skseq import GMMHMM, CategoricalHMM, GaussianHMM, PoissonHMM
 from skseq._parallel import ThreadRunner
 from skseq.base import BaseEM, FitContext
-from skseq.inference import forward_backward
+from skseq.inference import hmm_forward_backward
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -238,7 +238,7 @@ def test_gmm_weights_and_means_equal_hmmlearn_and_covariances_are_the_exact_m_st
         [multivariate_normal(m, c).logpdf(X) for m, c in zip(flat_means, full)], axis=1
     ).reshape(-1, n_components, n_mix) + np.log(parameters["weights_"])
     log_frame = logsumexp(log_component, axis=2)
-    posteriors = forward_backward(
+    posteriors = hmm_forward_backward(
         np.log(parameters["startprob_"]),
         np.log(parameters["transmat_"]),
         log_frame,
@@ -1100,10 +1100,10 @@ def test_left_right_gaussian_hmm_with_outlying_rows_has_no_nan():
     posteriors = model.predict_proba(X)
     assert not np.isnan(posteriors).any()
     np.testing.assert_allclose(posteriors.sum(axis=1), 1.0)
-    from skseq.inference import forward_backward
+    from skseq.inference import hmm_forward_backward
 
     with np.errstate(divide="ignore"):
-        expected = forward_backward(
+        expected = hmm_forward_backward(
             np.log(model.startprob_), np.log(model.transmat_), model._compute_log_likelihood(X)
         )
     np.testing.assert_allclose(model.score(X), expected.log_likelihood, rtol=1e-12)

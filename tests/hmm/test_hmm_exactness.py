@@ -27,8 +27,8 @@ from scipy.special import logsumexp
 
 from skseq import GaussianHMM
 from skseq._sequences import sequence_offsets
-from skseq.inference import forward, forward_backward, viterbi
 from skseq.inference import hmm as inference_hmm
+from skseq.inference import hmm_forward, hmm_forward_backward, hmm_viterbi
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -62,7 +62,7 @@ def test_forward_backward_matches_enumeration_on_hard_inputs(model):
     log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(
         log_start, log_trans, log_frame
     )
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     for array in result[1:]:
         assert not np.isnan(array).any()
     assert_log_likelihood(result.log_likelihood, log_likelihood, log_frame)
@@ -79,7 +79,7 @@ def test_forward_backward_matches_enumeration_on_hard_inputs(model):
 @given(hard_models(max_states=4, min_rows=1, max_rows=7, max_paths=1024))
 def test_forward_matches_enumeration_of_prefixes_on_hard_inputs(model):
     log_start, log_trans, log_frame = model
-    result = forward(log_start, log_trans, log_frame)
+    result = hmm_forward(log_start, log_trans, log_frame)
     assert not np.isnan(result.filtered).any() and not np.isnan(result.log_predictive).any()
     for t in range(1, log_frame.shape[0] + 1):
         prefix_ll, posteriors, _, _, _ = brute_force_posteriors(log_start, log_trans, log_frame[:t])
@@ -96,8 +96,8 @@ def test_long_sequences_match_a_log_space_reference(model):
     log_likelihood, posteriors, counts = normalised_log_space_reference(
         log_start, log_trans, log_frame
     )
-    result = forward_backward(log_start, log_trans, log_frame)
-    filtered = forward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
+    filtered = hmm_forward(log_start, log_trans, log_frame)
     for array in (*result[1:], *filtered[1:]):
         assert not np.isnan(array).any()
     assert_log_likelihood(result.log_likelihood, log_likelihood, log_frame)
@@ -113,7 +113,7 @@ def test_long_sequences_match_a_log_space_reference(model):
 def test_viterbi_is_the_best_path_and_consistent_with_the_posteriors(model):
     log_start, log_trans, log_frame = model
     paths, log_joint = brute_force(log_start, log_trans, log_frame)
-    log_prob, states = viterbi(log_start, log_trans, log_frame)
+    log_prob, states = hmm_viterbi(log_start, log_trans, log_frame)
     best = log_joint.max()
     assert_log_likelihood(log_prob, best, log_frame)
     if best == -np.inf:
@@ -122,7 +122,7 @@ def test_viterbi_is_the_best_path_and_consistent_with_the_posteriors(model):
     index = np.flatnonzero((paths == states).all(axis=1))[0]
     assert_log_likelihood(log_joint[index], best, log_frame)
     # p(z_t = z*_t | x) >= p(z*, x) / p(x) at every row.
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     floor = np.exp(log_prob - result.log_likelihood)
     assert np.all(result.posteriors[np.arange(len(states)), states] >= floor * (1 - 1e-9) - 1e-9)
 
@@ -191,11 +191,11 @@ def test_an_emission_underflowing_on_the_dominant_path_is_not_dropped():
     log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(
         log_start, log_trans, log_frame
     )
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
     np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
     np.testing.assert_allclose(result.transition_counts, counts, atol=1e-12)
-    np.testing.assert_allclose(forward(log_start, log_trans, log_frame).log_likelihood,
+    np.testing.assert_allclose(hmm_forward(log_start, log_trans, log_frame).log_likelihood,
                                log_likelihood, rtol=1e-12)  # fmt: skip
 
 
@@ -206,10 +206,10 @@ def test_a_state_passing_through_the_subnormal_range_keeps_its_precision(offset)
     log_start, log_trans = eye_model()
     log_frame = np.array([[0.0, offset], [-700.0, 0.0], [-700.0, 0.0]])
     log_likelihood, posteriors, _, _, _ = brute_force_posteriors(log_start, log_trans, log_frame)
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
     np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
-    np.testing.assert_allclose(forward(log_start, log_trans, log_frame).log_likelihood,
+    np.testing.assert_allclose(hmm_forward(log_start, log_trans, log_frame).log_likelihood,
                                log_likelihood, rtol=1e-12)  # fmt: skip
 
 
@@ -228,7 +228,7 @@ def test_a_state_not_reachable_yet_with_far_better_emissions_gives_no_nan(better
     log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(
         log_start, log_trans, log_frame
     )
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     assert not np.isnan(result.posteriors).any()
     np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
@@ -251,11 +251,11 @@ def test_a_misaligned_left_right_sequence_is_exact():
     log_likelihood, posteriors, counts = normalised_log_space_reference(
         log_start, log_trans, log_frame
     )
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
     np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-10)
     np.testing.assert_allclose(result.transition_counts, counts, atol=1e-9)
-    np.testing.assert_allclose(forward(log_start, log_trans, log_frame).log_likelihood,
+    np.testing.assert_allclose(hmm_forward(log_start, log_trans, log_frame).log_likelihood,
                                log_likelihood, rtol=1e-12)  # fmt: skip
 
 
@@ -318,7 +318,7 @@ def test_only_the_flagged_sequence_is_redone(counting):
     log_start, log_trans = eye_model()
     hard = np.array([[0.0, -800.0], [-700.0, 0.0], [-700.0, 0.0]])
     ordinary = np.random.default_rng(3).normal(size=(5, 2))
-    both = forward_backward(log_start, log_trans, np.vstack([ordinary, hard, ordinary]),
+    both = hmm_forward_backward(log_start, log_trans, np.vstack([ordinary, hard, ordinary]),
                             lengths=[5, 3, 5])  # fmt: skip
     assert counting.redone == 1
     expected = [
@@ -332,12 +332,12 @@ def test_only_the_flagged_sequence_is_redone(counting):
 
 def stream_in_chunks(log_start, log_trans, log_frame, features, cut):
     """forward_smoothing over rows [:cut] then [cut:], the message carried."""
-    from skseq.inference import forward_smoothing
+    from skseq.inference import hmm_forward_smoothing
 
-    first = forward_smoothing(log_start, log_trans, log_frame[:cut], features[:cut])
+    first = hmm_forward_smoothing(log_start, log_trans, log_frame[:cut], features[:cut])
     if cut == log_frame.shape[0]:
         return first.log_likelihood, first.carried
-    second = forward_smoothing(
+    second = hmm_forward_smoothing(
         log_start, log_trans, log_frame[cut:], features[cut:], carried=first.carried
     )
     return first.log_likelihood + second.log_likelihood, second.carried
@@ -399,19 +399,19 @@ def test_an_underflowing_chunk_is_redone_in_log_space():
     """The state that carries all the mass has emissions 800 nats below the
     other's: the fast path's shifted emissions underflow to zero and its
     redo in log space gives the exact answer instead of an error."""
-    from skseq.inference import forward_backward, forward_smoothing
+    from skseq.inference import hmm_forward_backward, hmm_forward_smoothing
 
     with np.errstate(divide="ignore"):
         log_start = np.log([1.0, 0.0])
         log_trans = np.log([[1.0, 0.0], [0.5, 0.5]])
     log_frame = np.array([[-800.0, 0.0]] * 5 + [[0.0, -3.0]] * 5)
     features = np.ones((10, 1))
-    whole = forward_backward(log_start, log_trans, log_frame)
-    streamed = forward_smoothing(log_start, log_trans, log_frame[:4], features[:4])
-    streamed = forward_smoothing(
+    whole = hmm_forward_backward(log_start, log_trans, log_frame)
+    streamed = hmm_forward_smoothing(log_start, log_trans, log_frame[:4], features[:4])
+    streamed = hmm_forward_smoothing(
         log_start, log_trans, log_frame[4:], features[4:], carried=streamed.carried
     )
-    total = forward_smoothing(log_start, log_trans, log_frame[:4], features[:4]).log_likelihood
+    total = hmm_forward_smoothing(log_start, log_trans, log_frame[:4], features[:4]).log_likelihood
     np.testing.assert_allclose(total + streamed.log_likelihood, whole.log_likelihood, rtol=1e-12)
     statistics = streamed.carried.statistics()
     np.testing.assert_allclose(statistics.feature_sums[:, 0], whole.posteriors.sum(axis=0))
@@ -504,7 +504,7 @@ def test_counts_with_huge_log_emissions_are_exact():
     """
     with np.errstate(divide="ignore"):
         log_start, log_trans, log_frame = ISSUE_17_MODEL
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     expected = np.zeros((3, 3))
     expected[1, 2] = 1.0
     np.testing.assert_allclose(result.transition_counts, expected, rtol=1e-12, atol=1e-12)
@@ -554,7 +554,7 @@ def test_counts_with_extreme_log_emissions_match_exact_enumeration(model):
     posteriors, counts = exact_enumeration(log_start, log_trans, log_frame)
     if posteriors is None:  # probability zero: nothing to count
         return
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     n_rows = log_frame.shape[0]
     np.testing.assert_allclose(result.transition_counts.sum(), n_rows - 1, rtol=1e-12)
     np.testing.assert_allclose(result.transition_counts, counts, rtol=1e-9, atol=1e-9)
@@ -568,7 +568,7 @@ def test_counts_sum_to_rows_minus_one_per_sequence_with_huge_log_emissions():
     rng = np.random.default_rng(17)
     ordinary = rng.uniform(-5.0, 0.0, (5, 3))
     stacked = np.vstack([log_frame, ordinary, log_frame * 40.0])
-    result = forward_backward(log_start, log_trans, stacked, lengths=[2, 5, 2])
+    result = hmm_forward_backward(log_start, log_trans, stacked, lengths=[2, 5, 2])
     np.testing.assert_allclose(result.transition_counts.sum(), 1 + 4 + 1, rtol=1e-12)
     expected = sum(
         exact_enumeration(log_start, log_trans, part)[1]

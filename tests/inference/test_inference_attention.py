@@ -96,7 +96,7 @@ def test_forward_matches_the_whole_softmax(block_rows, block_cols, length):
 def test_result_types_and_the_plain_signature():
     rng = np.random.default_rng(0)
     q, k, v = make_qkv(rng)
-    out = causal_attention(q, k, v)
+    out = causal_attention(q, k, v).out
     assert isinstance(out, np.ndarray)
     result = causal_attention(q, k, v, return_lse=True)
     assert isinstance(result, AttentionResult)
@@ -107,12 +107,12 @@ def test_the_first_row_is_the_first_value_and_causality():
     """Row 0 sees only key 0; changing later keys and values leaves earlier rows alone."""
     rng = np.random.default_rng(1)
     q, k, v = make_qkv(rng, length=12)
-    out = causal_attention(q, k, v, _block_rows=4, _block_cols=4)
+    out = causal_attention(q, k, v, _block_rows=4, _block_cols=4).out
     assert_allclose(out[:, :, 0], v[:, :, 0], rtol=1e-14)
     k_changed, v_changed = k.copy(), v.copy()
     k_changed[:, :, 7:] = rng.normal(size=k[:, :, 7:].shape)
     v_changed[:, :, 7:] = rng.normal(size=v[:, :, 7:].shape)
-    changed = causal_attention(q, k_changed, v_changed, _block_rows=4, _block_cols=4)
+    changed = causal_attention(q, k_changed, v_changed, _block_rows=4, _block_cols=4).out
     assert_allclose(changed[:, :, :7], out[:, :, :7], rtol=1e-13, atol=1e-14)
     assert not np.allclose(changed[:, :, 7:], out[:, :, 7:])
 
@@ -122,7 +122,7 @@ def test_scale_argument():
     q, k, v = make_qkv(rng)
     for scale in (0.01, 0.3, 4.0):
         assert_allclose(
-            causal_attention(q, k, v, scale=scale),
+            causal_attention(q, k, v, scale=scale).out,
             reference_attention(q, k, v, scale)[0],
             rtol=1e-12,
             atol=1e-13,
@@ -216,7 +216,7 @@ def test_every_gradient_matches_finite_differences(block_rows, block_cols):
     assert isinstance(grads, AttentionGradients)
 
     def objective():
-        return float(np.sum(causal_attention(q, k, v, **tiles) * dout))
+        return float(np.sum(causal_attention(q, k, v, **tiles).out * dout))
 
     for name, array in zip("qkv", (q, k, v), strict=True):
         assert_allclose(
@@ -235,7 +235,7 @@ def test_gradient_with_a_scale_matches_finite_differences():
     grads = causal_attention_backward(dout, q, k, v, scale=2.5)
 
     def objective():
-        return float(np.sum(causal_attention(q, k, v, scale=2.5) * dout))
+        return float(np.sum(causal_attention(q, k, v, scale=2.5).out * dout))
 
     assert_allclose(grads.dq, numerical_gradient(objective, q), rtol=1e-6, atol=1e-8)
     assert_allclose(grads.dk, numerical_gradient(objective, k), rtol=1e-6, atol=1e-8)
@@ -326,7 +326,7 @@ def test_results_written_into_given_arrays():
     assert np.shares_memory(out, merged)
     assert_same(out, expected_out)
     assert_same(lse, expected_lse)
-    assert causal_attention(q, k, v, out=merged.transpose(0, 2, 1, 3)).base is merged
+    assert causal_attention(q, k, v, out=merged.transpose(0, 2, 1, 3)).out.base is merged
     packed = np.full((batch, length, 3, n_heads, d_head), np.nan)
     views = [packed[:, :, index].transpose(0, 2, 1, 3) for index in range(3)]
     grads = causal_attention_backward(
@@ -345,7 +345,7 @@ def test_results_into_given_arrays_in_the_float32_fallback():
     q, k, v = make_qkv(rng, batch=1, n_heads=1, length=6, d_head=3, dtype=np.float32)
     q, k = q * np.float32(1e20), k * np.float32(1e20)
     out = np.empty_like(q)
-    assert causal_attention(q, k, v, out=out) is out
+    assert causal_attention(q, k, v, out=out).out is out
     assert_allclose(out, reference_attention(q, k, v)[0], rtol=1e-6, atol=1e-6)
 
 
@@ -405,10 +405,10 @@ def test_two_jobs_equal_one(batch):
 def test_mixed_dtypes_are_cast_to_q_dtype():
     rng = np.random.default_rng(14)
     q, k, v = make_qkv(rng)
-    assert causal_attention(q.astype(np.float32), k, v).dtype == np.float32
-    assert causal_attention(q, k.astype(np.float32), v).dtype == np.float64
+    assert causal_attention(q.astype(np.float32), k, v).out.dtype == np.float32
+    assert causal_attention(q, k.astype(np.float32), v).out.dtype == np.float64
     integers = np.arange(2 * 1 * 3 * 2).reshape(2, 1, 3, 2)
-    assert causal_attention(integers, integers, integers).dtype == np.float64
+    assert causal_attention(integers, integers, integers).out.dtype == np.float64
 
 
 def test_empty_inputs():
@@ -494,7 +494,7 @@ def test_float32_scores_beyond_its_range_are_computed_in_float64():
     k *= 1e20
     q32, k32, v32 = (x.astype(np.float32) for x in (q, k, v))
     assert not np.all(np.isfinite(np.einsum("bhid,bhjd->bhij", q32, k32)))
-    out = causal_attention(q32, k32, v32)
+    out = causal_attention(q32, k32, v32).out
     assert out.dtype == np.float32
     expected = reference_attention(q32, k32, v32)[0]
     assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
@@ -586,7 +586,7 @@ def test_without_the_finiteness_pass_a_nan_is_still_named(name):
     q, k, v = make_qkv(rng)
     out, lse = causal_attention(q, k, v, return_lse=True)
     arrays = dict(q=q, k=k, v=v, dout=rng.normal(size=q.shape), out=out, lse=lse)
-    assert_same(causal_attention(q, k, v, check_finite=False), out)
+    assert_same(causal_attention(q, k, v, check_finite=False).out, out)
     for fast, checked in zip(
         causal_attention_backward(**arrays, check_finite=False),
         causal_attention_backward(**arrays),

@@ -7,7 +7,13 @@ import pytest
 from hmm_references import brute_force, brute_force_posteriors
 from scipy.special import logsumexp
 
-from skseq.inference import forward, forward_backward, forward_smoothing, sample_states, viterbi
+from skseq.inference import (
+    hmm_forward,
+    hmm_forward_backward,
+    hmm_forward_smoothing,
+    hmm_viterbi,
+    sample_hmm_states,
+)
 
 
 def random_model(rng, n_states, n_samples, sparsity=False):
@@ -35,7 +41,7 @@ def test_forward_backward_matches_enumeration(n_states, n_samples, sparsity):
     log_likelihood, posteriors, counts, _, _ = brute_force_posteriors(
         log_start, log_trans, log_frame
     )
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
     np.testing.assert_allclose(result.posteriors, posteriors, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(result.transition_counts, counts, rtol=1e-12, atol=1e-12)
@@ -46,7 +52,7 @@ def test_forward_backward_matches_enumeration(n_states, n_samples, sparsity):
 def test_filtered_matches_enumeration_of_prefixes():
     rng = np.random.default_rng(1)
     log_start, log_trans, log_frame = random_model(rng, 3, 5)
-    result = forward(log_start, log_trans, log_frame)
+    result = hmm_forward(log_start, log_trans, log_frame)
     for t in range(1, 6):
         _, posteriors, _, _, _ = brute_force_posteriors(log_start, log_trans, log_frame[:t])
         np.testing.assert_allclose(result.filtered[t - 1], posteriors[t - 1], rtol=1e-12)
@@ -60,7 +66,7 @@ def test_viterbi_matches_enumeration(n_states, n_samples):
     log_start, log_trans, log_frame = random_model(rng, n_states, n_samples, sparsity=True)
     paths, log_joint = brute_force(log_start, log_trans, log_frame)
     best = np.argmax(log_joint)
-    log_prob, states = viterbi(log_start, log_trans, log_frame)
+    log_prob, states = hmm_viterbi(log_start, log_trans, log_frame)
     np.testing.assert_allclose(log_prob, log_joint[best], rtol=1e-12)
     np.testing.assert_array_equal(states, paths[best])
 
@@ -69,19 +75,19 @@ def test_several_sequences_equal_separate_calls():
     rng = np.random.default_rng(3)
     log_start, log_trans, log_frame = random_model(rng, 3, 12)
     lengths = [5, 1, 6]
-    whole = forward_backward(log_start, log_trans, log_frame, lengths=lengths)
-    log_prob, states = viterbi(log_start, log_trans, log_frame, lengths=lengths)
+    whole = hmm_forward_backward(log_start, log_trans, log_frame, lengths=lengths)
+    log_prob, states = hmm_viterbi(log_start, log_trans, log_frame, lengths=lengths)
     start = 0
     total_vit = 0.0
     for i, length in enumerate(lengths):
-        part = forward_backward(log_start, log_trans, log_frame[start : start + length])
+        part = hmm_forward_backward(log_start, log_trans, log_frame[start : start + length])
         np.testing.assert_allclose(
             whole.sequence_log_likelihood[i], part.log_likelihood, rtol=1e-12
         )
         np.testing.assert_allclose(
             whole.posteriors[start : start + length], part.posteriors, atol=1e-13
         )
-        lp, st = viterbi(log_start, log_trans, log_frame[start : start + length])
+        lp, st = hmm_viterbi(log_start, log_trans, log_frame[start : start + length])
         np.testing.assert_array_equal(states[start : start + length], st)
         total_vit += lp
         start += length
@@ -95,14 +101,14 @@ def test_no_underflow_at_ten_million_rows():
     log_start, log_trans, _ = random_model(rng, 2, 1)
     log_frame = rng.normal(size=(n_samples, 2))
     log_frame -= 1000.0
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     assert np.isfinite(result.log_likelihood)
     assert result.log_likelihood < -999.0 * n_samples
     assert np.all(np.isfinite(result.posteriors))
     np.testing.assert_allclose(result.posteriors.sum(axis=1), 1.0, atol=1e-10)
     np.testing.assert_allclose(result.transition_counts.sum(), n_samples - 1, rtol=1e-9)
     del result
-    log_prob, states = viterbi(log_start, log_trans, log_frame)
+    log_prob, states = hmm_viterbi(log_start, log_trans, log_frame)
     assert np.isfinite(log_prob) and states.shape == (n_samples,)
 
 
@@ -110,7 +116,7 @@ def test_impossible_sequence_gives_minus_inf_without_nan():
     log_start = np.array([0.0, -np.inf])
     log_trans = np.array([[0.0, -np.inf], [-np.inf, 0.0]])
     log_frame = np.array([[0.0, 0.0], [-np.inf, 0.0]])
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     assert result.log_likelihood == -np.inf
     assert not np.isnan(result.posteriors).any()
     assert not np.isnan(result.transition_counts).any()
@@ -120,8 +126,8 @@ def test_inputs_are_not_modified():
     rng = np.random.default_rng(5)
     arrays = random_model(rng, 3, 6)
     copies = [a.copy() for a in arrays]
-    forward_backward(*arrays)
-    viterbi(*arrays)
+    hmm_forward_backward(*arrays)
+    hmm_viterbi(*arrays)
     for a, b in zip(arrays, copies):
         np.testing.assert_array_equal(a, b)
 
@@ -143,10 +149,10 @@ def test_bad_input(change, message):
     rng = np.random.default_rng(2)
     arrays = change(*random_model(rng, 3, 6))
     with pytest.raises(ValueError, match=message):
-        forward_backward(*arrays)
+        hmm_forward_backward(*arrays)
 
 
-@pytest.mark.parametrize("function", [forward, forward_backward, viterbi])
+@pytest.mark.parametrize("function", [hmm_forward, hmm_forward_backward, hmm_viterbi])
 @pytest.mark.parametrize("argument", [0, 1, 2])
 def test_complex_input_is_a_type_error(function, argument):
     arrays = list(random_model(np.random.default_rng(0), 2, 4))
@@ -160,9 +166,9 @@ def test_bad_lengths():
     rng = np.random.default_rng(2)
     arrays = random_model(rng, 3, 6)
     with pytest.raises(ValueError, match="sum to 5"):
-        forward_backward(*arrays, lengths=[2, 3])
+        hmm_forward_backward(*arrays, lengths=[2, 3])
     with pytest.raises(ValueError, match="positive"):
-        forward_backward(*arrays, lengths=[6, 0])
+        hmm_forward_backward(*arrays, lengths=[6, 0])
 
 
 def test_left_right_underflow_is_redone_in_log_space():
@@ -178,19 +184,21 @@ def test_left_right_underflow_is_redone_in_log_space():
         log_start, log_trans, log_frame
     )
     assert np.isfinite(log_likelihood)
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
     np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
     np.testing.assert_allclose(result.transition_counts, counts, atol=1e-12)
     np.testing.assert_allclose(result.log_predictive.sum(), log_likelihood, rtol=1e-12)
-    filtered = forward(log_start, log_trans, log_frame)
+    filtered = hmm_forward(log_start, log_trans, log_frame)
     np.testing.assert_allclose(filtered.log_likelihood, log_likelihood, rtol=1e-12)
     np.testing.assert_allclose(filtered.filtered[-1], [0.0, 1.0])
     # Alongside an ordinary sequence: only the underflowing one is redone.
     rng = np.random.default_rng(8)
     ordinary = rng.normal(size=(6, 2))
-    both = forward_backward(log_start, log_trans, np.vstack([ordinary, log_frame]), lengths=[6, 5])
-    alone = forward_backward(log_start, log_trans, ordinary)
+    both = hmm_forward_backward(
+        log_start, log_trans, np.vstack([ordinary, log_frame]), lengths=[6, 5]
+    )
+    alone = hmm_forward_backward(log_start, log_trans, ordinary)
     np.testing.assert_allclose(both.sequence_log_likelihood, [alone.log_likelihood, log_likelihood])
     np.testing.assert_allclose(both.transition_counts, alone.transition_counts + counts, atol=1e-12)
 
@@ -203,7 +211,7 @@ def test_subnormal_start_probability():
         log_frame = np.log([[0.0, 1.0], [1.0, 1.0]])
     log_likelihood = brute_force_posteriors(log_start, log_trans, log_frame)[0]
     np.testing.assert_allclose(
-        forward_backward(log_start, log_trans, log_frame).log_likelihood, log_likelihood
+        hmm_forward_backward(log_start, log_trans, log_frame).log_likelihood, log_likelihood
     )
 
 
@@ -235,15 +243,15 @@ def log_space_reference(log_start, log_trans, log_frame):
 def test_forward_backward_matches_a_log_space_reference(n_states):
     rng = np.random.default_rng(n_states)
     log_start, log_trans, log_frame = random_model(rng, n_states, 300, sparsity=n_states > 1)
-    log_scale = forward(log_start, log_trans, log_frame).log_predictive - log_frame.max(axis=1)
+    log_scale = hmm_forward(log_start, log_trans, log_frame).log_predictive - log_frame.max(axis=1)
     if n_states > 1:
         assert log_scale.sum() < 5 * np.log(2.0**-64)  # at least five rescalings
     log_likelihood, posteriors, counts = log_space_reference(log_start, log_trans, log_frame)
-    result = forward_backward(log_start, log_trans, log_frame)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
     np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
     np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
     np.testing.assert_allclose(result.transition_counts, counts, atol=1e-10)
-    filtered = forward(log_start, log_trans, log_frame)
+    filtered = hmm_forward(log_start, log_trans, log_frame)
     np.testing.assert_allclose(filtered.log_likelihood, log_likelihood, rtol=1e-12)
 
 
@@ -272,12 +280,12 @@ def test_viterbi_matches_a_reference_with_zeros_and_ties(n_states):
     log_frame[100] = -np.inf
     log_frame[100, 1] = 0.0  # one possible state
     expected_log_prob, expected_states = viterbi_reference(log_start, log_trans, log_frame)
-    log_prob, states = viterbi(log_start, log_trans, log_frame)
+    log_prob, states = hmm_viterbi(log_start, log_trans, log_frame)
     np.testing.assert_allclose(log_prob, expected_log_prob, rtol=1e-12)
     np.testing.assert_array_equal(states, expected_states)
     # All ties: uniform transitions and identical rows give state 0 throughout.
     uniform = np.full((n_states, n_states), -np.log(n_states))
-    _, states = viterbi(uniform[0], uniform, np.zeros((20, n_states)))
+    _, states = hmm_viterbi(uniform[0], uniform, np.zeros((20, n_states)))
     np.testing.assert_array_equal(states, 0)
 
 
@@ -298,7 +306,7 @@ def test_forward_smoothing_in_chunks_matches_enumeration(n_states, n_samples, ch
     carried, total = None, 0.0
     for start in range(0, n_samples, chunk):
         rows = slice(start, start + chunk)
-        result = forward_smoothing(
+        result = hmm_forward_smoothing(
             log_start, log_trans, log_frame[rows], features[rows], carried=carried
         )
         total += result.log_likelihood
@@ -317,11 +325,13 @@ def test_forward_smoothing_leaves_its_message_and_inputs_unchanged():
     rng = np.random.default_rng(0)
     log_start, log_trans, log_frame = random_model(rng, 3, 8)
     features = rng.normal(size=(8, 2))  # the same features for every state
-    first = forward_smoothing(log_start, log_trans, log_frame[:4], features[:4])
+    first = hmm_forward_smoothing(log_start, log_trans, log_frame[:4], features[:4])
     kept = [part.copy() for part in first.carried]
     copies = [array.copy() for array in (log_start, log_trans, log_frame, features)]
     again = [
-        forward_smoothing(log_start, log_trans, log_frame[4:], features[4:], carried=first.carried)
+        hmm_forward_smoothing(
+            log_start, log_trans, log_frame[4:], features[4:], carried=first.carried
+        )
         for _ in range(2)
     ]
     for part, before in zip(first.carried, kept):
@@ -337,9 +347,9 @@ def test_forward_smoothing_leaves_its_message_and_inputs_unchanged():
     [
         (dict(features=np.ones((3, 2, 1, 1))), ValueError, "features must have shape"),
         (dict(features=np.full((4, 1), np.nan)), ValueError, "features contains NaN"),
-        (dict(carried=(np.ones(2),)), TypeError, "ForwardSmoothingMessage"),
-        (dict(carried="message"), TypeError, "ForwardSmoothingMessage"),
-        (dict(carried=False), TypeError, "ForwardSmoothingMessage"),
+        (dict(carried=(np.ones(2),)), TypeError, "HMMStreamState"),
+        (dict(carried="message"), TypeError, "HMMStreamState"),
+        (dict(carried=False), TypeError, "HMMStreamState"),
     ],
 )
 def test_forward_smoothing_bad_input(change, error, message):
@@ -351,20 +361,20 @@ def test_forward_smoothing_bad_input(change, error, message):
     )
     arguments.update(change)
     with pytest.raises(error, match=message):
-        forward_smoothing(**arguments)
+        hmm_forward_smoothing(**arguments)
 
 
 def test_forward_smoothing_checks_the_carried_message():
     log_start, log_trans = np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]])
-    first = forward_smoothing(log_start, log_trans, np.zeros((3, 2)), np.ones((3, 1)))
+    first = hmm_forward_smoothing(log_start, log_trans, np.zeros((3, 2)), np.ones((3, 1)))
     wrong_size = first.carried._replace(features=np.zeros((2, 2, 3)))
     with pytest.raises(ValueError, match=r"carried.features must have shape \(2, 2, 1\)"):
-        forward_smoothing(
+        hmm_forward_smoothing(
             log_start, log_trans, np.zeros((1, 2)), np.ones((1, 1)), carried=wrong_size
         )
     not_probabilities = first.carried._replace(filtered=np.array([0.7, 0.7]))
     with pytest.raises(ValueError, match="carried.filtered must be a probability vector"):
-        forward_smoothing(
+        hmm_forward_smoothing(
             log_start, log_trans, np.zeros((1, 2)), np.ones((1, 1)), carried=not_probabilities
         )
 
@@ -374,12 +384,12 @@ def test_forward_smoothing_of_impossible_data_is_an_error():
     log_trans = np.array([[0.0, -np.inf], [-np.inf, 0.0]])
     log_frame = np.array([[0.0, 0.0], [-np.inf, 0.0]])  # state 0 cannot emit row 1
     with pytest.raises(ValueError, match="probability zero"):
-        forward_smoothing(log_start, log_trans, log_frame, np.ones((2, 1)))
+        hmm_forward_smoothing(log_start, log_trans, log_frame, np.ones((2, 1)))
 
 
 def test_sample_states_follows_the_chain():
     transmat = np.array([[0.9, 0.1, 0.0], [0.0, 0.5, 0.5], [0.3, 0.0, 0.7]])
-    states = sample_states([0.0, 0.0, 1.0], transmat, 20_000, random_state=0)
+    states = sample_hmm_states([0.0, 0.0, 1.0], transmat, 20_000, random_state=0).states
     assert states.dtype == np.intp and states[0] == 2
     counts = np.zeros((3, 3))
     np.add.at(counts, (states[:-1], states[1:]), 1)
@@ -387,7 +397,7 @@ def test_sample_states_follows_the_chain():
     np.testing.assert_allclose(empirical, transmat, atol=0.02)
     assert counts[transmat == 0].sum() == 0  # impossible transitions never drawn
     np.testing.assert_array_equal(
-        states, sample_states([0.0, 0.0, 1.0], transmat, 20_000, random_state=0)
+        states, sample_hmm_states([0.0, 0.0, 1.0], transmat, 20_000, random_state=0).states
     )
 
 
@@ -404,10 +414,10 @@ def test_sample_states_follows_the_chain():
 )
 def test_sample_states_bad_input(startprob, transmat, n_samples, error, message):
     with pytest.raises(error, match=message):
-        sample_states(startprob, transmat, n_samples)
+        sample_hmm_states(startprob, transmat, n_samples)
 
 
 def test_viterbi_result_is_named_and_unpacks():
-    result = viterbi(np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]), np.zeros((3, 2)))
+    result = hmm_viterbi(np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]), np.zeros((3, 2)))
     log_prob, states = result
     assert result.log_prob == log_prob and result.states is states

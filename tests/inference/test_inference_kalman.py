@@ -16,8 +16,8 @@ from skseq.inference.kalman import (
     KalmanSmootherResult,
     KalmanStreamState,
     LGSSMParameters,
+    _em_statistics_offsets,
     check_lgssm_parameters,
-    em_statistics_offsets,
     kalman_filter,
     kalman_filter_step,
     kalman_forecast,
@@ -356,7 +356,7 @@ def test_em_statistics_match_exact_posterior_moments(n_state, n_obs, n_controls,
     controls = rng.normal(size=(n_samples, n_controls))
     model = make_model(check_lgssm_parameters(LGSSMParameters(**params)))
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.intp)
-    statistics, sequence_log_likelihood = em_statistics_offsets(model, X, controls, offsets)
+    statistics, sequence_log_likelihood = _em_statistics_offsets(model, X, controls, offsets)
     reference = moments_reference(params, X, controls, lengths)
     assert statistics.keys() == reference.keys()
     for key, value in reference.items():
@@ -373,9 +373,9 @@ def test_em_statistics_add_over_blocks_of_sequences():
     X[3, 1] = np.nan
     controls = rng.normal(size=(20, 1))
     offsets = np.array([0, 5, 12, 20], dtype=np.intp)
-    whole, _ = em_statistics_offsets(model, X, controls, offsets)
-    first, _ = em_statistics_offsets(model, X[:12], controls[:12], offsets[:3])
-    second, _ = em_statistics_offsets(model, X[12:], controls[12:], offsets[2:] - 12)
+    whole, _ = _em_statistics_offsets(model, X, controls, offsets)
+    first, _ = _em_statistics_offsets(model, X[:12], controls[:12], offsets[:3])
+    second, _ = _em_statistics_offsets(model, X[12:], controls[12:], offsets[2:] - 12)
     for key in whole:
         np.testing.assert_allclose(whole[key], first[key] + second[key], rtol=1e-13, atol=1e-13)
 
@@ -784,7 +784,7 @@ def test_stream_in_chunks_gives_the_statistics_of_the_whole_sequence(n_state, n_
     n_rows = 120 if chunk == 1 else 900  # one row at a time: the edge case, on fewer rows
     params, X, controls, kwargs = stream_case(n_state, n_obs, n_controls, n_rows, seed=chunk)
     model = make_model(check_lgssm_parameters(LGSSMParameters(**params)))
-    whole, sequence_log_likelihood = em_statistics_offsets(
+    whole, sequence_log_likelihood = _em_statistics_offsets(
         model, X, controls, np.array([0, n_rows], dtype=np.intp)
     )
     bounds = list(range(0, n_rows, chunk)) + [n_rows]
@@ -811,7 +811,7 @@ def test_stream_statistics_match_exact_posterior_moments(n_state, n_obs, n_contr
 )
 def test_any_split_of_a_stream_gives_the_same_statistics(cuts, seed):
     params, X, controls, kwargs = stream_case(2, 2, 1, 60, seed=seed)
-    whole, _ = em_statistics_offsets(
+    whole, _ = _em_statistics_offsets(
         make_model(check_lgssm_parameters(LGSSMParameters(**params))),
         X,
         controls,

@@ -108,7 +108,7 @@ def numerical_gradient(function, array, eps=1e-6):
 def test_kernel_matches_its_definition(length):
     rng = np.random.default_rng(length)
     parameters = random_parameters(rng)
-    K = s4d_kernel(**parameters, length=length)
+    K = s4d_kernel(**parameters, length=length).K
     assert K.shape == (3, length) and K.dtype == np.float64
     expected = reference_kernel(**parameters, length=length)
     assert_close_in_scale(K, expected, kernel_scale(**parameters), 1e-13)
@@ -118,7 +118,7 @@ def test_kernel_is_the_impulse_response_of_the_recurrence():
     rng = np.random.default_rng(1)
     parameters = random_parameters(rng)
     assert_close_in_scale(
-        s4d_kernel(**parameters, length=40),
+        s4d_kernel(**parameters, length=40).K,
         recurrence_kernel(**parameters, length=40),
         kernel_scale(**parameters),
         1e-13,
@@ -131,7 +131,7 @@ def test_zero_order_hold_is_the_exact_discretisation():
     augmented = scipy.linalg.expm(np.exp(log_dt) * np.array([[A, B], [0.0, 0.0]]))
     a_bar, b_bar = augmented[0, 0], augmented[0, 1]
     expected = 2 * np.real(C * b_bar * a_bar ** np.arange(6))
-    K = s4d_kernel([log_dt], [[A]], [[B]], [[C]], length=6)
+    K = s4d_kernel([log_dt], [[A]], [[B]], [[C]], length=6).K
     np.testing.assert_allclose(K[0], expected, rtol=1e-13)
 
 
@@ -140,7 +140,7 @@ def test_kernel_at_and_near_zero_A_is_the_limit():
     log_dt = np.log([0.5, 0.5, 1e-3])
     A = np.array([[0.0], [1e-12 - 1e-12j], [-1e-9 + 0j]])
     B = C = np.ones((3, 1))
-    K = s4d_kernel(log_dt, A, B, C, length=3)
+    K = s4d_kernel(log_dt, A, B, C, length=3).K
     np.testing.assert_allclose(K[0], [1.0, 1.0, 1.0], rtol=1e-15)
     np.testing.assert_allclose(K[1], [1.0, 1.0, 1.0], rtol=1e-11)
     # (exp(Δ A) - 1) / A for Δ A = -1e-12: naive float64 loses 4 digits here.
@@ -167,7 +167,7 @@ def test_long_kernels_stay_exact(dtype, tolerance):
     A = np.tile(-0.5 + 1j * np.pi * np.arange(n_modes), (channels, 1))
     C = rng.normal(size=A.shape) + 1j * rng.normal(size=A.shape)
     B = np.ones_like(A)
-    K = s4d_kernel(log_dt, A, B, C, length)
+    K = s4d_kernel(log_dt, A, B, C, length).K
     assert K.dtype == dtype
     expected = reference_kernel(log_dt.astype(np.float64), A, B, C, length)
     error = np.abs(K - expected) / kernel_scale(log_dt, A, B, C)
@@ -181,7 +181,7 @@ def test_strongly_decaying_modes_flush_to_zero_not_to_garbage():
     C = np.ones_like(A)
     for dtype in (np.float32, np.float64):
         log_dt = np.log([0.1, 2.0]).astype(dtype)
-        K = s4d_kernel(log_dt, A, np.ones_like(A), C, length=3000)
+        K = s4d_kernel(log_dt, A, np.ones_like(A), C, length=3000).K
         expected = reference_kernel(log_dt, A, np.ones_like(A), C, 3000)
         tiny = np.finfo(dtype).tiny
         scale = kernel_scale(log_dt, A, np.ones_like(A), C)
@@ -198,8 +198,10 @@ def test_kernel_float32_is_float64_rounded():
     rng = np.random.default_rng(3)
     parameters = random_parameters(rng, channels=5, n_modes=8)
     parameters["log_dt"] = parameters["log_dt"].astype(np.float32)
-    K32 = s4d_kernel(**parameters, length=300)
-    K64 = s4d_kernel(**dict(parameters, log_dt=parameters["log_dt"].astype(np.float64)), length=300)
+    K32 = s4d_kernel(**parameters, length=300).K
+    K64 = s4d_kernel(
+        **dict(parameters, log_dt=parameters["log_dt"].astype(np.float64)), length=300
+    ).K
     assert K32.dtype == np.float32
     assert_close_in_scale(K32, K64, kernel_scale(**parameters), 1e-6)
 
@@ -216,14 +218,14 @@ def test_kernel_properties(seed, channels, n_modes, short, extra):
     """A shorter kernel is a prefix of a longer one (other block sizes); K is linear in C."""
     rng = np.random.default_rng(seed)
     parameters = random_parameters(rng, channels, n_modes)
-    long = s4d_kernel(**parameters, length=short + extra)
+    long = s4d_kernel(**parameters, length=short + extra).K
     scale = kernel_scale(**parameters)
-    assert_close_in_scale(s4d_kernel(**parameters, length=short), long[:, :short], scale, 1e-13)
+    assert_close_in_scale(s4d_kernel(**parameters, length=short).K, long[:, :short], scale, 1e-13)
     other_C = rng.normal(size=parameters["C"].shape) + 0j
-    summed = s4d_kernel(**dict(parameters, C=parameters["C"] + other_C), length=short + extra)
+    summed = s4d_kernel(**dict(parameters, C=parameters["C"] + other_C), length=short + extra).K
     assert_close_in_scale(
         summed,
-        long + s4d_kernel(**dict(parameters, C=other_C), length=short + extra),
+        long + s4d_kernel(**dict(parameters, C=other_C), length=short + extra).K,
         scale + kernel_scale(**dict(parameters, C=other_C)),
         1e-12,
     )
@@ -291,7 +293,7 @@ def test_kernel_and_gradients_agree_with_torch():
     kernel = 2 * torch.einsum("cn,cnk->ck", weights, powers).real
     kernel.backward(torch.from_numpy(upstream))
     np.testing.assert_allclose(
-        s4d_kernel(**parameters, length=length), kernel.detach().numpy(), rtol=1e-12, atol=1e-12
+        s4d_kernel(**parameters, length=length).K, kernel.detach().numpy(), rtol=1e-12, atol=1e-12
     )
     grads = s4d_kernel_backward(upstream, **parameters)
     for name, gradient in zip(("log_dt", "A", "B", "C"), grads, strict=True):
@@ -305,7 +307,7 @@ def test_kernel_threads_give_the_serial_result():
     parameters = random_parameters(rng, channels=7, n_modes=5)
     upstream = rng.normal(size=(7, 130))
     np.testing.assert_array_equal(
-        s4d_kernel(**parameters, length=130, n_jobs=2), s4d_kernel(**parameters, length=130)
+        s4d_kernel(**parameters, length=130, n_jobs=2).K, s4d_kernel(**parameters, length=130).K
     )
     for threaded, serial in zip(
         s4d_kernel_backward(upstream, **parameters, n_jobs=2),
@@ -321,17 +323,17 @@ def test_kernel_inputs_are_not_modified_and_may_be_lists():
     copies = {key: value.copy() for key, value in parameters.items()}
     upstream = rng.normal(size=(2, 10))
     upstream_copy = upstream.copy()
-    K = s4d_kernel(**parameters, length=10)
+    K = s4d_kernel(**parameters, length=10).K
     s4d_kernel_backward(upstream, **parameters)
     for key, value in parameters.items():
         np.testing.assert_array_equal(value, copies[key])
     np.testing.assert_array_equal(upstream, upstream_copy)
     as_lists = {key: value.tolist() for key, value in parameters.items()}
-    np.testing.assert_array_equal(s4d_kernel(**as_lists, length=10), K)
+    np.testing.assert_array_equal(s4d_kernel(**as_lists, length=10).K, K)
 
 
 def test_kernel_with_no_channels():
-    K = s4d_kernel(np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3)), length=4)
+    K = s4d_kernel(np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3)), length=4).K
     assert K.shape == (0, 4)
     grads = s4d_kernel_backward(np.zeros((0, 4)), np.zeros(0), *(np.zeros((0, 3)),) * 3)
     assert grads.dA.shape == (0, 3) and grads.dlog_dt.shape == (0,)
@@ -379,7 +381,7 @@ def test_kernel_bad_length_and_dK_raise():
 def test_overflow_is_loud():
     """Growing modes and huge steps raise instead of returning inf or NaN."""
     growing = dict(GOOD, A=np.full((2, 3), 1.0 + 1j))
-    K = s4d_kernel(**growing, length=50)  # e^49: large but finite
+    K = s4d_kernel(**growing, length=50).K  # e^49: large but finite
     assert np.all(np.isfinite(K))
     with pytest.raises(ValueError, match="overflows"):
         s4d_kernel(**growing, length=2000)
@@ -400,7 +402,7 @@ def test_convolution_matches_the_direct_sum(kernel_length, dtype, rtol):
     rng = np.random.default_rng(kernel_length)
     u = rng.normal(size=(3, 2, 16)).astype(dtype)
     K = rng.normal(size=(2, kernel_length)).astype(dtype)
-    y = causal_convolution(u, K)
+    y = causal_convolution(u, K).y
     assert y.shape == u.shape and y.dtype == dtype and y.flags.c_contiguous
     expected = direct_convolution(u, K)
     scale = np.abs(u).max() * np.abs(K).sum()
@@ -425,13 +427,13 @@ def test_convolution_properties(seed, batch, channels, length, kernel_length, cu
     rng = np.random.default_rng(seed)
     u = rng.normal(size=(batch, channels, length))
     K = rng.normal(size=(channels, kernel_length))
-    y = causal_convolution(u, K)
+    y = causal_convolution(u, K).y
     scale = np.abs(u).max() * np.abs(K).sum()
     assert_close_in_scale(y, direct_convolution(u, K), scale, 1e-12)
     cut = min(cut, length - 1)
     changed = u.copy()
     changed[..., cut:] = rng.normal(size=changed[..., cut:].shape)
-    assert_close_in_scale(causal_convolution(changed, K)[..., :cut], y[..., :cut], scale, 1e-12)
+    assert_close_in_scale(causal_convolution(changed, K).y[..., :cut], y[..., :cut], scale, 1e-12)
 
 
 @pytest.mark.parametrize("kernel_length", [3, 12, 20])
@@ -488,7 +490,7 @@ def test_convolution_agrees_with_torch():
     y_t = torch.fft.irfft(torch.fft.rfft(u_t, n=n_fft) * torch.fft.rfft(K_t, n=n_fft), n=n_fft)
     y_t = y_t[..., :40]
     y_t.backward(torch.from_numpy(dy))
-    np.testing.assert_allclose(causal_convolution(u, K), y_t.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(causal_convolution(u, K).y, y_t.detach().numpy(), atol=1e-12)
     grads = causal_convolution_backward(dy, u, K)
     np.testing.assert_allclose(grads.du, u_t.grad.numpy(), atol=1e-12)
     np.testing.assert_allclose(grads.dK, K_t.grad.numpy(), atol=1e-12)
@@ -499,7 +501,7 @@ def test_convolution_threads_give_the_serial_result():
     u = rng.normal(size=(3, 5, 70))
     K = rng.normal(size=(5, 70))
     dy = rng.normal(size=u.shape)
-    np.testing.assert_array_equal(causal_convolution(u, K, n_jobs=2), causal_convolution(u, K))
+    np.testing.assert_array_equal(causal_convolution(u, K, n_jobs=2).y, causal_convolution(u, K).y)
     for threaded, serial in zip(
         causal_convolution_backward(dy, u, K, n_jobs=2),
         causal_convolution_backward(dy, u, K),
@@ -509,7 +511,7 @@ def test_convolution_threads_give_the_serial_result():
 
 
 def test_convolution_empty_and_unmodified_inputs():
-    assert causal_convolution(np.zeros((0, 2, 5)), np.ones((2, 3))).shape == (0, 2, 5)
+    assert causal_convolution(np.zeros((0, 2, 5)), np.ones((2, 3))).y.shape == (0, 2, 5)
     y, spectra = causal_convolution(np.zeros((0, 2, 5)), np.ones((2, 3)), return_spectra=True)
     grads = causal_convolution_backward(np.zeros((0, 2, 5)), spectra=spectra)
     assert grads.du.shape == (0, 2, 5) and grads.dK.shape == (2, 3)
@@ -591,7 +593,7 @@ def test_avx2_build_equals_the_portable_build(monkeypatch, dtype, rtol):
     results = {}
     for build in ("_s4d_avx2", "_s4d"):
         monkeypatch.setattr(s4d_module, "_s4d", importlib.import_module(f"skseq._kernels.{build}"))
-        K = s4d_kernel(**parameters, length=150)
+        K = s4d_kernel(**parameters, length=150).K
         y, spectra = causal_convolution(u, K, return_spectra=True)
         conv_grads = causal_convolution_backward(dy, spectra=spectra)
         results[build] = (K, y, *conv_grads, *s4d_kernel_backward(conv_grads.dK, **parameters))
@@ -613,7 +615,7 @@ def test_option_and_missing_argument_checks():
     for flag in ("yes", 1, None):
         with pytest.raises(TypeError, match="return_spectra must be a bool"):
             causal_convolution(u, K, return_spectra=flag)
-    assert isinstance(causal_convolution(u, K, return_spectra=np.bool_(True)), tuple)
+    assert causal_convolution(u, K, return_spectra=np.bool_(True)).spectra is not None
     for name in GOOD:
         with pytest.raises(TypeError, match=f"{name} is required"):
             s4d_kernel(**dict(GOOD, **{name: None}), length=5)
@@ -630,7 +632,7 @@ def test_convolution_with_spectra_is_a_named_result():
     u, K = rng.normal(size=(2, 3, 16)), rng.normal(size=(3, 16))
     result = causal_convolution(u, K, return_spectra=True)
     assert isinstance(result, ConvolutionResult)
-    np.testing.assert_array_equal(result.y, causal_convolution(u, K))
+    np.testing.assert_array_equal(result.y, causal_convolution(u, K).y)
     assert result.spectra.n_fft >= 31 and result.spectra.length == 16
 
 
@@ -656,7 +658,7 @@ def test_convolution_of_large_inputs_is_exact_not_nan(dtype, large, small):
     """The issue's reproducer: 64 steps of 1e307 convolved with 1e-10 gave NaN (exact 1e297)."""
     u = np.full((1, 1, 64), large, dtype)
     K = np.full((1, 1), small, dtype)
-    y = causal_convolution(u, K)
+    y = causal_convolution(u, K).y
     assert y.dtype == dtype
     rtol = 1e-6 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(y, direct_convolution(u, K), rtol=rtol)
@@ -667,7 +669,7 @@ def test_convolution_of_large_inputs_is_exact_not_nan(dtype, large, small):
     assert np.isfinite(expected.astype(dtype)).all()
     scale = np.abs(u).max(axis=(0, 2))[None, :, None] * np.abs(K).sum(axis=1)[None, :, None]
     tolerance = 2e-6 if dtype == np.float32 else 1e-12
-    assert_close_in_scale(causal_convolution(u, K), expected, scale, tolerance)
+    assert_close_in_scale(causal_convolution(u, K).y, expected, scale, tolerance)
     y, spectra = causal_convolution(u, K, return_spectra=True)
     assert_close_in_scale(y, expected, scale, tolerance)
     assert spectra.u_exponent.shape == (2, 3) and spectra.kernel_exponent.shape == (3,)
@@ -688,11 +690,11 @@ def test_large_channels_leave_the_ordinary_ones_exact():
     u = rng.normal(size=(2, 2, 40))
     K = rng.normal(size=(2, 6))
     u[:, 0] *= 1e307
-    y = causal_convolution(u, K)
+    y = causal_convolution(u, K).y
     expected = direct_convolution(u, K)
     scale = np.abs(u).max(axis=(0, 2))[None, :, None] * np.abs(K).sum(axis=1)[None, :, None]
     assert_close_in_scale(y, expected, scale, 1e-12)
-    alone = causal_convolution(u[:, 1:], K[1:])[:, 0]
+    alone = causal_convolution(u[:, 1:], K[1:]).y[:, 0]
     np.testing.assert_allclose(y[:, 1], alone, rtol=1e-12, atol=1e-12)
 
 
