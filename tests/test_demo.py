@@ -175,12 +175,138 @@ def test_sunspot_windows_never_train_on_the_test_years():
     assert np.array_equal(y_test, series[20:]) and np.array_equal(X_test[:, -1], series[19:29])
 
 
-def test_plot_saves_a_figure(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def demo_figure(tmp_path_factory):
+    """``python -m skseq demo --epochs 2 --plot demo.png``, in this process: the PNG's path,
+    what it printed to stderr, and the figure (kept open for inspection)."""
     pytest.importorskip("matplotlib")
-    path = tmp_path / "demo.png"
-    assert main(["demo", "lgssm", "--plot", str(path)]) == 0
+    import contextlib
+    import io
+
+    path = tmp_path_factory.mktemp("demo") / "demo.png"
+    figures = []
+
+    def keep(drawings, plt):
+        figures.append(figure_of(drawings, plt))
+        return figures[-1]
+
+    figure_of, _demo._figure = _demo._figure, keep
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            assert main(["demo", "--epochs", "2", "--plot", str(path)]) == 0
+    finally:
+        _demo._figure = figure_of
+    yield path, err.getvalue(), figures[0]
+    import matplotlib.pyplot as plt
+
+    plt.close(figures[0])
+
+
+def test_plot_saves_a_figure(demo_figure):
+    path, err, figure = demo_figure
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "Figure saved to" in capsys.readouterr().err
+    assert "Figure saved to" in err
+    titles = [axes.get_title() for axes in figure.axes if axes.get_title()]
+    assert [title.split(":")[0] for title in titles] == [
+        "PoissonHMM",
+        "GaussianHMM",
+        "LinearGaussianSSM",
+        "Networks",
+    ]
+
+
+def _hidden_by(legend, axes):
+    """The artists of ``axes`` drawn (partly) where ``legend`` is."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
+    box = legend.get_window_extent()
+    hidden = []
+    for artist in axes.get_children():
+        if isinstance(artist, Line2D):
+            points = artist.get_transform().transform(artist.get_xydata())
+            path = artist.get_transform().transform_path(artist.get_path())
+            if artist.get_linestyle() in ("None", "", " "):
+                covered = any(box.contains(x, y) for x, y in points)
+            else:
+                covered = path.intersects_bbox(box, filled=False)
+        elif isinstance(artist, PolyCollection):
+            transform = artist.get_transform()
+            covered = any(
+                transform.transform_path(path).intersects_bbox(box, filled=True)
+                for path in artist.get_paths()
+            )
+        elif isinstance(artist, Rectangle) and artist is not axes.patch:
+            covered = artist.get_window_extent().overlaps(box)
+        else:
+            continue
+        if covered:
+            hidden.append(artist.get_label() or type(artist).__name__)
+    return hidden
+
+
+def test_plot_legends_hide_no_data(demo_figure):
+    """No legend covers a point, line, band or bar of its panel (the networks' legend
+    once hid the 1957 sunspot peak); a twin axis's artists count for its panel."""
+    figure = demo_figure[2]
+    figure.canvas.draw()
+    for axes in figure.axes:
+        legend = axes.get_legend()
+        if legend is None:
+            continue
+        panel = [other for other in figure.axes if other.bbox.bounds == axes.bbox.bounds]
+        hidden = [label for other in panel for label in _hidden_by(legend, other)]
+        assert not hidden, f"the legend of {axes.get_title()!r} hides {hidden}"
+
+
+def test_plot_business_cycle_probability_has_its_own_axis(demo_figure):
+    """The low-growth probability on a labelled 0-1 axis of its own, not the growth
+    axis, and its shading below the top of that axis (not cut off)."""
+    from matplotlib.collections import PolyCollection
+
+    figure = demo_figure[2]
+    growth = next(axes for axes in figure.axes if axes.get_title().startswith("GaussianHMM"))
+    twins = [
+        axes
+        for axes in figure.axes
+        if axes is not growth and axes.bbox.bounds == growth.bbox.bounds
+    ]
+    assert len(twins) == 1
+    probability = twins[0]
+    assert "p(low-growth state)" in probability.get_ylabel()
+    assert "GDP growth" in growth.get_ylabel()
+    bottom, top = probability.get_ylim()
+    assert bottom == 0.0 and top >= 1.0
+    assert [tick for tick in probability.get_yticks() if bottom <= tick <= top][-1] == 1.0
+    shading = [c for c in probability.collections if isinstance(c, PolyCollection)]
+    assert len(shading) == 1 and not any(
+        isinstance(c, PolyCollection) for c in growth.collections
+    )
+    assert shading[0].get_paths()[0].vertices[:, 1].max() <= 1.0 < top
+    labels = [text.get_text() for text in growth.get_legend().get_texts()]
+    assert any("p(low-growth state)" in label for label in labels)
+
+
+def test_plot_every_band_is_in_its_legend(demo_figure):
+    """Each shaded band of the Nile's panel (smoothed level, forecast) has a legend entry."""
+    figure = demo_figure[2]
+    nile = next(
+        axes for axes in figure.axes if axes.get_title().startswith("LinearGaussianSSM")
+    )
+    legend = nile.get_legend()
+    bands = [collection for collection in nile.collections if collection.get_paths()]
+    assert len(bands) == 2
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert sum("95 % band" in label for label in labels) == len(bands)
+    # Each band's colour is drawn in the legend, under its line.
+    handle_colours = {
+        tuple(np.round(patch.get_facecolor(), 3))
+        for patch in legend.get_patches()
+    }
+    for band in bands:
+        assert tuple(np.round(band.get_facecolor()[0], 3)) in handle_colours
 
 
 def test_plot_without_matplotlib_says_so_before_any_work(monkeypatch, capsys):
