@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,12 +29,18 @@ def test_bundled_data_sets_load():
     assert sunspots.data.shape == (309, 1) and np.all(sunspots.data >= 0)
 
 
-def test_demo_runs_every_family_and_finds_the_known_structure():
+@pytest.fixture(scope="module")
+def demo_output():
+    """What ``python -m skseq demo`` (README's first command, all families) prints."""
     result = subprocess.run(
         [sys.executable, "-m", "skseq", "demo"], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
-    out = result.stdout
+    return result.stdout
+
+
+def test_demo_runs_every_family_and_finds_the_known_structure(demo_output):
+    out = demo_output
     for model in ("GaussianHMM", "GMMHMM", "CategoricalHMM", "PoissonHMM", "LinearGaussianSSM"):
         assert model in out
     for network in ("SelectiveSSM", "S4D", "ElmanRNN", "Transformer"):
@@ -58,6 +65,50 @@ def test_demo_runs_every_family_and_finds_the_known_structure():
     for state, stay, rate in parsed:
         assert stay == pytest.approx(1 / (1 - model.transmat_[state, state]), abs=0.05)
         assert rate == pytest.approx(model.lambdas_[state, 0], abs=0.005)
+
+
+_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+
+
+def _years(first, last):
+    """A README year range such as 1977–82 or 2008–09: (1977, 1982), (2008, 2009)."""
+    first = int(first)
+    last = int(str(first)[: 4 - len(last)] + last)
+    return first, last
+
+
+def test_readme_states_what_the_demo_prints(demo_output):
+    """README's paragraph on the demo says what the demo prints: its low-growth
+    episodes, number of earthquake regimes, the Nile's change point, the networks'
+    test years (README once put the change point at 1898; the demo prints 1899)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    paragraph = " ".join(
+        next(part for part in readme.split("\n\n") if part.startswith("The demo (")).split()
+    )
+    out = demo_output
+    # The low-growth episodes, as years.
+    claimed = re.search(r"low-growth episodes \(([^)]*)\)", paragraph).group(1)
+    claimed = [_years(*span.split("–")) for span in re.split(r",\s*", claimed)]
+    printed = out.split("low-growth episodes:")[1].splitlines()[0]
+    printed = [
+        (int(first[:4]), int((last or first)[:4]))
+        for first, last in re.findall(r"(\d{4}Q\d)(?:-(\d{4}Q\d))?", printed)
+    ]
+    assert claimed == printed
+    # The earthquake regimes: the number of states chosen by BIC.
+    word = re.search(r"(\w+) earthquake regimes \(the number of states chosen by BIC\)", paragraph)
+    best = re.search(r"PoissonHMM, (\d) states by BIC", out).group(1)
+    assert _NUMBER_WORDS[word.group(1)] == int(best)
+    # The Nile: one change, in the year README names.
+    year = re.search(r"Nile's change point, a lower flow from (\d{4}) on", paragraph).group(1)
+    change = out.split("regime changes in:")[1].splitlines()[0].strip()
+    assert change == f"[{year}]"
+    # The networks and the years they forecast.
+    count, first, last = re.search(
+        r"the (\w+) networks forecast the sunspot numbers of (\d{4})–(\d{4})", paragraph
+    ).groups()
+    assert f"scored on {first}-{last}" in out
+    assert len(re.findall(r"^   \w+Regressor: R\^2", out, re.MULTILINE)) == _NUMBER_WORDS[count]
 
 
 def test_each_state_line_pairs_its_own_numbers_in_one_order(capsys):
