@@ -72,12 +72,13 @@ def main(argv=None):
     parser = _parser()
     arguments = parser.parse_args(argv)
     if arguments.command == "demo":
-        from ._demo import pyplot, run_demo
+        from ._demo import check_plot_file, pyplot, run_demo
 
         if arguments.plot is not None:
             try:
                 pyplot()
-            except ImportError as error:  # before any work, not after a minute of it
+                check_plot_file(arguments.plot)
+            except (ImportError, ValueError) as error:  # before any work, not after a minute of it
                 print(f"python -m skseq demo: {error}", file=sys.stderr)
                 return 2
         if arguments.epochs < 1:

@@ -430,6 +430,41 @@ def pyplot():
     return plt
 
 
+def check_plot_file(path):
+    """Raise ValueError unless a figure can be saved to ``path`` (``--plot FILE``).
+
+    Checked before any fitting, so that a mistyped path fails at once instead
+    of in matplotlib after every fit: the folder must exist and be writable,
+    ``path`` must not be a folder, and its extension (if any) must be a format
+    matplotlib writes.
+    """
+    import os
+    from pathlib import Path
+
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise ValueError(
+            f"--plot {path}: is a directory; give a file name, e.g. {target / 'demo.png'}."
+        )
+    if not folder.is_dir():
+        raise ValueError(f"--plot {path}: the directory {folder} does not exist.")
+    if not os.access(folder, os.W_OK | os.X_OK) or (
+        target.exists() and not os.access(target, os.W_OK)
+    ):
+        raise ValueError(f"--plot {path}: cannot write there (permission denied).")
+    supported = FigureCanvasBase.get_supported_filetypes()
+    extension = target.suffix[1:].lower()
+    if extension and extension not in supported:
+        raise ValueError(
+            f"--plot {path}: matplotlib cannot save .{extension} files; use one of "
+            + ", ".join(f".{name}" for name in sorted(supported))
+            + "."
+        )
+
+
 def _figure(drawings, plt):
     """One panel per drawing, stacked."""
     figure, axes = plt.subplots(len(drawings), 1, figsize=(10, 3.4 * len(drawings)))
@@ -451,6 +486,8 @@ def run_demo(family="all", plot=None, epochs=60):
     if any(name not in _DEMOS for name in families):
         raise ValueError(f"family must be one of {FAMILIES + ('all',)}, got {family!r}.")
     plt = pyplot() if plot is not None else None  # fail before any work
+    if plot is not None:
+        check_plot_file(plot)
     total = time.perf_counter()
     progress = _Progress(sum(_STEPS[name] for name in families))
     options = {"neural": {"epochs": epochs}}

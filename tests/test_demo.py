@@ -372,6 +372,40 @@ def test_plot_without_matplotlib_says_so_before_any_work(monkeypatch, capsys):
     assert "--plot needs matplotlib" in captured.err and "[1/" not in captured.out
 
 
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("missing/dir/x.png", "does not exist"),
+        (".", "is a directory"),
+        ("figure.notaformat", "matplotlib cannot save .notaformat files"),
+    ],
+    ids=["missing directory", "a directory", "unknown format"],
+)
+def test_plot_to_an_unusable_path_says_so_before_any_work(tmp_path, capsys, name, message):
+    """``--plot /nonexistent/dir/x.png`` once ran every fit, then ended in matplotlib's
+    traceback."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / name
+    assert main(["demo", "lgssm", "--plot", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert f"--plot {path}: " in captured.err and message in captured.err
+    assert "[1/" not in captured.out
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _demo.run_demo("lgssm", plot=str(path))
+    assert "[1/" not in capsys.readouterr().out
+
+
+def test_plot_to_an_unwritable_directory_says_so(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    import os
+
+    # Root may write anywhere: the check asks os.access, made to refuse here.
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert main(["demo", "lgssm", "--plot", str(tmp_path / "x.png")]) == 2
+    captured = capsys.readouterr()
+    assert "cannot write there" in captured.err and "[1/" not in captured.out
+
+
 def test_pyplot_error_names_matplotlib(monkeypatch):
     import builtins
 
