@@ -429,3 +429,28 @@ def test_datasets_command_lists_every_loader_with_its_licence(capsys):
     for name in datasets.__all__:
         assert f"{name}:" in out
     assert out.count("licence:") == len(datasets.__all__)
+
+
+def test_datasets_command_names_each_source(capsys):
+    """The command promises "size, source and licence" and once showed no source."""
+    from skseq import datasets
+
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    who = {
+        "load_us_macro": "Federal Reserve Economic Data (FRED)",
+        "load_nile": "Cobb, G. W. (1978)",
+        "load_sunspots": "NOAA National Geophysical Data Center",
+        "load_earthquakes": "W. Zucchini, I. L. MacDonald and R. Langrock",
+        "load_danish_money": "Johansen, S. and Juselius, K. (1990)",
+    }
+    assert sorted(who) == sorted(datasets.__all__)
+    for name, author in who.items():
+        entry = out.split(f"{name}:")[1].splitlines()
+        assert entry[1].startswith(f"    source: {author}"), entry[1]
+        assert entry[2].startswith("    licence: ")
+        # One sentence of the DESCR's source, without reST markup.
+        descr = " ".join(getattr(datasets, name)().DESCR.split("Source:")[1].split())
+        source = entry[1].removeprefix("    source: ")
+        assert descr.replace("*", "").replace("``", "").startswith(source.rstrip("."))
+        assert "*" not in source and "``" not in source
