@@ -5,7 +5,10 @@ it runs every gallery script ``doc/gallery/plot_*.py`` (sphinx-gallery) and
 writes their pages into ``doc/auto_examples/``.  Add ``-D plot_gallery=0`` to
 build the pages without running the scripts.  The build needs no network
 access: intersphinx is off unless the environment variable
-``SKSEQ_DOCS_INTERSPHINX=1`` is set.
+``SKSEQ_DOCS_INTERSPHINX=1`` is set.  Neither do the built pages: MathJax, which
+renders the user guide's mathematics, is copied into ``_static/mathjax/`` from
+the package sphinx-mathjax-offline (in the doc extra) instead of being loaded
+from a CDN.
 """
 
 import os
@@ -37,6 +40,9 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    # A packaged MathJax 3, copied into the built pages' _static/mathjax/ and
+    # set as mathjax_path, so the mathematics renders without a network.
+    "sphinx-mathjax-offline",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
 ]
@@ -99,6 +105,9 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "show_signature": False,
     "min_reported_time": 1,
+    # The execution-time pages (sg_execution_times) load jQuery and DataTables
+    # from CDNs; every example's page still gives its own running time.
+    "write_computation_times": False,
     # A failing example fails the build (with -W and without it).
     "only_warn_on_example_error": False,
     "abort_on_example_error": False,

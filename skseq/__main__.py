@@ -10,7 +10,15 @@ Commands:
 """
 
 import argparse
+import re
 import sys
+
+
+def _descr_paragraph(descr, label):
+    """The paragraph of a data set's DESCR that starts with ``label`` (e.g. "Source:"),
+    after the label, on one line and without reST's emphasis and literal marks."""
+    paragraph = descr.split(f"\n{label}", 1)[1].split("\n\n")[0]
+    return re.sub(r"\*|``", "", paragraph.replace("\n", " ")).strip()
 
 
 def _list_datasets():
@@ -19,10 +27,14 @@ def _list_datasets():
     for name in datasets.__all__:
         bunch = getattr(datasets, name)()
         title = bunch.DESCR.splitlines()[0]
-        source = bunch.DESCR.split("Licence:")[1].strip().split(";")[0].split("\n\n")[0]
+        # The descriptions end a sentence with two spaces: the first sentence of
+        # the source names it (later ones say how the file was copied).
+        source = _descr_paragraph(bunch.DESCR, "Source:").split(".  ")[0].rstrip(".") + "."
+        licence = _descr_paragraph(bunch.DESCR, "Licence:").split(";")[0]
         print(f"{name}: {title}; {bunch.data.shape[0]} rows x {bunch.data.shape[1]} series")
-        print(f"    licence: {' '.join(source.split())}")
-    print("\nEach loader's DESCR says where the data come from (e.g. load_nile().DESCR).")
+        print(f"    source: {' '.join(source.split())}")
+        print(f"    licence: {' '.join(licence.split())}")
+    print("\nEach loader's DESCR gives the full source and licence (e.g. load_nile().DESCR).")
 
 
 def _parser():
@@ -72,12 +84,13 @@ def main(argv=None):
     parser = _parser()
     arguments = parser.parse_args(argv)
     if arguments.command == "demo":
-        from ._demo import pyplot, run_demo
+        from ._demo import check_plot_file, pyplot, run_demo
 
         if arguments.plot is not None:
             try:
                 pyplot()
-            except ImportError as error:  # before any work, not after a minute of it
+                check_plot_file(arguments.plot)
+            except (ImportError, ValueError) as error:  # before any work, not after a minute of it
                 print(f"python -m skseq demo: {error}", file=sys.stderr)
                 return 2
         if arguments.epochs < 1:

@@ -31,6 +31,8 @@ from sklearn.exceptions import ConvergenceWarning
 from .datasets import load_danish_money, load_earthquakes, load_nile, load_sunspots, load_us_macro
 
 FAMILIES = ("hmm", "lgssm", "neural")
+# The share of a panel's data range added above the data for a legend in one row.
+_LEGEND_ROOM = 0.25
 
 
 def _episodes(labels, mask):
@@ -213,21 +215,33 @@ def _hmm_demo(progress):
 
     def draw_business_cycle(axes):
         time_axis = macro.year[1:] + (macro.quarter[1:] - 1) / 4
-        axes.plot(time_axis, growth[:, 0], color="k", lw=1, label="GDP growth (% a year)")
-        bottom, top = growth[:, 0].min() - 1, growth[:, 0].max() + 1
-        axes.fill_between(
+        # The probability on its own 0-1 axis (right), drawn behind the growth
+        # line (left); both leave their top quarter free for the legend.
+        probability = axes.twinx()
+        axes.set_zorder(probability.get_zorder() + 1)
+        axes.patch.set_visible(False)
+        shading = probability.fill_between(
             time_axis,
-            bottom,
-            bottom + (top - bottom) * low_growth,
+            0.0,
+            low_growth,
             step="mid",
             color="C0",
             alpha=0.3,
-            label="p(low-growth state)",
+            linewidth=0,
+            label="p(low-growth state), right axis",
         )
-        axes.set_ylim(bottom, top)
+        probability.set_ylim(0.0, 1.0 + _LEGEND_ROOM)
+        probability.set_yticks([0.0, 0.25, 0.5, 0.75, 1.0])
+        probability.set_ylabel("p(low-growth state)")
+        (line,) = axes.plot(
+            time_axis, growth[:, 0], color="k", lw=1, label="GDP growth (% a year), left axis"
+        )
+        bottom, top = growth[:, 0].min() - 1, growth[:, 0].max() + 1
+        axes.set_ylim(bottom, top + _LEGEND_ROOM * (top - bottom))
         axes.set_title("GaussianHMM: US business cycle, posterior of the low-growth state")
         axes.set_xlabel("year")
-        axes.legend(loc="upper right", fontsize="small")
+        axes.set_ylabel("GDP growth (% a year)")
+        axes.legend(handles=[line, shading], loc="upper center", ncol=2, fontsize="small")
 
     return [draw_earthquakes, draw_business_cycle]
 
@@ -293,21 +307,30 @@ def _lgssm_demo(progress):
     def draw(axes):
         years = nile.year
         future = np.arange(years[-1] + 1, years[-1] + 1 + n_ahead)
-        axes.plot(years, X[:, 0], ".", color="0.4", label="flow")
-        axes.plot(years, level, color="C0", label="smoothed level")
-        axes.fill_between(years, level - band, level + band, color="C0", alpha=0.25)
-        axes.plot(future, means[:, 0], color="C1", label="forecast, 95 % band")
-        axes.fill_between(
+        (points,) = axes.plot(years, X[:, 0], ".", color="0.4", label="flow")
+        (smoothed,) = axes.plot(years, level, color="C0")
+        smoothed_band = axes.fill_between(
+            years, level - band, level + band, color="C0", alpha=0.25, linewidth=0
+        )
+        (forecast,) = axes.plot(future, means[:, 0], color="C1")
+        forecast_shading = axes.fill_between(
             future,
             means[:, 0] - forecast_band,
             means[:, 0] + forecast_band,
             color="C1",
             alpha=0.25,
+            linewidth=0,
         )
         axes.set_title("LinearGaussianSSM: the Nile's local level by EM")
         axes.set_xlabel("year")
         axes.set_ylabel("flow (10^8 m^3)")
-        axes.legend(loc="upper right", fontsize="small")
+        # Each band in the legend under its line; the lower left is free of data.
+        axes.legend(
+            [points, (smoothed_band, smoothed), (forecast_shading, forecast)],
+            ["flow", "smoothed level, 95 % band", "forecast, 95 % band"],
+            loc="lower left",
+            fontsize="small",
+        )
 
     return [draw]
 
@@ -372,15 +395,19 @@ def _neural_demo(progress, epochs=60):
     def draw(axes):
         back = lambda z: (z * scale + centre) ** 2  # noqa: E731
         axes.plot(test_years, back(y_test), color="k", lw=2, label="sunspots")
+        highest = back(y_test).max()
         for index, (name, predicted) in enumerate(results.items()):
             axes.plot(test_years, back(predicted), color=f"C{index}", lw=1, label=name)
+            highest = max(highest, back(predicted).max())
+        # Room above the highest curve for the legend, which would hide the 1957 peak.
+        axes.set_ylim(0.0, highest * (1.0 + _LEGEND_ROOM))
         axes.set_title(
             "Networks: one-year-ahead sunspot forecasts from the previous 22 years, "
             "1950-2008 (not trained on)"
         )
         axes.set_xlabel("year")
         axes.set_ylabel("sunspot number")
-        axes.legend(loc="upper left", fontsize="small", ncol=2)
+        axes.legend(loc="upper center", fontsize="small", ncol=5)
 
     return [draw]
 
@@ -403,6 +430,50 @@ def pyplot():
     return plt
 
 
+def check_plot_file(path):
+    """Raise ValueError unless a figure can be saved to ``path`` (``--plot FILE``).
+
+    Checked before any fitting, so that a mistyped path fails at once instead
+    of in matplotlib after every fit: the folder must exist and be writable,
+    ``path`` must not be a folder, and its extension (if any) must be a format
+    matplotlib writes.
+    """
+    import os
+    from pathlib import Path
+
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise ValueError(
+            f"--plot {path}: is a directory; give a file name, e.g. {target / 'demo.png'}."
+        )
+    if not folder.is_dir():
+        raise ValueError(f"--plot {path}: the directory {folder} does not exist.")
+    if not os.access(folder, os.W_OK | os.X_OK) or (
+        target.exists() and not os.access(target, os.W_OK)
+    ):
+        raise ValueError(f"--plot {path}: cannot write there (permission denied).")
+    supported = FigureCanvasBase.get_supported_filetypes()
+    extension = target.suffix[1:].lower()
+    if extension and extension not in supported:
+        raise ValueError(
+            f"--plot {path}: matplotlib cannot save .{extension} files; use one of "
+            + ", ".join(f".{name}" for name in sorted(supported))
+            + "."
+        )
+
+
+def _figure(drawings, plt):
+    """One panel per drawing, stacked."""
+    figure, axes = plt.subplots(len(drawings), 1, figsize=(10, 3.4 * len(drawings)))
+    for draw, panel in zip(drawings, np.atleast_1d(axes)):
+        draw(panel)
+    figure.tight_layout()
+    return figure
+
+
 def run_demo(family="all", plot=None, epochs=60):
     """Run the demo of one estimator family (``"hmm"``, ``"lgssm"``, ``"neural"``) or ``"all"``.
 
@@ -415,6 +486,8 @@ def run_demo(family="all", plot=None, epochs=60):
     if any(name not in _DEMOS for name in families):
         raise ValueError(f"family must be one of {FAMILIES + ('all',)}, got {family!r}.")
     plt = pyplot() if plot is not None else None  # fail before any work
+    if plot is not None:
+        check_plot_file(plot)
     total = time.perf_counter()
     progress = _Progress(sum(_STEPS[name] for name in families))
     options = {"neural": {"epochs": epochs}}
@@ -425,10 +498,7 @@ def run_demo(family="all", plot=None, epochs=60):
     seconds = time.perf_counter() - total
     print(f"\nAll fits done in {seconds:.1f} s.")
     if plt is not None:
-        figure, axes = plt.subplots(len(drawings), 1, figsize=(10, 3.4 * len(drawings)))
-        for draw, panel in zip(drawings, np.atleast_1d(axes)):
-            draw(panel)
-        figure.tight_layout()
+        figure = _figure(drawings, plt)
         figure.savefig(plot)
         plt.close(figure)
         print(f"Figure saved to {plot}.", file=sys.stderr)

@@ -280,11 +280,12 @@ class ConvergenceMonitor:
     def report(self, log_likelihood):
         """Record the log-likelihood of one E step."""
         if self.verbose:
-            gain = log_likelihood - self.history[-1] if self.history else float("nan")
+            # The first value has nothing to gain on: no gain (not "gain +nan").
+            gain = f"gain {log_likelihood - self.history[-1]:+.6g}, " if self.history else ""
             elapsed = time.perf_counter() - self._started
             print(
                 f"EM iteration {self.iter + 1:>4d}: log-likelihood {log_likelihood:.6f}, "
-                f"gain {gain:+.6g}, {elapsed:.2f} s",
+                f"{gain}{elapsed:.2f} s",
                 file=sys.stderr,
             )
         self.history.append(float(log_likelihood))

@@ -92,7 +92,24 @@ def test_monitor_verbose_prints_each_iteration():
         monitor.report(-2.5)
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2 and "gain +0.5" in lines[1]
+    # The first iteration has no gain to show (it once printed "gain +nan").
+    assert lines[0].startswith("EM iteration    1: log-likelihood -3.000000, ")
+    assert "gain" not in lines[0] and "nan" not in lines[0]
     assert "ConvergenceMonitor(tol=0.1, n_iter=5, iter=2" in repr(monitor)
+
+
+def test_verbose_fit_prints_no_nan_gain():
+    """A verbose fit's first line, after each restart too, shows no gain of nan."""
+    from skseq import GaussianHMM
+
+    X = np.random.default_rng(0).normal(size=(60, 1))
+    model = GaussianHMM(2, n_iter=3, n_init=2, verbose=True, random_state=0)
+    with redirect_stderr(io.StringIO()) as stream, pytest.warns(ConvergenceWarning):
+        model.fit(X)
+    lines = [line for line in stream.getvalue().splitlines() if line.startswith("EM iteration")]
+    assert lines and not any("nan" in line for line in lines)
+    firsts = [line for line in lines if line.startswith("EM iteration    1:")]
+    assert len(firsts) >= 1 and not any("gain" in line for line in firsts)
 
 
 def test_batch_em_reaches_the_sample_mean_and_reports_convergence():

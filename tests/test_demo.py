@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,12 +29,18 @@ def test_bundled_data_sets_load():
     assert sunspots.data.shape == (309, 1) and np.all(sunspots.data >= 0)
 
 
-def test_demo_runs_every_family_and_finds_the_known_structure():
+@pytest.fixture(scope="module")
+def demo_output():
+    """What ``python -m skseq demo`` (README's first command, all families) prints."""
     result = subprocess.run(
         [sys.executable, "-m", "skseq", "demo"], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
-    out = result.stdout
+    return result.stdout
+
+
+def test_demo_runs_every_family_and_finds_the_known_structure(demo_output):
+    out = demo_output
     for model in ("GaussianHMM", "GMMHMM", "CategoricalHMM", "PoissonHMM", "LinearGaussianSSM"):
         assert model in out
     for network in ("SelectiveSSM", "S4D", "ElmanRNN", "Transformer"):
@@ -58,6 +65,50 @@ def test_demo_runs_every_family_and_finds_the_known_structure():
     for state, stay, rate in parsed:
         assert stay == pytest.approx(1 / (1 - model.transmat_[state, state]), abs=0.05)
         assert rate == pytest.approx(model.lambdas_[state, 0], abs=0.005)
+
+
+_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+
+
+def _years(first, last):
+    """A README year range such as 1977–82 or 2008–09: (1977, 1982), (2008, 2009)."""
+    first = int(first)
+    last = int(str(first)[: 4 - len(last)] + last)
+    return first, last
+
+
+def test_readme_states_what_the_demo_prints(demo_output):
+    """README's paragraph on the demo says what the demo prints: its low-growth
+    episodes, number of earthquake regimes, the Nile's change point, the networks'
+    test years (README once put the change point at 1898; the demo prints 1899)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    paragraph = " ".join(
+        next(part for part in readme.split("\n\n") if part.startswith("The demo (")).split()
+    )
+    out = demo_output
+    # The low-growth episodes, as years.
+    claimed = re.search(r"low-growth episodes \(([^)]*)\)", paragraph).group(1)
+    claimed = [_years(*span.split("–")) for span in re.split(r",\s*", claimed)]
+    printed = out.split("low-growth episodes:")[1].splitlines()[0]
+    printed = [
+        (int(first[:4]), int((last or first)[:4]))
+        for first, last in re.findall(r"(\d{4}Q\d)(?:-(\d{4}Q\d))?", printed)
+    ]
+    assert claimed == printed
+    # The earthquake regimes: the number of states chosen by BIC.
+    word = re.search(r"(\w+) earthquake regimes \(the number of states chosen by BIC\)", paragraph)
+    best = re.search(r"PoissonHMM, (\d) states by BIC", out).group(1)
+    assert _NUMBER_WORDS[word.group(1)] == int(best)
+    # The Nile: one change, in the year README names.
+    year = re.search(r"Nile's change point, a lower flow from (\d{4}) on", paragraph).group(1)
+    change = out.split("regime changes in:")[1].splitlines()[0].strip()
+    assert change == f"[{year}]"
+    # The networks and the years they forecast.
+    count, first, last = re.search(
+        r"the (\w+) networks forecast the sunspot numbers of (\d{4})–(\d{4})", paragraph
+    ).groups()
+    assert f"scored on {first}-{last}" in out
+    assert len(re.findall(r"^   \w+Regressor: R\^2", out, re.MULTILINE)) == _NUMBER_WORDS[count]
 
 
 def test_each_state_line_pairs_its_own_numbers_in_one_order(capsys):
@@ -175,12 +226,138 @@ def test_sunspot_windows_never_train_on_the_test_years():
     assert np.array_equal(y_test, series[20:]) and np.array_equal(X_test[:, -1], series[19:29])
 
 
-def test_plot_saves_a_figure(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def demo_figure(tmp_path_factory):
+    """``python -m skseq demo --epochs 2 --plot demo.png``, in this process: the PNG's path,
+    what it printed to stderr, and the figure (kept open for inspection)."""
     pytest.importorskip("matplotlib")
-    path = tmp_path / "demo.png"
-    assert main(["demo", "lgssm", "--plot", str(path)]) == 0
+    import contextlib
+    import io
+
+    path = tmp_path_factory.mktemp("demo") / "demo.png"
+    figures = []
+
+    def keep(drawings, plt):
+        figures.append(figure_of(drawings, plt))
+        return figures[-1]
+
+    figure_of, _demo._figure = _demo._figure, keep
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            assert main(["demo", "--epochs", "2", "--plot", str(path)]) == 0
+    finally:
+        _demo._figure = figure_of
+    yield path, err.getvalue(), figures[0]
+    import matplotlib.pyplot as plt
+
+    plt.close(figures[0])
+
+
+def test_plot_saves_a_figure(demo_figure):
+    path, err, figure = demo_figure
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "Figure saved to" in capsys.readouterr().err
+    assert "Figure saved to" in err
+    titles = [axes.get_title() for axes in figure.axes if axes.get_title()]
+    assert [title.split(":")[0] for title in titles] == [
+        "PoissonHMM",
+        "GaussianHMM",
+        "LinearGaussianSSM",
+        "Networks",
+    ]
+
+
+def _hidden_by(legend, axes):
+    """The artists of ``axes`` drawn (partly) where ``legend`` is."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
+    box = legend.get_window_extent()
+    hidden = []
+    for artist in axes.get_children():
+        if isinstance(artist, Line2D):
+            points = artist.get_transform().transform(artist.get_xydata())
+            path = artist.get_transform().transform_path(artist.get_path())
+            if artist.get_linestyle() in ("None", "", " "):
+                covered = any(box.contains(x, y) for x, y in points)
+            else:
+                covered = path.intersects_bbox(box, filled=False)
+        elif isinstance(artist, PolyCollection):
+            transform = artist.get_transform()
+            covered = any(
+                transform.transform_path(path).intersects_bbox(box, filled=True)
+                for path in artist.get_paths()
+            )
+        elif isinstance(artist, Rectangle) and artist is not axes.patch:
+            covered = artist.get_window_extent().overlaps(box)
+        else:
+            continue
+        if covered:
+            hidden.append(artist.get_label() or type(artist).__name__)
+    return hidden
+
+
+def test_plot_legends_hide_no_data(demo_figure):
+    """No legend covers a point, line, band or bar of its panel (the networks' legend
+    once hid the 1957 sunspot peak); a twin axis's artists count for its panel."""
+    figure = demo_figure[2]
+    figure.canvas.draw()
+    for axes in figure.axes:
+        legend = axes.get_legend()
+        if legend is None:
+            continue
+        panel = [other for other in figure.axes if other.bbox.bounds == axes.bbox.bounds]
+        hidden = [label for other in panel for label in _hidden_by(legend, other)]
+        assert not hidden, f"the legend of {axes.get_title()!r} hides {hidden}"
+
+
+def test_plot_business_cycle_probability_has_its_own_axis(demo_figure):
+    """The low-growth probability on a labelled 0-1 axis of its own, not the growth
+    axis, and its shading below the top of that axis (not cut off)."""
+    from matplotlib.collections import PolyCollection
+
+    figure = demo_figure[2]
+    growth = next(axes for axes in figure.axes if axes.get_title().startswith("GaussianHMM"))
+    twins = [
+        axes
+        for axes in figure.axes
+        if axes is not growth and axes.bbox.bounds == growth.bbox.bounds
+    ]
+    assert len(twins) == 1
+    probability = twins[0]
+    assert "p(low-growth state)" in probability.get_ylabel()
+    assert "GDP growth" in growth.get_ylabel()
+    bottom, top = probability.get_ylim()
+    assert bottom == 0.0 and top >= 1.0
+    assert [tick for tick in probability.get_yticks() if bottom <= tick <= top][-1] == 1.0
+    shading = [c for c in probability.collections if isinstance(c, PolyCollection)]
+    assert len(shading) == 1 and not any(
+        isinstance(c, PolyCollection) for c in growth.collections
+    )
+    assert shading[0].get_paths()[0].vertices[:, 1].max() <= 1.0 < top
+    labels = [text.get_text() for text in growth.get_legend().get_texts()]
+    assert any("p(low-growth state)" in label for label in labels)
+
+
+def test_plot_every_band_is_in_its_legend(demo_figure):
+    """Each shaded band of the Nile's panel (smoothed level, forecast) has a legend entry."""
+    figure = demo_figure[2]
+    nile = next(
+        axes for axes in figure.axes if axes.get_title().startswith("LinearGaussianSSM")
+    )
+    legend = nile.get_legend()
+    bands = [collection for collection in nile.collections if collection.get_paths()]
+    assert len(bands) == 2
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert sum("95 % band" in label for label in labels) == len(bands)
+    # Each band's colour is drawn in the legend, under its line.
+    handle_colours = {
+        tuple(np.round(patch.get_facecolor(), 3))
+        for patch in legend.get_patches()
+    }
+    for band in bands:
+        assert tuple(np.round(band.get_facecolor()[0], 3)) in handle_colours
 
 
 def test_plot_without_matplotlib_says_so_before_any_work(monkeypatch, capsys):
@@ -193,6 +370,40 @@ def test_plot_without_matplotlib_says_so_before_any_work(monkeypatch, capsys):
     assert main(["demo", "--plot", "figure.png"]) == 2
     captured = capsys.readouterr()
     assert "--plot needs matplotlib" in captured.err and "[1/" not in captured.out
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("missing/dir/x.png", "does not exist"),
+        (".", "is a directory"),
+        ("figure.notaformat", "matplotlib cannot save .notaformat files"),
+    ],
+    ids=["missing directory", "a directory", "unknown format"],
+)
+def test_plot_to_an_unusable_path_says_so_before_any_work(tmp_path, capsys, name, message):
+    """``--plot /nonexistent/dir/x.png`` once ran every fit, then ended in matplotlib's
+    traceback."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / name
+    assert main(["demo", "lgssm", "--plot", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert f"--plot {path}: " in captured.err and message in captured.err
+    assert "[1/" not in captured.out
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _demo.run_demo("lgssm", plot=str(path))
+    assert "[1/" not in capsys.readouterr().out
+
+
+def test_plot_to_an_unwritable_directory_says_so(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    import os
+
+    # Root may write anywhere: the check asks os.access, made to refuse here.
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert main(["demo", "lgssm", "--plot", str(tmp_path / "x.png")]) == 2
+    captured = capsys.readouterr()
+    assert "cannot write there" in captured.err and "[1/" not in captured.out
 
 
 def test_pyplot_error_names_matplotlib(monkeypatch):
@@ -218,3 +429,28 @@ def test_datasets_command_lists_every_loader_with_its_licence(capsys):
     for name in datasets.__all__:
         assert f"{name}:" in out
     assert out.count("licence:") == len(datasets.__all__)
+
+
+def test_datasets_command_names_each_source(capsys):
+    """The command promises "size, source and licence" and once showed no source."""
+    from skseq import datasets
+
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    who = {
+        "load_us_macro": "Federal Reserve Economic Data (FRED)",
+        "load_nile": "Cobb, G. W. (1978)",
+        "load_sunspots": "NOAA National Geophysical Data Center",
+        "load_earthquakes": "W. Zucchini, I. L. MacDonald and R. Langrock",
+        "load_danish_money": "Johansen, S. and Juselius, K. (1990)",
+    }
+    assert sorted(who) == sorted(datasets.__all__)
+    for name, author in who.items():
+        entry = out.split(f"{name}:")[1].splitlines()
+        assert entry[1].startswith(f"    source: {author}"), entry[1]
+        assert entry[2].startswith("    licence: ")
+        # One sentence of the DESCR's source, without reST markup.
+        descr = " ".join(getattr(datasets, name)().DESCR.split("Source:")[1].split())
+        source = entry[1].removeprefix("    source: ")
+        assert descr.replace("*", "").replace("``", "").startswith(source.rstrip("."))
+        assert "*" not in source and "``" not in source

@@ -20,6 +20,7 @@ import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.legend_handler import HandlerTuple
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq.neural import ElmanRNNRegressor
@@ -31,8 +32,11 @@ X = rng.normal(size=(64, seq_len))
 y = np.cumsum(X, axis=1) / np.sqrt(np.arange(1, seq_len + 1))  # running mean, rescaled
 lags = np.arange(seq_len)
 
-figure, axes = plt.subplots(figsize=(8, 4.8), layout="constrained")
-colours = plt.cm.viridis(np.linspace(0.0, 0.9, len(radii)))
+figure, axes = plt.subplots(figsize=(9.5, 4.8), layout="constrained")
+# Five distinct colours, each used by one radius's measured curve and its dotted
+# reference; the legend shows both line styles side by side in that colour.
+colours = [f"C{index}" for index in range(len(radii))]
+handles, labels = [], []
 for radius, colour in zip(radii, colours):
     with warnings.catch_warnings():
         # one epoch is all this needs: the gradients at the initial scale
@@ -44,15 +48,25 @@ for radius, colour in zip(radii, colours):
     typical = np.exp(np.mean(np.log(norms), axis=0))
     rho = model.spectral_radius_[0]
     label = f"ρ(W_h) = {rho:.2f}"
-    axes.semilogy(lags, typical, color=colour, label=label)
-    axes.semilogy(lags, rho**lags, color=colour, linestyle=":", linewidth=1)
+    (measured,) = axes.semilogy(lags, typical, color=colour, linewidth=2)
+    (reference,) = axes.semilogy(lags, rho**lags, color=colour, linestyle=":", linewidth=1.5)
+    handles.append((measured, reference))
+    labels.append(label)
     print(f"{label}: ||dh_T/dh_t|| at T - t = 10, 50, 199: {typical[[10, 50, 199]]}")
 axes.set_ylim(1e-30, 1e6)
 axes.set_xlim(0, seq_len - 1)
 axes.set_xlabel("lag T − t (steps)")
 axes.set_ylabel("‖∂h_T / ∂h_t‖₂  (geometric mean over 32 sequences)")
 axes.set_title("Elman RNN, width 64: gradient through time (dotted: ρ^(T−t))")
-axes.legend(loc="lower left", fontsize=8)
+figure.legend(
+    handles,
+    labels,
+    handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)},
+    handlelength=5,
+    loc="outside right upper",
+    title="solid: measured\ndotted: ρ^(T−t)",
+    fontsize=9,
+)
 axes.grid(True, which="major", alpha=0.3)
 plt.show()
 
