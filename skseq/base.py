@@ -47,12 +47,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._parallel import ThreadRunner, single_threaded_blas
 from ._sequences import split_offsets
-from ._validation import (
-    check_bool_param,
-    check_parameters,
-    check_prior_param,
-    check_scalar_param,
-)
+from ._validation import check_bool_param, check_parameters
 
 __all__ = [
     "ConvergenceMonitor",
@@ -60,8 +55,6 @@ __all__ = [
     "ParameterCoordinates",
     "BaseEM",
     "FitContext",
-    "check_scalar_param",
-    "check_prior_param",
     "warn_user",
 ]
 

@@ -32,7 +32,6 @@ An emission model subclass adds:
 """
 
 import numbers
-from functools import partial
 
 import numpy as np
 from joblib import effective_n_jobs
@@ -51,12 +50,11 @@ from .._sequences import (
     memory_budget_rows,
     sequence_offsets,
 )
-from .._validation import PARAMETER_RULES, check_option_param
+from .._validation import PARAMETER_RULES, check_parameters, letters_rule, option_rule
 from ..base import (
     BaseEM,
     ParameterCoordinates,
     SufficientStatistics,
-    check_prior_param,
 )
 from ..inference.hmm import (
     ForwardResult,
@@ -137,19 +135,6 @@ def check_probability_vector(value, name, shape):
     if not np.allclose(sums, 1.0, rtol=0, atol=_PROBABILITY_ATOL):
         what = "must sum to 1" if value.ndim == 1 else "rows must sum to 1"
         raise ValueError(f"{name} {what}; sums are {np.round(sums, 10)}.")
-    return value
-
-
-def check_letters(value, name, letters):
-    """``params`` / ``init_params``: a string of the model's parameter letters."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string of parameter letters, got {value!r}.")
-    unknown = set(value) - set(letters)
-    if unknown:
-        raise ValueError(
-            f"{name} has unknown letters {sorted(unknown)}; allowed are "
-            f"{sorted(letters)} ({letters})."
-        )
     return value
 
 
@@ -256,32 +241,24 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         return {"s": "startprob_", "t": "transmat_", **self._emission_letters}
 
     def _parameter_rules(self):
-        option = check_option_param
+        """The rules of the HMM's own hyperparameters (see
+        :meth:`skseq.base.BaseEM._parameter_rules`); an emission model adds
+        its own, its priors as :func:`~skseq._validation.at_fit` rules when
+        their range depends on the number of features (checked by
+        :meth:`_check_priors`).  The priors that several models share
+        (``startprob_prior``, ``means_weight``, ...) have their rules in
+        :data:`skseq._validation.PARAMETER_RULES`."""
         return {
-            "algorithm": partial(option, options=("viterbi", "map")),
-            "implementation": partial(option, options=("log", "scaling")),
-            "params": partial(check_letters, letters=self._all_letters),
-            "init_params": partial(check_letters, letters=self._all_letters),
+            "algorithm": option_rule("viterbi", "map"),
+            "implementation": option_rule("log", "scaling"),
+            "params": letters_rule(self._all_letters),
+            "init_params": letters_rule(self._all_letters),
         }
 
-    def _prior_bounds(self, n_features):
-        """``{prior hyperparameter: (low, low_open)}`` of the emission model's own
-        priors (``low`` None: any finite value), whose range may depend on the
-        number of features; checked at fit by :meth:`_check_priors`.  The priors
-        that several models share (``startprob_prior``, ``means_weight``, ...)
-        have their rules in :data:`skseq._validation.PARAMETER_RULES`."""
-        return {}
-
     def _check_priors(self, n_features):
-        """Validate every prior hyperparameter at fit, before any data are used.
-
-        None stands for a default that depends on the data (GMMHMM's
-        covariance priors) and is skipped.
-        """
-        for name, (low, low_open) in self._prior_bounds(n_features).items():
-            value = getattr(self, name)
-            if value is not None:
-                check_prior_param(value, name, low=low, low_open=low_open)
+        """Validate the prior hyperparameters whose rules need the data
+        (:func:`~skseq._validation.at_fit`) at fit, before any data are used."""
+        check_parameters(self, self._parameter_rules(), n_features=n_features)
 
     def _ensure_emission_centre(self):
         """Fix the reference point of the emission statistics if the model has none.

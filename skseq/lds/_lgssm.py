@@ -39,8 +39,8 @@ from .._sequences import (
     memory_budget_rows,
     sequence_offsets,
 )
-from .._validation import PARAMETER_RULES, check_data_scale, masked_as_nan
-from ..base import BaseEM, ParameterCoordinates, SufficientStatistics, check_scalar_param
+from .._validation import PARAMETER_RULES, check_data_scale, check_scalar_param, masked_as_nan
+from ..base import BaseEM, ParameterCoordinates, SufficientStatistics
 from ..inference.kalman import (
     _em_statistics_in_chunks,
     _em_statistics_offsets,
