@@ -4,33 +4,43 @@
 and transition probabilities, validation of ``X`` and of the sequence split,
 the E step (forward-backward kernel + the emission model's statistics), the M
 step for start and transition probabilities, decoding, scoring and sampling.
-An emission model subclass adds:
+An emission model subclass adds ``_emission_letters`` (``{letter:
+attribute}`` of its parameters: hmmlearn's ``params`` / ``init_params``
+codes, e.g. ``{"m": "means_", "c": "covars_"}``) and five abstract methods
+(a subclass without one cannot be instantiated; the error names it):
 
-* ``_emission_letters``: ``{letter: attribute}`` of its parameters (hmmlearn's
-  ``params`` / ``init_params`` codes, e.g. ``{"m": "means_", "c": "covars_"}``);
-* ``_validate_X(X, reset)``, and optionally ``_check_training_rows(X)`` for
-  what only the rows of ``fit`` and ``partial_fit`` must satisfy;
-* ``_emission_terms(X)`` -> ``(log_frameprob, cache)``: the log-likelihood of
-  every row under every state, (n_samples, n_components), and whatever the
-  statistics can reuse;
-* optionally ``_emissions(shifted)``: a function ``(X, buffers) -> (log_frameprob,
-  shift, cache)`` with the parameters prepared once for many blocks of rows;
-  with ``shifted`` each row comes already shifted by its maximum ``shift``
-  (saves a pass), and ``buffers`` (see :func:`skseq._buffers.work_array`)
-  may hold the arrays;
 * ``_initialize_emissions(X, random_state)`` (``_initial_value(attribute)``
   gives the user's ``<name>_init`` or hand-set value);
-* ``_emission_statistics(X, posteriors, cache)``, ``_emission_mstep(statistics)``;
-* ``_emission_features(X, cache)`` (n_samples, n_components, n_features_out)
-  and ``_statistics_from_features(sums)``: per-row vectors phi_j(x_t) whose
-  posterior-weighted sums sum_t gamma_t(j) phi_j(x_t) are the emission
-  statistics (used by the forward-only smoother of streams);
-* ``_emission_n_parameters()``, ``_sample_emissions(states, random_state)``;
-* ``_densities_never_zero = True`` when no emission density is ever zero
-  (Gaussian): a log-likelihood of -inf is then an overflow, reported as such,
-  by ``score`` too.
+* ``_check_emission_parameters(n_features)``: the parameters as they stand,
+  before any kernel sees them;
+* ``_emission_terms(X)`` -> ``(log_frameprob, cache)``: the log-likelihood of
+  every row under every state, (n_samples, n_components), and whatever
+  the features and statistics can reuse;
+* ``_emission_features(X, cache)`` (n_samples, n_components, n_features_out):
+  per-row vectors phi_j(x_t) whose posterior-weighted sums
+  sum_t gamma_t(j) phi_j(x_t) are the emission statistics (the forward-only
+  smoother of streams sums them);
+* ``_emission_mstep(statistics)``.
+
+Hooks with defaults, which the models here override: ``_validate_X(X,
+reset)`` (finite float64) and ``_check_training_rows(X)`` for what only the
+rows of ``fit`` and ``partial_fit`` must satisfy;
+``_emission_statistics(X, posteriors, cache)`` (the sums of the features)
+and ``_statistics_from_features(sums)`` (``{"feature_sums": sums}``);
+``_emission_n_parameters()`` (every entry free); ``_sample_emissions(states,
+random_state)`` (none: ``sample`` says so); ``_emission_coordinates(X)``
+(SQUAREM's); ``_emissions(shifted)``: a function ``(X, buffers) ->
+(log_frameprob, shift, cache)`` with the parameters prepared once for many
+blocks of rows; with ``shifted`` each row comes already shifted by its
+maximum ``shift`` (saves a pass), and ``buffers`` (see
+:func:`skseq._buffers.work_array`) may hold the arrays.
+``_densities_never_zero = True`` when no emission density is ever zero
+(Gaussian): a log-likelihood of -inf is then an overflow, reported as such,
+by ``score`` too.  hmmlearn's conventions (hand-set parameters, presets,
+``n_features``) are in :mod:`skseq.hmm._hmmlearn_compat`.
 """
 
+import abc
 import numbers
 
 import numpy as np
@@ -38,7 +48,7 @@ from joblib import effective_n_jobs
 from scipy import linalg
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .._parallel import limited_threads
 from .._sequences import (
@@ -50,7 +60,13 @@ from .._sequences import (
     memory_budget_rows,
     sequence_offsets,
 )
-from .._validation import PARAMETER_RULES, check_parameters, letters_rule, option_rule
+from .._validation import (
+    PARAMETER_RULES,
+    check_parameters,
+    letters_rule,
+    masked_as_nan,
+    option_rule,
+)
 from ..base import (
     BaseEM,
     ParameterCoordinates,
@@ -280,6 +296,85 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         if not np.all(np.isfinite(array)):
             raise ValueError(f"{name} contains NaN or inf.")
         return array
+
+    # -- the emission model's hooks ------------------------------------------
+    #
+    # Five are abstract (a subclass without one cannot be instantiated, and
+    # the error names it); the others have defaults that a closed-form
+    # emission model whose statistics are posterior-weighted sums of
+    # features needs no more than.
+
+    @abc.abstractmethod
+    def _initialize_emissions(self, X, random_state):
+        """Set the initial emission parameters from the data ``X``.
+
+        ``self._initial_value(attribute)`` is the user's ``<name>_init`` or
+        hand-set value (None if neither): use it when given, as the letters
+        of ``init_params`` say.
+        """
+
+    @abc.abstractmethod
+    def _check_emission_parameters(self, n_features):
+        """Check the emission parameters as they stand, before any kernel sees them.
+
+        They may have been set by hand or ``n_components`` changed since the
+        fit: raise a ValueError naming the parameter when a shape disagrees
+        with ``n_components`` or with ``n_features`` (None: not known) or a
+        value is out of its domain.
+        """
+
+    @abc.abstractmethod
+    def _emission_terms(self, X):
+        """``(log_frameprob, cache)``: log p(x_t | z_t = j) of every row of ``X``
+        and state, (n_samples, n_components), and whatever
+        :meth:`_emission_features` and :meth:`_emission_statistics` can reuse."""
+
+    @abc.abstractmethod
+    def _emission_features(self, X, cache):
+        """phi_j(x_t), (n_samples, n_components, n_features_out): the per-row
+        vectors whose posterior-weighted sums sum_t gamma_t(j) phi_j(x_t) are the
+        emission statistics (forward-only smoothing sums them in streams;
+        :meth:`_emission_statistics` by default)."""
+
+    @abc.abstractmethod
+    def _emission_mstep(self, statistics):
+        """Set the emission parameters whose letters are in ``params`` from the
+        summed statistics (the ``SufficientStatistics`` of the E step, with the
+        entries of :meth:`_statistics_from_features`)."""
+
+    def _validate_X(self, X, reset):
+        """``X`` as a 2-D float64 array of finite values (``reset``: fit's call,
+        which sets ``n_features_in_``); models with other data override it."""
+        X = masked_as_nan(X, missing_supported=False, owner=type(self).__name__)
+        return validate_data(self, X, reset=reset, dtype=np.float64, ensure_min_samples=1)
+
+    def _emission_statistics(self, X, posteriors, cache):
+        """The emission statistics of rows ``X`` given their state ``posteriors``:
+        by default the posterior-weighted sums of :meth:`_emission_features`,
+        through :meth:`_statistics_from_features`."""
+        features = self._emission_features(X, cache)
+        return self._statistics_from_features(np.einsum("tj,tjf->jf", posteriors, features))
+
+    def _statistics_from_features(self, sums):
+        """The emission statistics from the sums sum_t gamma_t(j) phi_j(x_t),
+        (n_components, n_features_out): by default ``{"feature_sums": sums}``."""
+        return {"feature_sums": sums}
+
+    def _emission_n_parameters(self):
+        """``{letter: free scalar parameters}`` of the emission parameters: by
+        default every entry of each is free (not so for probabilities or
+        covariances, whose models override it)."""
+        return {
+            letter: int(np.size(getattr(self, self._storage_name(attribute))))
+            for letter, attribute in self._emission_letters.items()
+        }
+
+    def _sample_emissions(self, states, random_state):
+        """Draws of ``X`` given the state path ``states``, for :meth:`sample`;
+        a model that cannot sample leaves it, and ``sample`` says so."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot sample: it defines no _sample_emissions."
+        )
 
     # -- data ---------------------------------------------------------------
 
@@ -557,13 +652,17 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
                 continue
             if attribute in ("startprob_", "transmat_"):
                 kinds[attribute] = ("probabilities", None)
-            else:
+            elif attribute in emission_kinds:
                 kinds[self._storage_name(attribute)] = emission_kinds[attribute]
         return ParameterCoordinates(kinds) if kinds else None
 
     def _emission_coordinates(self, X):
         """``{attribute: (kind, units)}`` of the emission parameters (see
-        :class:`skseq.base.ParameterCoordinates`), units from the data ``X``."""
+        :class:`skseq.base.ParameterCoordinates`), units from the data ``X``.
+
+        A parameter left out (by default, all) is not extrapolated: SQUAREM
+        moves the others and keeps EM's value of it.
+        """
         return {}
 
     def _n_parameters(self):
@@ -662,7 +761,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
     def _initialize_stream(self, X, offsets):
         self._capture_presets()
         try:
-            self._initialize(X, offsets, check_random_state(self.random_state))
+            super()._initialize_stream(X, offsets)
         finally:
             del self._presets
         self._initialized()

@@ -1083,9 +1083,6 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
             self._set_parameters(self._checked_parameters())
         return self._stack(X, controls), offsets
 
-    def _initialize_stream(self, X, offsets):
-        self._initialize(X, offsets, check_random_state(self.random_state))
-
     def _publish_stream(self, carried):
         self.filter_state_mean_ = carried.filtered_mean.copy()
         self.filter_state_covariance_ = carried.filtered_covariance.copy()
