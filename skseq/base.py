@@ -1010,9 +1010,7 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
         -------
         aic : float
         """
-        check_is_fitted(self)
-        log_likelihood = self.score(X, lengths=lengths, sequence_ids=sequence_ids)
-        return -2 * log_likelihood + 2 * self._n_parameters()
+        return self._information_criterion("aic", X, lengths=lengths, sequence_ids=sequence_ids)
 
     def bic(self, X, lengths=None, *, sequence_ids=None):
         """Bayesian information criterion of the fitted model on ``X`` (lower is better).
@@ -1029,6 +1027,14 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
         -------
         bic : float
         """
+        return self._information_criterion("bic", X, lengths=lengths, sequence_ids=sequence_ids)
+
+    def _information_criterion(self, criterion, X, **score_arguments):
+        """AIC or BIC on ``X``, the one formula of every family: -2 log L plus
+        the free parameters (:meth:`_n_parameters`) times 2 (``"aic"``) or
+        times log n_samples (``"bic"``); ``score_arguments`` go to ``score``."""
         check_is_fitted(self)
-        log_likelihood = self.score(X, lengths=lengths, sequence_ids=sequence_ids)
+        log_likelihood = self.score(X, **score_arguments)
+        if criterion == "aic":
+            return -2 * log_likelihood + 2 * self._n_parameters()
         return -2 * log_likelihood + self._n_parameters() * np.log(np.shape(X)[0])
