@@ -3,7 +3,6 @@
 The densities, moments and covariance shapes are in :mod:`skseq.inference.gaussian`.
 """
 
-
 import numpy as np
 from scipy import linalg
 from sklearn.utils.validation import validate_data

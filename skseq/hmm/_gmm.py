@@ -1,6 +1,5 @@
 """Gaussian-mixture emissions: GMMHMM."""
 
-
 import numpy as np
 from scipy.special import logsumexp
 
