@@ -13,6 +13,9 @@ import numbers
 
 import numpy as np
 import sklearn
+from sklearn.utils.validation import validate_data
+
+from ._validation import masked_as_nan
 
 __all__ = [
     "sequence_offsets",
@@ -24,6 +27,7 @@ __all__ = [
     "memory_budget_rows",
     "checkpoint_rows",
     "check_y_is_not_lengths",
+    "validate_sequences",
     "lengths_by_keyword",
 ]
 
@@ -263,6 +267,30 @@ def check_y_is_not_lengths(y, n_samples, method="fit"):
             f"{n_samples} rows. It looks like hmmlearn-style lengths: "
             + _lengths_by_keyword(method)
         )
+
+
+def validate_sequences(estimator, X, y, lengths, sequence_ids, *, reset, method):
+    """``(X, offsets)``: real-valued rows of sequences, NaN for missing entries.
+
+    Masked entries become NaN (pykalman's convention); ``X`` is validated by
+    scikit-learn's ``validate_data`` as float64 with NaN allowed and at least
+    one row (``reset``: ``fit``'s call, which sets ``n_features_in_``); a
+    ``y`` that looks like hmmlearn's positional ``lengths`` is refused
+    (:func:`check_y_is_not_lengths`, naming ``method``); the sequence split
+    is checked (:func:`sequence_offsets`).  The linear-Gaussian SSM and the
+    deep Markov model validate their data with it.
+    """
+    X = masked_as_nan(X, missing_supported=True, owner=type(estimator).__name__)
+    X = validate_data(
+        estimator,
+        X,
+        reset=reset,
+        dtype=np.float64,
+        ensure_all_finite="allow-nan",
+        ensure_min_samples=1,
+    )
+    check_y_is_not_lengths(y, X.shape[0], method)
+    return X, sequence_offsets(X.shape[0], lengths=lengths, sequence_ids=sequence_ids)
 
 
 def lengths_by_keyword(method):

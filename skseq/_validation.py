@@ -9,10 +9,14 @@ Hyperparameters: :data:`PARAMETER_RULES` declares, once for every estimator
 that has a parameter of that name, the rule it must satisfy (``n_iter``,
 ``tol``, ``n_jobs``, ``random_state``, the stochastic-EM schedule, the shared
 priors, ...).  A rule is a callable ``rule(value, name)`` that raises a
-``TypeError`` or a ``ValueError`` naming the parameter.  Each estimator's
-``_check_params`` calls :func:`check_parameters` with the rules of its own
-family's parameters (declared next to the family), so that a parameter of
-the same name gets the same rule and the same message in every family.
+``TypeError`` or a ``ValueError`` naming the parameter; the builders below
+make them (:func:`integer_rule`, :func:`real_rule`, :func:`prior_rule`,
+:func:`option_rule`, :func:`letters_rule`, :func:`optional`, and
+:func:`at_fit` for a rule whose bounds depend on the data).  Each
+estimator's ``_check_params`` calls :func:`check_parameters` with the rules
+of its own family's parameters (one table, declared next to the family), so
+that a parameter of the same name gets the same rule and the same message in
+every family.
 
 Masked arrays, numpy's (and pykalman's) way of marking missing values:
 scikit-learn's validation turns a :class:`numpy.ma.MaskedArray` into its
@@ -39,7 +43,14 @@ __all__ = [
     "check_tol_param",
     "check_verbose_param",
     "check_acceleration_param",
+    "integer_rule",
+    "real_rule",
+    "prior_rule",
+    "option_rule",
+    "letters_rule",
     "optional",
+    "at_fit",
+    "COVARIANCE_TYPES",
     "PARAMETER_RULES",
     "check_parameters",
     "masked_as_nan",
@@ -198,6 +209,48 @@ def check_acceleration_param(value, name="acceleration"):
     raise ValueError(f"{name} must be 'squarem' or None (plain EM), got {value!r}.")
 
 
+def check_letters(value, name, letters):
+    """``params`` / ``init_params`` of an HMM: a string of the model's parameter letters."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string of parameter letters, got {value!r}.")
+    unknown = set(value) - set(letters)
+    if unknown:
+        raise ValueError(
+            f"{name} has unknown letters {sorted(unknown)}; allowed are "
+            f"{sorted(letters)} ({letters})."
+        )
+    return value
+
+
+# -- the builders of rules ------------------------------------------------------
+
+
+def integer_rule(**bounds):
+    """The rule of an integer hyperparameter (bounds as :func:`check_scalar_param`'s)."""
+    return partial(check_scalar_param, kind="int", **bounds)
+
+
+def real_rule(**bounds):
+    """The rule of a real hyperparameter (bounds as :func:`check_scalar_param`'s)."""
+    return partial(check_scalar_param, kind="real", **bounds)
+
+
+def prior_rule(**bounds):
+    """The rule of a prior hyperparameter, a number or an array (:func:`check_prior_param`)."""
+    return partial(check_prior_param, **bounds)
+
+
+def option_rule(*options):
+    """The rule of a hyperparameter that is one of the strings ``options``."""
+    return partial(check_option_param, options=options)
+
+
+def letters_rule(letters):
+    """The rule of an HMM's ``params`` / ``init_params``: letters of ``letters``
+    (``{letter: attribute}``)."""
+    return partial(check_letters, letters=letters)
+
+
 def optional(rule):
     """The rule that accepts None and otherwise applies ``rule``."""
 
@@ -208,17 +261,30 @@ def optional(rule):
     return check
 
 
-def _number(kind, **bounds):
-    return partial(check_scalar_param, kind=kind, **bounds)
+def at_fit(factory):
+    """A rule whose bounds depend on the data, checked by ``fit`` once ``X`` is valid.
 
+    ``factory(n_features)`` builds the rule for data of ``n_features``
+    features (None: not known, for a check of the value's type alone).
+    :func:`check_parameters` leaves these rules to the call that passes
+    ``n_features``, and that call checks only them: the priors of the HMMs,
+    whose proper range (or shape) follows from the data.
+    """
 
-def _prior(**bounds):
-    return partial(check_prior_param, **bounds)
+    def check(value, name, n_features=None):
+        return factory(n_features)(value, name)
+
+    check.at_fit = True
+    return check
 
 
 # Dirichlet concentrations are positive; the M step's max(prior - 1 + counts, 0)
 # is the MAP estimate for any of them (sparse below 1).
-_DIRICHLET_CONCENTRATION = _prior(low=0.0, low_open=True)
+_DIRICHLET_CONCENTRATION = prior_rule(low=0.0, low_open=True)
+
+#: The covariance types, as in hmmlearn and scikit-learn's GaussianMixture (the
+#: ``covariance_type`` of the Gaussian emission models and of skseq.inference.gaussian).
+COVARIANCE_TYPES = ("spherical", "diag", "full", "tied")
 
 #: The rule of every hyperparameter name that more than one estimator (or
 #: family) has: the same rule, hence the same error, wherever the name occurs.
@@ -231,34 +297,39 @@ PARAMETER_RULES = {
     "verbose": check_verbose_param,
     "random_state": check_random_state_param,
     "n_jobs": check_n_jobs,
-    "batch_size": _number("int", low=1),
+    "batch_size": integer_rule(low=1),
     # EM (the HMMs and the linear-Gaussian SSM)
-    "n_components": _number("int", low=1),
-    "n_iter": _number("int", low=0),
-    "n_init": _number("int", low=1),
-    "learning_method": partial(check_option_param, options=("batch", "online")),
-    "learning_decay": _number("real", low=0.5, high=1.0, low_open=True),
-    "learning_offset": _number("real", low=0.0),
-    "total_samples": optional(_number("real", low=0, low_open=True)),
+    "n_components": integer_rule(low=1),
+    "n_iter": integer_rule(low=0),
+    "n_init": integer_rule(low=1),
+    "learning_method": option_rule("batch", "online"),
+    "learning_decay": real_rule(low=0.5, high=1.0, low_open=True),
+    "learning_offset": real_rule(low=0.0),
+    "total_samples": optional(real_rule(low=0, low_open=True)),
     "acceleration": check_acceleration_param,
     # priors that several HMMs share (the covariance priors differ by model)
     "startprob_prior": _DIRICHLET_CONCENTRATION,
     "transmat_prior": _DIRICHLET_CONCENTRATION,
     "emissionprob_prior": _DIRICHLET_CONCENTRATION,
     "weights_prior": _DIRICHLET_CONCENTRATION,
-    "means_prior": _prior(),
-    "means_weight": _prior(low=0.0),
+    "means_prior": prior_rule(),
+    "means_weight": prior_rule(low=0.0),
+    # the Gaussian emission models (GaussianHMM, GMMHMM)
+    "covariance_type": option_rule(*COVARIANCE_TYPES),
+    "min_covar": real_rule(low=0, low_open=True),
 }
 
 
-def check_parameters(estimator, family_rules=None, *, skip=()):
+def check_parameters(estimator, family_rules=None, *, skip=(), n_features=None):
     """Validate the constructor parameters of ``estimator`` by their rules.
 
     A parameter named in :data:`PARAMETER_RULES` is checked by that rule, one
     named in ``family_rules`` (``{name: rule(value, name)}``, the estimator
     family's own) by that; any other parameter is validated where it is used
     (initial values against the data, cross-parameter constraints), and so
-    are the names in ``skip``.
+    are the names in ``skip``.  The rules made by :func:`at_fit` wait for
+    ``n_features``: without it they are skipped, with it they alone are
+    checked (``fit`` calls this twice: before and after validating ``X``).
 
     Raises
     ------
@@ -276,8 +347,13 @@ def check_parameters(estimator, family_rules=None, *, skip=()):
         )
     for name, value in estimator.get_params(deep=False).items():
         rule = PARAMETER_RULES.get(name) or family_rules.get(name)
-        if rule is not None and name not in skip:
-            rule(value, name)
+        if rule is None or name in skip:
+            continue
+        if not getattr(rule, "at_fit", False):
+            if n_features is None:
+                rule(value, name)
+        elif n_features is not None:
+            rule(value, name, n_features)
 
 
 _PRECISIONS = {np.dtype(np.float64): "double precision", np.dtype(np.float32): "single precision"}

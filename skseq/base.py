@@ -1,6 +1,7 @@
 """EM machinery shared by every latent-state model.
 
-An EM estimator here is defined by four things:
+An EM estimator here is defined by four things (abstract methods of
+:class:`BaseEM`, with its snapshot hooks and the stream engine's):
 
 * ``_initialize(X, offsets, random_state)`` sets the initial parameters;
 * ``_estep(X, offsets, buffers=None)`` returns ``(statistics, log_likelihood)``
@@ -28,6 +29,7 @@ s_t = (1 - rho_t) s_{t-1} + rho_t (N / B) s_batch of scikit-learn's
 on it.
 """
 
+import abc
 import copy
 import os
 import sys
@@ -47,12 +49,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._parallel import ThreadRunner, run_calls, single_threaded_blas
 from ._sequences import split_offsets
-from ._validation import (
-    check_bool_param,
-    check_parameters,
-    check_prior_param,
-    check_scalar_param,
-)
+from ._validation import check_bool_param, check_parameters
 
 __all__ = [
     "ConvergenceMonitor",
@@ -60,8 +57,6 @@ __all__ = [
     "ParameterCoordinates",
     "BaseEM",
     "FitContext",
-    "check_scalar_param",
-    "check_prior_param",
     "warn_user",
 ]
 
@@ -334,19 +329,55 @@ class FitContext:
         return self._buffers.setdefault((int(start), int(stop)), {})
 
 
-class BaseEM(BaseEstimator):
+class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
     """Base class for estimators fitted by expectation-maximisation.
 
-    Subclasses implement ``_check_params``, ``_initialize``, ``_estep``,
-    ``_mstep``, ``_n_parameters`` and ``_get_parameters`` /
-    ``_set_parameters`` (used to keep the best of ``n_init`` runs, and by
-    SQUAREM).  They expose ``n_iter``, ``tol``, ``n_init``, ``verbose``,
-    ``n_jobs``, ``random_state``, ``acceleration``, ``learning_method``,
-    ``learning_decay``, ``learning_offset``, ``total_samples`` and
-    ``batch_size`` as constructor parameters.  For ``acceleration="squarem"``
-    they supply :meth:`_acceleration_coordinates` (and optionally
-    :meth:`_feasible_parameters`).
+    Subclasses implement the abstract hooks (a class that lacks one cannot
+    be instantiated, and the error names it): ``_initialize``, ``_estep``,
+    ``_mstep``, ``_n_parameters``, ``_get_parameters`` / ``_set_parameters``
+    (used to keep the best of ``n_init`` runs, and by SQUAREM), and the
+    stream engine's ``_is_new_stream``, ``_validate_stream_batch``,
+    ``_advance_stream`` and ``_publish_stream``.  They may extend
+    ``_parameter_rules`` and, for ``acceleration="squarem"``, supply
+    :meth:`_acceleration_coordinates` (and optionally
+    :meth:`_feasible_parameters`).  They expose ``n_iter``, ``tol``,
+    ``n_init``, ``verbose``, ``n_jobs``, ``random_state``, ``acceleration``,
+    ``learning_method``, ``learning_decay``, ``learning_offset``,
+    ``total_samples`` and ``batch_size`` as constructor parameters.
     """
+
+    # -- the family's model ------------------------------------------------------
+
+    @abc.abstractmethod
+    def _initialize(self, X, offsets, random_state):
+        """Set the initial parameters from the data ``X`` (its sequences split at
+        ``offsets``), drawing from ``random_state`` (a ``RandomState``)."""
+
+    @abc.abstractmethod
+    def _estep(self, X, offsets, buffers=None):
+        """``(statistics, log_likelihood)`` of a block of whole sequences.
+
+        ``statistics`` is a :class:`SufficientStatistics` (statistics of
+        disjoint blocks add up; stochastic EM scales them); ``buffers``: the
+        block's work arrays kept by the fit's :class:`FitContext`, or None.
+        """
+
+    @abc.abstractmethod
+    def _mstep(self, statistics):
+        """Set the parameters from summed :class:`SufficientStatistics`."""
+
+    @abc.abstractmethod
+    def _n_parameters(self):
+        """The number of free scalar parameters EM learns (for AIC and BIC)."""
+
+    @abc.abstractmethod
+    def _get_parameters(self):
+        """A snapshot of the learned parameters (a dict of copies), for
+        :meth:`_set_parameters`: the best of ``n_init`` runs, SQUAREM's iterates."""
+
+    @abc.abstractmethod
+    def _set_parameters(self, parameters):
+        """Restore the parameters of a :meth:`_get_parameters` snapshot."""
 
     # -- hyperparameters ---------------------------------------------------------
 
@@ -845,9 +876,46 @@ class BaseEM(BaseEstimator):
     # the rows seen and the step counter; the public attributes listed in
     # ``_stream_attributes`` describe the filtered state of the last row.
     # Families supply the hooks: ``_is_new_stream``, ``_validate_stream_batch``,
-    # ``_initialize_stream``, ``_advance_stream`` and ``_publish_stream``.
+    # ``_advance_stream`` and ``_publish_stream`` (``_initialize_stream`` has a
+    # default).
 
     _stream_attributes = ()
+
+    @abc.abstractmethod
+    def _is_new_stream(self):
+        """Whether this ``partial_fit`` call starts the stream (nothing fitted yet)."""
+
+    @abc.abstractmethod
+    def _validate_stream_batch(self, X, y, lengths, sequence_ids, *, first_call, continues):
+        """``(X, offsets)``: the batch of one ``partial_fit`` call, validated.
+
+        ``first_call``: the call starts the stream (the batch sets the
+        model's dimensions); otherwise the fitted parameters are checked too.
+        ``continues``: the batch's first sequence continues the stream's last
+        one.  A family may take more keyword arguments (the LGSSM's
+        ``controls``), passed on from ``partial_fit``.
+        """
+
+    def _initialize_stream(self, X, offsets):
+        """Initialise the parameters from the first batch of a stream, as
+        ``fit`` does (from the estimator's ``random_state``)."""
+        self._initialize(X, offsets, check_random_state(self.random_state))
+
+    @abc.abstractmethod
+    def _advance_stream(self, X, carried):
+        """``(statistics, log_likelihood, carried)`` of rows that continue one sequence.
+
+        ``carried``: the forward-only smoothing message of the sequence's
+        earlier rows, or None when ``X[0]`` starts it.  The statistics are
+        those the rows add (the revision of the earlier rows included: at
+        fixed parameters the chunks add up to the whole sequence's), the
+        log-likelihood is theirs given the past, and ``carried`` the new message.
+        """
+
+    @abc.abstractmethod
+    def _publish_stream(self, carried):
+        """Set the public attributes (``_stream_attributes``) that describe the
+        filtered state of the stream's last row, from its message ``carried``."""
 
     def _reset_stream(self):
         """Forget the carried message and the published filtered state (``fit`` does)."""
@@ -943,9 +1011,7 @@ class BaseEM(BaseEstimator):
         -------
         aic : float
         """
-        check_is_fitted(self)
-        log_likelihood = self.score(X, lengths=lengths, sequence_ids=sequence_ids)
-        return -2 * log_likelihood + 2 * self._n_parameters()
+        return self._information_criterion("aic", X, lengths=lengths, sequence_ids=sequence_ids)
 
     def bic(self, X, lengths=None, *, sequence_ids=None):
         """Bayesian information criterion of the fitted model on ``X`` (lower is better).
@@ -962,6 +1028,14 @@ class BaseEM(BaseEstimator):
         -------
         bic : float
         """
+        return self._information_criterion("bic", X, lengths=lengths, sequence_ids=sequence_ids)
+
+    def _information_criterion(self, criterion, X, **score_arguments):
+        """AIC or BIC on ``X``, the one formula of every family: -2 log L plus
+        the free parameters (:meth:`_n_parameters`) times 2 (``"aic"``) or
+        times log n_samples (``"bic"``); ``score_arguments`` go to ``score``."""
         check_is_fitted(self)
-        log_likelihood = self.score(X, lengths=lengths, sequence_ids=sequence_ids)
+        log_likelihood = self.score(X, **score_arguments)
+        if criterion == "aic":
+            return -2 * log_likelihood + 2 * self._n_parameters()
         return -2 * log_likelihood + self._n_parameters() * np.log(np.shape(X)[0])

@@ -51,6 +51,22 @@ class GaussianMean(BaseEM):
     def _set_parameters(self, parameters):
         self.mean_ = parameters
 
+    # The stream engine's hooks: rows are independent, so nothing is carried.
+
+    def _is_new_stream(self):
+        return not hasattr(self, "mean_")
+
+    def _validate_stream_batch(self, X, y, lengths, sequence_ids, *, first_call, continues):
+        X = np.asarray(X, dtype=np.float64)
+        return X, np.array([0, X.shape[0]])
+
+    def _advance_stream(self, X, carried):
+        statistics, log_likelihood = self._estep(X, None)
+        return statistics, log_likelihood, None
+
+    def _publish_stream(self, carried):
+        pass  # no filtered state to publish
+
 
 def test_statistics_add_scale_and_copy():
     a = SufficientStatistics(n=np.array(2.0), sum=np.array([1.0, 2.0]))

@@ -29,7 +29,7 @@ from skseq import (
     TransformerClassifier,
     TransformerRegressor,
 )
-from skseq._validation import PARAMETER_RULES, check_parameters
+from skseq._validation import PARAMETER_RULES, at_fit, check_parameters, prior_rule
 from skseq.hmm import BaseHMM
 from skseq.neural._trainer import BaseSequenceNetwork
 from skseq.neural._validation import NETWORK_PARAMETER_RULES
@@ -95,6 +95,8 @@ BAD_VALUES = {
     "weights_prior": [-2.0, np.nan],
     "means_prior": [np.nan, [np.inf, 0.0], "zero"],
     "means_weight": [-1.0, np.nan],
+    "covariance_type": ["diagonal", 1, None],
+    "min_covar": [0.0, -1e-3, np.nan, "small"],
     "learning_rate_init": [0.0, np.nan, "fast"],
     "beta_1": [1.0, -0.1],
     "beta_2": [1.0, -0.1],
@@ -277,3 +279,33 @@ def test_a_negative_tol_is_refused_by_every_estimator_that_has_tol(tol):
         estimator, X, y = tabled[cls]
         model = clone(estimator).set_params(tol=tol)
         assert fit_error(model, X, y) == expected, cls.__name__
+
+
+def test_rules_that_need_the_data_wait_for_fit_and_are_checked_there_alone():
+    """The HMMs' own priors are in their one rules table, as ``at_fit`` rules:
+    check_parameters skips them until fit passes the number of features, and
+    then checks only them (GMMHMM's flattest covariance prior depends on it)."""
+    seen = []
+
+    def factory(n_features):
+        seen.append(n_features)
+        return prior_rule(low=-(n_features + 2.0))
+
+    rules = {"covars_weight": at_fit(factory)}
+    model = GMMHMM(2, n_mix=2, covariance_type="full", covars_weight=-4.5, tol=np.nan)
+    with pytest.raises(ValueError, match="tol must be"):
+        check_parameters(model, rules)
+    assert seen == []
+    with pytest.raises(ValueError, match=r"covars_weight must be >= -4.0, got -4.5"):
+        check_parameters(model, rules, n_features=2)  # tol is not checked again
+    assert seen == [2]
+    for estimator, names in [
+        (GaussianHMM(), {"covars_prior", "covars_weight"}),
+        (GMMHMM(), {"covars_prior", "covars_weight"}),
+        (PoissonHMM(), {"lambdas_prior", "lambdas_weight"}),
+    ]:
+        rules = estimator._parameter_rules()
+        assert {name for name, rule in rules.items() if getattr(rule, "at_fit", False)} == names
+    flat = GMMHMM(2, n_mix=2, covariance_type="full", covars_weight=-4.5)
+    error = fit_error(flat, REAL_ROWS, None)
+    assert error == (ValueError, "covars_weight must be >= -4.0, got -4.5.")

@@ -4,43 +4,51 @@
 and transition probabilities, validation of ``X`` and of the sequence split,
 the E step (forward-backward kernel + the emission model's statistics), the M
 step for start and transition probabilities, decoding, scoring and sampling.
-An emission model subclass adds:
+An emission model subclass adds ``_emission_letters`` (``{letter:
+attribute}`` of its parameters: hmmlearn's ``params`` / ``init_params``
+codes, e.g. ``{"m": "means_", "c": "covars_"}``) and five abstract methods
+(a subclass without one cannot be instantiated; the error names it):
 
-* ``_emission_letters``: ``{letter: attribute}`` of its parameters (hmmlearn's
-  ``params`` / ``init_params`` codes, e.g. ``{"m": "means_", "c": "covars_"}``);
-* ``_validate_X(X, reset)``, and optionally ``_check_training_rows(X)`` for
-  what only the rows of ``fit`` and ``partial_fit`` must satisfy;
-* ``_emission_terms(X)`` -> ``(log_frameprob, cache)``: the log-likelihood of
-  every row under every state, (n_samples, n_components), and whatever the
-  statistics can reuse;
-* optionally ``_emissions(shifted)``: a function ``(X, buffers) -> (log_frameprob,
-  shift, cache)`` with the parameters prepared once for many blocks of rows;
-  with ``shifted`` each row comes already shifted by its maximum ``shift``
-  (saves a pass), and ``buffers`` (see :func:`skseq._buffers.work_array`)
-  may hold the arrays;
 * ``_initialize_emissions(X, random_state)`` (``_initial_value(attribute)``
   gives the user's ``<name>_init`` or hand-set value);
-* ``_emission_statistics(X, posteriors, cache)``, ``_emission_mstep(statistics)``;
-* ``_emission_features(X, cache)`` (n_samples, n_components, n_features_out)
-  and ``_statistics_from_features(sums)``: per-row vectors phi_j(x_t) whose
-  posterior-weighted sums sum_t gamma_t(j) phi_j(x_t) are the emission
-  statistics (used by the forward-only smoother of streams);
-* ``_emission_n_parameters()``, ``_sample_emissions(states, random_state)``;
-* ``_densities_never_zero = True`` when no emission density is ever zero
-  (Gaussian): a log-likelihood of -inf is then an overflow, reported as such,
-  by ``score`` too.
+* ``_check_emission_parameters(n_features)``: the parameters as they stand,
+  before any kernel sees them;
+* ``_emission_terms(X)`` -> ``(log_frameprob, cache)``: the log-likelihood of
+  every row under every state, (n_samples, n_components), and whatever
+  the features and statistics can reuse;
+* ``_emission_features(X, cache)`` (n_samples, n_components, n_features_out):
+  per-row vectors phi_j(x_t) whose posterior-weighted sums
+  sum_t gamma_t(j) phi_j(x_t) are the emission statistics (the forward-only
+  smoother of streams sums them);
+* ``_emission_mstep(statistics)``.
+
+Hooks with defaults, which the models here override: ``_validate_X(X,
+reset)`` (finite float64) and ``_check_training_rows(X)`` for what only the
+rows of ``fit`` and ``partial_fit`` must satisfy;
+``_emission_statistics(X, posteriors, cache)`` (the sums of the features)
+and ``_statistics_from_features(sums)`` (``{"feature_sums": sums}``);
+``_emission_n_parameters()`` (every entry free); ``_sample_emissions(states,
+random_state)`` (none: ``sample`` says so); ``_emission_coordinates(X)``
+(SQUAREM's); ``_emissions(shifted)``: a function ``(X, buffers) ->
+(log_frameprob, shift, cache)`` with the parameters prepared once for many
+blocks of rows; with ``shifted`` each row comes already shifted by its
+maximum ``shift`` (saves a pass), and ``buffers`` (see
+:func:`skseq._buffers.work_array`) may hold the arrays.
+``_densities_never_zero = True`` when no emission density is ever zero
+(Gaussian): a log-likelihood of -inf is then an overflow, reported as such,
+by ``score`` too.  hmmlearn's conventions (hand-set parameters, presets,
+``n_features``) are in :mod:`skseq.hmm._hmmlearn_compat`.
 """
 
+import abc
 import numbers
-import sys
-from functools import partial
 
 import numpy as np
 from joblib import effective_n_jobs
 from scipy import linalg
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .._parallel import limited_threads
 from .._sequences import (
@@ -52,15 +60,17 @@ from .._sequences import (
     memory_budget_rows,
     sequence_offsets,
 )
-from .._validation import PARAMETER_RULES, check_option_param
+from .._validation import (
+    PARAMETER_RULES,
+    check_parameters,
+    letters_rule,
+    masked_as_nan,
+    option_rule,
+)
 from ..base import (
-    _PACKAGE_DIRECTORY,
     BaseEM,
     ParameterCoordinates,
     SufficientStatistics,
-    check_prior_param,
-    check_scalar_param,
-    warn_user,
 )
 from ..inference.hmm import (
     HMMForwardResult,
@@ -73,6 +83,7 @@ from ..inference.hmm import (
     _viterbi_offsets,
     check_path_length,
 )
+from ._hmmlearn_compat import HmmlearnCompatMixin
 
 __all__ = ["BaseHMM"]
 
@@ -143,19 +154,6 @@ def check_probability_vector(value, name, shape):
     return value
 
 
-def check_letters(value, name, letters):
-    """``params`` / ``init_params``: a string of the model's parameter letters."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string of parameter letters, got {value!r}.")
-    unknown = set(value) - set(letters)
-    if unknown:
-        raise ValueError(
-            f"{name} has unknown letters {sorted(unknown)}; allowed are "
-            f"{sorted(letters)} ({letters})."
-        )
-    return value
-
-
 def fit_kmeans(X, n_clusters, random_state, n_jobs):
     """scikit-learn's KMeans (10 restarts) fitted to ``X`` on at most ``n_jobs`` threads.
 
@@ -194,25 +192,7 @@ def gaussian_coordinates(covariance_type, X):
     return {"means_": ("real", units), "covars_": covariance}
 
 
-def as_parameter_array(value, name):
-    """A fitted parameter given as any array-like (hmmlearn accepts lists), as float64.
-
-    Always a copy: the model never shares, hence never changes, the caller's
-    array.  Shapes and values are checked where the parameters are used
-    (:meth:`BaseHMM._check_fitted_parameters`, the initialisation).
-    """
-    if value is None:
-        raise TypeError(f"{name} must be an array of numbers, got None.")
-    try:
-        array = np.asarray(value)
-        if np.iscomplexobj(array):
-            raise TypeError(f"{name} must be real, got complex values.")
-        return np.array(array, dtype=np.float64)
-    except ValueError as error:
-        raise ValueError(f"{name} must be a rectangular array of numbers: {error}") from None
-
-
-class BaseHMM(BaseEM):
+class BaseHMM(HmmlearnCompatMixin, BaseEM):
     """Hidden Markov model fitted by Baum-Welch EM; see subclasses."""
 
     _emission_letters = {}
@@ -270,53 +250,6 @@ class BaseHMM(BaseEM):
         self.total_samples = total_samples
         self.batch_size = batch_size
 
-    # -- hand-set parameters (hmmlearn style) --------------------------------
-
-    def __setattr__(self, name, value):
-        # Every parameter named by a params letter is stored as a float64 array,
-        # whatever array-like is assigned.  One assigned by code outside skseq
-        # is "hand-set": fit warns when its initialisation overwrites it.
-        if name in self._all_letters.values():
-            value = as_parameter_array(value, name)
-            if not sys._getframe(1).f_code.co_filename.startswith(_PACKAGE_DIRECTORY):
-                self.__dict__.setdefault("_hand_set", set()).add(name)
-        super().__setattr__(name, value)
-
-    @property
-    def n_features(self):
-        """Number of features of ``X`` (hmmlearn's attribute).
-
-        As set by hand (``model.n_features = 4`` before setting the emission
-        parameters and calling :meth:`sample`, as in hmmlearn), else as the
-        emission parameters say, else as seen at fit (``n_features_in_``).
-        A value set by hand must agree with the emission parameters and with
-        the ``X`` given to ``fit``, which then derives it from the data.
-        """
-        n_features = self._n_features_or_none()
-        if n_features is None:
-            raise AttributeError(
-                f"{type(self).__name__} has no n_features yet: fit the model, set its "
-                "emission parameters, or assign n_features."
-            )
-        return n_features
-
-    @n_features.setter
-    def n_features(self, value):
-        self.__dict__["_n_features"] = check_scalar_param(value, "n_features", "int", low=1)
-
-    def _n_features_or_none(self):
-        """n_features as set by hand, else the last axis of the first emission
-        parameter (means_, lambdas_, ...), else ``n_features_in_``; None if none is known."""
-        declared = self.__dict__.get("_n_features")
-        if declared is not None:
-            return declared
-        for attribute in self._emission_letters.values():
-            value = getattr(self, self._storage_name(attribute), None)
-            if attribute == "covars_" or value is None:
-                continue  # covariances' compact shapes need not end in n_features
-            return int(np.shape(value)[-1])
-        return getattr(self, "n_features_in_", None)
-
     # -- hyperparameters ----------------------------------------------------
 
     @property
@@ -324,32 +257,24 @@ class BaseHMM(BaseEM):
         return {"s": "startprob_", "t": "transmat_", **self._emission_letters}
 
     def _parameter_rules(self):
-        option = check_option_param
+        """The rules of the HMM's own hyperparameters (see
+        :meth:`skseq.base.BaseEM._parameter_rules`); an emission model adds
+        its own, its priors as :func:`~skseq._validation.at_fit` rules when
+        their range depends on the number of features (checked by
+        :meth:`_check_priors`).  The priors that several models share
+        (``startprob_prior``, ``means_weight``, ...) have their rules in
+        :data:`skseq._validation.PARAMETER_RULES`."""
         return {
-            "algorithm": partial(option, options=("viterbi", "map")),
-            "implementation": partial(option, options=("log", "scaling")),
-            "params": partial(check_letters, letters=self._all_letters),
-            "init_params": partial(check_letters, letters=self._all_letters),
+            "algorithm": option_rule("viterbi", "map"),
+            "implementation": option_rule("log", "scaling"),
+            "params": letters_rule(self._all_letters),
+            "init_params": letters_rule(self._all_letters),
         }
 
-    def _prior_bounds(self, n_features):
-        """``{prior hyperparameter: (low, low_open)}`` of the emission model's own
-        priors (``low`` None: any finite value), whose range may depend on the
-        number of features; checked at fit by :meth:`_check_priors`.  The priors
-        that several models share (``startprob_prior``, ``means_weight``, ...)
-        have their rules in :data:`skseq._validation.PARAMETER_RULES`."""
-        return {}
-
     def _check_priors(self, n_features):
-        """Validate every prior hyperparameter at fit, before any data are used.
-
-        None stands for a default that depends on the data (GMMHMM's
-        covariance priors) and is skipped.
-        """
-        for name, (low, low_open) in self._prior_bounds(n_features).items():
-            value = getattr(self, name)
-            if value is not None:
-                check_prior_param(value, name, low=low, low_open=low_open)
+        """Validate the prior hyperparameters whose rules need the data
+        (:func:`~skseq._validation.at_fit`) at fit, before any data are used."""
+        check_parameters(self, self._parameter_rules(), n_features=n_features)
 
     def _ensure_emission_centre(self):
         """Fix the reference point of the emission statistics if the model has none.
@@ -371,6 +296,85 @@ class BaseHMM(BaseEM):
         if not np.all(np.isfinite(array)):
             raise ValueError(f"{name} contains NaN or inf.")
         return array
+
+    # -- the emission model's hooks ------------------------------------------
+    #
+    # Five are abstract (a subclass without one cannot be instantiated, and
+    # the error names it); the others have defaults that a closed-form
+    # emission model whose statistics are posterior-weighted sums of
+    # features needs no more than.
+
+    @abc.abstractmethod
+    def _initialize_emissions(self, X, random_state):
+        """Set the initial emission parameters from the data ``X``.
+
+        ``self._initial_value(attribute)`` is the user's ``<name>_init`` or
+        hand-set value (None if neither): use it when given, as the letters
+        of ``init_params`` say.
+        """
+
+    @abc.abstractmethod
+    def _check_emission_parameters(self, n_features):
+        """Check the emission parameters as they stand, before any kernel sees them.
+
+        They may have been set by hand or ``n_components`` changed since the
+        fit: raise a ValueError naming the parameter when a shape disagrees
+        with ``n_components`` or with ``n_features`` (None: not known) or a
+        value is out of its domain.
+        """
+
+    @abc.abstractmethod
+    def _emission_terms(self, X):
+        """``(log_frameprob, cache)``: log p(x_t | z_t = j) of every row of ``X``
+        and state, (n_samples, n_components), and whatever
+        :meth:`_emission_features` and :meth:`_emission_statistics` can reuse."""
+
+    @abc.abstractmethod
+    def _emission_features(self, X, cache):
+        """phi_j(x_t), (n_samples, n_components, n_features_out): the per-row
+        vectors whose posterior-weighted sums sum_t gamma_t(j) phi_j(x_t) are the
+        emission statistics (forward-only smoothing sums them in streams;
+        :meth:`_emission_statistics` by default)."""
+
+    @abc.abstractmethod
+    def _emission_mstep(self, statistics):
+        """Set the emission parameters whose letters are in ``params`` from the
+        summed statistics (the ``SufficientStatistics`` of the E step, with the
+        entries of :meth:`_statistics_from_features`)."""
+
+    def _validate_X(self, X, reset):
+        """``X`` as a 2-D float64 array of finite values (``reset``: fit's call,
+        which sets ``n_features_in_``); models with other data override it."""
+        X = masked_as_nan(X, missing_supported=False, owner=type(self).__name__)
+        return validate_data(self, X, reset=reset, dtype=np.float64, ensure_min_samples=1)
+
+    def _emission_statistics(self, X, posteriors, cache):
+        """The emission statistics of rows ``X`` given their state ``posteriors``:
+        by default the posterior-weighted sums of :meth:`_emission_features`,
+        through :meth:`_statistics_from_features`."""
+        features = self._emission_features(X, cache)
+        return self._statistics_from_features(np.einsum("tj,tjf->jf", posteriors, features))
+
+    def _statistics_from_features(self, sums):
+        """The emission statistics from the sums sum_t gamma_t(j) phi_j(x_t),
+        (n_components, n_features_out): by default ``{"feature_sums": sums}``."""
+        return {"feature_sums": sums}
+
+    def _emission_n_parameters(self):
+        """``{letter: free scalar parameters}`` of the emission parameters: by
+        default every entry of each is free (not so for probabilities or
+        covariances, whose models override it)."""
+        return {
+            letter: int(np.size(getattr(self, self._storage_name(attribute))))
+            for letter, attribute in self._emission_letters.items()
+        }
+
+    def _sample_emissions(self, states, random_state):
+        """Draws of ``X`` given the state path ``states``, for :meth:`sample`;
+        a model that cannot sample leaves it, and ``sample`` says so."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot sample: it defines no _sample_emissions."
+        )
 
     # -- data ---------------------------------------------------------------
 
@@ -419,41 +423,6 @@ class BaseHMM(BaseEM):
 
     # -- initialisation -----------------------------------------------------
 
-    def _capture_presets(self):
-        """Parameters set by hand (hmmlearn style: set ``means_`` and leave "m"
-        out of init_params), captured once so that every one of the n_init runs
-        starts from them rather than from the previous run's result.
-
-        A hand-set parameter that the initialisation overwrites (its letter
-        is in ``init_params``, or its ``<name>_init`` is given) gets
-        hmmlearn's warning.
-        """
-        hand_set = self.__dict__.get("_hand_set", ())
-        self._presets = {}
-        for letter, attribute in self._all_letters.items():
-            storage = self._storage_name(attribute)
-            if not hasattr(self, storage):
-                continue
-            init_name = attribute[:-1] + "_init"
-            if getattr(self, init_name, None) is not None:
-                reason = f"{init_name} is given"
-            elif letter in self.init_params:
-                reason = f"'init_params' contains {letter!r}"
-            else:
-                self._presets[attribute] = np.copy(getattr(self, storage))
-                continue
-            if attribute in hand_set:
-                warn_user(  # hmmlearn's words
-                    f"Even though the {attribute!r} attribute is set, it will be "
-                    f"overwritten during initialization because {reason}"
-                )
-
-    def _initialized(self):
-        """After an initialisation from data: nothing is hand-set any more, and
-        ``n_features`` comes from the fitted parameters."""
-        self.__dict__.pop("_hand_set", None)
-        self.__dict__.pop("_n_features", None)
-
     def _fit_em(self, X, offsets):
         self._capture_presets()
         try:
@@ -467,13 +436,6 @@ class BaseHMM(BaseEM):
     def _n_data_points(self, X):
         # Missing data are whole rows (a NaN anywhere in the row).
         return X.shape[1] * int(X.shape[0] - np.count_nonzero(np.isnan(X).any(axis=1)))
-
-    def _initial_value(self, attribute):
-        """The user's initial value for ``attribute``: ``<name>_init``, then a preset."""
-        init_value = getattr(self, attribute[:-1] + "_init", None)
-        if init_value is not None:
-            return np.array(init_value, dtype=np.float64)
-        return self._presets.get(attribute)
 
     def _initialize(self, X, offsets, random_state):
         n_components = self.n_components
@@ -508,10 +470,6 @@ class BaseHMM(BaseEM):
     def _set_parameters(self, parameters):
         for attribute, value in parameters.items():
             setattr(self, attribute, value)
-
-    def _storage_name(self, attribute):
-        """Where a parameter is stored (GaussianHMM keeps ``covars_`` as ``_covars_``)."""
-        return attribute
 
     # -- EM -----------------------------------------------------------------
 
@@ -664,10 +622,6 @@ class BaseHMM(BaseEM):
                 f"state probabilities are undefined: {self._minus_infinity_cause}."
             )
 
-    def _compute_log_likelihood(self, X):
-        """log p(x_t | z_t = k) for every row and state (hmmlearn's name)."""
-        return self._emission_terms(X)[0]
-
     def _mstep(self, statistics):
         n_components = self.n_components
         # MAP under Dirichlet priors.  Zero probabilities stay zero (a
@@ -698,13 +652,17 @@ class BaseHMM(BaseEM):
                 continue
             if attribute in ("startprob_", "transmat_"):
                 kinds[attribute] = ("probabilities", None)
-            else:
+            elif attribute in emission_kinds:
                 kinds[self._storage_name(attribute)] = emission_kinds[attribute]
         return ParameterCoordinates(kinds) if kinds else None
 
     def _emission_coordinates(self, X):
         """``{attribute: (kind, units)}`` of the emission parameters (see
-        :class:`skseq.base.ParameterCoordinates`), units from the data ``X``."""
+        :class:`skseq.base.ParameterCoordinates`), units from the data ``X``.
+
+        A parameter left out (by default, all) is not extrapolated: SQUAREM
+        moves the others and keeps EM's value of it.
+        """
         return {}
 
     def _n_parameters(self):
@@ -803,7 +761,7 @@ class BaseHMM(BaseEM):
     def _initialize_stream(self, X, offsets):
         self._capture_presets()
         try:
-            self._initialize(X, offsets, check_random_state(self.random_state))
+            super()._initialize_stream(X, offsets)
         finally:
             del self._presets
         self._initialized()

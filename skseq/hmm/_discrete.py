@@ -8,7 +8,14 @@ from scipy.special import gammaln
 from sklearn.utils.validation import validate_data
 
 from .._sequences import lengths_by_keyword
-from .._validation import check_allocation, format_bytes, masked_as_nan, optional
+from .._validation import (
+    at_fit,
+    check_allocation,
+    format_bytes,
+    masked_as_nan,
+    optional,
+    prior_rule,
+)
 from ._base import BaseHMM, check_probability_vector, dirichlet_map, fit_kmeans
 
 __all__ = ["CategoricalHMM", "MultinomialHMM", "PoissonHMM"]
@@ -891,12 +898,16 @@ class PoissonHMM(BaseHMM):
     def _validate_X(self, X, reset):
         return validate_whole_numbers(self, X, reset, "counts")
 
-    def _prior_bounds(self, n_features):
+    def _parameter_rules(self):
         # A gamma prior's shape and rate: non-negative keeps the rates
-        # (prior + sum gamma x) / (weight + sum gamma) non-negative.
-        bounds = super()._prior_bounds(n_features)
-        bounds.update(lambdas_prior=(0.0, False), lambdas_weight=(0.0, False))
-        return bounds
+        # (prior + sum gamma x) / (weight + sum gamma) non-negative.  Checked
+        # at fit, as every HMM's own priors.
+        gamma_prior = at_fit(lambda n_features: optional(prior_rule(low=0.0)))
+        return {
+            **super()._parameter_rules(),
+            "lambdas_prior": gamma_prior,
+            "lambdas_weight": gamma_prior,
+        }
 
     def _initialize_emissions(self, X, random_state):
         n_components, n_features = self.n_components, X.shape[1]

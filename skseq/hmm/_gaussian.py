@@ -3,18 +3,21 @@
 The densities, moments and covariance shapes are in :mod:`skseq.inference.gaussian`.
 """
 
-from functools import partial
-
 import numpy as np
 from scipy import linalg
 from sklearn.utils.validation import validate_data
 
 from .._buffers import work_array
-from .._validation import check_data_scale as _check_data_scale
-from .._validation import check_option_param, masked_as_nan
-from ..base import check_scalar_param
-from ..inference.gaussian import (
+from .._validation import (
     COVARIANCE_TYPES,
+    at_fit,
+    check_prior_param,
+    masked_as_nan,
+    optional,
+    prior_rule,
+)
+from .._validation import check_data_scale as _check_data_scale
+from ..inference.gaussian import (
     _gaussian_density,
     _log_gaussian_density,
     _moment_features,
@@ -253,14 +256,6 @@ def keep_valid_covariances(new, previous, covariance_type, responsible):
     return checked.reshape(new.shape)
 
 
-#: The rules of the hyperparameters that GaussianHMM and GMMHMM share and no
-#: other estimator has (see :func:`skseq._validation.check_parameters`).
-GAUSSIAN_PARAMETER_RULES = {
-    "covariance_type": partial(check_option_param, options=COVARIANCE_TYPES),
-    "min_covar": partial(check_scalar_param, kind="real", low=0, low_open=True),
-}
-
-
 class GaussianHMM(BaseHMM):
     """Hidden Markov model with Gaussian emissions.
 
@@ -487,26 +482,31 @@ class GaussianHMM(BaseHMM):
     # -- hyperparameters and data -------------------------------------------
 
     def _parameter_rules(self):
-        return {**super()._parameter_rules(), **GAUSSIAN_PARAMETER_RULES}
-
-    def _prior_bounds(self, n_features):
-        bounds = super()._prior_bounds(n_features)
+        # covariance_type and min_covar: PARAMETER_RULES (GMMHMM has them too).
         # The (inverse) gamma / Wishart scale must be non-negative for the
-        # covariances to stay positive; covars_weight enters as max(w - 1, 0)
-        # (max(w - n_features, 0) for full matrices), so any finite value works.
+        # covariances to stay positive (full and tied: positive semidefinite
+        # matrices); covars_weight enters as max(w - 1, 0) (max(w - n_features,
+        # 0) for full matrices), so any finite value works.
         diagonal = self.covariance_type in ("spherical", "diag")
-        bounds.update(
-            # full and tied: scale matrices, checked as such in _check_priors
-            covars_prior=(0.0, False) if diagonal else (None, False),
-            covars_weight=(None, False),
-        )
-        return bounds
 
-    def _check_priors(self, n_features):
-        super()._check_priors(n_features)
-        if self.covariance_type in ("full", "tied"):
-            shape = (self.n_components, n_features, n_features)
-            check_positive_semidefinite(self._prior("covars_prior", shape), "covars_prior")
+        def covars_prior_rule(n_features):
+            if diagonal:
+                return optional(prior_rule(low=0.0))
+            shape = None if n_features is None else (self.n_components, n_features, n_features)
+
+            def check(value, name):
+                if value is not None:
+                    check_prior_param(value, name)
+                if shape is not None:
+                    check_positive_semidefinite(self._prior(name, shape), name)
+
+            return check
+
+        return {
+            **super()._parameter_rules(),
+            "covars_prior": at_fit(covars_prior_rule),
+            "covars_weight": at_fit(lambda n_features: optional(prior_rule())),
+        }
 
     def _validate_X(self, X, reset):
         return validate_gaussian_X(self, X, reset)

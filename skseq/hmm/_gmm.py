@@ -1,11 +1,9 @@
 """Gaussian-mixture emissions: GMMHMM."""
 
-from functools import partial
-
 import numpy as np
 from scipy.special import logsumexp
 
-from ..base import check_scalar_param
+from .._validation import at_fit, check_prior_param, integer_rule, optional, prior_rule
 from ..inference.gaussian import (
     _log_gaussian_density,
     _missing_rows,
@@ -17,7 +15,6 @@ from ..inference.gaussian import (
 )
 from ._base import BaseHMM, dirichlet_map, fit_kmeans, gaussian_coordinates
 from ._gaussian import (
-    GAUSSIAN_PARAMETER_RULES,
     check_data_scale,
     check_positive_semidefinite,
     distribute_covariance,
@@ -191,10 +188,12 @@ class GMMHMM(BaseHMM):
         self.covars_init = covars_init
 
     def _parameter_rules(self):
+        # covariance_type and min_covar: PARAMETER_RULES (GaussianHMM has them too).
         return {
             **super()._parameter_rules(),
-            **GAUSSIAN_PARAMETER_RULES,
-            "n_mix": partial(check_scalar_param, kind="int", low=1),
+            "n_mix": integer_rule(low=1),
+            "covars_prior": at_fit(self._covars_prior_rule),
+            "covars_weight": at_fit(self._covars_weight_rule),
         }
 
     def _validate_X(self, X, reset):
@@ -202,31 +201,42 @@ class GMMHMM(BaseHMM):
 
     # -- priors with hmmlearn's defaults ------------------------------------
 
-    def _prior_bounds(self, n_features):
-        # hmmlearn's covariance priors default (None) to the flattest prior of
-        # each covariance type; values below those make the M step's
-        # denominator smaller than a component's responsibility (negative for
-        # a rarely used one).  The spherical default breaks that rule itself
-        # (it counts n_mix where the denominator counts n_features), so there
-        # only finiteness is required.
-        n_mix = self.n_mix
-        covariance_bounds = {
-            "full": ((None, False), (-(n_features + 2.0), False)),
-            "tied": ((None, False), (-(n_mix + n_features + 1.0), False)),
-            "diag": ((-1.5, False), (0.0, False)),
-            "spherical": ((None, False), (0.0, False)),
-        }.get(self.covariance_type, ((None, False), (None, False)))
-        bounds = super()._prior_bounds(n_features)
-        bounds.update(covars_prior=covariance_bounds[0], covars_weight=covariance_bounds[1])
-        return bounds
+    # hmmlearn's covariance priors default (None) to the flattest prior of
+    # each covariance type; values below those make the M step's
+    # denominator smaller than a component's responsibility (negative for
+    # a rarely used one).  The spherical default breaks that rule itself
+    # (it counts n_mix where the denominator counts n_features), so there
+    # only finiteness is required.
 
-    def _check_priors(self, n_features):
-        super()._check_priors(n_features)
-        if self.covariance_type in ("full", "tied") and self.covars_prior is not None:
-            matrices = np.asarray(self.covars_prior, dtype=np.float64)
-            if matrices.ndim < 2:
-                matrices = np.broadcast_to(matrices, (n_features, n_features))
-            check_positive_semidefinite(matrices, "covars_prior")
+    def _covars_prior_rule(self, n_features):
+        """covars_prior: >= -1.5 for diagonal covariances; positive semidefinite
+        scale matrices for full and tied ones; None: hmmlearn's default."""
+        low = -1.5 if self.covariance_type == "diag" else None
+
+        def check(value, name):
+            if value is None:
+                return None
+            check_prior_param(value, name, low=low)
+            if self.covariance_type in ("full", "tied") and n_features is not None:
+                matrices = np.asarray(value, dtype=np.float64)
+                if matrices.ndim < 2:
+                    matrices = np.broadcast_to(matrices, (n_features, n_features))
+                check_positive_semidefinite(matrices, name)
+            return value
+
+        return check
+
+    def _covars_weight_rule(self, n_features):
+        """covars_weight: at least the flattest prior's value of the covariance type."""
+        if n_features is None:  # type alone
+            return optional(prior_rule())
+        low = {
+            "full": -(n_features + 2.0),
+            "tied": -(self.n_mix + n_features + 1.0),
+            "diag": 0.0,
+            "spherical": 0.0,
+        }.get(self.covariance_type)
+        return optional(prior_rule(low=low))
 
     def _covariance_priors(self):
         n_components, n_mix, n_features = self.means_.shape

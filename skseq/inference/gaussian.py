@@ -21,6 +21,7 @@ import numpy as np
 from scipy import linalg
 
 from .._kernels import load
+from .._validation import COVARIANCE_TYPES
 from ._checks import masked_arrays_checked, require_real
 
 _gaussian = load("_gaussian")
@@ -36,8 +37,6 @@ __all__ = [
     "check_covars",
 ]
 
-#: The covariance types, as in hmmlearn and scikit-learn's GaussianMixture.
-COVARIANCE_TYPES = ("spherical", "diag", "full", "tied")
 _LOG_2PI = np.log(2 * np.pi)
 
 

@@ -29,7 +29,6 @@ from sklearn.utils.validation import (
     _check_sample_weight,
     _num_samples,
     check_is_fitted,
-    validate_data,
 )
 
 from .._sequences import (
@@ -38,10 +37,10 @@ from .._sequences import (
     isolate_long_sequences,
     lengths_by_keyword,
     memory_budget_rows,
-    sequence_offsets,
+    validate_sequences,
 )
-from .._validation import PARAMETER_RULES, check_data_scale, masked_as_nan
-from ..base import BaseEM, ParameterCoordinates, SufficientStatistics, check_scalar_param
+from .._validation import PARAMETER_RULES, check_data_scale, check_scalar_param
+from ..base import BaseEM, ParameterCoordinates, SufficientStatistics
 from ..inference.kalman import (
     LGSSMParameters,
     _em_statistics_in_chunks,
@@ -407,20 +406,11 @@ class LinearGaussianSSM(
 
     def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset, method):
         """Validate X, the sequence split and the controls for any method."""
-        # Masked entries are missing values, as NaN (pykalman's convention).
-        X = masked_as_nan(X, missing_supported=True, owner=type(self).__name__)
-        X = validate_data(
-            self,
-            X,
-            reset=reset,
-            dtype=np.float64,
-            ensure_all_finite="allow-nan",
-            ensure_min_samples=1,
+        X, offsets = validate_sequences(
+            self, X, y, lengths, sequence_ids, reset=reset, method=method
         )
-        check_y_is_not_lengths(y, X.shape[0], method)
         # The data-scale rule of every Gaussian family, for fit and inference alike.
         check_data_scale(X, "mean")
-        offsets = sequence_offsets(X.shape[0], lengths=lengths, sequence_ids=sequence_ids)
         n_controls = self.n_controls_ if not reset else _count_controls(controls)
         controls = check_controls(controls, X.shape[0], n_controls)
         return X, offsets, controls
@@ -857,10 +847,9 @@ class LinearGaussianSSM(
         -------
         aic : float
         """
-        log_likelihood = self.score(
-            X, lengths=lengths, sequence_ids=sequence_ids, controls=controls
+        return self._information_criterion(
+            "aic", X, lengths=lengths, sequence_ids=sequence_ids, controls=controls
         )
-        return -2 * log_likelihood + 2 * self._n_parameters()
 
     def bic(self, X, lengths=None, *, sequence_ids=None, controls=None):
         """Bayesian information criterion on X (lower is better).
@@ -872,10 +861,9 @@ class LinearGaussianSSM(
         -------
         bic : float
         """
-        log_likelihood = self.score(
-            X, lengths=lengths, sequence_ids=sequence_ids, controls=controls
+        return self._information_criterion(
+            "bic", X, lengths=lengths, sequence_ids=sequence_ids, controls=controls
         )
-        return -2 * log_likelihood + self._n_parameters() * np.log(np.shape(X)[0])
 
     @lengths_by_keyword
     def transform(self, X, *, lengths=None, sequence_ids=None, controls=None):

@@ -8,7 +8,6 @@ online filter that continues the filtered state of the stream's last row
 """
 
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_bool_param, masked_as_nan
@@ -100,9 +99,6 @@ class LGSSMStreams:
             # Continue from validated float64 copies of the fitted arrays.
             self._set_parameters(self._checked_parameters()._asdict())
         return self._stack(X, controls), offsets
-
-    def _initialize_stream(self, X, offsets):
-        self._initialize(X, offsets, check_random_state(self.random_state))
 
     def _publish_stream(self, carried):
         self.filter_state_mean_ = carried.filtered_mean.copy()

@@ -18,17 +18,20 @@ from scipy.special import expit, logsumexp
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, DensityMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._metadata_requests import UNUSED
-from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
+from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .._parallel import even_blocks, run_blocks, single_threaded_blas
-from .._sequences import check_y_is_not_lengths, lengths_by_keyword, sequence_offsets
+from .._sequences import (
+    check_y_is_not_lengths,
+    lengths_by_keyword,
+    validate_sequences,
+)
 from .._validation import (
     check_allocation,
     check_data_scale,
     check_option_param,
     check_parameters,
     check_scalar_param,
-    masked_as_nan,
 )
 from ._dmm import DeepMarkovNetwork
 from ._docstrings import training_parameters
@@ -207,17 +210,9 @@ class DeepMarkovModel(
 
     def _validate_sequences(self, X, y, lengths, sequence_ids, *, reset, method):
         """X (float64, NaN for missing entries) and its sequence offsets."""
-        X = masked_as_nan(X, missing_supported=True, owner=type(self).__name__)
-        X = validate_data(
-            self,
-            X,
-            reset=reset,
-            dtype=np.float64,
-            ensure_all_finite="allow-nan",
-            ensure_min_samples=1,
+        X, offsets = validate_sequences(
+            self, X, y, lengths, sequence_ids, reset=reset, method=method
         )
-        check_y_is_not_lengths(y, X.shape[0], method)
-        offsets = sequence_offsets(X.shape[0], lengths=lengths, sequence_ids=sequence_ids)
         if self.emission == "bernoulli":
             values = X[~np.isnan(X)]
             if np.any((values != 0) & (values != 1)):

@@ -1,6 +1,6 @@
 """Selective state-space (Mamba) estimators: SelectiveSSMRegressor and SelectiveSSMClassifier."""
 
-from ..base import check_scalar_param
+from .._validation import check_scalar_param
 from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
 from ._mamba import make_mamba_network
