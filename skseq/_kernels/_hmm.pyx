@@ -28,8 +28,7 @@ from libc.float cimport DBL_MIN
 from libc.stdint cimport uint64_t
 from libc.math cimport INFINITY, NAN, exp, fabs, isnan, log
 
-from scipy.linalg.cython_blas cimport dgemm
-
+from ._blas cimport NoTrans, RowMajor, Trans, _gemm
 from ._common cimport longest_sequence, zeros_2d, zeros_3d, zeros_uint64_2d
 
 cimport numpy as cnp
@@ -441,12 +440,12 @@ cdef double _backward_one(
 
     if n_rows < 2:
         return 0.0
-    # Row-major (n_rows-1, K) arrays are column-major (K, n_rows-1) to BLAS:
-    # xi^T += W @ Alpha^T, i.e. xi[i, j] += sum_t alpha[t, i] w[t+1, j].
+    # xi (K, K) += Alpha^T (K, n_rows-1) @ W (n_rows-1, K), i.e.
+    # xi[i, j] += sum_t alpha[t, i] w[t+1, j].
     m = <int>n_states
     k = <int>(n_rows - 1)
-    dgemm(b"N", b"T", &m, &m, &k, &one, &frame[1, 0], &m, &alpha[0, 0], &m,
-          &one, &xi_unscaled[0, 0], &m)
+    _gemm(RowMajor, Trans, NoTrans, m, m, k, one, &alpha[0, 0], m, &frame[1, 0], m, one,
+          &xi_unscaled[0, 0], m)
     return 0.0
 
 

@@ -37,7 +37,7 @@ row-major pointers (``a[i * n + j]``).  The per-step cost is
 O(k^3 + k^2 p + k p^2 + p^3):
 
 * Small products run in hand-written loops (no call overhead); large ones go
-  to ``scipy.linalg.cython_blas.dgemm``, always as the row-major product
+  to BLAS ``dgemm`` (``_blas._gemm``), always as the row-major product
   ``A @ B`` (BLAS "NN"), which OpenBLAS runs 2-3x faster than "TN" for small
   matrices; that is why the transposes F^T, H^T, H_o^T, K^T, J^T are kept.
   Triangular solves and Cholesky factorisations switch to ``dtrsm`` /
@@ -49,9 +49,10 @@ O(k^3 + k^2 p + k p^2 + p^3):
 """
 
 from libc.math cimport NAN, isnan, log, sqrt
-from scipy.linalg.cython_blas cimport dgemm, dtrsm
+from scipy.linalg.cython_blas cimport dtrsm
 from scipy.linalg.cython_lapack cimport dpotrf
 
+from ._blas cimport GEMM_PIECE_WORK, NoTrans, RowMajor, Trans, _gemm
 # The shared helpers under the names this module has always used for them.
 from ._common cimport longest_sequence as _longest
 from ._common cimport zeros_1d, zeros_intp_1d
@@ -109,14 +110,6 @@ def default_blas_min_work():
 def blas_min_work():
     """The thresholds ``(gemm, trsm, potrf)`` in force in the calling thread."""
     return (GEMM_MIN_WORK, TRSM_MIN_WORK, POTRF_MIN_WORK)
-
-
-# OpenBLAS runs a dgemm of at most 65536 * 4 multiply-adds on one thread and
-# larger ones on all cores; the kernels are meant to run one per thread (the
-# E step's threads share the cores), and on a loaded machine OpenBLAS's own
-# threads make a large product many times slower, so the stream's large
-# products are cut into pieces of at most this size.
-cdef Py_ssize_t GEMM_PIECE_WORK = 262144
 
 
 def set_blas_min_work(Py_ssize_t gemm, Py_ssize_t trsm, Py_ssize_t potrf):
@@ -427,12 +420,9 @@ cdef inline void _matmul(const double* a, const double* b, double* out, Py_ssize
     """out = a @ b (or out += a @ b) for a (n_rows x n_inner), b (n_inner x n_cols), row-major."""
     cdef Py_ssize_t i, l, j
     cdef double coefficient
-    cdef int m = <int>n_cols, n = <int>n_rows, k = <int>n_inner
-    cdef double one = 1.0
-    cdef double beta = 1.0 if accumulate else 0.0
     if n_rows * n_inner * n_cols >= GEMM_MIN_WORK:
-        # Row-major out = a b  <=>  column-major out^T = b^T a^T: "NN" on the same buffers.
-        dgemm(b"N", b"N", &m, &n, &k, &one, <double*>b, &m, <double*>a, &k, &beta, out, &m)
+        _gemm(RowMajor, NoTrans, NoTrans, <int>n_rows, <int>n_cols, <int>n_inner, 1.0, a,
+              <int>n_inner, b, <int>n_cols, 1.0 if accumulate else 0.0, out, <int>n_cols)
         return
     for i in range(n_rows):
         if not accumulate:
@@ -1285,20 +1275,16 @@ cdef void _add_transposed_product(const double* a, Py_ssize_t a_stride, const do
     rows a_stride apart) and b (n_b columns, rows b_stride apart)."""
     cdef Py_ssize_t t, i, j
     cdef double value
-    cdef int m = <int>n_b, n = <int>n_a, k = <int>n_rows
-    cdef int lda = <int>a_stride, ldb = <int>b_stride
-    cdef double one = 1.0
     if n_rows == 0 or n_a == 0 or n_b == 0:
         return
     cdef Py_ssize_t piece = max(1, GEMM_PIECE_WORK // (n_a * n_b)), first
     if n_rows * n_a * n_b >= GEMM_MIN_WORK:
-        # Row-major out = a^T b  <=>  column-major out^T = b^T a, where the
-        # row-major a and b are the column-major a^T and b^T.
+        # In pieces of rows (see GEMM_PIECE_WORK).
         first = 0
         while first < n_rows:
-            k = <int>min(piece, n_rows - first)
-            dgemm(b"N", b"T", &m, &n, &k, &one, <double*>(b + first * b_stride), &ldb,
-                  <double*>(a + first * a_stride), &lda, &one, out, &m)
+            _gemm(RowMajor, Trans, NoTrans, <int>n_a, <int>n_b, <int>min(piece, n_rows - first),
+                  1.0, a + first * a_stride, <int>a_stride, b + first * b_stride, <int>b_stride,
+                  1.0, out, <int>n_b)
             first += piece
         return
     for t in range(n_rows):
