@@ -29,7 +29,7 @@ from libc.stdint cimport uint64_t
 from libc.math cimport INFINITY, NAN, exp, fabs, isnan, log
 
 from ._blas cimport NoTrans, RowMajor, Trans, _gemm
-from ._common cimport longest_sequence, zeros_2d, zeros_3d, zeros_uint64_2d
+from ._common cimport longest_sequence, zeros_1d, zeros_2d, zeros_3d, zeros_uint64_2d
 
 cimport numpy as cnp
 
@@ -544,8 +544,8 @@ def forward_backward(
     cdef double[:, ::1] trans_t = trans.T.copy()
     cdef double[:, ::1] xi_unscaled = zeros_2d(n_states, n_states)
     cdef double[:, ::1] work = zeros_2d(4, n_states)
-    cdef double[::1] beta = zeros_2d(1, n_states)[0]
-    cdef double[::1] ones = zeros_2d(1, n_states)[0]
+    cdef double[::1] beta = zeros_1d(n_states)
+    cdef double[::1] ones = zeros_1d(n_states)
     cdef uint64_t[:, ::1] column_masks = _column_masks(trans)
     cdef uint64_t[::1] positive = column_masks[0].copy()
     cdef double rho
@@ -600,8 +600,8 @@ def backward_chunk(
     """
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef double[:, ::1] trans_t = trans.T.copy()
-    cdef double[::1] beta = zeros_2d(1, n_states)[0]
-    cdef double[::1] ones = zeros_2d(1, n_states)[0]
+    cdef double[::1] beta = zeros_1d(n_states)
+    cdef double[::1] ones = zeros_1d(n_states)
     cdef double status
     ones[:] = 1.0
     with nogil:
@@ -732,7 +732,7 @@ def forward_smoothing(
     cdef Py_ssize_t n_features = features.shape[2]
     cdef double log_likelihood
     cdef double[:, ::1] backward = zeros_2d(n_states, n_states)
-    cdef double[::1] predicted = zeros_2d(1, n_states)[0]
+    cdef double[::1] predicted = zeros_1d(n_states)
     cdef double[:, ::1] start_new = zeros_2d(n_states, n_states)
     cdef double[:, :, ::1] trans_new = zeros_3d(n_states, n_states, n_states)
     cdef double[:, :, ::1] emission_new = zeros_3d(n_states, n_states, n_features)
@@ -966,9 +966,9 @@ def log_forward(
     cdef Py_ssize_t index, s, t, j, first, stop, possible
     cdef double[:, ::1] log_alpha = zeros_2d(longest_sequence(offsets), n_states)
     cdef double[:, ::1] log_prior = zeros_2d(longest_sequence(offsets), n_states)
-    cdef double[::1] log_scale = zeros_2d(1, longest_sequence(offsets))[0]
-    cdef double[::1] terms = zeros_2d(1, n_states)[0]
-    cdef double[::1] low = zeros_2d(1, n_states)[0]
+    cdef double[::1] log_scale = zeros_1d(longest_sequence(offsets))
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
@@ -1112,10 +1112,10 @@ def log_forward_backward(
     cdef double[:, ::1] log_alpha = zeros_2d(longest, n_states)
     cdef double[:, ::1] log_prior = zeros_2d(longest, n_states)
     cdef double[:, ::1] log_beta = zeros_2d(longest, n_states)
-    cdef double[::1] log_scale = zeros_2d(1, longest)[0]
-    cdef double[::1] terms = zeros_2d(1, n_states)[0]
-    cdef double[::1] low = zeros_2d(1, n_states)[0]
-    cdef double[::1] following = zeros_2d(1, n_states)[0]
+    cdef double[::1] log_scale = zeros_1d(longest)
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
+    cdef double[::1] following = zeros_1d(n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
@@ -1164,9 +1164,9 @@ def log_forward_chunk(
     cdef double log_likelihood
     cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
     cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
-    cdef double[::1] log_scale = zeros_2d(1, n_rows)[0]
-    cdef double[::1] terms = zeros_2d(1, n_states)[0]
-    cdef double[::1] low = zeros_2d(1, n_states)[0]
+    cdef double[::1] log_scale = zeros_1d(n_rows)
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_prior,
@@ -1211,10 +1211,10 @@ def log_forward_backward_chunk(
     cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
     cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
     cdef double[:, ::1] log_beta = zeros_2d(n_rows, n_states)
-    cdef double[::1] log_scale = zeros_2d(1, n_rows)[0]
-    cdef double[::1] terms = zeros_2d(1, n_states)[0]
-    cdef double[::1] low = zeros_2d(1, n_states)[0]
-    cdef double[::1] following = zeros_2d(1, n_states)[0]
+    cdef double[::1] log_scale = zeros_1d(n_rows)
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
+    cdef double[::1] following = zeros_1d(n_states)
     cdef double[:, ::1] pairs = zeros_2d(n_states, n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:

@@ -916,7 +916,7 @@ def em_statistics(
     cdef double[:, :, ::1] predicted_cov = _zeros3(1, k, k)
     cdef double[:, ::1] mean = _zeros2(longest, k)
     cdef double[:, :, ::1] cov = _zeros3(longest, k, k)
-    cdef double[::1] log_predictive = _zeros2(1, longest)[0]
+    cdef double[::1] log_predictive = zeros_1d(longest)
     cdef Statistics stats
     cdef int status
     stats.initial_sum = &initial_sum[0]
@@ -1546,9 +1546,9 @@ def forward_smoothing(
     cdef double[:, ::1] predicted_mean = _zeros2(1, k)
     cdef double[:, :, ::1] predicted_cov = _zeros3(1, k, k)
     cdef double[:, ::1] filled_gain = _zeros2(max(p, 1), k)
-    cdef double[:, ::1] product = _zeros2(
-        1, max(k * k * max(k * k, k, p, view.n_ctrl), layout.size * (k * k + k)))
-    cdef double[:, ::1] added_constant = _zeros2(1, layout.size)
+    cdef double[::1] product = zeros_1d(
+        max(k * k * max(k * k, k, p, view.n_ctrl), layout.size * (k * k + k)))
+    cdef double[::1] added_constant = zeros_1d(layout.size)
     cdef double[:, ::1] added_linear = _zeros2(layout.size, k)
     cdef double[:, :, ::1] added_quadratic = _zeros3(layout.size, k, k)
     cdef Coefficients carried, added
@@ -1556,7 +1556,7 @@ def forward_smoothing(
     carried.constant = &constant[0]
     carried.linear = &linear[0, 0]
     carried.quadratic = &quadratic[0, 0, 0]
-    added.constant = &added_constant[0, 0]
+    added.constant = &added_constant[0]
     added.linear = &added_linear[0, 0]
     added.quadratic = &added_quadratic[0, 0, 0]
     with nogil:
@@ -1565,7 +1565,7 @@ def forward_smoothing(
             _row_pointer(controls, 0), controls.strides[0] // sizeof(double), n_rows, fresh,
             &filtered_mean[0], &filtered_cov[0, 0], &carried, &added, &means[0, 0],
             &covs[0, 0, 0], &gains[0, 0, 0], &filled[0, 0], &predicted_mean[0, 0],
-            &predicted_cov[0, 0, 0], &filled_gain[0, 0], &product[0, 0], &log_predictive[0])
+            &predicted_cov[0, 0, 0], &filled_gain[0, 0], &product[0], &log_predictive[0])
     return log_likelihood
 
 
