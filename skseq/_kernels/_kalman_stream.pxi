@@ -246,6 +246,47 @@ cdef void _add_transposed_product_rows(const double* a, Py_ssize_t a_stride, con
         first = stop
 
 
+cdef inline void _gain_products(const double* a, Py_ssize_t a_stride, Py_ssize_t n_a,
+                                const double* gains, Py_ssize_t n_rows, Py_ssize_t kk,
+                                double* product) noexcept nogil:
+    """product (n_a x k^2) = sum over n_rows rows s of a_s vec(gain_s)^T, for the
+    rows a_s of a (n_a entries, a_stride apart) and consecutive k x k gains."""
+    _zero(product, n_a * kk)
+    _add_transposed_product(a, a_stride, gains, kk, product, n_rows, n_a, kk)
+
+
+cdef inline void _add_linear_blocks(double* linear, Py_ssize_t block, Py_ssize_t n_i,
+                                    Py_ssize_t n_j, Py_ssize_t row_stride,
+                                    const double* product, Py_ssize_t k,
+                                    bint transposed) noexcept nogil:
+    """Add to the linear coefficients of the entries (i, j), i < n_i, j < n_j, of the
+    block of moments at entry ``block`` (rows ``row_stride`` entries apart) the
+    rows [i, j] of ``product`` seen as (n, k, k) -- [j, i] when ``transposed``."""
+    cdef Py_ssize_t kk = k * k
+    cdef Py_ssize_t i, j
+    for i in range(n_i):
+        for j in range(n_j):
+            _add_scaled(linear + (block + i * row_stride + j) * k, 1.0,
+                        product + (j * kk + i * k if transposed else i * kk + j * k), k)
+
+
+cdef inline void _add_quadratic_blocks(double* quadratic, Py_ssize_t block,
+                                       Py_ssize_t row_stride, const double* product,
+                                       Py_ssize_t k, bint upper) noexcept nogil:
+    """Add to the quadratic coefficients of the entries (i, j) of the k x k block of
+    moments at entry ``block`` (rows ``row_stride`` entries apart; the upper
+    triangle only when ``upper``) the k x k blocks of ``product`` (k^2 x k^2):
+    quadratic[(i, j)][a, b] += product[i k + a, j k + b]."""
+    cdef Py_ssize_t kk = k * k
+    cdef Py_ssize_t i, j, a, b, e
+    for i in range(k):
+        for j in range(i if upper else 0, k):
+            e = block + i * row_stride + j
+            for a in range(k):
+                for b in range(k):
+                    quadratic[e * kk + a * k + b] += product[(i * k + a) * kk + j * k + b]
+
+
 cdef void _stream_regressor_terms(Py_ssize_t block, Coefficients* coefficients,
                                   const double* means, const double* row_gains,
                                   const double* x, Py_ssize_t x_stride, Py_ssize_t n_rows,
@@ -260,7 +301,7 @@ cdef void _stream_regressor_terms(Py_ssize_t block, Coefficients* coefficients,
     """
     cdef Py_ssize_t kk = k * k
     cdef Py_ssize_t k1 = k + 1
-    cdef Py_ssize_t i, j, a, b, e, t
+    cdef Py_ssize_t i, j, a, e, t
     cdef double* linear = coefficients.linear
     cdef double* quadratic = coefficients.quadratic
     # E[z_i z_j] has sum_s (gain_s z)_i (gain_s z)_j = z^T [sum_s gain_s[i]^T gain_s[j]] z,
@@ -268,12 +309,7 @@ cdef void _stream_regressor_terms(Py_ssize_t block, Coefficients* coefficients,
     _zero(product, kk * kk)
     _add_transposed_product_rows(row_gains, kk, row_gains, kk, product, x, x_stride, n_rows,
                                  kk, kk, p, rows)
-    for i in range(k):
-        for j in range(i, k):
-            e = block + i * k1 + j
-            for a in range(k):
-                for b in range(k):
-                    quadratic[e * kk + a * k + b] += product[(i * k + a) * kk + j * k + b]
+    _add_quadratic_blocks(quadratic, block, k1, product, k, True)
     _zero(product, kk * k)
     _add_transposed_product_rows(means + k, k, row_gains, kk, product, x, x_stride, n_rows,
                                  k, kk, p, rows)
@@ -309,7 +345,7 @@ cdef void _stream_gain_products(const StreamLayout* layout, Coefficients* coeffi
     cdef Py_ssize_t kk = k * k
     cdef Py_ssize_t k1 = k + 1
     cdef Py_ssize_t n_transitions = n_rows - first_slot
-    cdef Py_ssize_t i, j, a, b, c, r, e, t
+    cdef int rows
     cdef const double* row_gains = gains + kk
     cdef const double* previous_gains = gains + first_slot * kk
     cdef const double* next_gains = previous_gains + kk
@@ -320,69 +356,36 @@ cdef void _stream_gain_products(const StreamLayout* layout, Coefficients* coeffi
     # entry, the state regressor over all rows.  Both start at zero in the
     # chunk's own terms, so without unobserved rows the state regressor's
     # terms are a copy of the observation regressor's.
-    if _unobserved_rows(x, x_stride, n_rows, p) == 0:
-        _stream_regressor_terms(layout.observation_regressor, coefficients, means, row_gains,
-                                x, x_stride, n_rows, k, p, ALL_ROWS, product)
-        _copy(linear + layout.observation_regressor * k, linear + layout.state_regressor * k,
-              k1 * k1 * k)
-        _copy(quadratic + layout.observation_regressor * kk,
-              quadratic + layout.state_regressor * kk, k1 * k1 * kk)
-    else:
-        _stream_regressor_terms(layout.observation_regressor, coefficients, means, row_gains,
-                                x, x_stride, n_rows, k, p, OBSERVED_ROWS, product)
-        _copy(linear + layout.observation_regressor * k, linear + layout.state_regressor * k,
-              k1 * k1 * k)
-        _copy(quadratic + layout.observation_regressor * kk,
-              quadratic + layout.state_regressor * kk, k1 * k1 * kk)
+    rows = ALL_ROWS if _unobserved_rows(x, x_stride, n_rows, p) == 0 else OBSERVED_ROWS
+    _stream_regressor_terms(layout.observation_regressor, coefficients, means, row_gains,
+                            x, x_stride, n_rows, k, p, rows, product)
+    _copy(linear + layout.observation_regressor * k, linear + layout.state_regressor * k,
+          k1 * k1 * k)
+    _copy(quadratic + layout.observation_regressor * kk,
+          quadratic + layout.state_regressor * kk, k1 * k1 * kk)
+    if rows == OBSERVED_ROWS:
         _stream_regressor_terms(layout.state_regressor, coefficients, means, row_gains,
                                 x, x_stride, n_rows, k, p, UNOBSERVED_ROWS, product)
-    _zero(product, kk * p)
-    _add_transposed_product(filled, p, row_gains, kk, product, n_rows, p, kk)
-    for r in range(p):
-        for j in range(k):
-            _add_scaled(linear + (layout.observation_cross + r * k1 + j) * k, 1.0,
-                        product + r * kk + j * k, k)
+    _gain_products(filled, p, p, row_gains, n_rows, kk, product)
+    _add_linear_blocks(linear, layout.observation_cross, p, k, k1, product, k, False)
 
     # Transitions s -> s + 1: E[z_{s+1,i} z_{s,j}] and the controls' cross moments.
-    _zero(product, kk * kk)
-    _add_transposed_product(next_gains, kk, previous_gains, kk, product, n_transitions, kk, kk)
-    for i in range(k):
-        for j in range(k):
-            e = layout.lag_outer + i * k + j
-            for a in range(k):
-                for b in range(k):
-                    quadratic[e * kk + a * k + b] += product[(i * k + a) * kk + j * k + b]
-    _zero(product, kk * k)
-    _add_transposed_product(means + (first_slot + 1) * k, k, previous_gains, kk, product,
-                            n_transitions, k, kk)
-    for i in range(k):
-        for j in range(k):
-            _add_scaled(linear + (layout.lag_outer + i * k + j) * k, 1.0,
-                        product + i * kk + j * k, k)
-    _zero(product, kk * k)
-    _add_transposed_product(means + first_slot * k, k, next_gains, kk, product, n_transitions,
-                            k, kk)
-    for i in range(k):
-        for j in range(k):
-            _add_scaled(linear + (layout.lag_outer + i * k + j) * k, 1.0,
-                        product + j * kk + i * k, k)
+    _gain_products(next_gains, kk, kk, previous_gains, n_transitions, kk, product)
+    _add_quadratic_blocks(quadratic, layout.lag_outer, k, product, k, False)
+    _gain_products(means + (first_slot + 1) * k, k, k, previous_gains, n_transitions, kk,
+                   product)
+    _add_linear_blocks(linear, layout.lag_outer, k, k, k, product, k, False)
+    _gain_products(means + first_slot * k, k, k, next_gains, n_transitions, kk, product)
+    _add_linear_blocks(linear, layout.lag_outer, k, k, k, product, k, True)
     if m == 0:
         return
     # The control of the transition into slot j + 1 is that of chunk row j.
-    _zero(product, kk * m)
-    _add_transposed_product(u + first_slot * u_stride, u_stride, previous_gains, kk, product,
-                            n_transitions, m, kk)
-    for i in range(k):
-        for c in range(m):
-            _add_scaled(linear + (layout.previous_control + i * m + c) * k, 1.0,
-                        product + c * kk + i * k, k)
-    _zero(product, kk * m)
-    _add_transposed_product(u + first_slot * u_stride, u_stride, next_gains, kk, product,
-                            n_transitions, m, kk)
-    for i in range(k):
-        for c in range(m):
-            _add_scaled(linear + (layout.state_control + i * m + c) * k, 1.0,
-                        product + c * kk + i * k, k)
+    _gain_products(u + first_slot * u_stride, u_stride, m, previous_gains, n_transitions, kk,
+                   product)
+    _add_linear_blocks(linear, layout.previous_control, k, m, m, product, k, True)
+    _gain_products(u + first_slot * u_stride, u_stride, m, next_gains, n_transitions, kk,
+                   product)
+    _add_linear_blocks(linear, layout.state_control, k, m, m, product, k, True)
 
 
 cdef void _stream_initial(const StreamLayout* layout, Coefficients* coefficients,
