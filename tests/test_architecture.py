@@ -79,14 +79,17 @@ def test_inference_imports_no_estimator(path):
 
 def test_kernels_import_nothing_of_skseq_but_kernels():
     for path in sorted((PACKAGE / "_kernels").glob("*.py*")):
-        if path.suffix not in (".py", ".pyx", ".pxd"):
+        if path.suffix not in (".py", ".pyx", ".pxd", ".pxi"):
             continue
         text = path.read_text(encoding="utf-8")
         assert "import skseq" not in text and "from skseq" not in text, path
         assert "from .." not in text, f"{path.name} imports from above the kernels"
 
 
-KERNEL_SOURCES = sorted((PACKAGE / "_kernels").glob("*.pyx"))
+# The kernel modules and the files they include (a .pxi can hold entry points).
+KERNEL_SOURCES = sorted(
+    [*(PACKAGE / "_kernels").glob("*.pyx"), *(PACKAGE / "_kernels").glob("*.pxi")]
+)
 # What a kernel entry point does with each array it is given, said on the
 # argument's line as in scikit-learn's _k_means_lloyd.pyx.
 ARGUMENT_ROLE = re.compile(r"#\s*(IN|OUT|INOUT|scratch)\b")
@@ -113,6 +116,29 @@ def test_kernel_argument_scan_finds_the_arguments():
         if name == "filter_step"
     }
     assert {"previous_mean", "x", "filtered_mean", "filtered_cov"} <= names
+
+
+def test_kernels_call_blas_products_through_one_wrapper():
+    """Matrix products go through _blas.pxd's _gemm, in one calling convention:
+    no kernel cimports ?gemm itself or defines a _gemm of its own, and the size
+    from which products are cut into pieces is declared once."""
+    directory = PACKAGE / "_kernels"
+    offenders, piece_declarations = [], []
+    for path in sorted(directory.glob("*.p*")):
+        if path.suffix not in (".pyx", ".pxd", ".pxi"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        piece_declarations += [path.name] * len(
+            re.findall(r"^\s*(?:cdef [\w ]+)?GEMM_PIECE_WORK\s*=", text, re.M)
+        )
+        if path.name == "_blas.pxd":
+            continue
+        if re.search(r"cython_blas cimport[^\n]*\b[sd]gemm\b", text) or re.search(
+            r"^cdef (inline )?void _gemm\(", text, re.M
+        ):
+            offenders.append(path.name)
+    assert not offenders, f"{offenders} call gemm directly: use _blas._gemm (RowMajor)"
+    assert piece_declarations == ["_blas.pxd"], piece_declarations
 
 
 @pytest.mark.parametrize("path", KERNEL_SOURCES, ids=lambda p: p.name)

@@ -41,7 +41,7 @@ Each pair's matrices are row-major with a row stride that may exceed ``d``
 (a head of a packed ``(batch, length, 3, heads, d)`` projection is a strided
 view); the last axis of every array must be contiguous, which the callers
 ensure (the memoryviews accept any strides).  BLAS is column-major: the row-major product ``C = A B`` is the
-column-major ``C^T = B^T A^T`` of the same memory, which :func:`_gemm` calls.
+column-major ``C^T = B^T A^T`` of the same memory, which ``_blas._gemm`` calls for ``RowMajor``.
 Row maxima and sums use ``LANES`` partial results combined by a fixed tree,
 branch-free (the sign-bit selects of ``_elementary.pxi``), so GCC vectorises
 them and the result does not depend on the vector width.
@@ -51,8 +51,7 @@ from libc.math cimport log
 from libc.stdint cimport INT32_MAX, INT64_MAX, int32_t, int64_t
 
 from cython cimport floating
-from scipy.linalg.cython_blas cimport dgemm, sgemm
-
+from ._blas cimport NoTrans, RowMajor, Trans, _gemm
 from ._common cimport floating_zeros_1d, floating_zeros_2d, floating_zeros_3d
 
 cimport numpy as cnp
@@ -64,32 +63,6 @@ include "_elementary.pxi"
 cdef enum:
     # Width of the partial maxima and sums of a row of scores.
     LANES = 16
-
-
-cdef inline void _gemm(
-    bint transpose_a,
-    bint transpose_b,
-    int m,
-    int n,
-    int k,
-    floating alpha,
-    const floating* a,
-    int lda,
-    const floating* b,
-    int ldb,
-    floating beta,
-    floating* c,
-    int ldc,
-) noexcept nogil:
-    """Row-major ``C (m x n) = alpha op(A) op(B) + beta C``; ``ld*`` are row strides."""
-    cdef char trans_a = b"T" if transpose_a else b"N"
-    cdef char trans_b = b"T" if transpose_b else b"N"
-    if floating is float:
-        sgemm(&trans_b, &trans_a, &n, &m, &k, &alpha, <float*>b, &ldb, <float*>a, &lda,
-              &beta, c, &ldc)
-    else:
-        dgemm(&trans_b, &trans_a, &n, &m, &k, &alpha, <double*>b, &ldb, <double*>a, &lda,
-              &beta, c, &ldc)
 
 
 cdef union _SignedBits64:
@@ -270,8 +243,8 @@ def forward(
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
                     S = &scores[0, 0]
-                    _gemm(False, True, <int>rows, <int>cols, d, alpha, Q + r0 * ldq, ldq,
-                          K + c0 * ldk, ldk, 0, S, <int>cols)
+                    _gemm(RowMajor, NoTrans, Trans, <int>rows, <int>cols, d, alpha,
+                          Q + r0 * ldq, ldq, K + c0 * ldk, ldk, 0, S, <int>cols)
                     for i in range(rows):
                         row = r0 + i
                         n_valid = cols if row - c0 + 1 >= cols else row - c0 + 1
@@ -287,7 +260,7 @@ def forward(
                             if correction != 1:
                                 _scale_row(O + row * ldo, d, correction)
                             row_max[i] = largest
-                    _gemm(False, False, <int>rows, d, <int>cols, 1, S, <int>cols,
+                    _gemm(RowMajor, NoTrans, NoTrans, <int>rows, d, <int>cols, 1, S, <int>cols,
                           V + c0 * ldv, ldv, 0 if c0 == 0 else 1, O + r0 * ldo, ldo)
                 for i in range(rows):
                     row = r0 + i
@@ -369,19 +342,19 @@ def backward(
                 for tile in range((r1 + block_cols - 1) // block_cols):
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
-                    _gemm(False, True, <int>rows, <int>cols, d, alpha, Q + r0 * ldq, ldq,
-                          K + c0 * ldk, ldk, 0, P, <int>cols)
+                    _gemm(RowMajor, NoTrans, Trans, <int>rows, <int>cols, d, alpha,
+                          Q + r0 * ldq, ldq, K + c0 * ldk, ldk, 0, P, <int>cols)
                     for i in range(rows):
                         row = r0 + i
                         n_valid = cols if row - c0 + 1 >= cols else row - c0 + 1
                         _exp_row(P + i * cols, n_valid, cols, lse[b, h, row])
-                    _gemm(True, False, <int>cols, d, <int>rows, 1, P, <int>cols,
+                    _gemm(RowMajor, Trans, NoTrans, <int>cols, d, <int>rows, 1, P, <int>cols,
                           dO + r0 * lddo, lddo, 0 if first else 1, dV + c0 * lddv, lddv)
-                    _gemm(False, True, <int>rows, <int>cols, d, 1, dO + r0 * lddo, lddo,
-                          V + c0 * ldv, ldv, 0, dS, <int>cols)
+                    _gemm(RowMajor, NoTrans, Trans, <int>rows, <int>cols, d, 1,
+                          dO + r0 * lddo, lddo, V + c0 * ldv, ldv, 0, dS, <int>cols)
                     for i in range(rows):
                         _score_gradients(dS + i * cols, P + i * cols, deltas[i], alpha, cols)
-                    _gemm(False, False, <int>rows, d, <int>cols, 1, dS, <int>cols,
+                    _gemm(RowMajor, NoTrans, NoTrans, <int>rows, d, <int>cols, 1, dS, <int>cols,
                           K + c0 * ldk, ldk, 0 if c0 == 0 else 1, dQ + r0 * lddq, lddq)
-                    _gemm(True, False, <int>cols, d, <int>rows, 1, dS, <int>cols,
+                    _gemm(RowMajor, Trans, NoTrans, <int>cols, d, <int>rows, 1, dS, <int>cols,
                           Q + r0 * ldq, ldq, 0 if first else 1, dK + c0 * lddk, lddk)

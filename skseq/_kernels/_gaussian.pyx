@@ -8,8 +8,7 @@ adds nothing to the moments.  These functions release the GIL.
 """
 
 from libc.math cimport INFINITY, isnan
-from scipy.linalg.cython_blas cimport dgemm
-
+from ._blas cimport NoTrans, RowMajor, _gemm
 from ._common cimport zeros_1d
 
 cimport numpy as cnp
@@ -241,8 +240,8 @@ def weighted_moments(
                     for r in range(rows):
                         product[r] = left[r] * right[r]
                     p += 1
-            # Column-major to BLAS: moments_t^T (K x P) += W^T (K x rows) F (rows x P).
+            # moments_t (P x K) += F (P x rows, rows _STRIDE apart) @ W (rows x K).
             k = <int>rows
-            dgemm(b"N", b"N", &m, &n, &k, &one, &weights[first, 0], &m, features, &leading,
-                  &one, &moments_t[0, 0], &m)
+            _gemm(RowMajor, NoTrans, NoTrans, n, m, k, one, features, leading,
+                  &weights[first, 0], m, one, &moments_t[0, 0], m)
             first += rows

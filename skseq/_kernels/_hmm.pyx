@@ -28,9 +28,8 @@ from libc.float cimport DBL_MIN
 from libc.stdint cimport uint64_t
 from libc.math cimport INFINITY, NAN, exp, fabs, isnan, log
 
-from scipy.linalg.cython_blas cimport dgemm
-
-from ._common cimport longest_sequence, zeros_2d, zeros_3d, zeros_uint64_2d
+from ._blas cimport NoTrans, RowMajor, Trans, _gemm
+from ._common cimport longest_sequence, zeros_1d, zeros_2d, zeros_3d, zeros_uint64_2d
 
 cimport numpy as cnp
 
@@ -441,12 +440,12 @@ cdef double _backward_one(
 
     if n_rows < 2:
         return 0.0
-    # Row-major (n_rows-1, K) arrays are column-major (K, n_rows-1) to BLAS:
-    # xi^T += W @ Alpha^T, i.e. xi[i, j] += sum_t alpha[t, i] w[t+1, j].
+    # xi (K, K) += Alpha^T (K, n_rows-1) @ W (n_rows-1, K), i.e.
+    # xi[i, j] += sum_t alpha[t, i] w[t+1, j].
     m = <int>n_states
     k = <int>(n_rows - 1)
-    dgemm(b"N", b"T", &m, &m, &k, &one, &frame[1, 0], &m, &alpha[0, 0], &m,
-          &one, &xi_unscaled[0, 0], &m)
+    _gemm(RowMajor, Trans, NoTrans, m, m, k, one, &alpha[0, 0], m, &frame[1, 0], m, one,
+          &xi_unscaled[0, 0], m)
     return 0.0
 
 
@@ -492,7 +491,7 @@ def forward(
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
-    cdef Py_ssize_t s, t, j, first, stop
+    cdef Py_ssize_t s, first, stop
     cdef double[:, ::1] work = zeros_2d(4, n_states)
     cdef uint64_t[:, ::1] column_masks = _column_masks(trans)
     cdef uint64_t[::1] positive = column_masks[0].copy()
@@ -507,10 +506,7 @@ def forward(
                              scale[first:stop], work, rho, column_masks, &positive[0]),
                 scale[first:stop], shift[first:stop])
             if isnan(sequence_status[s]):
-                for t in range(first, stop):
-                    scale[t] = NAN
-                    for j in range(n_states):
-                        filtered[t, j] = 0.0
+                _discard_rows(scale[first:stop], filtered[first:stop])
 
 
 def forward_backward(
@@ -541,12 +537,12 @@ def forward_backward(
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = trans.shape[0]
-    cdef Py_ssize_t s, t, i, j, first, stop
+    cdef Py_ssize_t s, i, j, first, stop
     cdef double[:, ::1] trans_t = trans.T.copy()
     cdef double[:, ::1] xi_unscaled = zeros_2d(n_states, n_states)
     cdef double[:, ::1] work = zeros_2d(4, n_states)
-    cdef double[::1] beta = zeros_2d(1, n_states)[0]
-    cdef double[::1] ones = zeros_2d(1, n_states)[0]
+    cdef double[::1] beta = zeros_1d(n_states)
+    cdef double[::1] ones = zeros_1d(n_states)
     cdef uint64_t[:, ::1] column_masks = _column_masks(trans)
     cdef uint64_t[::1] positive = column_masks[0].copy()
     cdef double rho
@@ -565,10 +561,7 @@ def forward_backward(
                     posteriors[first:stop], xi_unscaled, beta, ones, NULL, NULL)):
                 sequence_status[s] = NAN
             if isnan(sequence_status[s]):
-                for t in range(first, stop):
-                    scale[t] = NAN
-                    for i in range(n_states):
-                        posteriors[t, i] = 0.0
+                _discard_rows(scale[first:stop], posteriors[first:stop])
                 continue
             for i in range(n_states):
                 start_counts[i] += posteriors[first, i]
@@ -601,8 +594,8 @@ def backward_chunk(
     """
     cdef Py_ssize_t n_states = trans.shape[0]
     cdef double[:, ::1] trans_t = trans.T.copy()
-    cdef double[::1] beta = zeros_2d(1, n_states)[0]
-    cdef double[::1] ones = zeros_2d(1, n_states)[0]
+    cdef double[::1] beta = zeros_1d(n_states)
+    cdef double[::1] ones = zeros_1d(n_states)
     cdef double status
     ones[:] = 1.0
     with nogil:
@@ -733,7 +726,7 @@ def forward_smoothing(
     cdef Py_ssize_t n_features = features.shape[2]
     cdef double log_likelihood
     cdef double[:, ::1] backward = zeros_2d(n_states, n_states)
-    cdef double[::1] predicted = zeros_2d(1, n_states)[0]
+    cdef double[::1] predicted = zeros_1d(n_states)
     cdef double[:, ::1] start_new = zeros_2d(n_states, n_states)
     cdef double[:, :, ::1] trans_new = zeros_3d(n_states, n_states, n_states)
     cdef double[:, :, ::1] emission_new = zeros_3d(n_states, n_states, n_features)
@@ -944,6 +937,36 @@ cdef double _log_predictive_one(
     return total
 
 
+cdef void _filtered_rows(
+    const double[:, ::1] log_alpha,
+    Py_ssize_t possible,
+    double[:, ::1] filtered,
+) noexcept nogil:
+    """The filtered probabilities exp(log_alpha) of the rows of ``filtered`` (one
+    sequence or one chunk of one), zero from the first impossible row on."""
+    cdef Py_ssize_t t, j
+    for t in range(filtered.shape[0]):
+        for j in range(filtered.shape[1]):
+            filtered[t, j] = exp(log_alpha[t, j]) if t < possible else 0.0
+
+
+cdef void _zero_rows(double[:, ::1] rows) noexcept nogil:
+    """Zero posteriors for the rows of a sequence (or chunk) of probability zero."""
+    cdef Py_ssize_t t, i
+    for t in range(rows.shape[0]):
+        for i in range(rows.shape[1]):
+            rows[t, i] = 0.0
+
+
+cdef void _discard_rows(double[::1] scale, double[:, ::1] rows) noexcept nogil:
+    """Mark the rows of a sequence whose scaled pass cannot vouch for its numbers:
+    scale NaN (the caller redoes them in log space) and zero ``rows``."""
+    cdef Py_ssize_t t
+    for t in range(scale.shape[0]):
+        scale[t] = NAN
+    _zero_rows(rows)
+
+
 def log_forward(
     const double[::1] log_start,  # IN
     const double[:, ::1] log_trans,  # IN
@@ -964,12 +987,12 @@ def log_forward(
     from its first impossible row on.
     """
     cdef Py_ssize_t n_states = log_trans.shape[0]
-    cdef Py_ssize_t index, s, t, j, first, stop, possible
+    cdef Py_ssize_t index, s, first, stop, possible
     cdef double[:, ::1] log_alpha = zeros_2d(longest_sequence(offsets), n_states)
     cdef double[:, ::1] log_prior = zeros_2d(longest_sequence(offsets), n_states)
-    cdef double[::1] log_scale = zeros_2d(1, longest_sequence(offsets))[0]
-    cdef double[::1] terms = zeros_2d(1, n_states)[0]
-    cdef double[::1] low = zeros_2d(1, n_states)[0]
+    cdef double[::1] log_scale = zeros_1d(longest_sequence(offsets))
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
@@ -981,9 +1004,7 @@ def log_forward(
                 terms, low)
             sequence_log_likelihood[s] = _log_predictive_one(
                 log_scale, shift[first:stop], possible, log_predictive[first:stop])
-            for t in range(stop - first):
-                for j in range(n_states):
-                    filtered[first + t, j] = exp(log_alpha[t, j]) if t < possible else 0.0
+            _filtered_rows(log_alpha, possible, filtered[first:stop])
 
 
 cdef inline void _following(
@@ -1108,15 +1129,15 @@ def log_forward_backward(
     """
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t longest = longest_sequence(offsets)
-    cdef Py_ssize_t index, s, t, i, first, stop, n_rows, possible
+    cdef Py_ssize_t index, s, i, first, stop, n_rows, possible
     cdef double[:, ::1] pairs = zeros_2d(n_states, n_states)
     cdef double[:, ::1] log_alpha = zeros_2d(longest, n_states)
     cdef double[:, ::1] log_prior = zeros_2d(longest, n_states)
     cdef double[:, ::1] log_beta = zeros_2d(longest, n_states)
-    cdef double[::1] log_scale = zeros_2d(1, longest)[0]
-    cdef double[::1] terms = zeros_2d(1, n_states)[0]
-    cdef double[::1] low = zeros_2d(1, n_states)[0]
-    cdef double[::1] following = zeros_2d(1, n_states)[0]
+    cdef double[::1] log_scale = zeros_1d(longest)
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
+    cdef double[::1] following = zeros_1d(n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
@@ -1130,9 +1151,7 @@ def log_forward_backward(
             sequence_log_likelihood[s] = _log_predictive_one(
                 log_scale, shift[first:stop], possible, log_predictive[first:stop])
             if possible < n_rows:
-                for t in range(first, stop):
-                    for i in range(n_states):
-                        posteriors[t, i] = 0.0
+                _zero_rows(posteriors[first:stop])
                 continue
             for i in range(n_states):
                 log_beta[n_rows - 1, i] = 0.0
@@ -1161,21 +1180,19 @@ def log_forward_chunk(
     """
     cdef Py_ssize_t n_rows = log_frame.shape[0]
     cdef Py_ssize_t n_states = log_trans.shape[0]
-    cdef Py_ssize_t t, j, possible
+    cdef Py_ssize_t j, possible
     cdef double log_likelihood
     cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
     cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
-    cdef double[::1] log_scale = zeros_2d(1, n_rows)[0]
-    cdef double[::1] terms = zeros_2d(1, n_states)[0]
-    cdef double[::1] low = zeros_2d(1, n_states)[0]
+    cdef double[::1] log_scale = zeros_1d(n_rows)
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_prior,
                                     log_scale, terms, low)
         log_likelihood = _log_predictive_one(log_scale, shift, possible, log_predictive)
-        for t in range(n_rows):
-            for j in range(n_states):
-                filtered[t, j] = exp(log_alpha[t, j]) if t < possible else 0.0
+        _filtered_rows(log_alpha, possible, filtered)
         for j in range(n_states):
             log_last[j] = log_alpha[n_rows - 1, j] if possible == n_rows else -INFINITY
     return log_likelihood
@@ -1207,15 +1224,15 @@ def log_forward_backward_chunk(
     """
     cdef Py_ssize_t n_rows = log_frame.shape[0]
     cdef Py_ssize_t n_states = log_trans.shape[0]
-    cdef Py_ssize_t t, i, j, possible
+    cdef Py_ssize_t i, j, possible
     cdef double log_likelihood
     cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
     cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
     cdef double[:, ::1] log_beta = zeros_2d(n_rows, n_states)
-    cdef double[::1] log_scale = zeros_2d(1, n_rows)[0]
-    cdef double[::1] terms = zeros_2d(1, n_states)[0]
-    cdef double[::1] low = zeros_2d(1, n_states)[0]
-    cdef double[::1] following = zeros_2d(1, n_states)[0]
+    cdef double[::1] log_scale = zeros_1d(n_rows)
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
+    cdef double[::1] following = zeros_1d(n_states)
     cdef double[:, ::1] pairs = zeros_2d(n_states, n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
@@ -1223,9 +1240,7 @@ def log_forward_backward_chunk(
                                     log_scale, terms, low)
         log_likelihood = _log_predictive_one(log_scale, shift, possible, log_predictive)
         if possible < n_rows:
-            for t in range(n_rows):
-                for i in range(n_states):
-                    posteriors[t, i] = 0.0
+            _zero_rows(posteriors)
             for j in range(n_states):
                 log_w_first[j] = -INFINITY
         else:

@@ -21,7 +21,7 @@ pre-activations, ``a[b, t] = (dL/dh[b, t]) * (1 - h[b, t]**2)`` with
 steps.
 """
 
-from scipy.linalg.cython_blas cimport dgemm, sgemm
+from ._blas cimport NoTrans, RowMajor, Trans, _gemm
 
 # The branch-free exp / select functions and the restrict pointer types.
 include "_elementary.pxi"
@@ -122,21 +122,6 @@ cdef inline void _times_tanh_slope(
         grad[j] = grad[j] * (1 - hidden[j] * hidden[j])
 
 
-# ------------------------------------------------------------ BLAS
-
-
-cdef inline void _gemm(
-    char* transa, char* transb, int m, int n, int k,
-    floating alpha, floating* a, int lda, floating* b, int ldb,
-    floating beta, floating* c, int ldc,
-) noexcept nogil:
-    """Column-major ``c = alpha op(a) op(b) + beta c`` in the precision of ``floating``."""
-    if floating is float:
-        sgemm(transa, transb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc)
-    else:
-        dgemm(transa, transb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc)
-
-
 # ------------------------------------------------------------ kernels
 
 
@@ -169,15 +154,14 @@ def forward(
     cdef floating* W = <floating*>&W_h[0, 0]
     with nogil:
         for t in range(length):
-            # Row-major (batch, H) += previous (batch, H) @ W_h^T, i.e. the
-            # column-major (H, batch) += W_h (H, H) @ previous (H, batch).
+            # (batch, H) += previous (batch, H) @ W_h^T.
             if t > 0:
-                _gemm(b"T", b"N", n_hidden, <int>batch, n_hidden, <floating>1, W, n_hidden,
-                      &hidden[0, t - 1, 0], row_stride, <floating>1, &hidden[0, t, 0],
-                      row_stride)
+                _gemm(RowMajor, NoTrans, Trans, <int>batch, n_hidden, n_hidden, <floating>1,
+                      &hidden[0, t - 1, 0], row_stride, W, n_hidden, <floating>1,
+                      &hidden[0, t, 0], row_stride)
             elif has_h0:
-                _gemm(b"T", b"N", n_hidden, <int>batch, n_hidden, <floating>1, W, n_hidden,
-                      <floating*>&h0[0, 0], n_hidden, <floating>1, &hidden[0, 0, 0],
+                _gemm(RowMajor, NoTrans, Trans, <int>batch, n_hidden, n_hidden, <floating>1,
+                      &h0[0, 0], n_hidden, W, n_hidden, <floating>1, &hidden[0, 0, 0],
                       row_stride)
             for row in range(batch):
                 _tanh_row(&hidden[row, t, 0], n_hidden)
@@ -210,22 +194,23 @@ def backward(
         for t in range(length - 1, -1, -1):
             for row in range(batch):
                 _times_tanh_slope(&grad[row, t, 0], &hidden[row, t, 0], n_hidden)
-            # Row-major target (batch, H) += a_t (batch, H) @ W_h, i.e. the
-            # column-major (H, batch) += W_h^T (H, H) @ a_t^T (H, batch).
+            # The previous step's target (batch, H) += a_t (batch, H) @ W_h.
             if t > 0:
-                _gemm(b"N", b"N", n_hidden, <int>batch, n_hidden, <floating>1, W, n_hidden,
-                      &grad[0, t, 0], row_stride, <floating>1, &grad[0, t - 1, 0], row_stride)
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
+                      &grad[0, t, 0], row_stride, W, n_hidden, <floating>1, &grad[0, t - 1, 0],
+                      row_stride)
             else:
-                _gemm(b"N", b"N", n_hidden, <int>batch, n_hidden, <floating>1, W, n_hidden,
-                      &grad[0, 0, 0], row_stride, <floating>0, &dh0[0, 0], n_hidden)
-        # dW_h = sum_b sum_{t >= 1} a[b, t] h[b, t - 1]^T (+ a[b, 0] h0[b]^T).  Row-major
-        # (H, H) = A^T P with A = a[b, 1:], P = h[b, :-1]; column-major dW_h^T = P^T A.
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
+                      &grad[0, 0, 0], row_stride, W, n_hidden, <floating>0, &dh0[0, 0],
+                      n_hidden)
+        # dW_h = sum_b sum_{t >= 1} a[b, t] h[b, t - 1]^T (+ a[b, 0] h0[b]^T):
+        # (H, H) += A^T P with A = a[b, 1:], P = h[b, :-1].
         if length > 1:
             for row in range(batch):
-                _gemm(b"N", b"T", n_hidden, n_hidden, <int>(length - 1), <floating>1,
-                      <floating*>&hidden[row, 0, 0], n_hidden, &grad[row, 1, 0], n_hidden,
+                _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>(length - 1),
+                      <floating>1, &grad[row, 1, 0], n_hidden, &hidden[row, 0, 0], n_hidden,
                       <floating>1, &dW_h[0, 0], n_hidden)
         if has_h0:
-            _gemm(b"N", b"T", n_hidden, n_hidden, <int>batch, <floating>1,
-                  <floating*>&h0[0, 0], n_hidden, &grad[0, 0, 0], row_stride,
-                  <floating>1, &dW_h[0, 0], n_hidden)
+            _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>batch, <floating>1,
+                  &grad[0, 0, 0], row_stride, &h0[0, 0], n_hidden, <floating>1, &dW_h[0, 0],
+                  n_hidden)

@@ -52,10 +52,10 @@ AVX2 build runs them about twice as fast as the portable one.
 
 from libc.float cimport DBL_MIN, FLT_MIN
 from libc.math cimport cos, exp, fabs, sin
-from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 from cython cimport floating
 
+from ._blas cimport NoTrans, RowMajor, _gemm
 from ._common cimport floating_zeros_1d, zeros_2d
 
 cimport numpy as cnp
@@ -75,21 +75,6 @@ cdef inline floating _flushed(double value, floating tiny) noexcept nogil:
     if fabs(value) < tiny:
         return 0
     return <floating>value
-
-
-cdef inline void _gemm(
-    int m, int n, int k, const floating* a, int lda, const floating* b, int ldb,
-    floating* c, int ldc,
-) noexcept nogil:
-    """Column-major ``c = a @ b`` (``m x k`` times ``k x n``); row-major callers swap a and b."""
-    cdef float one32 = 1, zero32 = 0
-    cdef double one64 = 1, zero64 = 0
-    if floating is float:
-        sgemm(b"N", b"N", &m, &n, &k, &one32, <float*>a, &lda, <float*>b, &ldb,
-              &zero32, <float*>c, &ldc)
-    else:
-        dgemm(b"N", b"N", &m, &n, &k, &one64, <double*>a, &lda, <double*>b, &ldb,
-              &zero64, <double*>c, &ldc)
 
 
 cdef enum:
@@ -190,12 +175,15 @@ def vandermonde_forward(
                     g_im = w_re[c, n] * work_im[m] + w_im[c, n] * work_re[m]
                     anchors[m * 2 * n_modes + n] = _flushed(2 * g_re, tiny)
                     anchors[m * 2 * n_modes + n_modes + n] = _flushed(-2 * g_im, tiny)
+            # K[c] as (n_blocks, M) = anchors (n_blocks, 2 H) @ powers (2 H, M).
             if exact_fit:
-                _gemm(<int>block, <int>n_blocks, <int>(2 * n_modes), powers, <int>block,
-                      anchors, <int>(2 * n_modes), &K[c, 0], <int>block)
+                _gemm(RowMajor, NoTrans, NoTrans, <int>n_blocks, <int>block, <int>(2 * n_modes),
+                      <floating>1, anchors, <int>(2 * n_modes), powers, <int>block,
+                      <floating>0, &K[c, 0], <int>block)
             else:
-                _gemm(<int>block, <int>n_blocks, <int>(2 * n_modes), powers, <int>block,
-                      anchors, <int>(2 * n_modes), product, <int>block)
+                _gemm(RowMajor, NoTrans, NoTrans, <int>n_blocks, <int>block, <int>(2 * n_modes),
+                      <floating>1, anchors, <int>(2 * n_modes), powers, <int>block,
+                      <floating>0, product, <int>block)
                 for k in range(length):
                     K[c, k] = product[k]
 
@@ -243,8 +231,9 @@ def vandermonde_backward(
                     gradient[j * stride + m] = value
                     gradient[j * stride + n_blocks + m] = j * value
             # sums (2 H, 2 n_blocks) = powers (2 H, M) @ gradient (M, 2 n_blocks), row-major.
-            _gemm(<int>stride, <int>(2 * n_modes), <int>block, gradient, <int>stride,
-                  powers, <int>block, sums, <int>stride)
+            _gemm(RowMajor, NoTrans, NoTrans, <int>(2 * n_modes), <int>stride, <int>block,
+                  <floating>1, powers, <int>block, gradient, <int>stride, <floating>0, sums,
+                  <int>stride)
             for n in range(n_modes):
                 _mode_powers(x_re[c, n], x_im[c, n], n_blocks, block, work_re, work_im)
                 a0_re = a0_im = a1_re = a1_im = 0
