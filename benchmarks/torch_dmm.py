@@ -30,7 +30,7 @@ def negative_elbo(parameters, inputs, observed, step_mask, noise, *, kl_weight, 
     """The annealed negative ELBO (summed over the batch) and the ELBO itself.
 
     ``parameters`` maps skseq's keys to tensors; the other arguments are the
-    tensors :meth:`skseq.neural._dmm.DeepMarkovNetwork.forward` takes.
+    tensors :meth:`skseq.neural._networks._deep_markov.DeepMarkovNetwork.forward` takes.
     """
     batch, n_steps, m = noise.shape
     lengths = step_mask.sum(dim=1).long()

@@ -3,7 +3,7 @@
 The estimator takes data like the other latent-state models (rows of all
 sequences concatenated, ``lengths=`` or ``sequence_ids=``), pads the
 sequences into one array with masks, and trains the network of
-:mod:`skseq.neural._dmm` on the shared minibatch trainer
+:mod:`skseq.neural._networks._deep_markov` on the shared minibatch trainer
 (:class:`~skseq.neural._trainer.BaseSequenceNetwork`): the "targets" of a
 sequence are its mask of observed entries and its "weights" the mask of its
 steps, and the loss is the negative ELBO per step.
@@ -30,8 +30,8 @@ from .._validation import (
     check_scalar_param,
     masked_as_nan,
 )
-from ._dmm import DeepMarkovNetwork
 from ._docstrings import training_parameters
+from ._networks._deep_markov import DeepMarkovNetwork
 from ._trainer import PREDICTION_CHUNK_POSITIONS, BaseSequenceNetwork
 from ._validation import NETWORK_PARAMETER_RULES, check_positive_int
 

@@ -6,7 +6,8 @@ from .._parallel import single_threaded_blas
 from .._validation import check_scalar_param
 from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
-from ._elman import jacobian_norms, make_elman_network
+from ._networks._elman_rnn import elman_layer, jacobian_norms
+from ._networks._residual import make_network
 from ._trainer import PREDICTION_CHUNK_POSITIONS
 
 __all__ = ["ElmanRNNRegressor", "ElmanRNNClassifier"]
@@ -66,9 +67,10 @@ class _ElmanRNNArchitecture:
         )
 
     def _make_network(self, n_features, n_outputs, per_step):
-        return make_elman_network(
+        return make_network(
             n_features,
             n_outputs,
+            elman_layer,
             per_step=per_step,
             d_model=self.d_model,
             n_layers=self.n_layers,

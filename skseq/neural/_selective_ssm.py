@@ -3,7 +3,8 @@
 from ..base import check_scalar_param
 from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
-from ._mamba import make_mamba_network
+from ._networks._residual import make_network
+from ._networks._selective_ssm import mamba_layer
 from ._validation import check_positive_int
 
 __all__ = ["SelectiveSSMRegressor", "SelectiveSSMClassifier"]
@@ -62,9 +63,10 @@ class _SelectiveSSMArchitecture:
             check_scalar_param(self.dt_rank, "dt_rank", "int", low=1)
 
     def _make_network(self, n_features, n_outputs, per_step):
-        return make_mamba_network(
+        return make_network(
             n_features,
             n_outputs,
+            mamba_layer,
             per_step=per_step,
             d_model=self.d_model,
             n_layers=self.n_layers,

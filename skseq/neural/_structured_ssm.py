@@ -3,7 +3,8 @@
 from .._validation import check_scalar_param
 from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
-from ._s4d import INITS, MAX_CONVOLUTION_BYTES, make_s4d_network
+from ._networks._residual import make_network
+from ._networks._s4d import INITS, MAX_CONVOLUTION_BYTES, s4d_layer
 
 __all__ = ["S4DRegressor", "S4DClassifier"]
 
@@ -78,9 +79,10 @@ class _S4DArchitecture:
             raise ValueError(f"init must be one of {INITS}, got {self.init!r}.")
 
     def _make_network(self, n_features, n_outputs, per_step):
-        return make_s4d_network(
+        return make_network(
             n_features,
             n_outputs,
+            s4d_layer,
             per_step=per_step,
             d_model=self.d_model,
             n_layers=self.n_layers,

@@ -12,7 +12,7 @@ loss and score.
 A network is any object with ``init_parameters(random_state, dtype)``,
 ``decayed_parameters()``, ``forward(parameters, X) -> (outputs, cache)`` and
 ``backward(parameters, grad_outputs, cache) -> grads`` (see
-:class:`~skseq.neural._network.ResidualSequenceNetwork`).
+:class:`~skseq.neural._networks._residual.ResidualSequenceNetwork`).
 
 Unsupervised models (the deep Markov model) train on the same loop: they
 validate their own data and call :meth:`BaseSequenceNetwork._train` with one
@@ -145,7 +145,7 @@ def estimate_activation_bytes(network, parameters, n_features, *, forward=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.neural._network import ResidualSequenceNetwork
+    >>> from skseq.neural._networks._residual import ResidualSequenceNetwork
     >>> network = ResidualSequenceNetwork(2, 4, 1, blocks=[], per_step=True)
     >>> parameters = network.init_parameters(np.random.RandomState(0), np.float64)
     >>> coefficients = estimate_activation_bytes(network, parameters, 2)

@@ -1,9 +1,11 @@
 """Causal Transformer estimators: TransformerRegressor and TransformerClassifier."""
 
 from .._validation import check_scalar_param
-from ._attention import ACTIVATIONS, make_transformer_network
 from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
+from ._networks._layers import ACTIVATIONS
+from ._networks._residual import make_network
+from ._networks._transformer import SinusoidalPositionalEncoding, transformer_layer
 from ._validation import check_positive_int
 
 __all__ = ["TransformerRegressor", "TransformerClassifier"]
@@ -74,12 +76,15 @@ class _TransformerArchitecture:
             )
 
     def _make_network(self, n_features, n_outputs, per_step):
-        return make_transformer_network(
+        return make_network(
             n_features,
             n_outputs,
+            transformer_layer,
             per_step=per_step,
             d_model=self.d_model,
             n_layers=self.n_layers,
+            updates_per_layer=2,
+            positional_encoding=SinusoidalPositionalEncoding("positions", self.d_model),
             n_heads=self.n_heads,
             d_ff=4 * self.d_model if self.d_ff is None else self.d_ff,
             activation=self.activation,

@@ -24,8 +24,8 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 import skseq
 from skseq import DeepMarkovModel, GaussianHMM, LinearGaussianSSM
-from skseq.neural._dmm import MIN_SCALE, DeepMarkovNetwork, reversal_index
-from skseq.neural._layers import inverse_softplus, softplus
+from skseq.neural._networks._deep_markov import MIN_SCALE, DeepMarkovNetwork, reversal_index
+from skseq.neural._networks._layers import inverse_softplus, softplus
 
 SMALL = dict(
     transition_hidden_size=8,

@@ -19,10 +19,12 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.pipeline import make_pipeline
 
-from skseq.neural import SelectiveSSMClassifier, SelectiveSSMRegressor, _mamba
-from skseq.neural._layers import CausalDepthwiseConv1d, Linear, RMSNorm, SiLU, softplus
+from skseq.neural import SelectiveSSMClassifier, SelectiveSSMRegressor
 from skseq.neural._losses import softmax_cross_entropy, squared_error
-from skseq.neural._mamba import MambaBlock, make_mamba_network
+from skseq.neural._networks import _selective_ssm as selective_ssm_network
+from skseq.neural._networks._layers import CausalDepthwiseConv1d, Linear, RMSNorm, SiLU, softplus
+from skseq.neural._networks._residual import make_network
+from skseq.neural._networks._selective_ssm import MambaBlock, mamba_layer
 from skseq.neural._trainer import Adam, clip_by_global_norm
 
 SMALL = dict(d_model=8, n_layers=1, d_state=4, learning_rate_init=1e-2, random_state=0)
@@ -98,7 +100,7 @@ def test_mamba_block_matches_reference_recurrence(monkeypatch):
     parameters = perturbed_parameters(block, rng)
     inputs = rng.normal(size=(3, 9, 4))
     with_kernel, _ = block.forward(parameters, inputs)
-    monkeypatch.setattr(_mamba, "selective_scan", reference_selective_scan)
+    monkeypatch.setattr(selective_ssm_network, "selective_scan", reference_selective_scan)
     with_reference, _ = block.forward(parameters, inputs)
     assert_allclose(with_kernel, with_reference, rtol=1e-10, atol=1e-12)
 
@@ -106,9 +108,10 @@ def test_mamba_block_matches_reference_recurrence(monkeypatch):
 @pytest.mark.parametrize("per_step", [False, True])
 @pytest.mark.parametrize("loss", ["squared_error", "cross_entropy"])
 def test_network_gradients_end_to_end(per_step, loss):
-    network = make_mamba_network(
+    network = make_network(
         2,
         3,
+        mamba_layer,
         per_step=per_step,
         d_model=4,
         n_layers=2,
@@ -148,9 +151,10 @@ def test_mamba_initialisation():
     assert step.shape == (16,) and np.all((step >= 1e-3 - 1e-12) & (step <= 1e-1 + 1e-12))
     assert_allclose(-np.exp(parameters["m.A_log"]), -np.tile(np.arange(1.0, 6.0), (16, 1)))
     assert_array_equal(parameters["m.D"], np.ones(16))
-    network = make_mamba_network(
+    network = make_network(
         1,
         1,
+        mamba_layer,
         per_step=False,
         d_model=40,
         n_layers=1,

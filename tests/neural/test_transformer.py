@@ -17,16 +17,14 @@ from scipy.special import ndtr
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from skseq import TransformerClassifier, TransformerRegressor
-from skseq.neural._attention import (
-    GELU,
+from skseq.neural._losses import squared_error
+from skseq.neural._networks._layers import GELU, ReLU
+from skseq.neural._networks._transformer import (
     CausalSelfAttention,
     FeedForward,
-    ReLU,
     SinusoidalPositionalEncoding,
-    make_transformer_network,
     sinusoidal_positions,
 )
-from skseq.neural._losses import squared_error
 
 SMALL = dict(d_model=8, n_layers=1, n_heads=2, learning_rate_init=1e-2, random_state=0)
 
@@ -38,11 +36,17 @@ def _quiet_convergence():
         yield
 
 
+def transformer_network(n_features, n_outputs, per_step, **architecture):
+    """The network a TransformerRegressor of this architecture builds."""
+    estimator = TransformerRegressor(**architecture)
+    return estimator._make_network(n_features, n_outputs, per_step)
+
+
 def small_network(per_step=True, activation="gelu", n_features=2, n_outputs=3):
-    return make_transformer_network(
+    return transformer_network(
         n_features,
         n_outputs,
-        per_step=per_step,
+        per_step,
         d_model=4,
         n_layers=2,
         n_heads=2,
@@ -158,8 +162,8 @@ def test_network_gradients_with_relu():
 
 
 def test_network_layout_and_initialisation():
-    network = make_transformer_network(
-        1, 1, per_step=True, d_model=8, n_layers=3, n_heads=2, d_ff=32, activation="relu"
+    network = transformer_network(
+        1, 1, True, d_model=8, n_layers=3, n_heads=2, d_ff=32, activation="relu"
     )
     parameters = network.init_parameters(np.random.RandomState(0), np.float64)
     assert "layers.2.norm1.gain" in parameters and "layers.2.norm2.gain" in parameters
@@ -210,8 +214,8 @@ def torch_network_outputs(torch, parameters, X, *, n_heads, per_step, activation
 def test_network_agrees_with_torch_autograd(per_step, activation):
     torch = pytest.importorskip("torch")
     rng = np.random.RandomState(5)
-    network = make_transformer_network(
-        3, 2, per_step=per_step, d_model=8, n_layers=2, n_heads=2, d_ff=12, activation=activation
+    network = transformer_network(
+        3, 2, per_step, d_model=8, n_layers=2, n_heads=2, d_ff=12, activation=activation
     )
     parameters = {
         key: value + 0.2 * rng.normal(size=value.shape)

@@ -32,7 +32,7 @@ import math
 import numpy as np
 from scipy.special import expit
 
-from ..inference.rnn import elman_rnn, elman_rnn_backward
+from ...inference.rnn import elman_rnn, elman_rnn_backward
 from ._layers import Linear, inverse_softplus, softplus
 
 __all__ = ["DeepMarkovNetwork", "MIN_SCALE", "reversal_index"]

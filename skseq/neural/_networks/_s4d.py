@@ -1,6 +1,6 @@
 """The S4D block: the Mamba block with a time-invariant diagonal SSM as its mixer.
 
-Everything around the mixer is :class:`~skseq.neural._mamba.GatedSSMBlock`,
+Everything around the mixer is :class:`~skseq.neural._networks._gated_ssm.GatedSSMBlock`,
 as in the Mamba block: ``in_proj`` to the SSM input ``v`` and the gate ``z``,
 ``u = silu(conv(v))``, the gate ``y * silu(z)`` and ``out_proj``.  The mixer
 is S4D's instead of the selective scan: every channel ``c`` of ``u`` is
@@ -31,18 +31,17 @@ The maths, forward and backward, is in the user guide (:ref:`s4d`).
 import numpy as np
 import scipy.fft
 
-from .._validation import format_bytes
-from ..inference.s4d import (
+from ..._validation import format_bytes
+from ...inference.s4d import (
     causal_convolution,
     causal_convolution_backward,
     s4d_kernel,
     s4d_kernel_backward,
 )
+from ._gated_ssm import DT_MAX, DT_MIN, GatedSSMBlock, _channels_major
 from ._layers import SiLU
-from ._mamba import DT_MAX, DT_MIN, GatedSSMBlock, _channels_major
-from ._network import ResidualSequenceNetwork
 
-__all__ = ["S4DBlock", "make_s4d_network", "INITS", "MAX_CONVOLUTION_BYTES"]
+__all__ = ["S4DBlock", "s4d_layer", "INITS", "MAX_CONVOLUTION_BYTES"]
 
 INITS = ("lin", "real")
 
@@ -155,7 +154,7 @@ class S4DBlock(GatedSSMBlock):
                 f"The FFT convolution of {batch} sequence(s) of {length} steps over {channels} "
                 f"channels needs {format_bytes(needed)}, more than the limit of "
                 f"{format_bytes(MAX_CONVOLUTION_BYTES)} per S4D block "
-                "(skseq.neural._s4d.MAX_CONVOLUTION_BYTES); use shorter sequences or a "
+                "(skseq.neural._networks._s4d.MAX_CONVOLUTION_BYTES); use shorter sequences or a "
                 "smaller batch_size."
             )
         ssm = self._ssm_parameters(parameters)
@@ -189,46 +188,28 @@ class S4DBlock(GatedSSMBlock):
         return grad_activated, grad_gate, grads
 
 
-def make_s4d_network(
-    n_features, n_outputs, *, per_step, d_model, n_layers, d_state, d_conv, expand, init
-):
-    """A residual stack of S4D blocks with input projection, final norm and head.
+def s4d_layer(prefix, d_model, *, out_init_scale, d_state, d_conv, expand, init):
+    """One layer of S4D's network: the S4D block ``<prefix>.mixer``.
 
-    Parameters
-    ----------
-    n_features : int
-        Features per time step of the input.
-    n_outputs : int
-        Outputs per read-out position (targets, or classes for logits).
-    per_step : bool
-        Read out every step, or only the last one.
-    d_model, n_layers, d_state, d_conv, expand : int
-    init : {"lin", "real"}
-
-    Returns
-    -------
-    network : ResidualSequenceNetwork
+    The ``layer`` of :func:`~skseq.neural._networks._residual.make_network`.
 
     Examples
     --------
     >>> import numpy as np
-    >>> network = make_s4d_network(3, 2, per_step=False, d_model=8, n_layers=2,
-    ...                            d_state=4, d_conv=4, expand=2, init="real")
+    >>> from skseq.neural._networks._residual import make_network
+    >>> network = make_network(3, 2, s4d_layer, per_step=False, d_model=8, n_layers=2,
+    ...                        d_state=4, d_conv=4, expand=2, init="real")
     >>> parameters = network.init_parameters(np.random.RandomState(0), np.float32)
     >>> outputs, cache = network.forward(parameters, np.ones((5, 7, 3), dtype=np.float32))
     >>> outputs.shape, outputs.dtype
     ((5, 2), dtype('float32'))
     """
-    blocks = [
-        S4DBlock(
-            f"layers.{index}.mixer",
-            d_model,
-            d_state,
-            d_conv,
-            expand,
-            init=init,
-            out_init_scale=1.0 / np.sqrt(n_layers),
-        )
-        for index in range(n_layers)
-    ]
-    return ResidualSequenceNetwork(n_features, d_model, n_outputs, blocks, per_step=per_step)
+    return S4DBlock(
+        f"{prefix}.mixer",
+        d_model,
+        d_state,
+        d_conv,
+        expand,
+        init=init,
+        out_init_scale=out_init_scale,
+    )

@@ -22,130 +22,23 @@ For an input ``x`` of shape ``(batch, length, d_model)`` and
 pass, recomputes the states); everything here is matmuls on whole arrays.
 
 Steps 1, 2 and 6 and the gate are :class:`GatedSSMBlock`, shared with the
-S4D block (:mod:`skseq.neural._s4d`), which replaces steps 3 to 5 by a
+S4D block (:mod:`skseq.neural._networks._s4d`), which replaces steps 3 to 5 by a
 time-invariant SSM.  The maths is in the user guide (:ref:`selective_ssm`).
 """
 
 import numpy as np
 
-from ..inference.scan import selective_scan, selective_scan_backward
-from ._layers import CausalDepthwiseConv1d, Layer, Linear, SiLU, inverse_softplus
-from ._network import ResidualSequenceNetwork
+from ...inference.scan import selective_scan, selective_scan_backward
+from ._gated_ssm import DT_MAX, DT_MIN, GatedSSMBlock, _channels_major
+from ._layers import Linear, inverse_softplus
 
-__all__ = ["GatedSSMBlock", "MambaBlock", "make_mamba_network", "resolve_dt_rank"]
-
-DT_MIN = 1e-3
-DT_MAX = 1e-1
-
+__all__ = ["MambaBlock", "mamba_layer", "resolve_dt_rank"]
 
 def resolve_dt_rank(dt_rank, d_model):
     """``"auto"`` means ``ceil(d_model / 16)``."""
     if isinstance(dt_rank, str) and dt_rank == "auto":
         return -(-d_model // 16)
     return int(dt_rank)
-
-
-def _channels_major(array):
-    """(batch, length, channels) -> contiguous (batch, channels, length), the scan's layout."""
-    return np.ascontiguousarray(array.transpose(0, 2, 1))
-
-
-class GatedSSMBlock(Layer):
-    """The structure of a Mamba block around its state-space sequence mixer.
-
-    ``in_proj`` maps the input to ``2 * d_inner`` channels, split into the
-    SSM input ``v`` and the gate ``z``; ``u = silu(conv(v))`` (causal
-    depthwise convolution); the mixer maps ``u`` to ``y`` and gates it,
-    ``y * silu(z)``; ``out_proj`` maps the ``d_inner`` channels back to
-    ``d_model``.  Subclasses supply the mixer: ``_mixer_layers()`` (its
-    linear layers, initialised after ``conv`` and before ``out_proj``),
-    ``_init_mixer_parameters``, ``_decayed_mixer_parameters``, ``_mix`` and
-    ``_mix_backward``.  Two blocks with different mixers differ in nothing
-    else.
-
-    Parameters
-    ----------
-    name : str
-    d_model : int
-        Width of the residual stream.
-    d_conv : int
-        Taps of the causal depthwise convolution.
-    expand : int
-        ``d_inner = expand * d_model`` channels inside the block.
-    out_init_scale : float, default=1.0
-        Multiplies the initial range of ``out_proj``.
-    """
-
-    def __init__(self, name, d_model, d_conv, expand, *, out_init_scale=1.0):
-        super().__init__(name)
-        self.d_model = d_model
-        self.d_conv = d_conv
-        self.expand = expand
-        self.d_inner = expand * d_model
-        self.in_proj = Linear(self.key("in_proj"), d_model, 2 * self.d_inner, bias=False)
-        self.conv = CausalDepthwiseConv1d(self.key("conv"), self.d_inner, d_conv)
-        self.activation = SiLU(self.key("silu"))
-        self.out_proj = Linear(
-            self.key("out_proj"), self.d_inner, d_model, bias=False, init_scale=out_init_scale
-        )
-
-    def _linear_layers(self):
-        return [self.in_proj, self.conv, *self._mixer_layers(), self.out_proj]
-
-    def _mixer_layers(self):
-        return []
-
-    def _init_mixer_parameters(self, random_state, dtype):
-        raise NotImplementedError
-
-    def _decayed_mixer_parameters(self):
-        return []
-
-    def _mix(self, parameters, activated, gate):
-        """Gated mixer output ``(batch, length, d_inner)`` for ``u`` and ``z``, and a cache."""
-        raise NotImplementedError
-
-    def _mix_backward(self, parameters, grad_mixed, cache):
-        """Gradients ``(grad_u, grad_z, grads)`` given that of the gated mixer output."""
-        raise NotImplementedError
-
-    def init_parameters(self, random_state, dtype):
-        parameters = {}
-        for layer in self._linear_layers():
-            parameters.update(layer.init_parameters(random_state, dtype))
-        parameters.update(self._init_mixer_parameters(random_state, dtype))
-        return parameters
-
-    def decayed_parameters(self):
-        keys = [key for layer in self._linear_layers() for key in layer.decayed_parameters()]
-        return keys + self._decayed_mixer_parameters()
-
-    def forward(self, parameters, inputs):
-        d_inner = self.d_inner
-        projected, in_cache = self.in_proj.forward(parameters, inputs)
-        ssm_input, gate = projected[..., :d_inner], projected[..., d_inner:]
-        convolved, conv_cache = self.conv.forward(parameters, ssm_input)
-        activated, activation_cache = self.activation.forward(parameters, convolved)
-        mixed, mixer_cache = self._mix(parameters, activated, gate)
-        outputs, out_cache = self.out_proj.forward(parameters, mixed)
-        return outputs, (in_cache, conv_cache, activation_cache, mixer_cache, out_cache)
-
-    def backward(self, parameters, grad_outputs, cache):
-        in_cache, conv_cache, activation_cache, mixer_cache, out_cache = cache
-        grads = {}
-        grad_mixed, layer_grads = self.out_proj.backward(parameters, grad_outputs, out_cache)
-        grads.update(layer_grads)
-        grad_activated, grad_gate, mixer_grads = self._mix_backward(
-            parameters, grad_mixed, mixer_cache
-        )
-        grads.update(mixer_grads)
-        grad_convolved, _ = self.activation.backward(parameters, grad_activated, activation_cache)
-        grad_ssm_input, layer_grads = self.conv.backward(parameters, grad_convolved, conv_cache)
-        grads.update(layer_grads)
-        grad_projected = np.concatenate([grad_ssm_input, grad_gate], axis=-1)
-        grad_inputs, layer_grads = self.in_proj.backward(parameters, grad_projected, in_cache)
-        grads.update(layer_grads)
-        return grad_inputs, grads
 
 
 class MambaBlock(GatedSSMBlock):
@@ -249,47 +142,29 @@ class MambaBlock(GatedSSMBlock):
         return grad_activated, scan_grads.dz.transpose(0, 2, 1), grads
 
 
-def make_mamba_network(
-    n_features, n_outputs, *, per_step, d_model, n_layers, d_state, d_conv, expand, dt_rank
-):
-    """A residual stack of Mamba blocks with input projection, final norm and head.
+def mamba_layer(prefix, d_model, *, out_init_scale, d_state, d_conv, expand, dt_rank):
+    """One layer of the selective SSM's network: the Mamba block ``<prefix>.mixer``.
 
-    Parameters
-    ----------
-    n_features : int
-        Features per time step of the input.
-    n_outputs : int
-        Outputs per read-out position (targets, or classes for logits).
-    per_step : bool
-        Read out every step, or only the last one.
-    d_model, n_layers, d_state, d_conv, expand : int
-    dt_rank : int or "auto"
-
-    Returns
-    -------
-    network : ResidualSequenceNetwork
+    The ``layer`` of :func:`~skseq.neural._networks._residual.make_network`;
+    ``dt_rank`` may be "auto" (:func:`resolve_dt_rank`).
 
     Examples
     --------
     >>> import numpy as np
-    >>> network = make_mamba_network(3, 2, per_step=False, d_model=8, n_layers=2,
-    ...                              d_state=4, d_conv=4, expand=2, dt_rank="auto")
+    >>> from skseq.neural._networks._residual import make_network
+    >>> network = make_network(3, 2, mamba_layer, per_step=False, d_model=8, n_layers=2,
+    ...                        d_state=4, d_conv=4, expand=2, dt_rank="auto")
     >>> parameters = network.init_parameters(np.random.RandomState(0), np.float32)
     >>> outputs, cache = network.forward(parameters, np.ones((5, 7, 3), dtype=np.float32))
     >>> outputs.shape, outputs.dtype
     ((5, 2), dtype('float32'))
     """
-    dt_rank = resolve_dt_rank(dt_rank, d_model)
-    blocks = [
-        MambaBlock(
-            f"layers.{index}.mixer",
-            d_model,
-            d_state,
-            d_conv,
-            expand,
-            dt_rank,
-            out_init_scale=1.0 / np.sqrt(n_layers),
-        )
-        for index in range(n_layers)
-    ]
-    return ResidualSequenceNetwork(n_features, d_model, n_outputs, blocks, per_step=per_step)
+    return MambaBlock(
+        f"{prefix}.mixer",
+        d_model,
+        d_state,
+        d_conv,
+        expand,
+        resolve_dt_rank(dt_rank, d_model),
+        out_init_scale=out_init_scale,
+    )
