@@ -15,8 +15,8 @@ runs its inference network's backward RNN on the Elman kernel.
 
 from ._deep_markov import DeepMarkovModel
 from ._elman_rnn import ElmanRNNClassifier, ElmanRNNRegressor
+from ._s4d import S4DClassifier, S4DRegressor
 from ._selective_ssm import SelectiveSSMClassifier, SelectiveSSMRegressor
-from ._structured_ssm import S4DClassifier, S4DRegressor
 from ._transformer import TransformerClassifier, TransformerRegressor
 
 __all__ = [

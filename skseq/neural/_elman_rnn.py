@@ -4,10 +4,10 @@ import numpy as np
 
 from .._parallel import single_threaded_blas
 from .._validation import check_scalar_param
-from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
 from ._networks._elman_rnn import elman_layer, jacobian_norms
 from ._networks._residual import make_network
+from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._trainer import PREDICTION_CHUNK_POSITIONS
 
 __all__ = ["ElmanRNNRegressor", "ElmanRNNClassifier"]

@@ -1,10 +1,10 @@
 """Structured state-space (S4D) estimators: S4DRegressor and S4DClassifier."""
 
 from .._validation import check_scalar_param
-from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
 from ._networks._residual import make_network
 from ._networks._s4d import INITS, MAX_CONVOLUTION_BYTES, s4d_layer
+from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
 
 __all__ = ["S4DRegressor", "S4DClassifier"]
 

@@ -1,10 +1,10 @@
 """Selective state-space (Mamba) estimators: SelectiveSSMRegressor and SelectiveSSMClassifier."""
 
 from ..base import check_scalar_param
-from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
 from ._networks._residual import make_network
 from ._networks._selective_ssm import mamba_layer
+from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._validation import check_positive_int
 
 __all__ = ["SelectiveSSMRegressor", "SelectiveSSMClassifier"]

@@ -1,4 +1,10 @@
-"""The minibatch trainer shared by every neural sequence estimator.
+"""The minibatch trainer shared by every neural sequence estimator, and their base class.
+
+The base class of the neural estimators, :class:`BaseSequenceNetwork`, lives
+here because it *is* the trainer: its methods are the training loop, and an
+estimator is an architecture (``_make_network``) plus targets and a loss
+(:mod:`skseq.neural._supervised`) on top of it.  A separate
+``_estimator.py`` would hold a class whose every method is the trainer's.
 
 :class:`BaseSequenceNetwork` owns what does not depend on the architecture:
 hyperparameter checks of the optimiser, the epoch loop over shuffled
@@ -6,7 +12,7 @@ minibatches, Adam with decoupled weight decay, gradient clipping by global
 norm, early stopping on a held-out fraction, warm starts, ``partial_fit``,
 progress output, and the splitting of each minibatch over ``n_jobs``
 threads.  A concrete estimator supplies the network (``_make_network``) and
-the regressor / classifier bases in :mod:`skseq.neural._base` supply targets,
+the regressor / classifier bases in :mod:`skseq.neural._supervised` supply targets,
 loss and score.
 
 A network is any object with ``init_parameters(random_state, dtype)``,

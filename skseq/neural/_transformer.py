@@ -1,11 +1,11 @@
 """Causal Transformer estimators: TransformerRegressor and TransformerClassifier."""
 
 from .._validation import check_scalar_param
-from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._docstrings import fitted_attributes, training_parameters
 from ._networks._layers import ACTIVATIONS
 from ._networks._residual import make_network
 from ._networks._transformer import SinusoidalPositionalEncoding, transformer_layer
+from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._validation import check_positive_int
 
 __all__ = ["TransformerRegressor", "TransformerClassifier"]
