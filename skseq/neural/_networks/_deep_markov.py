@@ -23,7 +23,7 @@ Unobserved entries (``observed == 0``: padding and missing values) leave the
 emission term; padded steps leave the KL term.
 
 Every gradient is written out by hand (the user guide derives them);
-``tests/neural/test_dmm.py`` checks them by finite differences with fixed noise and
+``tests/neural/test_deep_markov.py`` checks them by finite differences with fixed noise and
 against PyTorch's autograd.
 """
 
