@@ -5,7 +5,9 @@ Usable on its own with any parameters; the estimators call these functions
 :mod:`~skseq.inference.hmm` (re-exported here), :mod:`~skseq.inference.gaussian`,
 :mod:`~skseq.inference.kalman`, :mod:`~skseq.inference.scan`,
 :mod:`~skseq.inference.s4d`, :mod:`~skseq.inference.rnn` and
-:mod:`~skseq.inference.attention` (the last three re-exported here).
+:mod:`~skseq.inference.attention` (the last three re-exported here), and
+:mod:`~skseq.inference.particles` (Monte Carlo filtering and importance
+sampling for models without a closed form; re-exported here).
 """
 
 from .attention import (
@@ -28,6 +30,12 @@ from .hmm import (
     viterbi,
 )
 from .kalman import KalmanFilterResult, KalmanSmootherResult, kalman_filter, kalman_smoother
+from .particles import (
+    ImportanceSamples,
+    ParticleFilterResult,
+    bootstrap_particle_filter,
+    importance_sample,
+)
 from .rnn import ElmanGradients, ElmanResult, elman_rnn, elman_rnn_backward
 from .s4d import (
     ConvolutionGradients,
@@ -77,4 +85,8 @@ __all__ = [
     "causal_attention_backward",
     "AttentionResult",
     "AttentionGradients",
+    "bootstrap_particle_filter",
+    "ParticleFilterResult",
+    "importance_sample",
+    "ImportanceSamples",
 ]
