@@ -25,15 +25,15 @@ from .._validation import (
     check_allocation,
     check_data_scale,
     check_option_param,
-    check_parameters,
     check_scalar_param,
     masked_as_nan,
+    option_or,
 )
 from ..inference.particles import bootstrap_particle_filter, importance_sample
 from ._docstrings import training_parameters
 from ._networks._deep_markov import DeepMarkovNetwork
 from ._trainer import PREDICTION_CHUNK_POSITIONS, BaseSequenceNetwork
-from ._validation import NETWORK_PARAMETER_RULES, check_positive_int
+from ._validation import NETWORK_PARAMETER_RULES, check_positive_int, int_rule
 
 __all__ = ["DeepMarkovModel"]
 
@@ -55,25 +55,20 @@ AUTO_PATIENCE_MIN_EPOCHS = 10
 AUTO_PATIENCE_MIN_UPDATES = 100
 
 
-def _auto_or(rule):
-    """The rule that accepts "auto" and otherwise applies ``rule`` (the networks' shared
-    rule, whose errors stay those of every other network)."""
-
-    def check(value, name):
-        if isinstance(value, str) and value == "auto":
-            return value
-        return rule(value, name)
-
-    return check
-
-
-# The trainer's rules; early_stopping and n_iter_no_change also take "auto", and
-# learning_rate is the model's own.
+# The trainer's rules; early_stopping and n_iter_no_change also take "auto" (any
+# other value gets the networks' shared rule, whose errors stay those of every
+# other network); the rest are the model's own.
 _DMM_PARAMETER_RULES = {
     **NETWORK_PARAMETER_RULES,
-    "early_stopping": _auto_or(NETWORK_PARAMETER_RULES["early_stopping"]),
-    "n_iter_no_change": _auto_or(NETWORK_PARAMETER_RULES["n_iter_no_change"]),
+    "early_stopping": option_or(("auto",), NETWORK_PARAMETER_RULES["early_stopping"]),
+    "n_iter_no_change": option_or(("auto",), NETWORK_PARAMETER_RULES["n_iter_no_change"]),
     "learning_rate": partial(check_option_param, options=("adaptive", "constant")),
+    "emission": partial(check_option_param, options=_EMISSIONS),
+    "transition_hidden_size": check_positive_int,
+    "emission_hidden_size": check_positive_int,
+    "inference_hidden_size": check_positive_int,
+    "kl_anneal_epochs": int_rule(low=0),
+    "n_importance_samples": check_positive_int,
 }
 
 
@@ -172,19 +167,8 @@ class DeepMarkovModel(
 
     # -- hyperparameters -------------------------------------------------------------
 
-    def _check_trainer_params(self):
-        check_parameters(self, _DMM_PARAMETER_RULES)
-        self._working_dtype()
-
-    def _check_architecture_params(self):
-        # n_components: PARAMETER_RULES (the trainer checks it, as the EM estimators do)
-        if not isinstance(self.emission, str) or self.emission not in _EMISSIONS:
-            raise ValueError(f"emission must be 'gaussian' or 'bernoulli', got {self.emission!r}.")
-        check_positive_int(self.transition_hidden_size, "transition_hidden_size")
-        check_positive_int(self.emission_hidden_size, "emission_hidden_size")
-        check_positive_int(self.inference_hidden_size, "inference_hidden_size")
-        check_scalar_param(self.kl_anneal_epochs, "kl_anneal_epochs", "int", low=0)
-        check_positive_int(self.n_importance_samples, "n_importance_samples")
+    # n_components: PARAMETER_RULES (checked with these, as the EM estimators do)
+    _PARAMETER_RULES = _DMM_PARAMETER_RULES
 
     def _new_network(self, n_features):
         return DeepMarkovNetwork(
@@ -275,8 +259,7 @@ class DeepMarkovModel(
     # -- training ----------------------------------------------------------------------
 
     def _fit_sequences(self, X, y, lengths, sequence_ids, *, incremental, method):
-        self._check_trainer_params()
-        self._check_architecture_params()
+        self._check_params()
         first_call = not hasattr(self, "parameters_") or (not incremental and not self.warm_start)
         X, offsets = self._validate_sequences(
             X, y, lengths, sequence_ids, reset=first_call, method=method

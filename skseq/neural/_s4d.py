@@ -1,10 +1,18 @@
 """Structured state-space (S4D) estimators: S4DRegressor and S4DClassifier."""
 
-from .._validation import check_scalar_param
-from ._docstrings import fitted_attributes, training_parameters
+from functools import partial
+
+from .._validation import check_option_param, constrained
+from ._docstrings import (
+    CLASSIFIER_NOTES,
+    REGRESSOR_NOTES,
+    fitted_attributes,
+    training_parameters,
+)
 from ._networks._residual import make_network
 from ._networks._s4d import INITS, MAX_CONVOLUTION_BYTES, s4d_layer
 from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
+from ._validation import NETWORK_PARAMETER_RULES, int_rule
 
 __all__ = ["S4DRegressor", "S4DClassifier"]
 
@@ -65,18 +73,17 @@ _MODEL_NOTES = f"""\
 
 
 class _S4DArchitecture:
-    """Hyperparameter checks and network factory shared by the two estimators."""
+    """Hyperparameter rules and network factory shared by the two estimators."""
 
-    def _check_architecture_params(self):
-        # d_model, n_layers, d_conv, expand: NETWORK_PARAMETER_RULES (the trainer checks them)
-        check_scalar_param(self.d_state, "d_state", "int", low=2)
-        if self.d_state % 2:
-            raise ValueError(
-                f"d_state must be even (d_state / 2 complex modes in conjugate pairs), "
-                f"got {self.d_state}."
-            )
-        if not isinstance(self.init, str) or self.init not in INITS:
-            raise ValueError(f"init must be one of {INITS}, got {self.init!r}.")
+    _PARAMETER_RULES = {
+        **NETWORK_PARAMETER_RULES,
+        "d_state": constrained(
+            int_rule(low=2),
+            lambda d_state: d_state % 2 == 0,
+            "even (d_state / 2 complex modes in conjugate pairs)",
+        ),
+        "init": partial(check_option_param, options=INITS),
+    }
 
     def _make_network(self, n_features, n_outputs, per_step):
         return make_network(
@@ -170,13 +177,7 @@ S4DRegressor.__doc__ = f"""Structured state-space (S4D) network for sequence reg
 
     Notes
     -----
-    The kind of target follows from ``y``'s shape, with ``X`` of shape
-    ``(n_sequences, seq_len[, n_features])``: ``(n_sequences,)`` is one target
-    per sequence, ``(n_sequences, seq_len)`` one per step,
-    ``(n_sequences, k)`` with ``k != seq_len`` is ``k`` targets per sequence,
-    ``(n_sequences, seq_len, k)`` is ``k`` per step.  NaN in per-step targets,
-    or zero entries of a ``(n_sequences, seq_len)`` ``sample_weight``, mask
-    steps out of the loss.
+{REGRESSOR_NOTES}
 
     Examples
     --------
@@ -280,11 +281,7 @@ S4DClassifier.__doc__ = f"""Structured state-space (S4D) network for classificat
 
     Notes
     -----
-    ``y`` of shape ``(n_sequences,)`` is one label per sequence,
-    ``(n_sequences, seq_len)`` one label per step; a ``sample_weight`` of
-    shape ``(n_sequences, seq_len)`` masks steps (weight 0) out of the loss.
-    Labels may be any sortable type (strings included).  Every entry of ``y``,
-    masked or not, must be a label: ``classes_`` is built from all of them.
+{CLASSIFIER_NOTES}
 
     Examples
     --------

@@ -305,7 +305,7 @@ class BaseSequenceNetwork(BaseEstimator):
     """Training loop of the neural sequence estimators.
 
     Subclasses define ``_make_network(n_features, n_outputs, per_step)``,
-    ``_check_architecture_params()``, and (through the regressor/classifier
+    ``_PARAMETER_RULES`` (their hyperparameters' rules), and (through the regressor/classifier
     bases) ``_prepare_targets``, ``_loss`` and ``_score_outputs``.  They
     expose the hyperparameters read here: ``learning_rate_init``, ``beta_1``,
     ``beta_2``, ``epsilon``, ``weight_decay``, ``batch_size``, ``max_iter``,
@@ -325,8 +325,17 @@ class BaseSequenceNetwork(BaseEstimator):
 
     # -- hyperparameters ---------------------------------------------------------
 
-    def _check_trainer_params(self):
-        check_parameters(self, NETWORK_PARAMETER_RULES)
+    #: The rule of every hyperparameter of the estimator, for
+    #: :func:`skseq._validation.check_parameters` (with
+    #: :data:`skseq._validation.PARAMETER_RULES`): each architecture extends the
+    #: networks' shared table with its own.
+    _PARAMETER_RULES = NETWORK_PARAMETER_RULES
+
+    def _parameter_rules(self):
+        return self._PARAMETER_RULES
+
+    def _check_params(self):
+        check_parameters(self, self._parameter_rules())
         self._working_dtype()
 
     def _working_dtype(self):
@@ -610,8 +619,7 @@ class BaseSequenceNetwork(BaseEstimator):
         self._no_improvement_count = 0
 
     def _fit(self, X, y, sample_weight, *, incremental, classes=None):
-        self._check_trainer_params()
-        self._check_architecture_params()
+        self._check_params()
         dtype = self._working_dtype()
         first_call = not hasattr(self, "parameters_") or (not incremental and not self.warm_start)
         X = check_sequences(self, X, reset=first_call, dtype=dtype)

@@ -109,8 +109,8 @@ class S4DBlock(GatedSSMBlock):
             )
         self.d_state = d_state
         self.n_modes = d_state // 2
+        # init is the estimator's rule (an unknown one is refused by initial_A when used)
         self.init = init
-        initial_A(init, 1)  # validates init
         self.gate = SiLU(self.key("gate"))
 
     def _init_mixer_parameters(self, random_state, dtype):

@@ -137,7 +137,10 @@ class CausalSelfAttention(Layer):
     def __init__(self, name, d_model, n_heads, *, out_init_scale=1.0):
         super().__init__(name)
         if d_model % n_heads:
-            raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}.")
+            raise ValueError(
+                f"n_heads={n_heads} does not divide d_model={d_model}: each head has "
+                "d_model // n_heads channels; pick n_heads among the divisors of d_model."
+            )
         self.d_model = d_model
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
