@@ -3,14 +3,8 @@
 import numpy as np
 
 from .._parallel import single_threaded_blas
-from ._docstrings import (
-    CLASSIFIER_NOTES,
-    REGRESSOR_NOTES,
-    fitted_attributes,
-    training_parameters,
-)
+from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
 from ._networks._elman_rnn import elman_layer, jacobian_norms
-from ._networks._residual import make_network
 from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._trainer import PREDICTION_CHUNK_POSITIONS
 from ._validation import NETWORK_PARAMETER_RULES, real_rule
@@ -70,16 +64,10 @@ class _ElmanRNNArchitecture:
         "init_spectral_radius": real_rule(low=0, low_open=True),
     }
 
-    def _make_network(self, n_features, n_outputs, per_step):
-        return make_network(
-            n_features,
-            n_outputs,
-            elman_layer,
-            per_step=per_step,
-            d_model=self.d_model,
-            n_layers=self.n_layers,
-            init_spectral_radius=self.init_spectral_radius,
-        )
+    _network_layer = staticmethod(elman_layer)
+
+    def _network_options(self):
+        return dict(init_spectral_radius=self.init_spectral_radius)
 
     def _recurrent_weights(self):
         return [self.parameters_[f"{block.name}.W_h"] for block in self.network_.blocks]

@@ -3,13 +3,7 @@
 from functools import partial
 
 from .._validation import check_option_param, constrained
-from ._docstrings import (
-    CLASSIFIER_NOTES,
-    REGRESSOR_NOTES,
-    fitted_attributes,
-    training_parameters,
-)
-from ._networks._residual import make_network
+from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
 from ._networks._s4d import INITS, MAX_CONVOLUTION_BYTES, s4d_layer
 from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._validation import NETWORK_PARAMETER_RULES, int_rule
@@ -85,19 +79,10 @@ class _S4DArchitecture:
         "init": partial(check_option_param, options=INITS),
     }
 
-    def _make_network(self, n_features, n_outputs, per_step):
-        return make_network(
-            n_features,
-            n_outputs,
-            s4d_layer,
-            per_step=per_step,
-            d_model=self.d_model,
-            n_layers=self.n_layers,
-            d_state=self.d_state,
-            d_conv=self.d_conv,
-            expand=self.expand,
-            init=self.init,
-        )
+    _network_layer = staticmethod(s4d_layer)
+
+    def _network_options(self):
+        return dict(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand, init=self.init)
 
 
 class S4DRegressor(_S4DArchitecture, SequenceNetworkRegressor):

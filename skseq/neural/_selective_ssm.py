@@ -1,13 +1,7 @@
 """Selective state-space (Mamba) estimators: SelectiveSSMRegressor and SelectiveSSMClassifier."""
 
 from .._validation import option_or
-from ._docstrings import (
-    CLASSIFIER_NOTES,
-    REGRESSOR_NOTES,
-    fitted_attributes,
-    training_parameters,
-)
-from ._networks._residual import make_network
+from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
 from ._networks._selective_ssm import mamba_layer
 from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._validation import NETWORK_PARAMETER_RULES, check_positive_int
@@ -65,18 +59,11 @@ class _SelectiveSSMArchitecture:
         "dt_rank": option_or(("auto",), check_positive_int, expected="'auto' or a positive int"),
     }
 
-    def _make_network(self, n_features, n_outputs, per_step):
-        return make_network(
-            n_features,
-            n_outputs,
-            mamba_layer,
-            per_step=per_step,
-            d_model=self.d_model,
-            n_layers=self.n_layers,
-            d_state=self.d_state,
-            d_conv=self.d_conv,
-            expand=self.expand,
-            dt_rank=self.dt_rank,
+    _network_layer = staticmethod(mamba_layer)
+
+    def _network_options(self):
+        return dict(
+            d_state=self.d_state, d_conv=self.d_conv, expand=self.expand, dt_rank=self.dt_rank
         )
 
 

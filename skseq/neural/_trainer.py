@@ -61,6 +61,7 @@ from .._parallel import ThreadRunner, single_threaded_blas
 from .._validation import check_parameters
 from ..base import warn_user
 from ..inference._checks import all_finite
+from ._networks._residual import make_network
 from ._validation import NETWORK_PARAMETER_RULES, check_sequences
 
 __all__ = [
@@ -304,8 +305,10 @@ def _shard_slices(n_items, n_shards):
 class BaseSequenceNetwork(BaseEstimator):
     """Training loop of the neural sequence estimators.
 
-    Subclasses define ``_make_network(n_features, n_outputs, per_step)``,
-    ``_PARAMETER_RULES`` (their hyperparameters' rules), and (through the regressor/classifier
+    Subclasses define their layer ``_network_layer`` and its options
+    ``_network_options()`` (or ``_make_network(n_features, n_outputs,
+    per_step)``), ``_PARAMETER_RULES`` (their hyperparameters' rules), and
+    (through the regressor/classifier
     bases) ``_prepare_targets``, ``_loss`` and ``_score_outputs``.  They
     expose the hyperparameters read here: ``learning_rate_init``, ``beta_1``,
     ``beta_2``, ``epsilon``, ``weight_decay``, ``batch_size``, ``max_iter``,
@@ -495,6 +498,19 @@ class BaseSequenceNetwork(BaseEstimator):
         return loss, normaliser
 
     # -- the loop ----------------------------------------------------------------------
+
+    def _make_network(self, n_features, n_outputs, per_step):
+        """The architecture's network: :func:`~skseq.neural._networks._residual.make_network`
+        with the model's ``_network_layer`` and ``_network_options()``."""
+        return make_network(
+            n_features,
+            n_outputs,
+            self._network_layer,
+            per_step=per_step,
+            d_model=self.d_model,
+            n_layers=self.n_layers,
+            **self._network_options(),
+        )
 
     def _new_network(self, n_features):
         """The untrained network for ``n_features`` inputs per step."""

@@ -3,14 +3,8 @@
 from functools import partial
 
 from .._validation import check_option_param, optional
-from ._docstrings import (
-    CLASSIFIER_NOTES,
-    REGRESSOR_NOTES,
-    fitted_attributes,
-    training_parameters,
-)
+from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
 from ._networks._layers import ACTIVATIONS
-from ._networks._residual import make_network
 from ._networks._transformer import SinusoidalPositionalEncoding, transformer_layer
 from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._validation import NETWORK_PARAMETER_RULES, check_positive_int
@@ -78,14 +72,11 @@ class _TransformerArchitecture:
         "activation": partial(check_option_param, options=tuple(ACTIVATIONS)),
     }
 
-    def _make_network(self, n_features, n_outputs, per_step):
-        return make_network(
-            n_features,
-            n_outputs,
-            transformer_layer,
-            per_step=per_step,
-            d_model=self.d_model,
-            n_layers=self.n_layers,
+    _network_layer = staticmethod(transformer_layer)
+
+    def _network_options(self):
+        return dict(
+            # two residual updates a layer (attention, MLP), and the positions
             updates_per_layer=2,
             positional_encoding=SinusoidalPositionalEncoding("positions", self.d_model),
             n_heads=self.n_heads,

@@ -69,6 +69,19 @@ def _scale_of(pre_activation):
     return softplus(pre_activation) + MIN_SCALE
 
 
+def _relu_mlp_backward(hidden_layer, output_layer, parameters, d_out, cache, grads):
+    """Back through ``output_layer(relu(hidden_layer(z)))``: returns d_z, adds to ``grads``.
+
+    ``cache`` is the hidden pre-activation and the two layers' caches.
+    """
+    pre_activation, hidden_cache, output_cache = cache
+    d_hidden, g = output_layer.backward(parameters, d_out, output_cache)
+    grads.update(g)
+    d_z, g = hidden_layer.backward(parameters, d_hidden * (pre_activation > 0), hidden_cache)
+    grads.update(g)
+    return d_z
+
+
 class TransitionCache(NamedTuple):
     """What the transition's backward pass needs from its forward pass.
 
@@ -219,22 +232,22 @@ class DeepMarkovNetwork:
         d_proposal = d_mean * gate + d_relu_proposal * (proposal > 0)
         d_gate_out = d_mean * (proposal - cache.linear) * gate * (1 - gate)
         d_linear = d_mean * (1 - gate)
-        d_gate_hidden, g = self.gate_output.backward(
-            parameters, d_gate_out, cache.gate_output_cache
+        d_z = _relu_mlp_backward(
+            self.gate_hidden,
+            self.gate_output,
+            parameters,
+            d_gate_out,
+            (cache.gate_pre, cache.gate_hidden_cache, cache.gate_output_cache),
+            grads,
         )
-        grads.update(g)
-        d_z, g = self.gate_hidden.backward(
-            parameters, d_gate_hidden * (cache.gate_pre > 0), cache.gate_hidden_cache
+        d_z_proposal = _relu_mlp_backward(
+            self.proposal_hidden,
+            self.proposal_output,
+            parameters,
+            d_proposal,
+            (cache.proposal_pre, cache.proposal_hidden_cache, cache.proposal_output_cache),
+            grads,
         )
-        grads.update(g)
-        d_proposal_hidden, g = self.proposal_output.backward(
-            parameters, d_proposal, cache.proposal_output_cache
-        )
-        grads.update(g)
-        d_z_proposal, g = self.proposal_hidden.backward(
-            parameters, d_proposal_hidden * (cache.proposal_pre > 0), cache.proposal_hidden_cache
-        )
-        grads.update(g)
         d_z_linear, g = self.transition_linear.backward(parameters, d_linear, cache.linear_cache)
         grads.update(g)
         return d_z + d_z_proposal + d_z_linear, grads

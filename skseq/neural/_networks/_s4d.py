@@ -195,14 +195,10 @@ def s4d_layer(prefix, d_model, *, out_init_scale, d_state, d_conv, expand, init)
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from skseq.neural._networks._residual import make_network
-    >>> network = make_network(3, 2, s4d_layer, per_step=False, d_model=8, n_layers=2,
-    ...                        d_state=4, d_conv=4, expand=2, init="real")
-    >>> parameters = network.init_parameters(np.random.RandomState(0), np.float32)
-    >>> outputs, cache = network.forward(parameters, np.ones((5, 7, 3), dtype=np.float32))
-    >>> outputs.shape, outputs.dtype
-    ((5, 2), dtype('float32'))
+    >>> block = s4d_layer("layers.1", 8, out_init_scale=1.0, d_state=6, d_conv=4,
+    ...                   expand=2, init="real")
+    >>> block.name, block.n_modes
+    ('layers.1.mixer', 3)
     """
     return S4DBlock(
         f"{prefix}.mixer",

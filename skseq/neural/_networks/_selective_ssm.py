@@ -150,14 +150,10 @@ def mamba_layer(prefix, d_model, *, out_init_scale, d_state, d_conv, expand, dt_
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from skseq.neural._networks._residual import make_network
-    >>> network = make_network(3, 2, mamba_layer, per_step=False, d_model=8, n_layers=2,
-    ...                        d_state=4, d_conv=4, expand=2, dt_rank="auto")
-    >>> parameters = network.init_parameters(np.random.RandomState(0), np.float32)
-    >>> outputs, cache = network.forward(parameters, np.ones((5, 7, 3), dtype=np.float32))
-    >>> outputs.shape, outputs.dtype
-    ((5, 2), dtype('float32'))
+    >>> block = mamba_layer("layers.0", 40, out_init_scale=0.5, d_state=4, d_conv=4,
+    ...                     expand=2, dt_rank="auto")
+    >>> block.name, block.dt_rank                  # ceil(40 / 16)
+    ('layers.0.mixer', 3)
     """
     return MambaBlock(
         f"{prefix}.mixer",

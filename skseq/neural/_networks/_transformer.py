@@ -275,16 +275,10 @@ def transformer_layer(prefix, d_model, *, out_init_scale, n_heads, d_ff, activat
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from skseq.neural._networks._residual import make_network
-    >>> network = make_network(3, 2, transformer_layer, per_step=True, d_model=8, n_layers=2,
-    ...                        updates_per_layer=2,
-    ...                        positional_encoding=SinusoidalPositionalEncoding("positions", 8),
-    ...                        n_heads=2, d_ff=32, activation="relu")
-    >>> parameters = network.init_parameters(np.random.RandomState(0), np.float32)
-    >>> outputs, cache = network.forward(parameters, np.ones((5, 7, 3), dtype=np.float32))
-    >>> outputs.shape, outputs.dtype
-    ((5, 7, 2), dtype('float32'))
+    >>> attention, mlp = transformer_layer("layers.0", 8, out_init_scale=0.5, n_heads=2,
+    ...                                    d_ff=32, activation="relu")
+    >>> attention.name, attention.d_head, mlp.name
+    ('layers.0.attention', 4, 'layers.0.mlp')
     """
     return (
         CausalSelfAttention(f"{prefix}.attention", d_model, n_heads, out_init_scale=out_init_scale),
