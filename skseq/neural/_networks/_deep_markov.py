@@ -232,21 +232,18 @@ class DeepMarkovNetwork:
         d_proposal = d_mean * gate + d_relu_proposal * (proposal > 0)
         d_gate_out = d_mean * (proposal - cache.linear) * gate * (1 - gate)
         d_linear = d_mean * (1 - gate)
+        gate_caches = (cache.gate_pre, cache.gate_hidden_cache, cache.gate_output_cache)
         d_z = _relu_mlp_backward(
-            self.gate_hidden,
-            self.gate_output,
-            parameters,
-            d_gate_out,
-            (cache.gate_pre, cache.gate_hidden_cache, cache.gate_output_cache),
-            grads,
+            self.gate_hidden, self.gate_output, parameters, d_gate_out, gate_caches, grads
         )
+        proposal_caches = (
+            cache.proposal_pre,
+            cache.proposal_hidden_cache,
+            cache.proposal_output_cache,
+        )
+        proposal_layers = (self.proposal_hidden, self.proposal_output)
         d_z_proposal = _relu_mlp_backward(
-            self.proposal_hidden,
-            self.proposal_output,
-            parameters,
-            d_proposal,
-            (cache.proposal_pre, cache.proposal_hidden_cache, cache.proposal_output_cache),
-            grads,
+            *proposal_layers, parameters, d_proposal, proposal_caches, grads
         )
         d_z_linear, g = self.transition_linear.backward(parameters, d_linear, cache.linear_cache)
         grads.update(g)
