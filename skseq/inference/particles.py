@@ -29,6 +29,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
+from ._checks import masked_arrays_checked
+
 __all__ = [
     "bootstrap_particle_filter",
     "ParticleFilterResult",
@@ -104,6 +106,7 @@ def _checked_output(name, array, shape):
     return array
 
 
+@masked_arrays_checked()
 def bootstrap_particle_filter(
     initial,
     transition,
@@ -248,6 +251,7 @@ def bootstrap_particle_filter(
     return ParticleFilterResult(log_predictive, final)
 
 
+@masked_arrays_checked()
 def importance_sample(
     propose, random_state, *, n_samples, noise_shape, block_size, dtype=np.float64, want_mean=False
 ):
