@@ -38,7 +38,7 @@ from threadpoolctl import threadpool_limits
 from skseq import TransformerRegressor
 from skseq.inference import attention as attention_module
 from skseq.inference import causal_attention, causal_attention_backward
-from skseq.neural._attention import sinusoidal_positions
+from skseq.neural._networks._transformer import sinusoidal_positions
 
 try:
     import torch

@@ -5,7 +5,7 @@ The same network, parameter for parameter (the keys of
 the same negative ELBO with the same noise, differentiated by autograd.  The
 backward RNN is ``torch.rnn_tanh`` (what ``torch.nn.RNN`` runs) over each
 sequence reversed within its length; the draws of q run forward in a Python
-loop, as they must.  ``tests/neural/test_dmm.py`` checks skseq's hand-written
+loop, as they must.  ``tests/neural/test_deep_markov.py`` checks skseq's hand-written
 gradients against it, and ``bench_dmm.py`` times a training epoch of both.
 """
 
@@ -30,7 +30,7 @@ def negative_elbo(parameters, inputs, observed, step_mask, noise, *, kl_weight, 
     """The annealed negative ELBO (summed over the batch) and the ELBO itself.
 
     ``parameters`` maps skseq's keys to tensors; the other arguments are the
-    tensors :meth:`skseq.neural._dmm.DeepMarkovNetwork.forward` takes.
+    tensors :meth:`skseq.neural._networks._deep_markov.DeepMarkovNetwork.forward` takes.
     """
     batch, n_steps, m = noise.shape
     lengths = step_mask.sum(dim=1).long()

@@ -578,3 +578,38 @@ def masked_as_nan(X, *, missing_supported, owner, name="X", hint=None):
         raise ValueError(f"{name} must be numeric: {error}") from None
     data[mask] = np.nan
     return data
+
+
+def option_or(options, rule, *, expected=None):
+    """The rule that accepts one of the strings ``options`` and applies ``rule`` to any
+    other value.
+
+    With ``expected`` (for example ``"'auto' or a positive int"``), a string that
+    is not an option is a ValueError ``"<name> must be <expected>, got ..."``
+    instead of going to ``rule``.
+    """
+
+    def check(value, name):
+        if isinstance(value, str):
+            if value in options:
+                return value
+            if expected is not None:
+                raise ValueError(f"{name} must be {expected}, got {value!r}.")
+        return rule(value, name)
+
+    check.rule = rule  # for introspection (tests, reprs)
+    return check
+
+
+def constrained(rule, condition, requirement):
+    """The rule ``rule``, then a ValueError ``"<name> must be <requirement>, got ..."``
+    unless ``condition(value)`` (an evenness, a divisibility, ...)."""
+
+    def check(value, name):
+        value = rule(value, name)
+        if not condition(value):
+            raise ValueError(f"{name} must be {requirement}, got {value!r}.")
+        return value
+
+    check.rule = rule
+    return check

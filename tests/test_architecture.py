@@ -19,7 +19,7 @@ ESTIMATOR_MODULES = sorted(
     [
         *(PACKAGE / "hmm").glob("*.py"),
         *(PACKAGE / "lds").glob("*.py"),
-        *(PACKAGE / "neural").glob("*.py"),
+        *(PACKAGE / "neural").rglob("*.py"),
         PACKAGE / "base.py",
         PACKAGE / "__init__.py",
         PACKAGE / "_demo.py",

@@ -311,6 +311,31 @@ def _inference_examples():
         ],
         inference.selective_scan: [scan],
         inference.selective_scan_backward: [dict(dout=np.ones_like(u), **scan)],
+        # the model enters as callables; lengths is the one array
+        inference.bootstrap_particle_filter: [
+            dict(
+                initial=lambda noise: noise,
+                transition=lambda particles, noise: particles + noise,
+                log_likelihood=lambda t, particles: -0.5 * particles[..., 0] ** 2,
+                lengths=np.array([3, 2]),
+                random_states=[np.random.RandomState(0), np.random.RandomState(1)],
+                n_particles=4,
+                n_state=1,
+                dtype=np.float64,
+                n_steps=3,
+            )
+        ],
+        inference.importance_sample: [
+            dict(
+                propose=lambda noise: (-0.5 * noise[:, 0] ** 2, noise),
+                random_state=np.random.RandomState(0),
+                n_samples=3,
+                noise_shape=[1],
+                block_size=2,
+                dtype=np.float64,
+                want_mean=True,
+            )
+        ],
     }
 
 

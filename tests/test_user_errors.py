@@ -14,7 +14,7 @@ import pytest
 import skseq.neural
 from skseq import DeepMarkovModel
 from skseq._validation import check_data_scale
-from skseq.neural._base import SequenceNetworkClassifier, SequenceNetworkRegressor
+from skseq.neural._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
 
 NEURAL_ESTIMATORS = sorted(
     (

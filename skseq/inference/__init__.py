@@ -15,7 +15,9 @@ public name of the modules is importable from here as well:
 - :mod:`~skseq.inference.scan`: the selective scan of S6 / Mamba;
 - :mod:`~skseq.inference.s4d`: the S4D kernel and the causal FFT convolution;
 - :mod:`~skseq.inference.rnn`: the Elman recurrence;
-- :mod:`~skseq.inference.attention`: causal scaled dot-product attention.
+- :mod:`~skseq.inference.attention`: causal scaled dot-product attention;
+- :mod:`~skseq.inference.particles`: Monte Carlo filtering and importance
+  sampling for models without a closed form (the deep Markov model).
 
 One calling convention throughout: arrays first, flags keyword-only, a
 named tuple returned (its optional fields None when not asked for); the
@@ -25,11 +27,12 @@ gradients through a network layer's function ``f`` come from
 """
 
 # Each module's __all__ is the one list of its public names.
-from . import attention, gaussian, hmm, kalman, rnn, s4d, scan
+from . import attention, gaussian, hmm, kalman, particles, rnn, s4d, scan
 from .attention import *  # noqa: F403
 from .gaussian import *  # noqa: F403
 from .hmm import *  # noqa: F403
 from .kalman import *  # noqa: F403
+from .particles import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .s4d import *  # noqa: F403
 from .scan import *  # noqa: F403
@@ -42,4 +45,5 @@ __all__ = [
     *s4d.__all__,
     *rnn.__all__,
     *attention.__all__,
+    *particles.__all__,
 ]

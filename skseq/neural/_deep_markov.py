@@ -3,18 +3,17 @@
 The estimator takes data like the other latent-state models (rows of all
 sequences concatenated, ``lengths=`` or ``sequence_ids=``), pads the
 sequences into one array with masks, and trains the network of
-:mod:`skseq.neural._dmm` on the shared minibatch trainer
+:mod:`skseq.neural._networks._deep_markov` on the shared minibatch trainer
 (:class:`~skseq.neural._trainer.BaseSequenceNetwork`): the "targets" of a
 sequence are its mask of observed entries and its "weights" the mask of its
 steps, and the loss is the negative ELBO per step.
 """
 
-import math
 import sys
 from functools import partial
 
 import numpy as np
-from scipy.special import expit, logsumexp
+from scipy.special import expit
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, DensityMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._metadata_requests import UNUSED
@@ -30,13 +29,14 @@ from .._validation import (
     check_allocation,
     check_data_scale,
     check_option_param,
-    check_parameters,
     check_scalar_param,
+    option_or,
 )
-from ._dmm import DeepMarkovNetwork
+from ..inference.particles import bootstrap_particle_filter, importance_sample
 from ._docstrings import training_parameters
+from ._networks._deep_markov import DeepMarkovNetwork
 from ._trainer import PREDICTION_CHUNK_POSITIONS, BaseSequenceNetwork
-from ._validation import NETWORK_PARAMETER_RULES, check_positive_int
+from ._validation import NETWORK_PARAMETER_RULES, check_positive_int, int_rule
 
 __all__ = ["DeepMarkovModel"]
 
@@ -58,25 +58,20 @@ AUTO_PATIENCE_MIN_EPOCHS = 10
 AUTO_PATIENCE_MIN_UPDATES = 100
 
 
-def _auto_or(rule):
-    """The rule that accepts "auto" and otherwise applies ``rule`` (the networks' shared
-    rule, whose errors stay those of every other network)."""
-
-    def check(value, name):
-        if isinstance(value, str) and value == "auto":
-            return value
-        return rule(value, name)
-
-    return check
-
-
-# The trainer's rules; early_stopping and n_iter_no_change also take "auto", and
-# learning_rate is the model's own.
+# The trainer's rules; early_stopping and n_iter_no_change also take "auto" (any
+# other value gets the networks' shared rule, whose errors stay those of every
+# other network); the rest are the model's own.
 _DMM_PARAMETER_RULES = {
     **NETWORK_PARAMETER_RULES,
-    "early_stopping": _auto_or(NETWORK_PARAMETER_RULES["early_stopping"]),
-    "n_iter_no_change": _auto_or(NETWORK_PARAMETER_RULES["n_iter_no_change"]),
+    "early_stopping": option_or(("auto",), NETWORK_PARAMETER_RULES["early_stopping"]),
+    "n_iter_no_change": option_or(("auto",), NETWORK_PARAMETER_RULES["n_iter_no_change"]),
     "learning_rate": partial(check_option_param, options=("adaptive", "constant")),
+    "emission": partial(check_option_param, options=_EMISSIONS),
+    "transition_hidden_size": check_positive_int,
+    "emission_hidden_size": check_positive_int,
+    "inference_hidden_size": check_positive_int,
+    "kl_anneal_epochs": int_rule(low=0),
+    "n_importance_samples": check_positive_int,
 }
 
 
@@ -175,19 +170,8 @@ class DeepMarkovModel(
 
     # -- hyperparameters -------------------------------------------------------------
 
-    def _check_trainer_params(self):
-        check_parameters(self, _DMM_PARAMETER_RULES)
-        self._working_dtype()
-
-    def _check_architecture_params(self):
-        # n_components: PARAMETER_RULES (the trainer checks it, as the EM estimators do)
-        if not isinstance(self.emission, str) or self.emission not in _EMISSIONS:
-            raise ValueError(f"emission must be 'gaussian' or 'bernoulli', got {self.emission!r}.")
-        check_positive_int(self.transition_hidden_size, "transition_hidden_size")
-        check_positive_int(self.emission_hidden_size, "emission_hidden_size")
-        check_positive_int(self.inference_hidden_size, "inference_hidden_size")
-        check_scalar_param(self.kl_anneal_epochs, "kl_anneal_epochs", "int", low=0)
-        check_positive_int(self.n_importance_samples, "n_importance_samples")
+    # n_components: PARAMETER_RULES (checked with these, as the EM estimators do)
+    _PARAMETER_RULES = _DMM_PARAMETER_RULES
 
     def _new_network(self, n_features):
         return DeepMarkovNetwork(
@@ -270,8 +254,7 @@ class DeepMarkovModel(
     # -- training ----------------------------------------------------------------------
 
     def _fit_sequences(self, X, y, lengths, sequence_ids, *, incremental, method):
-        self._check_trainer_params()
-        self._check_architecture_params()
+        self._check_params()
         first_call = not hasattr(self, "parameters_") or (not incremental and not self.warm_start)
         X, offsets = self._validate_sequences(
             X, y, lengths, sequence_ids, reset=first_call, method=method
@@ -450,7 +433,10 @@ class DeepMarkovModel(
             return [item for result in run_blocks(function, blocks) for item in result]
 
     def _posterior_draws(self, inputs, observed, step_mask, offsets, *, want_states):
-        """Log importance weights (n_sequences, S) and, optionally, summed draws of z.
+        """Importance-weighted bounds (n_sequences,) and, optionally, posterior means of z.
+
+        :func:`skseq.inference.particles.importance_sample` with the
+        inference network as proposal, on every sequence.
 
         Each sequence has its own random stream (seeded from the fitted
         model), so its numbers depend neither on the other sequences nor on
@@ -478,46 +464,41 @@ class DeepMarkovModel(
 
         def one_sequence(s):
             length = int(lengths[s])
-            rng = streams[s]
-            block = blocks[length]
-            log_weights = np.empty(n_samples)
-            state_sum = np.zeros((length, m)) if want_states else None
-            for start in range(0, n_samples, block):
-                size = min(block, n_samples - start)
-                noise = rng.standard_normal((size, length, m)).astype(inputs.dtype)
-                shape = (size,) + inputs.shape[2:]
+            shape = (length,) + inputs.shape[2:]
+            log_jacobian = self._log_jacobian(observed[s])
+
+            def propose(noise):
+                size = noise.shape[0]
                 cache = self.network_.forward(
                     self.parameters_,
-                    np.broadcast_to(inputs[s, :length], (size, length) + shape[1:]),
-                    np.broadcast_to(observed[s, :length], (size, length) + shape[1:]),
+                    np.broadcast_to(inputs[s, :length], (size,) + shape),
+                    np.broadcast_to(observed[s, :length], (size,) + shape),
                     np.broadcast_to(step_mask[s, :length], (size, length)),
                     noise,
                 )
-                log_weights[start : start + size] = self.network_.log_weights(cache)
-                if want_states:
-                    state_sum += cache["z"].sum(axis=0, dtype=np.float64)
-            return log_weights + self._log_jacobian(observed[s]), state_sum
+                return self.network_.log_weights(cache) + log_jacobian, cache["z"]
+
+            return importance_sample(
+                propose,
+                streams[s],
+                n_samples=n_samples,
+                noise_shape=(length, m),
+                block_size=blocks[length],
+                dtype=inputs.dtype,
+                want_mean=want_states,
+            )
 
         results = self._over_sequences(
             lambda first, stop: [one_sequence(s) for s in range(first, stop)], n_sequences
         )
-        log_weights = np.array([weights for weights, _ in results])
+        bounds = np.array([result.log_likelihood_bound for result in results])
         if not want_states:
-            return log_weights, None
-        states = np.concatenate([state_sum for _, state_sum in results]) / n_samples
-        return log_weights, states
+            return bounds, None
+        return bounds, np.concatenate([result.mean for result in results])
 
     def _importance_bounds(self, X, y, lengths, sequence_ids, method):
         inputs, observed, step_mask, offsets = self._prepare(X, y, lengths, sequence_ids, method)
-        log_weights, _ = self._posterior_draws(
-            inputs, observed, step_mask, offsets, want_states=False
-        )
-        bounds = logsumexp(log_weights, axis=1) - math.log(self.n_importance_samples)
-        if not np.all(np.isfinite(bounds)):
-            raise FloatingPointError(
-                "The importance-weighted bound is not finite: the fitted network produces "
-                "non-finite values on this X."
-            )
+        bounds, _ = self._posterior_draws(inputs, observed, step_mask, offsets, want_states=False)
         return bounds
 
     def score(self, X, y=None, *, lengths=None, sequence_ids=None):
@@ -602,58 +583,28 @@ class DeepMarkovModel(
         return [np.random.RandomState(seed) for seed in seeds]
 
     def _particle_filter(self, inputs, observed, step_mask, streams):
-        """Bootstrap particle filter over a batch of sequences, one random stream each.
+        """:func:`skseq.inference.particles.bootstrap_particle_filter` with the fitted
+        network's transition and emission, over a batch of sequences, one random
+        stream each.
 
         Returns the log predictive density log p(x_t | x_{1:t-1}) of every
         step (n_sequences, T) and the particles after the last step of each
         sequence (n_sequences, S, m), equally weighted.
         """
-        n_sequences, n_steps, _ = inputs.shape
-        n_particles, m = self.n_importance_samples, self.n_components
-        lengths = np.count_nonzero(step_mask, axis=1)
-        dtype = inputs.dtype
-
-        def normal_draws(active):
-            draws = np.zeros((n_sequences, n_particles, m), dtype=dtype)
-            for s in np.flatnonzero(active):
-                draws[s] = streams[s].standard_normal((n_particles, m))
-            return draws
-
-        everyone = np.ones(n_sequences, dtype=bool)
-        particles = self.network_.initial_draws(self.parameters_, normal_draws(everyone))
-        final = np.empty_like(particles)
-        log_predictive = np.zeros((n_sequences, n_steps))
-        rows = np.arange(n_sequences)[:, None]
-        for t in range(n_steps):
-            active = lengths > t
-            if t > 0:
-                moved = self.network_.transition_draws(
-                    self.parameters_, particles, normal_draws(active)
-                )
-                particles = np.where(active[:, None, None], moved, particles)
-            log_weights = self._emission_log_density(
+        result = bootstrap_particle_filter(
+            partial(self.network_.initial_draws, self.parameters_),
+            partial(self.network_.transition_draws, self.parameters_),
+            lambda t, particles: self._emission_log_density(
                 inputs[:, t, None, :], observed[:, t, None, :], particles
-            )
-            log_predictive[:, t] = np.where(
-                active, logsumexp(log_weights, axis=1) - math.log(n_particles), 0.0
-            )
-            # Systematic resampling of all sequences at once: sequence r's cumulative
-            # weights are shifted into (r, r + 1], so one sorted search serves all.
-            weights = np.exp(log_weights - log_weights.max(axis=1, keepdims=True))
-            cumulative = np.cumsum(weights, axis=1)
-            cumulative /= cumulative[:, -1:]
-            offsets = np.array(
-                [streams[s].uniform() if active[s] else 0.0 for s in range(n_sequences)]
-            )
-            positions = (offsets[:, None] + np.arange(n_particles)) / n_particles
-            found = np.searchsorted((cumulative + rows).ravel(), (positions + rows).ravel())
-            chosen = np.minimum(
-                found.reshape(n_sequences, n_particles) - rows * n_particles, n_particles - 1
-            )
-            particles = np.where(active[:, None, None], particles[rows, chosen], particles)
-            ending = lengths == t + 1
-            final[ending] = particles[ending]
-        return log_predictive, final
+            ),
+            np.count_nonzero(step_mask, axis=1),
+            streams,
+            n_particles=self.n_importance_samples,
+            n_state=self.n_components,
+            dtype=inputs.dtype,
+            n_steps=inputs.shape[1],
+        )
+        return result.log_predictive, result.final_particles
 
     def _filter_chunks(self, inputs, observed, step_mask):
         """The particle filter over chunks of sequences; returns it with the streams used."""

@@ -1,11 +1,12 @@
 """Docstring pieces shared by the neural sequence estimators.
 
-The trainer's hyperparameters and the fitted attributes are the same for
-every architecture; each estimator module adds its own architecture
-parameters and says which weights ``weight_decay`` shrinks.
+The trainer's hyperparameters, the fitted attributes and the Notes on the
+shapes of ``y`` are the same for every architecture; each estimator module
+adds its own architecture parameters and says which weights ``weight_decay``
+shrinks.
 """
 
-__all__ = ["training_parameters", "fitted_attributes"]
+__all__ = ["training_parameters", "fitted_attributes", "REGRESSOR_NOTES", "CLASSIFIER_NOTES"]
 
 _TRAINING_BEFORE_WEIGHT_DECAY = """\
     learning_rate_init : float, default=1e-3
@@ -124,3 +125,22 @@ def training_parameters(weight_decay, **replaced):
 def fitted_attributes(blocks):
     """The numpydoc entries of the fitted attributes; ``blocks`` names the residual blocks."""
     return _FITTED_ATTRIBUTES.format(blocks=blocks)
+
+
+#: The Notes of every neural regressor: the kinds of target ``y``'s shape selects.
+REGRESSOR_NOTES = """\
+    The kind of target follows from ``y``'s shape, with ``X`` of shape
+    ``(n_sequences, seq_len[, n_features])``: ``(n_sequences,)`` is one target
+    per sequence, ``(n_sequences, seq_len)`` one per step,
+    ``(n_sequences, k)`` with ``k != seq_len`` is ``k`` targets per sequence,
+    ``(n_sequences, seq_len, k)`` is ``k`` per step.  NaN in per-step targets,
+    or zero entries of a ``(n_sequences, seq_len)`` ``sample_weight``, mask
+    steps out of the loss."""
+
+#: The Notes of every neural classifier: the shapes of ``y`` and what a label may be.
+CLASSIFIER_NOTES = """\
+    ``y`` of shape ``(n_sequences,)`` is one label per sequence,
+    ``(n_sequences, seq_len)`` one label per step; a ``sample_weight`` of
+    shape ``(n_sequences, seq_len)`` masks steps (weight 0) out of the loss.
+    Labels may be any sortable type (strings included).  Every entry of ``y``,
+    masked or not, must be a label: ``classes_`` is built from all of them."""

@@ -3,11 +3,11 @@
 import numpy as np
 
 from .._parallel import single_threaded_blas
-from .._validation import check_scalar_param
-from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
-from ._docstrings import fitted_attributes, training_parameters
-from ._elman import jacobian_norms, make_elman_network
+from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
+from ._networks._elman_rnn import elman_layer, jacobian_norms
+from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
 from ._trainer import PREDICTION_CHUNK_POSITIONS
+from ._validation import NETWORK_PARAMETER_RULES, real_rule
 
 __all__ = ["ElmanRNNRegressor", "ElmanRNNClassifier"]
 
@@ -57,23 +57,17 @@ _MODEL_NOTES = """\
 
 
 class _ElmanRNNArchitecture:
-    """Hyperparameter checks, network factory and recurrence diagnostics of the two estimators."""
+    """Hyperparameter rules, network factory and recurrence diagnostics of the two estimators."""
 
-    def _check_architecture_params(self):
-        # d_model, n_layers: NETWORK_PARAMETER_RULES (the trainer checks them)
-        check_scalar_param(
-            self.init_spectral_radius, "init_spectral_radius", "real", low=0, low_open=True
-        )
+    _PARAMETER_RULES = {
+        **NETWORK_PARAMETER_RULES,
+        "init_spectral_radius": real_rule(low=0, low_open=True),
+    }
 
-    def _make_network(self, n_features, n_outputs, per_step):
-        return make_elman_network(
-            n_features,
-            n_outputs,
-            per_step=per_step,
-            d_model=self.d_model,
-            n_layers=self.n_layers,
-            init_spectral_radius=self.init_spectral_radius,
-        )
+    _network_layer = staticmethod(elman_layer)
+
+    def _network_options(self):
+        return dict(init_spectral_radius=self.init_spectral_radius)
 
     def _recurrent_weights(self):
         return [self.parameters_[f"{block.name}.W_h"] for block in self.network_.blocks]
@@ -206,13 +200,7 @@ ElmanRNNRegressor.__doc__ = f"""Elman recurrent network for sequence regression.
 
     Notes
     -----
-    The kind of target follows from ``y``'s shape, with ``X`` of shape
-    ``(n_sequences, seq_len[, n_features])``: ``(n_sequences,)`` is one target
-    per sequence, ``(n_sequences, seq_len)`` one per step,
-    ``(n_sequences, k)`` with ``k != seq_len`` is ``k`` targets per sequence,
-    ``(n_sequences, seq_len, k)`` is ``k`` per step.  NaN in per-step targets,
-    or zero entries of a ``(n_sequences, seq_len)`` ``sample_weight``, mask
-    steps out of the loss.
+{REGRESSOR_NOTES}
 
     Examples
     --------
@@ -310,11 +298,7 @@ ElmanRNNClassifier.__doc__ = f"""Elman recurrent network for classification.
 
     Notes
     -----
-    ``y`` of shape ``(n_sequences,)`` is one label per sequence,
-    ``(n_sequences, seq_len)`` one label per step; a ``sample_weight`` of
-    shape ``(n_sequences, seq_len)`` masks steps (weight 0) out of the loss.
-    Labels may be any sortable type (strings included).  Every entry of ``y``,
-    masked or not, must be a label: ``classes_`` is built from all of them.
+{CLASSIFIER_NOTES}
 
     Examples
     --------

@@ -1,234 +1,290 @@
-"""The S4D block: the Mamba block with a time-invariant diagonal SSM as its mixer.
+"""Structured state-space (S4D) estimators: S4DRegressor and S4DClassifier."""
 
-Everything around the mixer is :class:`~skseq.neural._mamba.GatedSSMBlock`,
-as in the Mamba block: ``in_proj`` to the SSM input ``v`` and the gate ``z``,
-``u = silu(conv(v))``, the gate ``y * silu(z)`` and ``out_proj``.  The mixer
-is S4D's instead of the selective scan: every channel ``c`` of ``u`` is
-convolved with the kernel of a linear time-invariant SSM with ``H = d_state
-/ 2`` complex modes (in conjugate pairs, so ``d_state`` real states), plus the
-skip term ``D u``::
+from functools import partial
 
-    y[c] = K[c] * u[c] + D[c] u[c],
-    K[c, k] = 2 Re sum_n C[c, n] B̄[c, n] Ā[c, n]**k,
-    Ā = exp(Δ_c A[c, n]),  B̄ = (Ā - 1) / A[c, n],  Δ_c = exp(log_dt[c]).
+from .._validation import check_option_param, constrained
+from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
+from ._networks._s4d import INITS, MAX_CONVOLUTION_BYTES, s4d_layer
+from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
+from ._validation import NETWORK_PARAMETER_RULES, int_rule
 
-The kernel comes from :func:`skseq.inference.s4d_kernel` (with ``B = 1``:
-only the product ``C B`` reaches the kernel, so ``B`` is absorbed into the
-learned ``C``) and the convolution from
-:func:`skseq.inference.causal_convolution`, by FFT; ``D`` is added to the
-kernel's lag 0.  Parameters, per block:
+__all__ = ["S4DRegressor", "S4DClassifier"]
 
-* ``log_dt`` (d_inner,), initialised log-uniform in [1e-3, 1e-1];
-* ``A_log`` and ``A_imag`` (d_inner, H): ``A = -exp(A_log) + i A_imag``, so
-  the real part stays negative whatever the updates; S4D-Lin starts at
-  ``A_n = -1/2 + i π n``, S4D-Real at ``A_n = -(n + 1)``;
-* ``C_real`` and ``C_imag`` (d_inner, H), standard complex normal;
-* ``D`` (d_inner,), initialised to one.
 
-The maths, forward and backward, is in the user guide (:ref:`s4d`).
+_ARCHITECTURE_PARAMETERS = """\
+    d_model : int, default=32
+        Width of the residual stream; the input is projected from
+        ``n_features`` to ``d_model`` channels.
+    n_layers : int, default=2
+        Number of residual S4D blocks.
+    d_state : int, default=64
+        State size N of each channel's SSM; must be even (``N / 2`` complex
+        modes in conjugate pairs).
+    d_conv : int, default=4
+        Taps of the causal depthwise convolution before the SSM.
+    expand : int, default=2
+        Channels inside a block: ``d_inner = expand * d_model``.
+    init : {"lin", "real"}, default="lin"
+        Initialisation of the state matrix: S4D-Lin, ``A_n = -1/2 + i π n``,
+        or S4D-Real, ``A_n = -(n + 1)``, for ``n = 0 .. N / 2 - 1`` in every
+        channel.
 """
 
-import numpy as np
-import scipy.fft
+_WEIGHT_DECAY = """\
+    weight_decay : float, default=0.0
+        Decoupled (AdamW) weight decay: each update also multiplies the
+        projection matrices, convolution filters and the SSM's output map
+        ``C`` by ``1 - learning_rate_init * weight_decay``, outside the
+        adaptive moments. Biases, norm gains and the SSM's ``A``, step
+        ``log_dt`` and ``D`` are not decayed.
+"""
 
-from .._validation import format_bytes
-from ..inference.s4d import (
-    causal_convolution,
-    causal_convolution_backward,
-    s4d_kernel,
-    s4d_kernel_backward,
-)
-from ._layers import SiLU
-from ._mamba import DT_MAX, DT_MIN, GatedSSMBlock, _channels_major
-from ._network import ResidualSequenceNetwork
+_COMMON_PARAMETERS = _ARCHITECTURE_PARAMETERS + training_parameters(_WEIGHT_DECAY)
 
-__all__ = ["S4DBlock", "make_s4d_network", "INITS", "MAX_CONVOLUTION_BYTES"]
+_COMMON_ATTRIBUTES = fitted_attributes("S4D blocks")
 
-INITS = ("lin", "real")
-
-# Bytes the FFT convolution of one block may allocate for one forward pass
-# (spectra of the input and of the output, and the inverse transform):
-# minibatches or sequences that need more raise a ValueError before allocating.
-MAX_CONVOLUTION_BYTES = 2 << 30
-
-
-def initial_A(init, n_modes):
-    """The S4D-Lin (``-1/2 + i π n``) or S4D-Real (``-(n + 1)``) modes, n = 0 .. n_modes - 1."""
-    index = np.arange(n_modes, dtype=np.float64)
-    if init == "lin":
-        return -0.5 + 1j * np.pi * index
-    if init == "real":
-        return -(index + 1.0) + 0j
-    raise ValueError(f"init must be one of {INITS}, got {init!r}.")
-
-
-def convolution_bytes(batch, channels, length, dtype):
-    """Bytes the FFT buffers of one S4D block need for ``batch`` sequences of ``length`` steps."""
-    n_fft = scipy.fft.next_fast_len(2 * length - 1, real=True)
-    # Two spectra of n_fft // 2 + 1 complex numbers and one real inverse of n_fft numbers.
-    per_channel = (2 * (n_fft // 2 + 1) * 2 + n_fft) * np.dtype(dtype).itemsize
-    return batch * channels * per_channel
+_MODEL_NOTES = f"""\
+    The network has the structure of :class:`SelectiveSSMRegressor`'s and
+    differs from it only in the SSM, which here is linear and
+    time-invariant: a comparison of the two isolates selectivity.  Each
+    block maps the normalised residual stream through an input projection to
+    ``x`` and a gate ``z`` (``expand * d_model`` channels each), a causal
+    depthwise convolution and SiLU on ``x``, then convolves every channel of
+    ``x`` with the kernel of a diagonal SSM with ``d_state / 2`` complex modes,
+    discretised by zero-order hold with a learned step ``Δ = exp(log_dt)``:
+    ``K_k = 2 Re Σ_n C_n (exp(Δ A_n) - 1) / A_n · exp(Δ A_n)^k``, plus the skip
+    term ``D x``; the result is gated by ``silu(z)`` and projected back to
+    ``d_model`` channels.  ``A_n = -exp(A_log_n) + i A_imag_n`` keeps a
+    negative real part; ``log_dt`` starts log-uniform in [1e-3, 1e-1], ``C``
+    standard complex normal, ``D`` at one.  The kernel comes from
+    :func:`skseq.inference.s4d_kernel` and the convolution, by FFT, from
+    :func:`skseq.inference.causal_convolution`; gradients are computed by
+    explicit backward passes and the weights trained with Adam on minibatches
+    of sequences.  A forward pass whose FFT buffers would need more than
+    {MAX_CONVOLUTION_BYTES / 2**30:.0f} GiB in one block raises a ``ValueError``: at the
+    default sizes, training on sequences of more than about 40 000 steps, or
+    predicting one of more than about 1.4 million."""
 
 
-class S4DBlock(GatedSSMBlock):
-    """One S4D mixer in the Mamba block's structure, without its residual and norm.
+class _S4DArchitecture:
+    """Hyperparameter rules and network factory shared by the two estimators."""
 
-    Parameters
-    ----------
-    name : str
-    d_model : int
-        Width of the residual stream.
-    d_state : int
-        State size N of every channel's SSM, even: ``N / 2`` complex modes.
-    d_conv : int
-        Taps of the causal depthwise convolution.
-    expand : int
-        ``d_inner = expand * d_model`` channels inside the block.
-    init : {"lin", "real"}, default="lin"
-        S4D-Lin or S4D-Real initialisation of ``A``.
-    out_init_scale : float, default=1.0
-        Multiplies the initial range of ``out_proj``.
+    _PARAMETER_RULES = {
+        **NETWORK_PARAMETER_RULES,
+        "d_state": constrained(
+            int_rule(low=2),
+            lambda d_state: d_state % 2 == 0,
+            "even (d_state / 2 complex modes in conjugate pairs)",
+        ),
+        "init": partial(check_option_param, options=INITS),
+    }
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> block = S4DBlock("mixer", d_model=4, d_state=6, d_conv=4, expand=2)
-    >>> parameters = block.init_parameters(np.random.RandomState(0), np.float64)
-    >>> parameters["mixer.A_imag"][0]           # S4D-Lin: pi n
-    array([0.        , 3.14159265, 6.28318531])
-    >>> y, cache = block.forward(parameters, np.ones((2, 5, 4)))
-    >>> y.shape
-    (2, 5, 4)
-    """
+    _network_layer = staticmethod(s4d_layer)
 
-    def __init__(self, name, d_model, d_state, d_conv, expand, *, init="lin", out_init_scale=1.0):
-        super().__init__(name, d_model, d_conv, expand, out_init_scale=out_init_scale)
-        if d_state % 2:
-            raise ValueError(
-                f"d_state must be even (d_state / 2 complex modes in conjugate pairs), "
-                f"got {d_state}."
-            )
+    def _network_options(self):
+        return dict(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand, init=self.init)
+
+
+class S4DRegressor(_S4DArchitecture, SequenceNetworkRegressor):
+    def __init__(
+        self,
+        *,
+        d_model=32,
+        n_layers=2,
+        d_state=64,
+        d_conv=4,
+        expand=2,
+        init="lin",
+        learning_rate_init=1e-3,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        weight_decay=0.0,
+        batch_size=32,
+        max_iter=200,
+        shuffle=True,
+        random_state=None,
+        max_grad_norm=1.0,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        tol=1e-4,
+        verbose=0,
+        warm_start=False,
+        n_jobs=None,
+        dtype="float32",
+    ):
+        self.d_model = d_model
+        self.n_layers = n_layers
         self.d_state = d_state
-        self.n_modes = d_state // 2
+        self.d_conv = d_conv
+        self.expand = expand
         self.init = init
-        initial_A(init, 1)  # validates init
-        self.gate = SiLU(self.key("gate"))
-
-    def _init_mixer_parameters(self, random_state, dtype):
-        shape = (self.d_inner, self.n_modes)
-        log_dt = random_state.uniform(np.log(DT_MIN), np.log(DT_MAX), size=self.d_inner)
-        A = np.tile(initial_A(self.init, self.n_modes), (self.d_inner, 1))
-        # Standard complex normal C: E|C|^2 = 1.
-        C_real = random_state.normal(scale=np.sqrt(0.5), size=shape)
-        C_imag = random_state.normal(scale=np.sqrt(0.5), size=shape)
-        parameters = {
-            self.key("log_dt"): log_dt,
-            self.key("A_log"): np.log(-A.real),
-            self.key("A_imag"): A.imag,
-            self.key("C_real"): C_real,
-            self.key("C_imag"): C_imag,
-            self.key("D"): np.ones(self.d_inner),
-        }
-        return {key: value.astype(dtype) for key, value in parameters.items()}
-
-    def _decayed_mixer_parameters(self):
-        # C is the SSM's output map, decayed like Mamba's projections to B and C;
-        # A, the step and D are not.
-        return [self.key("C_real"), self.key("C_imag")]
-
-    def _ssm_parameters(self, parameters):
-        dtype = parameters[self.key("log_dt")].dtype
-        complex_dtype = np.complex64 if dtype == np.float32 else np.complex128
-        A = (-np.exp(parameters[self.key("A_log")]) + 1j * parameters[self.key("A_imag")]).astype(
-            complex_dtype
-        )
-        C = (parameters[self.key("C_real")] + 1j * parameters[self.key("C_imag")]).astype(
-            complex_dtype
-        )
-        return dict(log_dt=parameters[self.key("log_dt")], A=A, B=np.ones_like(A), C=C)
-
-    def _mix(self, parameters, activated, gate):
-        batch, length, channels = activated.shape
-        needed = convolution_bytes(batch, channels, length, activated.dtype)
-        if needed > MAX_CONVOLUTION_BYTES:
-            raise ValueError(
-                f"The FFT convolution of {batch} sequence(s) of {length} steps over {channels} "
-                f"channels needs {format_bytes(needed)}, more than the limit of "
-                f"{format_bytes(MAX_CONVOLUTION_BYTES)} per S4D block "
-                "(skseq.neural._s4d.MAX_CONVOLUTION_BYTES); use shorter sequences or a "
-                "smaller batch_size."
-            )
-        ssm = self._ssm_parameters(parameters)
-        kernel = s4d_kernel(**ssm, length=length).K
-        kernel[:, 0] += parameters[self.key("D")]
-        convolved, spectra = causal_convolution(
-            _channels_major(activated), kernel, return_spectra=True
-        )
-        ungated = convolved.transpose(0, 2, 1)
-        gate_values, gate_cache = self.gate.forward(parameters, gate)
-        mixed = ungated * gate_values
-        return mixed, (ssm, spectra, ungated, gate_values, gate_cache)
-
-    def _mix_backward(self, parameters, grad_mixed, cache):
-        ssm, spectra, ungated, gate_values, gate_cache = cache
-        grad_gate, _ = self.gate.backward(parameters, grad_mixed * ungated, gate_cache)
-        grad_convolved = _channels_major(grad_mixed * gate_values)
-        convolution_grads = causal_convolution_backward(grad_convolved, spectra=spectra)
-        kernel_grads = s4d_kernel_backward(convolution_grads.dK, **ssm)
-        dtype = parameters[self.key("log_dt")].dtype
-        grads = {
-            self.key("log_dt"): kernel_grads.dlog_dt,
-            # Re A = -exp(A_log): d Re A / d A_log = Re A.
-            self.key("A_log"): (kernel_grads.dA.real * ssm["A"].real).astype(dtype),
-            self.key("A_imag"): kernel_grads.dA.imag.astype(dtype),
-            self.key("C_real"): kernel_grads.dC.real.astype(dtype),
-            self.key("C_imag"): kernel_grads.dC.imag.astype(dtype),
-            self.key("D"): np.ascontiguousarray(convolution_grads.dK[:, 0]),
-        }
-        grad_activated = convolution_grads.du.transpose(0, 2, 1)
-        return grad_activated, grad_gate, grads
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.max_grad_norm = max_grad_norm
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.n_jobs = n_jobs
+        self.dtype = dtype
 
 
-def make_s4d_network(
-    n_features, n_outputs, *, per_step, d_model, n_layers, d_state, d_conv, expand, init
-):
-    """A residual stack of S4D blocks with input projection, final norm and head.
+S4DRegressor.__doc__ = f"""Structured state-space (S4D) network for sequence regression.
+
+    Minimises half the mean squared error of one target vector per sequence
+    (read out at its last step) or one per step.
+
+{_MODEL_NOTES}
 
     Parameters
     ----------
-    n_features : int
-        Features per time step of the input.
-    n_outputs : int
-        Outputs per read-out position (targets, or classes for logits).
-    per_step : bool
-        Read out every step, or only the last one.
-    d_model, n_layers, d_state, d_conv, expand : int
-    init : {"lin", "real"}
+{_COMMON_PARAMETERS}
 
-    Returns
-    -------
-    network : ResidualSequenceNetwork
+    Attributes
+    ----------
+{_COMMON_ATTRIBUTES}
+
+    See Also
+    --------
+    S4DClassifier : The same network with a softmax read-out.
+    SelectiveSSMRegressor : The same structure with Mamba's selective SSM.
+
+    Notes
+    -----
+{REGRESSOR_NOTES}
 
     Examples
     --------
     >>> import numpy as np
-    >>> network = make_s4d_network(3, 2, per_step=False, d_model=8, n_layers=2,
-    ...                            d_state=4, d_conv=4, expand=2, init="real")
-    >>> parameters = network.init_parameters(np.random.RandomState(0), np.float32)
-    >>> outputs, cache = network.forward(parameters, np.ones((5, 7, 3), dtype=np.float32))
-    >>> outputs.shape, outputs.dtype
-    ((5, 2), dtype('float32'))
+    >>> from skseq.neural import S4DRegressor
+
+    Per-step targets: at every step, an exponentially weighted average of the
+    steps so far, a linear time-invariant filter as S4D is.
+
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.normal(size=(300, 32))          # 300 sequences of 32 steps
+    >>> y = np.zeros_like(X)
+    >>> for t in range(32):
+    ...     y[:, t] = 0.8 * y[:, t - 1] + X[:, t] if t else X[:, 0]
+    >>> model = S4DRegressor(d_model=8, n_layers=1, d_state=8,
+    ...                      learning_rate_init=1e-2, max_iter=30,
+    ...                      random_state=0).fit(X[:200], y[:200])
+    >>> model.predict(X[200:202]).shape
+    (2, 32)
+    >>> model.score(X[200:], y[200:]) > 0.9     # R² on sequences not seen in fit
+    True
     """
-    blocks = [
-        S4DBlock(
-            f"layers.{index}.mixer",
-            d_model,
-            d_state,
-            d_conv,
-            expand,
-            init=init,
-            out_init_scale=1.0 / np.sqrt(n_layers),
-        )
-        for index in range(n_layers)
-    ]
-    return ResidualSequenceNetwork(n_features, d_model, n_outputs, blocks, per_step=per_step)
+
+
+class S4DClassifier(_S4DArchitecture, SequenceNetworkClassifier):
+    def __init__(
+        self,
+        *,
+        d_model=32,
+        n_layers=2,
+        d_state=64,
+        d_conv=4,
+        expand=2,
+        init="lin",
+        learning_rate_init=1e-3,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        weight_decay=0.0,
+        batch_size=32,
+        max_iter=200,
+        shuffle=True,
+        random_state=None,
+        max_grad_norm=1.0,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        tol=1e-4,
+        verbose=0,
+        warm_start=False,
+        n_jobs=None,
+        dtype="float32",
+    ):
+        self.d_model = d_model
+        self.n_layers = n_layers
+        self.d_state = d_state
+        self.d_conv = d_conv
+        self.expand = expand
+        self.init = init
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.max_grad_norm = max_grad_norm
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.n_jobs = n_jobs
+        self.dtype = dtype
+
+
+S4DClassifier.__doc__ = f"""Structured state-space (S4D) network for classification.
+
+    Minimises the cross-entropy of a softmax over ``classes_``, for one label
+    per sequence (read out at its last step) or one per step.
+
+{_MODEL_NOTES}
+
+    Parameters
+    ----------
+{_COMMON_PARAMETERS}
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The labels, sorted.
+{_COMMON_ATTRIBUTES}
+
+    See Also
+    --------
+    S4DRegressor : The same network with a squared-error read-out.
+    SelectiveSSMClassifier : The same structure with Mamba's selective SSM.
+
+    Notes
+    -----
+{CLASSIFIER_NOTES}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.neural import S4DClassifier
+
+    One label per sequence: whether its steps sum to more than zero.
+
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.normal(size=(500, 12))
+    >>> y = np.where(X.sum(axis=1) > 0, "up", "down")
+    >>> model = S4DClassifier(d_model=8, n_layers=1, d_state=8,
+    ...                       learning_rate_init=1e-2, max_iter=30,
+    ...                       random_state=0).fit(X[:400], y[:400])
+    >>> model.classes_
+    array(['down', 'up'], dtype='<U4')
+    >>> model.predict_proba(X[400:403]).shape
+    (3, 2)
+    >>> model.score(X[400:], y[400:]) > 0.8     # accuracy on unseen sequences
+    True
+    """

@@ -1,10 +1,10 @@
 """Selective state-space (Mamba) estimators: SelectiveSSMRegressor and SelectiveSSMClassifier."""
 
-from .._validation import check_scalar_param
-from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
-from ._docstrings import fitted_attributes, training_parameters
-from ._mamba import make_mamba_network
-from ._validation import check_positive_int
+from .._validation import option_or
+from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
+from ._networks._selective_ssm import mamba_layer
+from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
+from ._validation import NETWORK_PARAMETER_RULES, check_positive_int
 
 __all__ = ["SelectiveSSMRegressor", "SelectiveSSMClassifier"]
 
@@ -51,27 +51,19 @@ _MODEL_NOTES = """\
 
 
 class _SelectiveSSMArchitecture:
-    """Hyperparameter checks and network factory shared by the two estimators."""
+    """Hyperparameter rules and network factory shared by the two estimators."""
 
-    def _check_architecture_params(self):
-        # d_model, n_layers, d_conv, expand: NETWORK_PARAMETER_RULES (the trainer checks them)
-        check_positive_int(self.d_state, "d_state")
-        if not (isinstance(self.dt_rank, str) and self.dt_rank == "auto"):
-            if isinstance(self.dt_rank, str):
-                raise ValueError(f"dt_rank must be 'auto' or a positive int, got {self.dt_rank!r}.")
-            check_scalar_param(self.dt_rank, "dt_rank", "int", low=1)
+    _PARAMETER_RULES = {
+        **NETWORK_PARAMETER_RULES,
+        "d_state": check_positive_int,
+        "dt_rank": option_or(("auto",), check_positive_int, expected="'auto' or a positive int"),
+    }
 
-    def _make_network(self, n_features, n_outputs, per_step):
-        return make_mamba_network(
-            n_features,
-            n_outputs,
-            per_step=per_step,
-            d_model=self.d_model,
-            n_layers=self.n_layers,
-            d_state=self.d_state,
-            d_conv=self.d_conv,
-            expand=self.expand,
-            dt_rank=self.dt_rank,
+    _network_layer = staticmethod(mamba_layer)
+
+    def _network_options(self):
+        return dict(
+            d_state=self.d_state, d_conv=self.d_conv, expand=self.expand, dt_rank=self.dt_rank
         )
 
 
@@ -151,13 +143,7 @@ SelectiveSSMRegressor.__doc__ = f"""Selective state-space (Mamba) network for se
 
     Notes
     -----
-    The kind of target follows from ``y``'s shape, with ``X`` of shape
-    ``(n_sequences, seq_len[, n_features])``: ``(n_sequences,)`` is one target
-    per sequence, ``(n_sequences, seq_len)`` one per step,
-    ``(n_sequences, k)`` with ``k != seq_len`` is ``k`` targets per sequence,
-    ``(n_sequences, seq_len, k)`` is ``k`` per step.  NaN in per-step targets,
-    or zero entries of a ``(n_sequences, seq_len)`` ``sample_weight``, mask
-    steps out of the loss.
+{REGRESSOR_NOTES}
 
     Examples
     --------
@@ -257,11 +243,7 @@ SelectiveSSMClassifier.__doc__ = f"""Selective state-space (Mamba) network for c
 
     Notes
     -----
-    ``y`` of shape ``(n_sequences,)`` is one label per sequence,
-    ``(n_sequences, seq_len)`` one label per step; a ``sample_weight`` of
-    shape ``(n_sequences, seq_len)`` masks steps (weight 0) out of the loss.
-    Labels may be any sortable type (strings included).  Every entry of ``y``,
-    masked or not, must be a label: ``classes_`` is built from all of them.
+{CLASSIFIER_NOTES}
 
     Examples
     --------

@@ -1,4 +1,10 @@
-"""The minibatch trainer shared by every neural sequence estimator.
+"""The minibatch trainer shared by every neural sequence estimator, and their base class.
+
+The base class of the neural estimators, :class:`BaseSequenceNetwork`, lives
+here because it *is* the trainer: its methods are the training loop, and an
+estimator is an architecture (``_make_network``) plus targets and a loss
+(:mod:`skseq.neural._supervised`) on top of it.  A separate
+``_estimator.py`` would hold a class whose every method is the trainer's.
 
 :class:`BaseSequenceNetwork` owns what does not depend on the architecture:
 hyperparameter checks of the optimiser, the epoch loop over shuffled
@@ -6,13 +12,13 @@ minibatches, Adam with decoupled weight decay, gradient clipping by global
 norm, early stopping on a held-out fraction, warm starts, ``partial_fit``,
 progress output, and the splitting of each minibatch over ``n_jobs``
 threads.  A concrete estimator supplies the network (``_make_network``) and
-the regressor / classifier bases in :mod:`skseq.neural._base` supply targets,
+the regressor / classifier bases in :mod:`skseq.neural._supervised` supply targets,
 loss and score.
 
 A network is any object with ``init_parameters(random_state, dtype)``,
 ``decayed_parameters()``, ``forward(parameters, X) -> (outputs, cache)`` and
 ``backward(parameters, grad_outputs, cache) -> grads`` (see
-:class:`~skseq.neural._network.ResidualSequenceNetwork`).
+:class:`~skseq.neural._networks._residual.ResidualSequenceNetwork`).
 
 Unsupervised models (the deep Markov model) train on the same loop: they
 validate their own data and call :meth:`BaseSequenceNetwork._train` with one
@@ -55,6 +61,7 @@ from .._parallel import ThreadRunner, even_blocks, run_blocks, single_threaded_b
 from .._validation import check_parameters
 from ..base import warn_user
 from ..inference._checks import all_finite
+from ._networks._residual import make_network
 from ._validation import NETWORK_PARAMETER_RULES, check_sequences
 
 __all__ = [
@@ -145,7 +152,7 @@ def estimate_activation_bytes(network, parameters, n_features, *, forward=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from skseq.neural._network import ResidualSequenceNetwork
+    >>> from skseq.neural._networks._residual import ResidualSequenceNetwork
     >>> network = ResidualSequenceNetwork(2, 4, 1, blocks=[], per_step=True)
     >>> parameters = network.init_parameters(np.random.RandomState(0), np.float64)
     >>> coefficients = estimate_activation_bytes(network, parameters, 2)
@@ -293,8 +300,10 @@ def _sum_dicts(dicts):
 class BaseSequenceNetwork(BaseEstimator):
     """Training loop of the neural sequence estimators.
 
-    Subclasses define ``_make_network(n_features, n_outputs, per_step)``,
-    ``_check_architecture_params()``, and (through the regressor/classifier
+    Subclasses define their layer ``_network_layer`` and its options
+    ``_network_options()`` (or ``_make_network(n_features, n_outputs,
+    per_step)``), ``_PARAMETER_RULES`` (their hyperparameters' rules), and
+    (through the regressor/classifier
     bases) ``_prepare_targets``, ``_loss`` and ``_score_outputs``.  They
     expose the hyperparameters read here: ``learning_rate_init``, ``beta_1``,
     ``beta_2``, ``epsilon``, ``weight_decay``, ``batch_size``, ``max_iter``,
@@ -314,8 +323,17 @@ class BaseSequenceNetwork(BaseEstimator):
 
     # -- hyperparameters ---------------------------------------------------------
 
-    def _check_trainer_params(self):
-        check_parameters(self, NETWORK_PARAMETER_RULES)
+    #: The rule of every hyperparameter of the estimator, for
+    #: :func:`skseq._validation.check_parameters` (with
+    #: :data:`skseq._validation.PARAMETER_RULES`): each architecture extends the
+    #: networks' shared table with its own.
+    _PARAMETER_RULES = NETWORK_PARAMETER_RULES
+
+    def _parameter_rules(self):
+        return self._PARAMETER_RULES
+
+    def _check_params(self):
+        check_parameters(self, self._parameter_rules())
         self._working_dtype()
 
     def _working_dtype(self):
@@ -480,6 +498,19 @@ class BaseSequenceNetwork(BaseEstimator):
 
     # -- the loop ----------------------------------------------------------------------
 
+    def _make_network(self, n_features, n_outputs, per_step):
+        """The architecture's network: :func:`~skseq.neural._networks._residual.make_network`
+        with the model's ``_network_layer`` and ``_network_options()``."""
+        return make_network(
+            n_features,
+            n_outputs,
+            self._network_layer,
+            per_step=per_step,
+            d_model=self.d_model,
+            n_layers=self.n_layers,
+            **self._network_options(),
+        )
+
     def _new_network(self, n_features):
         """The untrained network for ``n_features`` inputs per step."""
         return self._make_network(n_features, self.n_outputs_, self.per_step_)
@@ -603,8 +634,7 @@ class BaseSequenceNetwork(BaseEstimator):
         self._no_improvement_count = 0
 
     def _fit(self, X, y, sample_weight, *, incremental, classes=None):
-        self._check_trainer_params()
-        self._check_architecture_params()
+        self._check_params()
         dtype = self._working_dtype()
         first_call = not hasattr(self, "parameters_") or (not incremental and not self.warm_start)
         X = check_sequences(self, X, reset=first_call, dtype=dtype)

@@ -1,10 +1,13 @@
 """Causal Transformer estimators: TransformerRegressor and TransformerClassifier."""
 
-from .._validation import check_scalar_param
-from ._attention import ACTIVATIONS, make_transformer_network
-from ._base import SequenceNetworkClassifier, SequenceNetworkRegressor
-from ._docstrings import fitted_attributes, training_parameters
-from ._validation import check_positive_int
+from functools import partial
+
+from .._validation import check_option_param, optional
+from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
+from ._networks._layers import ACTIVATIONS
+from ._networks._transformer import SinusoidalPositionalEncoding, transformer_layer
+from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
+from ._validation import NETWORK_PARAMETER_RULES, check_positive_int
 
 __all__ = ["TransformerRegressor", "TransformerClassifier"]
 
@@ -56,30 +59,26 @@ _MODEL_NOTES = """\
 
 
 class _TransformerArchitecture:
-    """Hyperparameter checks and network factory shared by the two estimators."""
+    """Hyperparameter rules and network factory shared by the two estimators.
 
-    def _check_architecture_params(self):
-        # d_model, n_layers: NETWORK_PARAMETER_RULES (the trainer checks them)
-        check_positive_int(self.n_heads, "n_heads")
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"n_heads={self.n_heads} does not divide d_model={self.d_model}: each head "
-                "has d_model // n_heads channels; pick n_heads among the divisors of d_model."
-            )
-        if self.d_ff is not None:
-            check_scalar_param(self.d_ff, "d_ff", "int", low=1)
-        if not isinstance(self.activation, str) or self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}."
-            )
+    That ``n_heads`` divides ``d_model`` is checked where the heads are made
+    (:class:`~skseq.neural._networks._transformer.CausalSelfAttention`).
+    """
 
-    def _make_network(self, n_features, n_outputs, per_step):
-        return make_transformer_network(
-            n_features,
-            n_outputs,
-            per_step=per_step,
-            d_model=self.d_model,
-            n_layers=self.n_layers,
+    _PARAMETER_RULES = {
+        **NETWORK_PARAMETER_RULES,
+        "n_heads": check_positive_int,
+        "d_ff": optional(check_positive_int),
+        "activation": partial(check_option_param, options=tuple(ACTIVATIONS)),
+    }
+
+    _network_layer = staticmethod(transformer_layer)
+
+    def _network_options(self):
+        return dict(
+            # two residual updates a layer (attention, MLP), and the positions
+            updates_per_layer=2,
+            positional_encoding=SinusoidalPositionalEncoding("positions", self.d_model),
             n_heads=self.n_heads,
             d_ff=4 * self.d_model if self.d_ff is None else self.d_ff,
             activation=self.activation,
@@ -161,13 +160,7 @@ TransformerRegressor.__doc__ = f"""Causal Transformer network for sequence regre
 
     Notes
     -----
-    The kind of target follows from ``y``'s shape, with ``X`` of shape
-    ``(n_sequences, seq_len[, n_features])``: ``(n_sequences,)`` is one target
-    per sequence, ``(n_sequences, seq_len)`` one per step,
-    ``(n_sequences, k)`` with ``k != seq_len`` is ``k`` targets per sequence,
-    ``(n_sequences, seq_len, k)`` is ``k`` per step.  NaN in per-step targets,
-    or zero entries of a ``(n_sequences, seq_len)`` ``sample_weight``, mask
-    steps out of the loss.  Attention costs time quadratic in the sequence
+{REGRESSOR_NOTES}  Attention costs time quadratic in the sequence
     length (memory stays linear).
 
     Examples
@@ -268,11 +261,7 @@ TransformerClassifier.__doc__ = f"""Causal Transformer network for classificatio
 
     Notes
     -----
-    ``y`` of shape ``(n_sequences,)`` is one label per sequence,
-    ``(n_sequences, seq_len)`` one label per step; a ``sample_weight`` of
-    shape ``(n_sequences, seq_len)`` masks steps (weight 0) out of the loss.
-    Labels may be any sortable type (strings included).  Every entry of ``y``,
-    masked or not, must be a label: ``classes_`` is built from all of them.
+{CLASSIFIER_NOTES}
 
     Examples
     --------

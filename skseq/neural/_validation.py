@@ -29,6 +29,8 @@ __all__ = [
     "check_bool_param",
     "check_positive_int",
     "check_network_scale",
+    "int_rule",
+    "real_rule",
     "NETWORK_PARAMETER_RULES",
 ]
 
@@ -38,15 +40,26 @@ def check_positive_int(value, name):
     return check_scalar_param(value, name, "int", low=1)
 
 
-def _real(**bounds):
+def int_rule(**bounds):
+    """The rule of an integer within ``bounds`` (those of :func:`check_scalar_param`)."""
+    return partial(check_scalar_param, kind="int", **bounds)
+
+
+def real_rule(**bounds):
+    """The rule of a finite real number within ``bounds``."""
     return partial(check_scalar_param, kind="real", **bounds)
 
+
+_real = real_rule
 
 #: The rules of the hyperparameters every sequence network shares (the
 #: trainer's, and the architecture sizes), for
 #: :func:`skseq._validation.check_parameters`; those shared with the EM
 #: estimators (``tol``, ``batch_size``, ``n_jobs``, ...) are in
-#: :data:`skseq._validation.PARAMETER_RULES`.
+#: :data:`skseq._validation.PARAMETER_RULES`.  Each estimator's table
+#: (``_PARAMETER_RULES``, next to the estimator) is this one and the rules of
+#: its own architecture hyperparameters; cross-parameter constraints (heads
+#: that divide ``d_model``) are checked where they are used.
 NETWORK_PARAMETER_RULES = {
     "learning_rate_init": _real(low=0, low_open=True),
     "beta_1": _real(low=0, high=1, high_open=True),

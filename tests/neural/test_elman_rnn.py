@@ -19,13 +19,14 @@ from skseq.inference import elman_rnn
 from skseq.neural import ElmanRNNClassifier, ElmanRNNRegressor
 from skseq.neural import _elman_rnn as elman_rnn_estimators
 from skseq.neural import _trainer as trainer_module
-from skseq.neural._elman import (
+from skseq.neural._losses import softmax_cross_entropy, squared_error
+from skseq.neural._networks._elman_rnn import (
     ElmanBlock,
+    elman_layer,
     jacobian_norms,
-    make_elman_network,
     random_orthogonal,
 )
-from skseq.neural._losses import softmax_cross_entropy, squared_error
+from skseq.neural._networks._residual import make_network
 
 SMALL = dict(d_model=8, n_layers=1, learning_rate_init=1e-2, random_state=0)
 
@@ -56,8 +57,14 @@ def test_block_gradients():
 def test_network_gradients_end_to_end(per_step, loss):
     rng = np.random.RandomState(1)
     n_outputs = 3
-    network = make_elman_network(
-        2, n_outputs, per_step=per_step, d_model=4, n_layers=2, init_spectral_radius=1.0
+    network = make_network(
+        2,
+        n_outputs,
+        elman_layer,
+        per_step=per_step,
+        d_model=4,
+        n_layers=2,
+        init_spectral_radius=1.0,
     )
     parameters = {
         key: value + 0.2 * rng.normal(size=value.shape)

@@ -1,7 +1,8 @@
-"""Tests of the selective-SSM layers, the trainer and the two estimators.
+"""Tests of the selective SSM: the Mamba block, its network and the two estimators.
 
-Gradients are checked against central finite differences in float64: every
-layer alone, the Mamba block, and the whole network with both losses.
+Gradients are checked against central finite differences in float64: the
+Mamba block, and the whole network with both losses.  The generic layers are
+tested in test_layers.py, the optimiser in test_trainer.py.
 """
 
 import pickle
@@ -19,11 +20,12 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.pipeline import make_pipeline
 
-from skseq.neural import SelectiveSSMClassifier, SelectiveSSMRegressor, _mamba
-from skseq.neural._layers import CausalDepthwiseConv1d, Linear, RMSNorm, SiLU, softplus
+from skseq.neural import SelectiveSSMClassifier, SelectiveSSMRegressor
 from skseq.neural._losses import softmax_cross_entropy, squared_error
-from skseq.neural._mamba import MambaBlock, make_mamba_network
-from skseq.neural._trainer import Adam, clip_by_global_norm
+from skseq.neural._networks import _selective_ssm as selective_ssm_network
+from skseq.neural._networks._layers import softplus
+from skseq.neural._networks._residual import make_network
+from skseq.neural._networks._selective_ssm import MambaBlock, mamba_layer
 
 SMALL = dict(d_model=8, n_layers=1, d_state=4, learning_rate_init=1e-2, random_state=0)
 
@@ -66,23 +68,6 @@ def reference_selective_scan(
     return out, None
 
 
-@pytest.mark.parametrize(
-    "layer",
-    [
-        Linear("linear", 3, 5),
-        Linear("linear", 3, 5, bias=False),
-        CausalDepthwiseConv1d("conv", channels=3, kernel_size=4),
-        SiLU("silu"),
-        RMSNorm("norm", 3),
-    ],
-    ids=repr,
-)
-def test_layer_gradients(layer):
-    rng = np.random.RandomState(0)
-    inputs = rng.normal(size=(2, 6, 3))
-    check_layer_gradients(layer, perturbed_parameters(layer, rng), inputs, rng)
-
-
 def test_mamba_block_gradients():
     rng = np.random.RandomState(1)
     block = MambaBlock("mixer", d_model=4, d_state=3, d_conv=4, expand=2, dt_rank=2)
@@ -98,7 +83,7 @@ def test_mamba_block_matches_reference_recurrence(monkeypatch):
     parameters = perturbed_parameters(block, rng)
     inputs = rng.normal(size=(3, 9, 4))
     with_kernel, _ = block.forward(parameters, inputs)
-    monkeypatch.setattr(_mamba, "selective_scan", reference_selective_scan)
+    monkeypatch.setattr(selective_ssm_network, "selective_scan", reference_selective_scan)
     with_reference, _ = block.forward(parameters, inputs)
     assert_allclose(with_kernel, with_reference, rtol=1e-10, atol=1e-12)
 
@@ -106,9 +91,10 @@ def test_mamba_block_matches_reference_recurrence(monkeypatch):
 @pytest.mark.parametrize("per_step", [False, True])
 @pytest.mark.parametrize("loss", ["squared_error", "cross_entropy"])
 def test_network_gradients_end_to_end(per_step, loss):
-    network = make_mamba_network(
+    network = make_network(
         2,
         3,
+        mamba_layer,
         per_step=per_step,
         d_model=4,
         n_layers=2,
@@ -148,9 +134,10 @@ def test_mamba_initialisation():
     assert step.shape == (16,) and np.all((step >= 1e-3 - 1e-12) & (step <= 1e-1 + 1e-12))
     assert_allclose(-np.exp(parameters["m.A_log"]), -np.tile(np.arange(1.0, 6.0), (16, 1)))
     assert_array_equal(parameters["m.D"], np.ones(16))
-    network = make_mamba_network(
+    network = make_network(
         1,
         1,
+        mamba_layer,
         per_step=False,
         d_model=40,
         n_layers=1,
@@ -170,37 +157,6 @@ def test_mamba_initialisation():
         "final_norm.gain",
         "head.bias",
     }
-
-
-# -- optimiser --------------------------------------------------------------------------
-
-
-def test_adam_decoupled_weight_decay():
-    parameters = {"w": np.array([2.0, -4.0]), "b": np.array([1.0])}
-    adam = Adam(parameters)
-    zero = {"w": np.zeros(2), "b": np.zeros(1)}
-    adam.step(
-        parameters,
-        zero,
-        learning_rate=0.1,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-8,
-        weight_decay=0.5,
-        decayed=("w",),
-    )
-    # The gradient is zero: only the decay acts, by the factor 1 - lr * weight_decay.
-    assert_allclose(parameters["w"], [2.0 * 0.95, -4.0 * 0.95])
-    assert_array_equal(parameters["b"], [1.0])
-
-
-def test_clip_by_global_norm():
-    grads = {"a": np.array([3.0, 0.0]), "b": np.array([[4.0]])}
-    assert clip_by_global_norm(grads, 10.0) == 5.0
-    assert_array_equal(grads["a"], [3.0, 0.0])
-    clip_by_global_norm(grads, 2.5)
-    assert_allclose(grads["a"], [1.5, 0.0])
-    assert_allclose(grads["b"], [[2.0]])
 
 
 # -- scikit-learn compatibility ---------------------------------------------------------

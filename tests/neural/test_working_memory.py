@@ -27,10 +27,6 @@ from skseq import (
     TransformerRegressor,
 )
 from skseq.neural import _trainer
-from skseq.neural._attention import make_transformer_network
-from skseq.neural._elman import make_elman_network
-from skseq.neural._mamba import make_mamba_network
-from skseq.neural._s4d import make_s4d_network
 from skseq.neural._trainer import (
     PREDICTION_MEMORY_FACTOR,
     TRAINING_MEMORY_FACTOR,
@@ -50,27 +46,18 @@ NEURAL_ESTIMATORS = [
     TransformerClassifier(d_model=8, n_layers=1, n_heads=2, max_iter=1, random_state=0),
 ]
 
+# The networks the estimators build (3 features, 2 outputs).
+ARCHITECTURES = {
+    "mamba": SelectiveSSMRegressor(d_model=16, n_layers=2, d_state=8, d_conv=4, expand=2),
+    "transformer": TransformerRegressor(
+        d_model=16, n_layers=2, n_heads=4, d_ff=64, activation="gelu"
+    ),
+    "s4d": S4DRegressor(d_model=16, n_layers=2, d_state=8, d_conv=4, expand=2, init="lin"),
+    "elman": ElmanRNNRegressor(d_model=16, n_layers=2, init_spectral_radius=0.9),
+}
 NETWORKS = {
-    "mamba": lambda per_step: make_mamba_network(
-        3,
-        2,
-        per_step=per_step,
-        d_model=16,
-        n_layers=2,
-        d_state=8,
-        d_conv=4,
-        expand=2,
-        dt_rank="auto",
-    ),
-    "transformer": lambda per_step: make_transformer_network(
-        3, 2, per_step=per_step, d_model=16, n_layers=2, n_heads=4, d_ff=64, activation="gelu"
-    ),
-    "s4d": lambda per_step: make_s4d_network(
-        3, 2, per_step=per_step, d_model=16, n_layers=2, d_state=8, d_conv=4, expand=2, init="lin"
-    ),
-    "elman": lambda per_step: make_elman_network(
-        3, 2, per_step=per_step, d_model=16, n_layers=2, init_spectral_radius=0.9
-    ),
+    name: (lambda per_step, estimator=estimator: estimator._make_network(3, 2, per_step))
+    for name, estimator in ARCHITECTURES.items()
 }
 
 

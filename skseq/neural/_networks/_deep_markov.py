@@ -23,19 +23,20 @@ Unobserved entries (``observed == 0``: padding and missing values) leave the
 emission term; padded steps leave the KL term.
 
 Every gradient is written out by hand (the user guide derives them);
-``tests/neural/test_dmm.py`` checks them by finite differences with fixed noise and
+``tests/neural/test_deep_markov.py`` checks them by finite differences with fixed noise and
 against PyTorch's autograd.
 """
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import expit
 
-from ..inference.rnn import elman_rnn, elman_rnn_backward
+from ...inference.rnn import elman_rnn, elman_rnn_backward
 from ._layers import Linear, inverse_softplus, softplus
 
-__all__ = ["DeepMarkovNetwork", "MIN_SCALE", "reversal_index"]
+__all__ = ["DeepMarkovNetwork", "TransitionCache", "MIN_SCALE", "reversal_index"]
 
 # Floor added to every standard deviation (latent ones, and emission ones in
 # units of the standardised data): keeps log(sigma) and 1 / sigma^2 finite
@@ -66,6 +67,42 @@ def _relu(x):
 
 def _scale_of(pre_activation):
     return softplus(pre_activation) + MIN_SCALE
+
+
+def _relu_mlp_backward(hidden_layer, output_layer, parameters, d_out, cache, grads):
+    """Back through ``output_layer(relu(hidden_layer(z)))``: returns d_z, adds to ``grads``.
+
+    ``cache`` is the hidden pre-activation and the two layers' caches.
+    """
+    pre_activation, hidden_cache, output_cache = cache
+    d_hidden, g = output_layer.backward(parameters, d_out, output_cache)
+    grads.update(g)
+    d_z, g = hidden_layer.backward(parameters, d_hidden * (pre_activation > 0), hidden_cache)
+    grads.update(g)
+    return d_z
+
+
+class TransitionCache(NamedTuple):
+    """What the transition's backward pass needs from its forward pass.
+
+    The gate ``g = sigmoid(MLP_g(z))`` (``gate_pre``: its hidden layer before the
+    ReLU), the proposal ``h = MLP_h(z)`` (``proposal_pre`` likewise), the linear
+    map ``W z + b`` and the scale's pre-activation, with the caches of their
+    linear layers.
+    """
+
+    gate_pre: np.ndarray
+    gate_hidden_cache: object
+    gate_output_cache: object
+    gate: np.ndarray
+    proposal_pre: np.ndarray
+    proposal_hidden_cache: object
+    proposal_output_cache: object
+    proposal: np.ndarray
+    linear_cache: object
+    linear: np.ndarray
+    scale_cache: object
+    scale_pre: np.ndarray
 
 
 class DeepMarkovNetwork:
@@ -168,61 +205,47 @@ class DeepMarkovNetwork:
         mean = linear + gate * (proposal - linear)
         scale_pre, scale_cache = self.transition_scale.forward(parameters, _relu(proposal))
         scale = _scale_of(scale_pre)
-        cache = (
-            gate_pre,
-            gate_hidden_cache,
-            gate_output_cache,
-            gate,
-            proposal_pre,
-            proposal_hidden_cache,
-            proposal_output_cache,
-            proposal,
-            linear_cache,
-            linear,
-            scale_cache,
-            scale_pre,
+        cache = TransitionCache(
+            gate_pre=gate_pre,
+            gate_hidden_cache=gate_hidden_cache,
+            gate_output_cache=gate_output_cache,
+            gate=gate,
+            proposal_pre=proposal_pre,
+            proposal_hidden_cache=proposal_hidden_cache,
+            proposal_output_cache=proposal_output_cache,
+            proposal=proposal,
+            linear_cache=linear_cache,
+            linear=linear,
+            scale_cache=scale_cache,
+            scale_pre=scale_pre,
         )
         return mean, scale, cache
 
     def transition_backward(self, parameters, d_mean, d_scale, cache):
-        """Gradients of the transition; returns (d_z, grads)."""
-        (
-            gate_pre,
-            gate_hidden_cache,
-            gate_output_cache,
-            gate,
-            proposal_pre,
-            proposal_hidden_cache,
-            proposal_output_cache,
-            proposal,
-            linear_cache,
-            linear,
-            scale_cache,
-            scale_pre,
-        ) = cache
+        """Gradients of the transition given its :class:`TransitionCache`; returns (d_z, grads)."""
+        gate, proposal = cache.gate, cache.proposal
         grads = {}
         d_relu_proposal, g = self.transition_scale.backward(
-            parameters, d_scale * expit(scale_pre), scale_cache
+            parameters, d_scale * expit(cache.scale_pre), cache.scale_cache
         )
         grads.update(g)
         d_proposal = d_mean * gate + d_relu_proposal * (proposal > 0)
-        d_gate_out = d_mean * (proposal - linear) * gate * (1 - gate)
+        d_gate_out = d_mean * (proposal - cache.linear) * gate * (1 - gate)
         d_linear = d_mean * (1 - gate)
-        d_gate_hidden, g = self.gate_output.backward(parameters, d_gate_out, gate_output_cache)
-        grads.update(g)
-        d_z, g = self.gate_hidden.backward(
-            parameters, d_gate_hidden * (gate_pre > 0), gate_hidden_cache
+        gate_caches = (cache.gate_pre, cache.gate_hidden_cache, cache.gate_output_cache)
+        d_z = _relu_mlp_backward(
+            self.gate_hidden, self.gate_output, parameters, d_gate_out, gate_caches, grads
         )
-        grads.update(g)
-        d_proposal_hidden, g = self.proposal_output.backward(
-            parameters, d_proposal, proposal_output_cache
+        proposal_caches = (
+            cache.proposal_pre,
+            cache.proposal_hidden_cache,
+            cache.proposal_output_cache,
         )
-        grads.update(g)
-        d_z_proposal, g = self.proposal_hidden.backward(
-            parameters, d_proposal_hidden * (proposal_pre > 0), proposal_hidden_cache
+        proposal_layers = (self.proposal_hidden, self.proposal_output)
+        d_z_proposal = _relu_mlp_backward(
+            *proposal_layers, parameters, d_proposal, proposal_caches, grads
         )
-        grads.update(g)
-        d_z_linear, g = self.transition_linear.backward(parameters, d_linear, linear_cache)
+        d_z_linear, g = self.transition_linear.backward(parameters, d_linear, cache.linear_cache)
         grads.update(g)
         return d_z + d_z_proposal + d_z_linear, grads
 

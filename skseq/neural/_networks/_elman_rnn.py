@@ -26,11 +26,10 @@ why the spectral radius sets their decay are in the user guide
 
 import numpy as np
 
-from ..inference.rnn import elman_rnn, elman_rnn_backward
+from ...inference.rnn import elman_rnn, elman_rnn_backward
 from ._layers import Layer, Linear
-from ._network import ResidualSequenceNetwork
 
-__all__ = ["ElmanBlock", "make_elman_network", "random_orthogonal", "jacobian_norms"]
+__all__ = ["ElmanBlock", "elman_layer", "random_orthogonal", "jacobian_norms"]
 
 
 def random_orthogonal(random_state, size):
@@ -115,44 +114,15 @@ class ElmanBlock(Layer):
         return rnn_grads.dx, grads
 
 
-def make_elman_network(n_features, n_outputs, *, per_step, d_model, n_layers, init_spectral_radius):
-    """A residual stack of Elman blocks with input projection, final norm and head.
+def elman_layer(prefix, d_model, *, out_init_scale, init_spectral_radius):
+    """One layer of the Elman RNN's network: the Elman block ``<prefix>.mixer``.
 
-    Parameters
-    ----------
-    n_features : int
-        Features per time step of the input.
-    n_outputs : int
-        Outputs per read-out position (targets, or classes for logits).
-    per_step : bool
-        Read out every step, or only the last one.
-    d_model, n_layers : int
-    init_spectral_radius : float
-
-    Returns
-    -------
-    network : ResidualSequenceNetwork
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> network = make_elman_network(3, 2, per_step=False, d_model=8, n_layers=2,
-    ...                              init_spectral_radius=1.0)
-    >>> parameters = network.init_parameters(np.random.RandomState(0), np.float32)
-    >>> outputs, cache = network.forward(parameters, np.ones((5, 7, 3), dtype=np.float32))
-    >>> outputs.shape, outputs.dtype
-    ((5, 2), dtype('float32'))
+    The ``layer`` of :func:`~skseq.neural._networks._residual.make_network`
+    (whose docstring builds an Elman network).
     """
-    blocks = [
-        ElmanBlock(
-            f"layers.{index}.mixer",
-            d_model,
-            init_spectral_radius,
-            out_init_scale=1.0 / np.sqrt(n_layers),
-        )
-        for index in range(n_layers)
-    ]
-    return ResidualSequenceNetwork(n_features, d_model, n_outputs, blocks, per_step=per_step)
+    return ElmanBlock(
+        f"{prefix}.mixer", d_model, init_spectral_radius, out_init_scale=out_init_scale
+    )
 
 
 def jacobian_norms(hidden, W_h):

@@ -29,6 +29,9 @@ __all__ = [
     "Linear",
     "CausalDepthwiseConv1d",
     "SiLU",
+    "ReLU",
+    "GELU",
+    "ACTIVATIONS",
     "RMSNorm",
     "softplus",
     "inverse_softplus",
@@ -295,3 +298,90 @@ class RMSNorm(Layer):
         grad_inputs -= normalised * projection
         grad_inputs *= inverse_rms
         return grad_inputs, {self.key("gain"): grad_gain}
+
+
+class ReLU(Layer):
+    """``y = max(x, 0)``, elementwise; no parameters.
+
+    Parameters
+    ----------
+    name : str, default="relu"
+    in_place : bool, default=False
+        Overwrite the input with the output, and the output gradient with
+        the input gradient (for a caller that owns both arrays): no fresh
+        array of the activations' size, whose pages the system would zero.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ReLU().forward({}, np.array([-1.0, 2.0]))[0]
+    array([0., 2.])
+    """
+
+    def __init__(self, name="relu", *, in_place=False):
+        super().__init__(name)
+        self.in_place = in_place
+
+    def forward(self, parameters, inputs):
+        # The cache is the output itself, which the next layer keeps anyway:
+        # no mask array.  (np.maximum: np.where is several times slower.)
+        outputs = np.maximum(inputs, 0, out=inputs if self.in_place else None)
+        return outputs, outputs
+
+    def backward(self, parameters, grad_outputs, cache):
+        if self.in_place:
+            grad_outputs *= cache > 0
+            return grad_outputs, {}
+        return grad_outputs * (cache > 0), {}
+
+
+class GELU(Layer):
+    """The Gaussian error linear unit in its tanh form, elementwise; no parameters.
+
+    ``y = x / 2 * (1 + tanh(u))`` with ``u = sqrt(2 / pi) (x + 0.044715 x**3)``,
+    which is within 1e-3 of ``x * Phi(x)`` (GPT-2's activation;
+    ``torch.nn.GELU(approximate="tanh")``).
+
+    Parameters
+    ----------
+    name : str, default="gelu"
+    in_place : bool, default=False
+        Overwrite the output gradient with the input gradient (the forward
+        pass keeps its input, so it makes a fresh output).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> GELU().forward({}, np.array([-1.0, 0.0, 1.0]))[0].round(4)
+    array([-0.1588,  0.    ,  0.8412])
+    """
+
+    SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
+    CUBIC = 0.044715
+
+    def __init__(self, name="gelu", *, in_place=False):
+        super().__init__(name)
+        self.in_place = in_place
+
+    def forward(self, parameters, inputs):
+        dtype = inputs.dtype
+        squared = inputs * inputs
+        tanh = np.tanh(
+            inputs * (dtype.type(self.SQRT_2_OVER_PI) * (1 + dtype.type(self.CUBIC) * squared))
+        )
+        return dtype.type(0.5) * inputs * (1 + tanh), (inputs, tanh)
+
+    def backward(self, parameters, grad_outputs, cache):
+        inputs, tanh = cache
+        dtype = inputs.dtype
+        squared = inputs * inputs
+        # d/dx [x/2 (1 + tanh u)] = (1 + tanh u) / 2 + x/2 (1 - tanh(u)**2) du/dx.
+        slope_u = dtype.type(self.SQRT_2_OVER_PI) * (1 + dtype.type(3 * self.CUBIC) * squared)
+        slope = dtype.type(0.5) * ((1 + tanh) + inputs * (1 - tanh * tanh) * slope_u)
+        if self.in_place:  # the forward pass needs its input: only the gradient is reused
+            grad_outputs *= slope
+            return grad_outputs, {}
+        return grad_outputs * slope, {}
+
+
+ACTIVATIONS = {"relu": ReLU, "gelu": GELU}

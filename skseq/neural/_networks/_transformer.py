@@ -1,7 +1,7 @@
 """The layers of a causal Transformer: positional encoding, self-attention and the MLP.
 
 A Transformer layer is two pre-norm residual sub-blocks of
-:class:`~skseq.neural._network.ResidualSequenceNetwork`,
+:class:`~skseq.neural._networks._residual.ResidualSequenceNetwork`,
 ``h <- h + attention(rmsnorm(h))`` then ``h <- h + mlp(rmsnorm(h))``:
 
 * :class:`CausalSelfAttention` projects its input to queries, keys and values
@@ -9,7 +9,8 @@ A Transformer layer is two pre-norm residual sub-blocks of
   :func:`skseq.inference.causal_attention` (each step attends to itself and
   the steps before it) and projects the concatenated heads back;
 * :class:`FeedForward` is ``Linear(d_model, d_ff)``, an activation (ReLU or
-  GELU) and ``Linear(d_ff, d_model)``, at every step on its own.
+  GELU, of :mod:`~skseq.neural._networks._layers`) and
+  ``Linear(d_ff, d_model)``, at every step on its own.
 
 :class:`SinusoidalPositionalEncoding` adds the fixed sinusoids of Vaswani et
 al. to the projected input, so that attention (which is blind to order) can
@@ -20,18 +21,14 @@ The network, its gradients and its initialisation are in the user guide
 
 import numpy as np
 
-from ..inference.attention import causal_attention, causal_attention_backward
-from ._layers import Layer, Linear
-from ._network import ResidualSequenceNetwork
+from ...inference.attention import causal_attention, causal_attention_backward
+from ._layers import ACTIVATIONS, Layer, Linear
 
 __all__ = [
     "SinusoidalPositionalEncoding",
     "CausalSelfAttention",
-    "ReLU",
-    "GELU",
     "FeedForward",
-    "make_transformer_network",
-    "ACTIVATIONS",
+    "transformer_layer",
 ]
 
 # The wavelengths of the positional encoding grow geometrically from 2 pi to
@@ -140,7 +137,10 @@ class CausalSelfAttention(Layer):
     def __init__(self, name, d_model, n_heads, *, out_init_scale=1.0):
         super().__init__(name)
         if d_model % n_heads:
-            raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}.")
+            raise ValueError(
+                f"n_heads={n_heads} does not divide d_model={d_model}: each head has "
+                "d_model // n_heads channels; pick n_heads among the divisors of d_model."
+            )
         self.d_model = d_model
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
@@ -209,93 +209,6 @@ class CausalSelfAttention(Layer):
         return grad_inputs, grads
 
 
-class ReLU(Layer):
-    """``y = max(x, 0)``, elementwise; no parameters.
-
-    Parameters
-    ----------
-    name : str, default="relu"
-    in_place : bool, default=False
-        Overwrite the input with the output, and the output gradient with
-        the input gradient (for a caller that owns both arrays): no fresh
-        array of the activations' size, whose pages the system would zero.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> ReLU().forward({}, np.array([-1.0, 2.0]))[0]
-    array([0., 2.])
-    """
-
-    def __init__(self, name="relu", *, in_place=False):
-        super().__init__(name)
-        self.in_place = in_place
-
-    def forward(self, parameters, inputs):
-        # The cache is the output itself, which the next layer keeps anyway:
-        # no mask array.  (np.maximum: np.where is several times slower.)
-        outputs = np.maximum(inputs, 0, out=inputs if self.in_place else None)
-        return outputs, outputs
-
-    def backward(self, parameters, grad_outputs, cache):
-        if self.in_place:
-            grad_outputs *= cache > 0
-            return grad_outputs, {}
-        return grad_outputs * (cache > 0), {}
-
-
-class GELU(Layer):
-    """The Gaussian error linear unit in its tanh form, elementwise; no parameters.
-
-    ``y = x / 2 * (1 + tanh(u))`` with ``u = sqrt(2 / pi) (x + 0.044715 x**3)``,
-    which is within 1e-3 of ``x * Phi(x)`` (GPT-2's activation;
-    ``torch.nn.GELU(approximate="tanh")``).
-
-    Parameters
-    ----------
-    name : str, default="gelu"
-    in_place : bool, default=False
-        Overwrite the output gradient with the input gradient (the forward
-        pass keeps its input, so it makes a fresh output).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> GELU().forward({}, np.array([-1.0, 0.0, 1.0]))[0].round(4)
-    array([-0.1588,  0.    ,  0.8412])
-    """
-
-    SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
-    CUBIC = 0.044715
-
-    def __init__(self, name="gelu", *, in_place=False):
-        super().__init__(name)
-        self.in_place = in_place
-
-    def forward(self, parameters, inputs):
-        dtype = inputs.dtype
-        squared = inputs * inputs
-        tanh = np.tanh(
-            inputs * (dtype.type(self.SQRT_2_OVER_PI) * (1 + dtype.type(self.CUBIC) * squared))
-        )
-        return dtype.type(0.5) * inputs * (1 + tanh), (inputs, tanh)
-
-    def backward(self, parameters, grad_outputs, cache):
-        inputs, tanh = cache
-        dtype = inputs.dtype
-        squared = inputs * inputs
-        # d/dx [x/2 (1 + tanh u)] = (1 + tanh u) / 2 + x/2 (1 - tanh(u)**2) du/dx.
-        slope_u = dtype.type(self.SQRT_2_OVER_PI) * (1 + dtype.type(3 * self.CUBIC) * squared)
-        slope = dtype.type(0.5) * ((1 + tanh) + inputs * (1 - tanh * tanh) * slope_u)
-        if self.in_place:  # the forward pass needs its input: only the gradient is reused
-            grad_outputs *= slope
-            return grad_outputs, {}
-        return grad_outputs * slope, {}
-
-
-ACTIVATIONS = {"relu": ReLU, "gelu": GELU}
-
-
 class FeedForward(Layer):
     """The position-wise MLP of a Transformer layer, without its residual and norm.
 
@@ -351,59 +264,23 @@ class FeedForward(Layer):
         return grad_inputs, grads
 
 
-def make_transformer_network(
-    n_features, n_outputs, *, per_step, d_model, n_layers, n_heads, d_ff, activation
-):
-    """A causal Transformer: input projection, positions, ``n_layers`` layers, norm, head.
+def transformer_layer(prefix, d_model, *, out_init_scale, n_heads, d_ff, activation):
+    """One Transformer layer: the sub-blocks ``<prefix>.attention`` and ``<prefix>.mlp``.
 
-    Each layer is a pre-norm attention sub-block and a pre-norm MLP sub-block.
-    The output projections of both start ``1 / sqrt(2 n_layers)`` times
-    smaller, so that the residual stream does not grow with the number of
-    residual updates (GPT-2's initialisation).
-
-    Parameters
-    ----------
-    n_features : int
-        Features per time step of the input.
-    n_outputs : int
-        Outputs per read-out position (targets, or classes for logits).
-    per_step : bool
-        Read out every step, or only the last one.
-    d_model, n_layers, n_heads, d_ff : int
-        ``n_heads`` must divide ``d_model``.
-    activation : {"relu", "gelu"}
-
-    Returns
-    -------
-    network : ResidualSequenceNetwork
+    The ``layer`` of :func:`~skseq.neural._networks._residual.make_network`,
+    with ``updates_per_layer=2`` (each sub-block is a residual update, and
+    the output projections of both start ``1 / sqrt(2 n_layers)`` times
+    smaller: GPT-2's initialisation) and the sinusoidal positional encoding.
+    ``n_heads`` must divide ``d_model``.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> network = make_transformer_network(3, 2, per_step=True, d_model=8, n_layers=2,
-    ...                                    n_heads=2, d_ff=32, activation="relu")
-    >>> parameters = network.init_parameters(np.random.RandomState(0), np.float32)
-    >>> outputs, cache = network.forward(parameters, np.ones((5, 7, 3), dtype=np.float32))
-    >>> outputs.shape, outputs.dtype
-    ((5, 7, 2), dtype('float32'))
+    >>> attention, mlp = transformer_layer("layers.0", 8, out_init_scale=0.5, n_heads=2,
+    ...                                    d_ff=32, activation="relu")
+    >>> attention.name, attention.d_head, mlp.name
+    ('layers.0.attention', 4, 'layers.0.mlp')
     """
-    out_init_scale = 1.0 / np.sqrt(2 * n_layers)
-    layers = [
-        (
-            CausalSelfAttention(
-                f"layers.{index}.attention", d_model, n_heads, out_init_scale=out_init_scale
-            ),
-            FeedForward(
-                f"layers.{index}.mlp", d_model, d_ff, activation, out_init_scale=out_init_scale
-            ),
-        )
-        for index in range(n_layers)
-    ]
-    return ResidualSequenceNetwork(
-        n_features,
-        d_model,
-        n_outputs,
-        layers,
-        per_step=per_step,
-        positional_encoding=SinusoidalPositionalEncoding("positions", d_model),
+    return (
+        CausalSelfAttention(f"{prefix}.attention", d_model, n_heads, out_init_scale=out_init_scale),
+        FeedForward(f"{prefix}.mlp", d_model, d_ff, activation, out_init_scale=out_init_scale),
     )

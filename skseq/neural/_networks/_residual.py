@@ -4,17 +4,21 @@
 encoding, then for each block a pre-norm residual update
 ``h <- h + block(rmsnorm(h))``, a final RMSNorm and a linear ``head`` read
 out either at every step or only at the last one.  The blocks are any
-:class:`~skseq.neural._layers.Layer` mapping ``(batch, length, d_model)`` to
+:class:`~skseq.neural._networks._layers.Layer` mapping ``(batch, length, d_model)`` to
 the same shape (Mamba blocks, attention blocks, ...).  A layer may also be a
 tuple of such sub-blocks, each with its own pre-norm residual update (a
 Transformer layer: attention, then an MLP).
+
+:func:`make_network` builds every model's network: the model supplies its
+layer (``mamba_layer``, ``s4d_layer``, ``elman_layer``,
+``transformer_layer``, each in the model's module of this package).
 """
 
 import numpy as np
 
 from ._layers import Linear, RMSNorm
 
-__all__ = ["ResidualSequenceNetwork"]
+__all__ = ["ResidualSequenceNetwork", "make_network"]
 
 
 class ResidualSequenceNetwork:
@@ -157,3 +161,73 @@ class ResidualSequenceNetwork:
         )
         grads.update(layer_grads)
         return grads
+
+
+def make_network(
+    n_features,
+    n_outputs,
+    layer,
+    *,
+    per_step,
+    d_model,
+    n_layers,
+    updates_per_layer=1,
+    positional_encoding=None,
+    **layer_options,
+):
+    """A residual stack of ``n_layers`` layers with input projection, final norm and head.
+
+    Layer ``i`` is ``layer(f"layers.{i}", d_model, out_init_scale=s,
+    **layer_options)``: a :class:`~skseq.neural._networks._layers.Layer` or a
+    tuple of them (consecutive residual sub-blocks).  Its output projections
+    start ``s = 1 / sqrt(updates_per_layer * n_layers)`` times smaller, so
+    that the residual stream does not grow with the number of residual
+    updates at initialisation (GPT-2's initialisation).
+
+    Parameters
+    ----------
+    n_features : int
+        Features per time step of the input.
+    n_outputs : int
+        Outputs per read-out position (targets, or classes for logits).
+    layer : callable
+        The model's layer: ``mamba_layer``, ``s4d_layer``, ``elman_layer``
+        or ``transformer_layer``.
+    per_step : bool
+        Read out every step, or only the last one.
+    d_model, n_layers : int
+    updates_per_layer : int, default=1
+        Residual updates of one layer (2 for a Transformer layer).
+    positional_encoding : Layer, default=None
+        See :class:`ResidualSequenceNetwork`.
+    **layer_options
+        The model's own sizes, passed to ``layer``.
+
+    Returns
+    -------
+    network : ResidualSequenceNetwork
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.neural._networks._elman_rnn import elman_layer
+    >>> network = make_network(3, 2, elman_layer, per_step=False, d_model=8, n_layers=2,
+    ...                        init_spectral_radius=1.0)
+    >>> parameters = network.init_parameters(np.random.RandomState(0), np.float32)
+    >>> outputs, cache = network.forward(parameters, np.ones((5, 7, 3), dtype=np.float32))
+    >>> outputs.shape, outputs.dtype
+    ((5, 2), dtype('float32'))
+    """
+    out_init_scale = 1.0 / np.sqrt(updates_per_layer * n_layers)
+    layers = [
+        layer(f"layers.{index}", d_model, out_init_scale=out_init_scale, **layer_options)
+        for index in range(n_layers)
+    ]
+    return ResidualSequenceNetwork(
+        n_features,
+        d_model,
+        n_outputs,
+        layers,
+        per_step=per_step,
+        positional_encoding=positional_encoding,
+    )
