@@ -39,7 +39,12 @@ from .._sequences import (
     memory_budget_rows,
     sequence_offsets,
 )
-from .._validation import PARAMETER_RULES, check_data_scale, masked_as_nan
+from .._validation import (
+    PARAMETER_RULES,
+    check_data_scale,
+    foreign_keywords_hinted,
+    masked_as_nan,
+)
 from ..base import BaseEM, ParameterCoordinates, SufficientStatistics, check_scalar_param
 from ..inference.kalman import (
     _em_statistics_in_chunks,
@@ -81,6 +86,47 @@ DEFAULT_LEARNED = frozenset(PARAMETER_NAMES) - {"initial_state_covariance"}
 COVARIANCE_NAMES = frozenset(
     {"transition_covariance", "observation_covariance", "initial_state_covariance"}
 )
+
+
+def _starting_value(name):
+    return (
+        f"write {name}_init=, EM's starting value (EM learns it unless params leaves "
+        f"{name!r} out)."
+    )
+
+
+# pykalman's KalmanFilter parameters, and what to write instead.
+_PYKALMAN_HINTS = {
+    **{
+        pykalman_name: _starting_value(name)
+        for pykalman_name, name in (
+            ("transition_matrices", "transition_matrix"),
+            ("observation_matrices", "observation_matrix"),
+            ("transition_covariance", "transition_covariance"),
+            ("observation_covariance", "observation_covariance"),
+            ("observation_offsets", "observation_offset"),
+            ("initial_state_mean", "initial_state_mean"),
+            ("initial_state_covariance", "initial_state_covariance"),
+        )
+    },
+    "transition_offsets": (
+        "write transition_offset_init= for a constant offset; time-varying offsets are "
+        "controls: fit(X, controls=offsets) with control_matrix_init=np.eye(n_components) and "
+        "params leaving 'control_matrix' out (pykalman's offset t drives row t + 1)."
+    ),
+    "n_dim_state": "write n_components=.",
+    "n_dim_obs": "the number of features is taken from X in fit.",
+    "em_vars": (
+        "write params=, the names of the parameters EM learns ('all', the default, learns "
+        "all but initial_state_covariance)."
+    ),
+}
+_KNOWN_MATRICES = (
+    "To filter or smooth with known matrices and no EM, call "
+    "skseq.inference.kalman.kalman_filter(X, F, H, Q, R, ...) (or kalman_smoother), or give "
+    "every parameter as *_init with n_iter=0 and call fit(X) first."
+)
+_NOT_FITTED = "This %(name)s instance is not fitted yet: fit(X) learns its parameters by EM. "
 
 # Eigenvalue floor of the covariances EM returns, in the metric of the data's
 # scale (see _floor_covariance): keeps them positive definite (condition
@@ -431,6 +477,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     __metadata_request__transform = {"sequence_ids": True, "controls": True}
     __metadata_request__partial_fit = {"sequence_ids": True, "controls": True}
 
+    @foreign_keywords_hinted(_PYKALMAN_HINTS, "pykalman", _KNOWN_MATRICES)
     def __init__(
         self,
         n_components=1,
@@ -570,7 +617,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         each covariance symmetric positive definite.  Returns the validated
         copies, keyed by parameter name.
         """
-        check_is_fitted(self)
+        check_is_fitted(self, msg=_NOT_FITTED + _KNOWN_MATRICES)
         PARAMETER_RULES["n_components"](self.n_components, "n_components")
         check_scalar_param(self.n_features_in_, "n_features_in_", "int", low=1)
         check_scalar_param(self.n_controls_, "n_controls_", "int", low=0)
@@ -1145,7 +1192,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
     # -- inference with the fitted model -----------------------------------------
 
     def _prepare(self, X, y=None, lengths=None, sequence_ids=None, controls=None, method=None):
-        check_is_fitted(self)
+        check_is_fitted(self, msg=_NOT_FITTED + _KNOWN_MATRICES)
         X, offsets, controls = self._validate_sequences(
             X, y, lengths, sequence_ids, controls, reset=False, method=method
         )
@@ -1391,7 +1438,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         -------
         self : LinearGaussianSSM
         """
-        check_is_fitted(self)
+        check_is_fitted(self, msg=_NOT_FITTED + _KNOWN_MATRICES)
         for name in ("filter_state_mean_", "filter_state_covariance_"):
             if hasattr(self, name):
                 delattr(self, name)
