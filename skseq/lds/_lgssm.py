@@ -19,6 +19,7 @@ without knowing about controls.  :meth:`LinearGaussianSSM._stack` builds it.
 """
 
 import warnings
+from functools import partial
 
 import numpy as np
 import scipy.linalg
@@ -42,6 +43,7 @@ from .._sequences import (
 from .._validation import (
     PARAMETER_RULES,
     check_data_scale,
+    check_option_param,
     foreign_keywords_hinted,
     masked_as_nan,
 )
@@ -66,6 +68,7 @@ from ..inference.kalman import (
     check_state_covariance,
     make_model,
 )
+from ..inference.subspace import subspace_identification
 
 __all__ = ["LinearGaussianSSM"]
 
@@ -83,6 +86,11 @@ PARAMETER_NAMES = (
 # What params="all" learns: everything but the initial covariance, whose
 # maximum-likelihood estimate collapses towards zero with few sequences.
 DEFAULT_LEARNED = frozenset(PARAMETER_NAMES) - {"initial_state_covariance"}
+# The initialisations of EM (the ``init`` parameter).
+INIT_METHODS = ("subspace", "factor_analysis")
+# The initial values that fix the basis of the state: given any of them, the
+# subspace estimate (in its own basis) is not used.
+_STATE_BASIS_NAMES = frozenset(PARAMETER_NAMES) - {"observation_covariance", "observation_offset"}
 COVARIANCE_NAMES = frozenset(
     {"transition_covariance", "observation_covariance", "initial_state_covariance"}
 )
@@ -354,6 +362,20 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         scale times the identity (statsmodels' approximate diffuse
         initialisation, relative to the data's scale).  See
         :ref:`the user guide <lgssm_initial_state>`.
+    init : {"subspace", "factor_analysis"}, default="subspace"
+        Where EM starts for the parameters given no initial value.
+        "subspace": F, H, Q, R from subspace identification
+        (:func:`skseq.inference.subspace.subspace_identification`, canonical
+        variate analysis of the data's block Hankel matrices, a consistent
+        estimate that does not depend on a guess), the rest as below.  It is
+        not used, and "factor_analysis" applies, with controls, when an
+        initial value other than R and d is given (those fix the state's
+        basis), or when the sequences hold too few complete windows of
+        ``2 * n_lags`` rows (:func:`~skseq.inference.subspace.default_n_lags`);
+        it is deterministic, so the ``n_init`` restarts coincide.
+        "factor_analysis": the defaults of F, H, Q, R described above (the
+        other parameters' defaults are the same for both).  See
+        :ref:`the user guide <lgssm_subspace>`.
     n_init : int, default=1
         Number of initialisations; the best (by log-likelihood) is kept.
     random_state : int, RandomState instance or None, default=None
@@ -494,6 +516,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         control_matrix_init=None,
         initial_state_mean_init=None,
         initial_state_covariance_init=None,
+        init="subspace",
         n_init=1,
         random_state=None,
         n_jobs=None,
@@ -518,6 +541,7 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         self.control_matrix_init = control_matrix_init
         self.initial_state_mean_init = initial_state_mean_init
         self.initial_state_covariance_init = initial_state_covariance_init
+        self.init = init
         self.n_init = n_init
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -543,7 +567,10 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         return _check_params_argument(self.params)
 
     def _parameter_rules(self):
-        return {"params": lambda value, name: _check_params_argument(value)}
+        return {
+            "params": lambda value, name: _check_params_argument(value),
+            "init": partial(check_option_param, options=INIT_METHODS),
+        }
 
     def _given_initial_values(self, n_features, n_controls):
         """The user's initial values, validated (None where not given)."""
@@ -679,6 +706,8 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         observations = X[:, :n_features]
         k = self.n_components
         given = self._given_initial_values(n_features, self.n_controls_)
+        if self.init == "subspace":
+            given = self._with_subspace_estimate(given, observations, offsets)
         rng = check_random_state(random_state)
 
         observed = ~np.isnan(observations)
@@ -779,6 +808,40 @@ class LinearGaussianSSM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Densi
         self.initial_state_covariance_ = given_or(
             "initial_state_covariance", initial_state_covariance
         )
+
+    def _with_subspace_estimate(self, given, observations, offsets):
+        """The initial values ``given``, completed by the subspace estimate of F, H, Q, R.
+
+        :func:`~skseq.inference.subspace.subspace_identification` (canonical
+        variate analysis) estimates F, H, Q, R in its own state basis, so it
+        is used only when no initial value that fixes the basis is given (only
+        R and d may be), and only without controls; nor when the data cannot
+        determine it (fewer complete windows than it needs).  In these cases
+        ``given`` is returned as it is: the factor-analysis defaults apply.
+        The estimate's warning that the data support fewer states is not
+        passed on: EM starts from it all the same.
+        """
+        if self.n_controls_ > 0 or any(given[name] is not None for name in _STATE_BASIS_NAMES):
+            return given
+        try:
+            with warnings.catch_warnings():
+                # "fewer states than n_components": EM starts from the estimate all the same
+                warnings.simplefilter("ignore", UserWarning)
+                estimate = subspace_identification(
+                    observations, self.n_components, lengths=np.diff(offsets)
+                )
+        except ValueError:
+            return given
+        given = dict(given)
+        for name in (
+            "transition_matrix",
+            "observation_matrix",
+            "transition_covariance",
+            "observation_covariance",
+        ):
+            if given[name] is None:
+                given[name] = getattr(estimate, name)
+        return given
 
     def _estep(self, X, offsets, buffers=None):
         """Sufficient statistics and log-likelihood of a block of whole sequences.
