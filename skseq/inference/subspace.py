@@ -214,7 +214,9 @@ def subspace_identification(X, n_state, *, lengths=None, n_lags=None):
     the first k of them, the observability matrix is ``O = S_ff^{1/2} U_k
     s_k^{1/2}`` and the states ``z_t = s_k^{1/2} V_k^T S_pp^{-1/2} p_t``.  H
     is the first block row of O, ``F = O_up^+ O_down`` (O without its last,
-    resp. first, block row), ``R`` the covariance of ``x_t - H z_t`` and
+    resp. first, block row), divided by its spectral radius when that
+    exceeds 1 (least squares on finite data can make a unit root explosive),
+    ``R`` the covariance of ``x_t - H z_t`` and
     ``Q`` that of ``z_{t+1} - F z_t`` over consecutive complete windows
     (the noise of the innovation form, the steady-state Kalman predictor),
     lifted to positive definiteness.  The user guide has the derivation.
@@ -290,6 +292,11 @@ def subspace_identification(X, n_state, *, lengths=None, n_lags=None):
     transition_matrix = np.linalg.lstsq(
         observability[:-n_features], observability[n_features:], rcond=None
     )[0]
+    # On finite data the least squares can give an explosive F (a unit root estimated
+    # at 1.06, say), under which a filter started from a diffuse prior overflows.
+    radius = np.max(np.abs(np.linalg.eigvals(transition_matrix)))
+    if radius > 1.0:
+        transition_matrix = transition_matrix / radius
     residual = centred[times] - states @ observation_matrix.T
     observation_covariance = _positive_definite(residual.T @ residual / n_windows)
 

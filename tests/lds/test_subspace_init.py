@@ -7,6 +7,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq.datasets import load_nile
+from skseq.inference.kalman import sample_lgssm
 from skseq.inference.subspace import subspace_identification
 from skseq.lds import LinearGaussianSSM
 
@@ -26,10 +27,10 @@ def constant_velocity_track(n_samples=400, seed=0):
     return states @ H_TRACK.T + rng.normal(size=(n_samples, 1))
 
 
-def fit(X, **kwargs):
+def fit(X, n_components=2, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return LinearGaussianSSM(2, n_iter=300, **kwargs).fit(X)
+        return LinearGaussianSSM(n_components, n_iter=300, **kwargs).fit(X)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -137,3 +138,22 @@ def test_init_is_validated_by_name():
     X = constant_velocity_track(100)
     with pytest.raises(ValueError, match="init must be .subspace. or .factor_analysis., got"):
         LinearGaussianSSM(init="pca").fit(X)
+
+
+def test_an_explosive_estimate_is_scaled_to_a_unit_root():
+    """A weakly identified random model (3 states seen through 1 feature, 400 rows) whose
+    shift-invariance estimate of F had a pole of modulus 1.06: under it the Kalman filter
+    from a diffuse start lost positive definiteness (a ValueError on the first E step)."""
+    rng = np.random.default_rng(1011)
+    F = rng.normal(size=(3, 3))
+    F *= rng.uniform(0.5, 0.95) / np.max(np.abs(np.linalg.eigvals(F)))
+    H = rng.normal(size=(1, 3))
+    A, B = rng.normal(size=(3, 3)), rng.normal(size=(1, 1))
+    Q, R = A @ A.T / 3 + 0.1 * np.eye(3), 0.5 * (B @ B.T + 0.1 * np.eye(1))
+    X = sample_lgssm(400, F, H, Q, R, random_state=11).observations
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        estimate = subspace_identification(X, 3)
+    assert np.max(np.abs(np.linalg.eigvals(estimate.transition_matrix))) <= 1 + 1e-12
+    model = fit(X, 3, acceleration=None)
+    assert np.isfinite(model.score(X))
