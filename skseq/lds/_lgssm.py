@@ -220,7 +220,10 @@ def _default_initial_state(
     diffuse = (np.zeros(k), _DIFFUSE_VARIANCE * state_scale * np.eye(k))
     if np.max(np.abs(np.linalg.eigvals(transition_matrix))) >= 1.0:
         return diffuse
-    with np.errstate(all="ignore"):
+    # A spectral radius within rounding of 1 makes the solve ill-conditioned; its result
+    # is then huge or not finite, and the prior diffuse (below): no warning to pass on.
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
         covariance = scipy.linalg.solve_discrete_lyapunov(transition_matrix, transition_covariance)
         mean = np.linalg.solve(np.eye(k) - transition_matrix, transition_offset + drift)
     if not (np.all(np.isfinite(covariance)) and np.all(np.isfinite(mean))):

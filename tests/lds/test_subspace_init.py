@@ -157,3 +157,18 @@ def test_an_explosive_estimate_is_scaled_to_a_unit_root():
     assert np.max(np.abs(np.linalg.eigvals(estimate.transition_matrix))) <= 1 + 1e-12
     model = fit(X, 3, acceleration=None)
     assert np.isfinite(model.score(X))
+
+
+def test_a_spectral_radius_within_rounding_of_one_gives_a_diffuse_prior_without_a_warning():
+    """On pykalman's robot positions the subspace estimate of F, divided by its spectral
+    radius, has a radius of 1 - 1e-15: the stationary covariance's solve warned of an
+    ill-conditioned matrix before the prior fell back to the diffuse one."""
+    datasets = pytest.importorskip("pykalman.datasets")
+    X = np.ma.filled(np.ma.asarray(datasets.load_robot().observations, dtype=float), np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = LinearGaussianSSM(5, n_iter=0).fit(X)
+    radius = np.max(np.abs(np.linalg.eigvals(model.transition_matrix_)))
+    assert 1 - 1e-12 < radius <= 1
+    state_scale = model._covariance_scales[1]
+    np.testing.assert_array_equal(model.initial_state_covariance_, 1e6 * state_scale * np.eye(5))
