@@ -18,6 +18,7 @@ import numpy as np
 
 from .._sequences import sequence_offsets
 from .._validation import check_scalar_param
+from ._checks import masked_arrays_checked
 from .kalman import check_observations
 
 __all__ = ["SubspaceEstimate", "subspace_identification", "default_n_lags"]
@@ -152,6 +153,7 @@ def _windows(X, offsets, n_lags):
     return np.concatenate(pasts), np.concatenate(futures), times, has_next
 
 
+@masked_arrays_checked(missing=("X",))
 def subspace_identification(X, n_state, *, lengths=None, n_lags=None):
     """Estimate F, H, Q, R, d of a linear-Gaussian state-space model by subspace identification.
 
