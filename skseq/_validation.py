@@ -26,6 +26,7 @@ where missing values are supported (NaN marks them), masked entries become
 NaN; elsewhere a masked entry is an error.
 """
 
+import functools
 import math
 import numbers
 import os
@@ -53,6 +54,7 @@ __all__ = [
     "COVARIANCE_TYPES",
     "PARAMETER_RULES",
     "check_parameters",
+    "foreign_keywords_hinted",
     "masked_as_nan",
     "check_data_scale",
     "check_allocation",
@@ -354,6 +356,37 @@ def check_parameters(estimator, family_rules=None, *, skip=(), n_features=None):
                 rule(value, name)
         elif n_features is not None:
             rule(value, name, n_features)
+
+
+def foreign_keywords_hinted(hints, library, footer=""):
+    """Decorate an estimator's ``__init__``: another library's parameter names get a hint.
+
+    A keyword argument named in ``hints`` (``{foreign name: what to write
+    instead}``) raises a TypeError that names the estimator, says the name is
+    ``library``'s and gives the hint (then ``footer``), instead of Python's
+    bare "unexpected keyword argument".  Any other call goes to ``__init__``
+    unchanged; the signature seen by ``inspect`` (and by scikit-learn's
+    ``get_params`` and ``clone``) is ``__init__``'s own, so the parameters
+    stay explicit.
+    """
+
+    def decorate(init):
+        @functools.wraps(init)
+        def checked(self, *args, **kwargs):
+            foreign = [name for name in kwargs if name in hints]
+            if foreign:
+                owner = type(self).__name__
+                advice = " ".join(f"{name}: {hints[name]}" for name in foreign)
+                raise TypeError(
+                    f"{owner} has no parameter {', '.join(map(repr, foreign))} "
+                    f"({library}'s name{'s' if len(foreign) > 1 else ''}). {advice}"
+                    + (f" {footer}" if footer else "")
+                )
+            return init(self, *args, **kwargs)
+
+        return checked
+
+    return decorate
 
 
 _PRECISIONS = {np.dtype(np.float64): "double precision", np.dtype(np.float32): "single precision"}

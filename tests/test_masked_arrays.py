@@ -25,7 +25,7 @@ from skseq import (
     inference,
 )
 from skseq.datasets import load_nile
-from skseq.inference import gaussian, kalman
+from skseq.inference import gaussian, kalman, subspace
 from skseq.inference.kalman import LGSSMParameters, kalman_filter
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -166,6 +166,13 @@ def _inference_examples():
     one.  Two calls of causal_convolution_backward: on (u, K) and on spectra.
     """
     rng = np.random.default_rng(0)
+    # an AR(1) seen in noise: one state the subspace estimate finds (its own generator,
+    # so the other examples keep their numbers)
+    ar_rng = np.random.default_rng(1)
+    ar_state = np.zeros(200)
+    for t in range(1, 200):
+        ar_state[t] = 0.9 * ar_state[t - 1] + ar_rng.normal()
+    ar_data = np.outer(ar_state, [1.0, 0.5]) + 0.3 * ar_rng.normal(size=(200, 2))
     q, k, v = rng.normal(size=(3, 1, 2, 4, 3))
     attention_out, lse = inference.causal_attention(q, k, v, return_lse=True)
     log_frame = np.log(rng.uniform(0.1, 1.0, size=(3, 2)))
@@ -265,6 +272,10 @@ def _inference_examples():
             )
         ],
         kalman.kalman_filter: [lgssm_rows],
+        subspace.subspace_identification: [
+            dict(X=ar_data, n_state=1, lengths=np.array([120, 80]), n_lags=3)
+        ],
+        subspace.default_n_lags: [dict(n_state=2, n_features=1, n_rows=400)],
         kalman.kalman_smoother: [lgssm_rows],
         kalman.kalman_filter_step: [
             dict(
@@ -360,6 +371,9 @@ NOT_ARRAYS = {
     "delta_softplus",
     "return_last_state",
     "_chunk_size",
+    "n_state",
+    "n_lags",
+    "n_rows",
 }
 
 # Where NaN marks a missing value, a masked entry is one.
@@ -371,6 +385,7 @@ MISSING_SUPPORTED = {
     (kalman.kalman_filter_step, "x"),
     (kalman.kalman_forecast, "X"),
     (kalman.kalman_forward_smoothing, "X"),
+    (subspace.subspace_identification, "X"),
 }
 
 

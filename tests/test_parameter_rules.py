@@ -119,6 +119,7 @@ BAD_VALUES = {
 # different in each: not in the shared table, with the reason.
 DIFFERENT_MEANINGS = {
     "params": "the HMMs' parameter letters ('stmc') against the LGSSM's parameter names",
+    "init": "the S4D networks' initialisation of A against the LGSSM's start of EM",
 }
 
 

@@ -6,17 +6,25 @@ parameter the user does not give, and the covariance floor that EM's M step
 shares with them (doc/user_guide/lgssm.rst).
 """
 
+import warnings
+
 import numpy as np
 import scipy.linalg
 from sklearn.utils import check_random_state
 
 from ..inference.kalman import LGSSMParameters, check_covariance, check_matrix
+from ..inference.subspace import subspace_identification
 
 # The parameters' names, in the order of the inference layer's tuple.
 PARAMETER_NAMES = LGSSMParameters._fields
 COVARIANCE_NAMES = frozenset(
     {"transition_covariance", "observation_covariance", "initial_state_covariance"}
 )
+# The initialisations of EM (the ``init`` parameter).
+INIT_METHODS = ("subspace", "factor_analysis")
+# The initial values that fix the basis of the state: given any of them, the
+# subspace estimate (in its own basis) is not used.
+_STATE_BASIS_NAMES = frozenset(PARAMETER_NAMES) - {"observation_covariance", "observation_offset"}
 
 # Eigenvalue floor of the covariances EM returns, in the metric of the data's
 # scale (see _floor_covariance): keeps them positive definite (condition
@@ -99,7 +107,10 @@ def _default_initial_state(
     diffuse = (np.zeros(k), _DIFFUSE_VARIANCE * state_scale * np.eye(k))
     if np.max(np.abs(np.linalg.eigvals(transition_matrix))) >= 1.0:
         return diffuse
-    with np.errstate(all="ignore"):
+    # A spectral radius within rounding of 1 makes the solve ill-conditioned; its result
+    # is then huge or not finite, and the prior diffuse (below): no warning to pass on.
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
         covariance = scipy.linalg.solve_discrete_lyapunov(transition_matrix, transition_covariance)
         mean = np.linalg.solve(np.eye(k) - transition_matrix, transition_offset + drift)
     if not (np.all(np.isfinite(covariance)) and np.all(np.isfinite(mean))):
@@ -117,6 +128,40 @@ class LGSSMInitialization:
     ``_initialize`` is the :class:`~skseq.base.BaseEM` hook: the user's
     ``*_init`` values, data-driven defaults for the rest.
     """
+
+    def _with_subspace_estimate(self, given, observations, offsets):
+        """The initial values ``given``, completed by the subspace estimate of F, H, Q, R.
+
+        :func:`~skseq.inference.subspace.subspace_identification` (canonical
+        variate analysis) estimates F, H, Q, R in its own state basis, so it
+        is used only when no initial value that fixes the basis is given (only
+        R and d may be), and only without controls; nor when the data cannot
+        determine it (fewer complete windows than it needs).  In these cases
+        ``given`` is returned as it is: the factor-analysis defaults apply.
+        The estimate's warning that the data support fewer states is not
+        passed on: EM starts from it all the same.
+        """
+        if self.n_controls_ > 0 or any(given[name] is not None for name in _STATE_BASIS_NAMES):
+            return given
+        try:
+            with warnings.catch_warnings():
+                # "fewer states than n_components": EM starts from the estimate all the same
+                warnings.simplefilter("ignore", UserWarning)
+                estimate = subspace_identification(
+                    observations, self.n_components, lengths=np.diff(offsets)
+                )
+        except ValueError:
+            return given
+        given = dict(given)
+        for name in (
+            "transition_matrix",
+            "observation_matrix",
+            "transition_covariance",
+            "observation_covariance",
+        ):
+            if given[name] is None:
+                given[name] = getattr(estimate, name)
+        return given
 
     def _given_initial_values(self, n_features, n_controls):
         """The user's initial values, validated (None where not given)."""
@@ -167,6 +212,8 @@ class LGSSMInitialization:
         observations = X[:, :n_features]
         k = self.n_components
         given = self._given_initial_values(n_features, self.n_controls_)
+        if self.init == "subspace":
+            given = self._with_subspace_estimate(given, observations, offsets)
         rng = check_random_state(random_state)
 
         observed = ~np.isnan(observations)

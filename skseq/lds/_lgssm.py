@@ -20,6 +20,7 @@ without knowing about controls.  :meth:`LinearGaussianSSM._stack` builds it.
 """
 
 import warnings
+from functools import partial
 
 import numpy as np
 import scipy.linalg
@@ -39,7 +40,13 @@ from .._sequences import (
     memory_budget_rows,
     validate_sequences,
 )
-from .._validation import PARAMETER_RULES, check_data_scale, check_scalar_param
+from .._validation import (
+    PARAMETER_RULES,
+    check_data_scale,
+    check_option_param,
+    check_scalar_param,
+    foreign_keywords_hinted,
+)
 from ..base import BaseEM, ParameterCoordinates, SufficientStatistics
 from ..inference.kalman import (
     LGSSMParameters,
@@ -59,6 +66,7 @@ from ..inference.kalman import (
 )
 from ._initialization import (
     COVARIANCE_NAMES,
+    INIT_METHODS,
     PARAMETER_NAMES,
     LGSSMInitialization,
     _floor_covariance,
@@ -71,6 +79,48 @@ __all__ = ["LinearGaussianSSM"]
 # What params="all" learns: everything but the initial covariance, whose
 # maximum-likelihood estimate collapses towards zero with few sequences.
 DEFAULT_LEARNED = frozenset(PARAMETER_NAMES) - {"initial_state_covariance"}
+
+
+def _starting_value(name):
+    return (
+        f"write {name}_init=, EM's starting value (EM learns it unless params leaves "
+        f"{name!r} out)."
+    )
+
+
+# pykalman's KalmanFilter parameters, and what to write instead.
+_PYKALMAN_HINTS = {
+    **{
+        pykalman_name: _starting_value(name)
+        for pykalman_name, name in (
+            ("transition_matrices", "transition_matrix"),
+            ("observation_matrices", "observation_matrix"),
+            ("transition_covariance", "transition_covariance"),
+            ("observation_covariance", "observation_covariance"),
+            ("observation_offsets", "observation_offset"),
+            ("initial_state_mean", "initial_state_mean"),
+            ("initial_state_covariance", "initial_state_covariance"),
+        )
+    },
+    "transition_offsets": (
+        "write transition_offset_init= for a constant offset; time-varying offsets are "
+        "controls: fit(X, controls=offsets) with control_matrix_init=np.eye(n_components) and "
+        "params leaving 'control_matrix' out (pykalman's offset t drives row t + 1)."
+    ),
+    "n_dim_state": "write n_components=.",
+    "n_dim_obs": "the number of features is taken from X in fit.",
+    "em_vars": (
+        "write params=, the names of the parameters EM learns ('all', the default, learns "
+        "all but initial_state_covariance)."
+    ),
+}
+_KNOWN_MATRICES = (
+    "To filter or smooth with known matrices and no EM, call "
+    "skseq.inference.kalman.kalman_filter(LGSSMParameters(F, H, Q, R), X) (or kalman_smoother), "
+    "or give "
+    "every parameter as *_init with n_iter=0 and call fit(X) first."
+)
+_NOT_FITTED = "This %(name)s instance is not fitted yet: fit(X) learns its parameters by EM. "
 # Rows per chunk of the E step of a sequence beyond the working-memory budget
 # (forward-only smoothing in chunks), at least: fewer chunks cost less Python.
 _CHUNK_ROWS = 2**14
@@ -214,6 +264,20 @@ class LinearGaussianSSM(
         scale times the identity (statsmodels' approximate diffuse
         initialisation, relative to the data's scale).  See
         :ref:`the user guide <lgssm_initial_state>`.
+    init : {"subspace", "factor_analysis"}, default="subspace"
+        Where EM starts for the parameters given no initial value.
+        "subspace": F, H, Q, R from subspace identification
+        (:func:`skseq.inference.subspace.subspace_identification`, canonical
+        variate analysis of the data's block Hankel matrices, a consistent
+        estimate that does not depend on a guess), the rest as below.  It is
+        not used, and "factor_analysis" applies, with controls, when an
+        initial value other than R and d is given (those fix the state's
+        basis), or when the sequences hold too few complete windows of
+        ``2 * n_lags`` rows (:func:`~skseq.inference.subspace.default_n_lags`);
+        it is deterministic, so the ``n_init`` restarts coincide.
+        "factor_analysis": the defaults of F, H, Q, R described above (the
+        other parameters' defaults are the same for both).  See
+        :ref:`the user guide <lgssm_subspace>`.
     n_init : int, default=1
         Number of initialisations; the best (by log-likelihood) is kept.
     random_state : int, RandomState instance or None, default=None
@@ -337,6 +401,9 @@ class LinearGaussianSSM(
     __metadata_request__transform = {"sequence_ids": True, "controls": True}
     __metadata_request__partial_fit = {"sequence_ids": True, "controls": True}
 
+    _not_fitted_message = _NOT_FITTED + _KNOWN_MATRICES
+
+    @foreign_keywords_hinted(_PYKALMAN_HINTS, "pykalman", _KNOWN_MATRICES)
     def __init__(
         self,
         n_components=1,
@@ -353,6 +420,7 @@ class LinearGaussianSSM(
         control_matrix_init=None,
         initial_state_mean_init=None,
         initial_state_covariance_init=None,
+        init="subspace",
         n_init=1,
         random_state=None,
         n_jobs=None,
@@ -377,6 +445,7 @@ class LinearGaussianSSM(
         self.control_matrix_init = control_matrix_init
         self.initial_state_mean_init = initial_state_mean_init
         self.initial_state_covariance_init = initial_state_covariance_init
+        self.init = init
         self.n_init = n_init
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -402,7 +471,10 @@ class LinearGaussianSSM(
         return _check_params_argument(self.params)
 
     def _parameter_rules(self):
-        return {"params": lambda value, name: _check_params_argument(value)}
+        return {
+            "params": lambda value, name: _check_params_argument(value),
+            "init": partial(check_option_param, options=INIT_METHODS),
+        }
 
     def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset, method):
         """Validate X, the sequence split and the controls for any method."""
@@ -440,7 +512,7 @@ class LinearGaussianSSM(
         copies, as the :class:`~skseq.inference.kalman.LGSSMParameters` that
         the inference functions take.
         """
-        check_is_fitted(self)
+        check_is_fitted(self, msg=_NOT_FITTED + _KNOWN_MATRICES)
         PARAMETER_RULES["n_components"](self.n_components, "n_components")
         check_scalar_param(self.n_features_in_, "n_features_in_", "int", low=1)
         check_scalar_param(self.n_controls_, "n_controls_", "int", low=0)
@@ -763,7 +835,7 @@ class LinearGaussianSSM(
     # -- inference with the fitted model -----------------------------------------
 
     def _prepare(self, X, y=None, lengths=None, sequence_ids=None, controls=None, method=None):
-        check_is_fitted(self)
+        check_is_fitted(self, msg=_NOT_FITTED + _KNOWN_MATRICES)
         X, offsets, controls = self._validate_sequences(
             X, y, lengths, sequence_ids, controls, reset=False, method=method
         )

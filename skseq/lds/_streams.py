@@ -240,7 +240,7 @@ class LGSSMStreams:
         -------
         self : LinearGaussianSSM
         """
-        check_is_fitted(self)
+        check_is_fitted(self, msg=self._not_fitted_message)
         for name in ("filter_state_mean_", "filter_state_covariance_"):
             if hasattr(self, name):
                 delattr(self, name)
