@@ -31,7 +31,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq.datasets import load_nile
-from skseq.inference.kalman import sample_lgssm
+from skseq.inference.kalman import LGSSMParameters, sample_lgssm
 from skseq.lds import LinearGaussianSSM
 
 
@@ -60,7 +60,7 @@ def random_stable_model(seed, n_samples=400):
     A, B = rng.normal(size=(k, k)), rng.normal(size=(p, p))
     Q = A @ A.T / k + 0.1 * np.eye(k)
     R = 0.5 * (B @ B.T / p + 0.1 * np.eye(p))
-    sample = sample_lgssm(n_samples, F, H, Q, R, random_state=seed)
+    sample = sample_lgssm(LGSSMParameters(F, H, Q, R), n_samples, random_state=seed)
     return sample.observations, (F, H, Q, R)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from skseq.inference.kalman import sample_lgssm
+from skseq.inference.kalman import LGSSMParameters, sample_lgssm
 from skseq.inference.subspace import default_n_lags, subspace_identification
 
 # A stable system with a complex pair of poles, 0.8 exp(+-0.5 i), and a real one, 0.4.
@@ -21,7 +21,7 @@ SYSTEM = dict(
 
 
 def simulate(n_samples, seed=0):
-    return sample_lgssm(n_samples, **SYSTEM, random_state=seed).observations
+    return sample_lgssm(LGSSMParameters(**SYSTEM), n_samples, random_state=seed).observations
 
 
 def observability(transition_matrix, observation_matrix, depth=4):

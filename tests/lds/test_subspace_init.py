@@ -7,7 +7,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq.datasets import load_nile
-from skseq.inference.kalman import sample_lgssm
+from skseq.inference.kalman import LGSSMParameters, sample_lgssm
 from skseq.inference.subspace import subspace_identification
 from skseq.lds import LinearGaussianSSM
 
@@ -150,7 +150,7 @@ def test_an_explosive_estimate_is_scaled_to_a_unit_root():
     H = rng.normal(size=(1, 3))
     A, B = rng.normal(size=(3, 3)), rng.normal(size=(1, 1))
     Q, R = A @ A.T / 3 + 0.1 * np.eye(3), 0.5 * (B @ B.T + 0.1 * np.eye(1))
-    X = sample_lgssm(400, F, H, Q, R, random_state=11).observations
+    X = sample_lgssm(LGSSMParameters(F, H, Q, R), 400, random_state=11).observations
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         estimate = subspace_identification(X, 3)
