@@ -275,7 +275,6 @@ def _inference_examples():
         subspace.subspace_identification: [
             dict(X=ar_data, n_state=1, lengths=np.array([120, 80]), n_lags=3)
         ],
-        subspace.default_n_lags: [dict(n_state=2, n_features=1, n_rows=400)],
         kalman.kalman_smoother: [lgssm_rows],
         kalman.kalman_filter_step: [
             dict(

@@ -17,7 +17,9 @@ public name of the modules is importable from here as well:
 - :mod:`~skseq.inference.rnn`: the Elman recurrence;
 - :mod:`~skseq.inference.attention`: causal scaled dot-product attention;
 - :mod:`~skseq.inference.particles`: Monte Carlo filtering and importance
-  sampling for models without a closed form (the deep Markov model).
+  sampling for models without a closed form (the deep Markov model);
+- :mod:`~skseq.inference.subspace`: subspace identification of a
+  linear-Gaussian state-space model from data (EM's starting point).
 
 One calling convention throughout: arrays first, flags keyword-only, a
 named tuple returned (its optional fields None when not asked for); the
@@ -27,7 +29,7 @@ gradients through a network layer's function ``f`` come from
 """
 
 # Each module's __all__ is the one list of its public names.
-from . import attention, gaussian, hmm, kalman, particles, rnn, s4d, scan
+from . import attention, gaussian, hmm, kalman, particles, rnn, s4d, scan, subspace
 from .attention import *  # noqa: F403
 from .gaussian import *  # noqa: F403
 from .hmm import *  # noqa: F403
@@ -36,6 +38,7 @@ from .particles import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .s4d import *  # noqa: F403
 from .scan import *  # noqa: F403
+from .subspace import *  # noqa: F403
 
 __all__ = [
     *hmm.__all__,
@@ -46,4 +49,5 @@ __all__ = [
     *rnn.__all__,
     *attention.__all__,
     *particles.__all__,
+    *subspace.__all__,
 ]

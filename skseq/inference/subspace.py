@@ -21,7 +21,7 @@ from .._validation import check_scalar_param
 from ._checks import masked_arrays_checked
 from .kalman import check_observations
 
-__all__ = ["SubspaceEstimate", "subspace_identification", "default_n_lags"]
+__all__ = ["SubspaceEstimate", "subspace_identification"]
 
 # Eigenvalues of a covariance below this fraction of its largest are treated
 # as zero (the whitening) or lifted to it (the noise covariances returned).
@@ -52,7 +52,7 @@ class SubspaceEstimate(NamedTuple):
     """The number of block rows i of each Hankel matrix (past and future)."""
 
 
-def default_n_lags(n_state, n_features, n_rows):
+def _default_n_lags(n_state, n_features, n_rows):
     """The default horizon i: the past and the future each hold i rows.
 
     ``max(2 m, 8)`` with ``m = ceil(n_state / n_features) + 1``, at most what
@@ -182,7 +182,9 @@ def subspace_identification(X, n_state, *, lengths=None, n_lags=None):
         sequence shorter than ``2 * n_lags`` rows contributes no window.
     n_lags : int, optional
         i, the number of rows in the past and in the future windows; at least
-        ``ceil(n_state / n_features) + 1``.  Default: :func:`default_n_lags`.
+        ``ceil(n_state / n_features) + 1``.  Default: ``max(2 m, 8)`` with
+        ``m = ceil(n_state / n_features) + 1``, at most about
+        ``n_samples / (4 n_features)``.
 
     Returns
     -------
@@ -241,7 +243,7 @@ def subspace_identification(X, n_state, *, lengths=None, n_lags=None):
     n_state = check_scalar_param(n_state, "n_state", "int", low=1)
     offsets = sequence_offsets(n_samples, lengths=lengths)
     if n_lags is None:
-        n_lags = default_n_lags(n_state, n_features, n_samples)
+        n_lags = _default_n_lags(n_state, n_features, n_samples)
     n_lags = check_scalar_param(n_lags, "n_lags", "int", low=1)
     if (n_lags - 1) * n_features < n_state:
         raise ValueError(

@@ -273,7 +273,8 @@ class LinearGaussianSSM(
         not used, and "factor_analysis" applies, with controls, when an
         initial value other than R and d is given (those fix the state's
         basis), or when the sequences hold too few complete windows of
-        ``2 * n_lags`` rows (:func:`~skseq.inference.subspace.default_n_lags`);
+        ``2 * n_lags`` rows (the default horizon of
+        :func:`~skseq.inference.subspace.subspace_identification`);
         it is deterministic, so the ``n_init`` restarts coincide.
         "factor_analysis": the defaults of F, H, Q, R described above (the
         other parameters' defaults are the same for both).  See

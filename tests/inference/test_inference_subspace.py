@@ -7,7 +7,7 @@ import pytest
 import scipy.linalg
 
 from skseq.inference.kalman import LGSSMParameters, sample_lgssm
-from skseq.inference.subspace import default_n_lags, subspace_identification
+from skseq.inference.subspace import _default_n_lags, subspace_identification
 
 # A stable system with a complex pair of poles, 0.8 exp(+-0.5 i), and a real one, 0.4.
 ROTATION = 0.8 * np.array([[np.cos(0.5), -np.sin(0.5)], [np.sin(0.5), np.cos(0.5)]])
@@ -69,7 +69,7 @@ def test_windows_stay_within_sequences_and_skip_missing_values():
     """Two sequences given by lengths give the estimate of the same rows joined by
     2 * n_lags missing rows (the windows across the join all hold a NaN), bit for bit."""
     X = simulate(900, seed=3)
-    n_lags = default_n_lags(2, 2, 900)
+    n_lags = _default_n_lags(2, 2, 900)
     by_lengths = subspace_identification(X, 2, lengths=[500, 400])
     gap = np.full((2 * n_lags, 2), np.nan)
     joined = np.vstack([X[:500], gap, X[500:]])
@@ -153,4 +153,4 @@ def test_inputs_are_checked():
     ],
 )
 def test_default_n_lags(n_state, n_features, n_rows, expected):
-    assert default_n_lags(n_state, n_features, n_rows) == expected
+    assert _default_n_lags(n_state, n_features, n_rows) == expected
