@@ -835,20 +835,6 @@ cdef double _forward_smoothing(
     return total
 
 
-cdef double _log_sum_exp(const double* values, Py_ssize_t n) noexcept nogil:
-    """log sum_i exp(values[i]) without overflow; -inf when every value is -inf."""
-    cdef Py_ssize_t i
-    cdef double largest = values[0], total = 0.0
-    for i in range(1, n):
-        if values[i] > largest:
-            largest = values[i]
-    if largest == -INFINITY:
-        return -INFINITY
-    for i in range(n):
-        total += exp(values[i] - largest)
-    return largest + log(total)
-
-
 cdef inline double _two_sum_error(double a, double b, double total) noexcept nogil:
     """The rounding error of ``total = fl(a + b)`` (Knuth's TwoSum): a + b = total + error
     exactly, for finite a, b and total."""
@@ -856,14 +842,53 @@ cdef inline double _two_sum_error(double a, double b, double total) noexcept nog
     return (a - (total - b_part)) + (b - b_part)
 
 
+cdef inline double _add_pair(double a, double a_low, double b, double b_low,
+                             double* low) noexcept nogil:
+    """(a + a_low) + (b + b_low) as the unevaluated sum of the returned double and
+    ``low[0]``: the rounding error of a + b is kept, so a small term added to a huge
+    one (log 0.5 to a log-emission of -1e16, whose ulp is 2) is not lost.  -inf
+    (low 0) when either is -inf."""
+    cdef double total = a + b
+    if total == -INFINITY:
+        low[0] = 0.0
+        return total
+    low[0] = _two_sum_error(a, b, total) + (a_low + b_low)
+    return total
+
+
+cdef double _log_sum_exp_pair(const double* high, const double* low, Py_ssize_t n,
+                              double* result_low) noexcept nogil:
+    """log sum_i exp(high[i] + low[i]) without overflow, as the returned double
+    plus ``result_low[0]``.  The terms that are not negligible are within
+    ~750 of the largest, so their differences from it are exact or of O(1) numbers,
+    however huge the terms; -inf (low 0) when every term is -inf."""
+    cdef Py_ssize_t i, best = 0
+    cdef double total = 0.0, rest, result
+    for i in range(1, n):
+        if high[i] > high[best]:
+            best = i
+    if high[best] == -INFINITY:
+        result_low[0] = 0.0
+        return -INFINITY
+    for i in range(n):
+        total += exp((high[i] - high[best]) + (low[i] - low[best]))
+    rest = low[best] + log(total)
+    result = high[best] + rest
+    result_low[0] = _two_sum_error(high[best], rest, result)
+    return result
+
+
 cdef Py_ssize_t _log_forward_one(
     const double[::1] log_start,
     const double[:, ::1] log_trans_t,
     const double[:, ::1] log_frame,
     double[:, ::1] log_alpha,
+    double[:, ::1] log_alpha_low,
     double[:, ::1] log_prior,
+    double[:, ::1] log_prior_low,
     double[::1] log_scale,
     double[::1] terms,
+    double[::1] terms_low,
     double[::1] low,
 ) noexcept nogil:
     """The scaled forward pass in log space, over the rows of one sequence.
@@ -883,26 +908,31 @@ cdef Py_ssize_t _log_forward_one(
     whose log-emissions are huge but close then keep the digits of their
     difference; log alpha_t and log_prior_t stay of the order of one row's
     spread of what matters, however long the sequence and however large the
-    emissions.
+    emissions.  log alpha_t and log_prior_t are themselves kept as unevaluated
+    sums (``log_alpha_low``, ``log_prior_low``): where a path's only
+    alternative passes through a state of log alpha -1e16, a log transition
+    added to it would otherwise be rounded away (ulp 2) and reappear in the
+    backward pass, where the huge parts cancel.
     """
     cdef Py_ssize_t n_rows = log_frame.shape[0]
     cdef Py_ssize_t n_states = log_trans_t.shape[0]
     cdef Py_ssize_t t, i, j, best
-    cdef double prior, high, best_high, best_low, total, shift
+    cdef double prior, prior_low, value, high, rest, best_high, best_low, total, shift
     for t in range(n_rows):
         best = 0
         for j in range(n_states):
             if t == 0:
                 prior = log_start[j]
+                prior_low = 0.0
             else:
                 for i in range(n_states):
-                    terms[i] = log_alpha[t - 1, i] + log_trans_t[j, i]
-                prior = _log_sum_exp(&terms[0], n_states)
+                    terms[i] = _add_pair(log_alpha[t - 1, i], log_alpha_low[t - 1, i],
+                                         log_trans_t[j, i], 0.0, &terms_low[i])
+                prior = _log_sum_exp_pair(&terms[0], &terms_low[0], n_states, &prior_low)
             log_prior[t, j] = prior
-            high = prior + log_frame[t, j]
-            low[j] = _two_sum_error(prior, log_frame[t, j], high) if high > -INFINITY else 0.0
-            log_alpha[t, j] = high
-            if high > log_alpha[t, best]:
+            log_prior_low[t, j] = prior_low
+            log_alpha[t, j] = _add_pair(prior, prior_low, log_frame[t, j], 0.0, &low[j])
+            if log_alpha[t, j] > log_alpha[t, best]:
                 best = j
         best_high = log_alpha[t, best]
         if best_high == -INFINITY:
@@ -911,13 +941,24 @@ cdef Py_ssize_t _log_forward_one(
         total = 0.0
         for j in range(n_states):
             if log_alpha[t, j] > -INFINITY:
-                # Sterbenz: the difference of the highs is exact where it matters.
-                log_alpha[t, j] = (log_alpha[t, j] - best_high) + (low[j] - best_low)
+                # Sterbenz: the difference of the highs is exact where it matters;
+                # the rounding errors (of O(1) numbers elsewhere) go to low[j].
+                value = log_alpha[t, j]
+                high = value - best_high
+                rest = low[j] - best_low
+                log_alpha[t, j] = high + rest
+                low[j] = (_two_sum_error(high, rest, log_alpha[t, j])
+                          + _two_sum_error(value, -best_high, high))
             total += exp(log_alpha[t, j])
         shift = log(total)
         log_scale[t] = best_high + (best_low + shift)
         for j in range(n_states):
-            log_alpha[t, j] -= shift
+            if log_alpha[t, j] > -INFINITY:
+                high = log_alpha[t, j] - shift
+                log_alpha_low[t, j] = low[j] + _two_sum_error(log_alpha[t, j], -shift, high)
+                log_alpha[t, j] = high
+            else:
+                log_alpha_low[t, j] = 0.0
     return n_rows
 
 
@@ -989,9 +1030,12 @@ def log_forward(
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t index, s, first, stop, possible
     cdef double[:, ::1] log_alpha = zeros_2d(longest_sequence(offsets), n_states)
+    cdef double[:, ::1] log_alpha_low = zeros_2d(longest_sequence(offsets), n_states)
     cdef double[:, ::1] log_prior = zeros_2d(longest_sequence(offsets), n_states)
+    cdef double[:, ::1] log_prior_low = zeros_2d(longest_sequence(offsets), n_states)
     cdef double[::1] log_scale = zeros_1d(longest_sequence(offsets))
     cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] terms_low = zeros_1d(n_states)
     cdef double[::1] low = zeros_1d(n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
@@ -1000,8 +1044,8 @@ def log_forward(
             first = offsets[s]
             stop = offsets[s + 1]
             possible = _log_forward_one(
-                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_prior, log_scale,
-                terms, low)
+                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_alpha_low,
+                log_prior, log_prior_low, log_scale, terms, terms_low, low)
             sequence_log_likelihood[s] = _log_predictive_one(
                 log_scale, shift[first:stop], possible, log_predictive[first:stop])
             _filtered_rows(log_alpha, possible, filtered[first:stop])
@@ -1009,9 +1053,13 @@ def log_forward(
 
 cdef inline void _following(
     const double[::1] log_alpha,
+    const double[::1] log_alpha_low,
     const double[::1] log_prior,
+    const double[::1] log_prior_low,
     const double[::1] log_beta,
+    const double[::1] log_beta_low,
     double[::1] following,
+    double[::1] following_low,
 ) noexcept nogil:
     """log(frame_{t+1}(j) beta_{t+1}(j) / c_{t+1}) from row t+1's messages.
 
@@ -1019,39 +1067,51 @@ cdef inline void _following(
     ratio of two normalised quantities, free of the row's (possibly huge)
     log-emissions and log c_{t+1}, whose difference would carry
     eps |log c_{t+1}| of rounding.  A state that cannot be reached has no
-    weight.
+    weight.  Every term is an unevaluated sum (the ``_low`` parts), and so is
+    the result: log alpha and log beta can be huge and of opposite signs, and
+    a rounding of either would survive their cancellation.
     """
     cdef Py_ssize_t j
+    cdef double high, low
     for j in range(following.shape[0]):
         if log_prior[j] == -INFINITY or log_alpha[j] == -INFINITY:
             following[j] = -INFINITY
+            following_low[j] = 0.0
         else:
-            following[j] = log_alpha[j] - log_prior[j] + log_beta[j]
+            high = _add_pair(log_alpha[j], log_alpha_low[j], -log_prior[j], -log_prior_low[j],
+                             &low)
+            following[j] = _add_pair(high, low, log_beta[j], log_beta_low[j], &following_low[j])
 
 
 cdef void _add_pair_posteriors(
     const double[::1] log_alpha,
+    const double[::1] log_alpha_low,
     const double[:, ::1] log_trans,
     const double[::1] following,
+    const double[::1] following_low,
     double[:, ::1] pairs,
+    double[:, ::1] pairs_low,
     double[:, ::1] transition_counts,
 ) noexcept nogil:
     """Add xi_t(i, j), proportional to alpha_t(i) A_ij exp(following[j]), to the
     counts, normalised to sum to one (as it does in exact arithmetic): the
-    counts of a sequence sum to its number of transitions."""
+    counts of a sequence sum to its number of transitions.  The logs are
+    unevaluated sums (the ``_low`` parts, see :func:`_following`)."""
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t i, j
-    cdef double largest = -INFINITY, total = 0.0, inv_total
+    cdef double largest = -INFINITY, largest_low = 0.0, total = 0.0, inv_total, high, low
     for i in range(n_states):
         for j in range(n_states):
-            pairs[i, j] = log_alpha[i] + log_trans[i, j] + following[j]
+            high = _add_pair(log_alpha[i], log_alpha_low[i], log_trans[i, j], 0.0, &low)
+            pairs[i, j] = _add_pair(high, low, following[j], following_low[j], &pairs_low[i, j])
             if pairs[i, j] > largest:
                 largest = pairs[i, j]
+                largest_low = pairs_low[i, j]
     if largest == -INFINITY:  # not for a sequence of positive probability
         return
     for i in range(n_states):
         for j in range(n_states):
-            pairs[i, j] = exp(pairs[i, j] - largest)
+            pairs[i, j] = exp((pairs[i, j] - largest) + (pairs_low[i, j] - largest_low))
             total += pairs[i, j]
     inv_total = 1.0 / total
     for i in range(n_states):
@@ -1062,41 +1122,57 @@ cdef void _add_pair_posteriors(
 cdef void _log_backward_one(
     const double[:, ::1] log_trans,
     const double[:, ::1] log_alpha,
+    const double[:, ::1] log_alpha_low,
     const double[:, ::1] log_prior,
+    const double[:, ::1] log_prior_low,
     double[:, ::1] log_beta,
+    double[:, ::1] log_beta_low,
     double[::1] following,
+    double[::1] following_low,
     double[::1] terms,
+    double[::1] terms_low,
     double[:, ::1] pairs,
+    double[:, ::1] pairs_low,
     double[:, ::1] posteriors,
     double[:, ::1] transition_counts,
 ) noexcept nogil:
     """The log-space backward pass over the rows of ``posteriors`` (one
     sequence or one chunk of one), from ``log_beta`` of the last row, which
-    the caller sets (0: the sequence ends there); the posteriors and the
-    transition counts between its rows (added to ``transition_counts``).
-    ``log_alpha`` and ``log_prior`` are :func:`_log_forward_one`'s."""
+    the caller sets (0: the sequence ends there, as ``log_beta_low``); the
+    posteriors and the transition counts between its rows (added to
+    ``transition_counts``).  ``log_alpha`` and ``log_prior`` (with their low
+    parts) are :func:`_log_forward_one`'s; log beta is kept as an unevaluated
+    sum too, since log alpha_t + log beta_t cancels where either is huge."""
     cdef Py_ssize_t n_rows = posteriors.shape[0]
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t t, i, j
-    cdef double total, inv_total
+    cdef double total, inv_total, high, low
     for t in range(n_rows - 2, -1, -1):
-        _following(log_alpha[t + 1], log_prior[t + 1], log_beta[t + 1], following)
+        _following(log_alpha[t + 1], log_alpha_low[t + 1], log_prior[t + 1], log_prior_low[t + 1],
+                   log_beta[t + 1], log_beta_low[t + 1], following, following_low)
         for i in range(n_states):
             for j in range(n_states):
-                terms[j] = log_trans[i, j] + following[j]
-            log_beta[t, i] = _log_sum_exp(&terms[0], n_states)
+                terms[j] = _add_pair(log_trans[i, j], 0.0, following[j], following_low[j],
+                                     &terms_low[j])
+            log_beta[t, i] = _log_sum_exp_pair(&terms[0], &terms_low[0], n_states,
+                                               &log_beta_low[t, i])
     for t in range(n_rows):
         total = 0.0
         for i in range(n_states):
-            posteriors[t, i] = exp(log_alpha[t, i] + log_beta[t, i])
+            high = _add_pair(log_alpha[t, i], log_alpha_low[t, i], log_beta[t, i],
+                             log_beta_low[t, i], &low)
+            posteriors[t, i] = exp(high + low)
             total += posteriors[t, i]
         # sums to one in exact arithmetic; renormalise the rounding
         inv_total = 1.0 / total
         for i in range(n_states):
             posteriors[t, i] *= inv_total
         if t + 1 < n_rows:
-            _following(log_alpha[t + 1], log_prior[t + 1], log_beta[t + 1], following)
-            _add_pair_posteriors(log_alpha[t], log_trans, following, pairs, transition_counts)
+            _following(log_alpha[t + 1], log_alpha_low[t + 1], log_prior[t + 1],
+                       log_prior_low[t + 1], log_beta[t + 1], log_beta_low[t + 1], following,
+                       following_low)
+            _add_pair_posteriors(log_alpha[t], log_alpha_low[t], log_trans, following,
+                                 following_low, pairs, pairs_low, transition_counts)
 
 
 def log_forward_backward(
@@ -1131,13 +1207,19 @@ def log_forward_backward(
     cdef Py_ssize_t longest = longest_sequence(offsets)
     cdef Py_ssize_t index, s, i, first, stop, n_rows, possible
     cdef double[:, ::1] pairs = zeros_2d(n_states, n_states)
+    cdef double[:, ::1] pairs_low = zeros_2d(n_states, n_states)
     cdef double[:, ::1] log_alpha = zeros_2d(longest, n_states)
+    cdef double[:, ::1] log_alpha_low = zeros_2d(longest, n_states)
     cdef double[:, ::1] log_prior = zeros_2d(longest, n_states)
+    cdef double[:, ::1] log_prior_low = zeros_2d(longest, n_states)
     cdef double[:, ::1] log_beta = zeros_2d(longest, n_states)
+    cdef double[:, ::1] log_beta_low = zeros_2d(longest, n_states)
     cdef double[::1] log_scale = zeros_1d(longest)
     cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] terms_low = zeros_1d(n_states)
     cdef double[::1] low = zeros_1d(n_states)
     cdef double[::1] following = zeros_1d(n_states)
+    cdef double[::1] following_low = zeros_1d(n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
@@ -1146,8 +1228,8 @@ def log_forward_backward(
             stop = offsets[s + 1]
             n_rows = stop - first
             possible = _log_forward_one(
-                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_prior, log_scale,
-                terms, low)
+                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_alpha_low,
+                log_prior, log_prior_low, log_scale, terms, terms_low, low)
             sequence_log_likelihood[s] = _log_predictive_one(
                 log_scale, shift[first:stop], possible, log_predictive[first:stop])
             if possible < n_rows:
@@ -1155,8 +1237,10 @@ def log_forward_backward(
                 continue
             for i in range(n_states):
                 log_beta[n_rows - 1, i] = 0.0
-            _log_backward_one(log_trans, log_alpha, log_prior, log_beta, following, terms, pairs,
-                              posteriors[first:stop], transition_counts)
+                log_beta_low[n_rows - 1, i] = 0.0
+            _log_backward_one(log_trans, log_alpha, log_alpha_low, log_prior, log_prior_low,
+                              log_beta, log_beta_low, following, following_low, terms, terms_low,
+                              pairs, pairs_low, posteriors[first:stop], transition_counts)
             for i in range(n_states):
                 start_counts[i] += posteriors[first, i]
 
@@ -1183,14 +1267,17 @@ def log_forward_chunk(
     cdef Py_ssize_t j, possible
     cdef double log_likelihood
     cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_alpha_low = zeros_2d(n_rows, n_states)
     cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_prior_low = zeros_2d(n_rows, n_states)
     cdef double[::1] log_scale = zeros_1d(n_rows)
     cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] terms_low = zeros_1d(n_states)
     cdef double[::1] low = zeros_1d(n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
-        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_prior,
-                                    log_scale, terms, low)
+        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_alpha_low,
+                                    log_prior, log_prior_low, log_scale, terms, terms_low, low)
         log_likelihood = _log_predictive_one(log_scale, shift, possible, log_predictive)
         _filtered_rows(log_alpha, possible, filtered)
         for j in range(n_states):
@@ -1227,17 +1314,25 @@ def log_forward_backward_chunk(
     cdef Py_ssize_t i, j, possible
     cdef double log_likelihood
     cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_alpha_low = zeros_2d(n_rows, n_states)
     cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_prior_low = zeros_2d(n_rows, n_states)
     cdef double[:, ::1] log_beta = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_beta_low = zeros_2d(n_rows, n_states)
     cdef double[::1] log_scale = zeros_1d(n_rows)
     cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] terms_low = zeros_1d(n_states)
     cdef double[::1] low = zeros_1d(n_states)
     cdef double[::1] following = zeros_1d(n_states)
+    cdef double[::1] following_low = zeros_1d(n_states)
+    # the carried log_w_next and log_w_first are plain doubles: no low parts
+    cdef double[::1] zero_low = zeros_1d(n_states)
     cdef double[:, ::1] pairs = zeros_2d(n_states, n_states)
+    cdef double[:, ::1] pairs_low = zeros_2d(n_states, n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
-        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_prior,
-                                    log_scale, terms, low)
+        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_alpha_low,
+                                    log_prior, log_prior_low, log_scale, terms, terms_low, low)
         log_likelihood = _log_predictive_one(log_scale, shift, possible, log_predictive)
         if possible < n_rows:
             _zero_rows(posteriors)
@@ -1247,14 +1342,18 @@ def log_forward_backward_chunk(
             for i in range(n_states):
                 if not has_next:
                     log_beta[n_rows - 1, i] = 0.0
+                    log_beta_low[n_rows - 1, i] = 0.0
                     continue
                 for j in range(n_states):
-                    terms[j] = log_trans[i, j] + log_w_next[j]
-                log_beta[n_rows - 1, i] = _log_sum_exp(&terms[0], n_states)
+                    terms[j] = _add_pair(log_trans[i, j], 0.0, log_w_next[j], 0.0, &terms_low[j])
+                log_beta[n_rows - 1, i] = _log_sum_exp_pair(&terms[0], &terms_low[0], n_states,
+                                                            &log_beta_low[n_rows - 1, i])
             if has_next:  # the transitions into the next chunk
-                _add_pair_posteriors(log_alpha[n_rows - 1], log_trans, log_w_next, pairs,
-                                     transition_counts)
-            _log_backward_one(log_trans, log_alpha, log_prior, log_beta, following, terms, pairs,
-                              posteriors, transition_counts)
-            _following(log_alpha[0], log_prior[0], log_beta[0], log_w_first)
+                _add_pair_posteriors(log_alpha[n_rows - 1], log_alpha_low[n_rows - 1], log_trans,
+                                     log_w_next, zero_low, pairs, pairs_low, transition_counts)
+            _log_backward_one(log_trans, log_alpha, log_alpha_low, log_prior, log_prior_low,
+                              log_beta, log_beta_low, following, following_low, terms, terms_low,
+                              pairs, pairs_low, posteriors, transition_counts)
+            _following(log_alpha[0], log_alpha_low[0], log_prior[0], log_prior_low[0], log_beta[0],
+                       log_beta_low[0], log_w_first, following_low)
     return log_likelihood

@@ -562,6 +562,28 @@ def test_counts_with_extreme_log_emissions_match_exact_enumeration(model):
     np.testing.assert_allclose(result.start_counts, posteriors[0], rtol=1e-9, atol=1e-9)
 
 
+def test_counts_keep_a_log_transition_added_to_a_huge_log_alpha():
+    """The fuzz case that gave transition_counts[0] = [0, 0.9908, 0.0092] (exact
+    [0, 0.9820, 0.0180]): the two paths 1-0-1-0 and 1-0-2-1 differ only by the
+    two huge log-emissions, 4 nats (2 ulps) apart.  log alpha of state 2 at row
+    2 is -1e16 while its log prior is log 0.5; their difference, and log beta
+    (+1e16) added to it, must keep the 0.69 that the ulp of 1e16 (2) rounds away.
+    """
+    with np.errstate(divide="ignore"):
+        log_start = np.log([0.0, 1.0, 0.0])
+        log_trans = np.log([[0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    log_frame = np.zeros((4, 3))
+    log_frame[2, 2] = -9999999999998424.0
+    log_frame[3, 0] = -9999999999998420.0
+    posteriors, counts = exact_enumeration(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(counts[0], [0.0, 1 / (1 + np.exp(-4)), 1 / (1 + np.exp(4))],
+                               rtol=1e-12)
+    result = hmm_forward_backward(log_start, log_trans, log_frame)
+    np.testing.assert_allclose(result.transition_counts, counts, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(result.posteriors, posteriors, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(result.start_counts, posteriors[0], rtol=1e-12, atol=1e-12)
+
+
 def test_counts_sum_to_rows_minus_one_per_sequence_with_huge_log_emissions():
     with np.errstate(divide="ignore"):
         log_start, log_trans, log_frame = ISSUE_17_MODEL
