@@ -31,7 +31,6 @@ run's quietness are printed below and on the figure.
 # The cached measurements
 # -----------------------
 import json
-import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -45,42 +44,6 @@ except NameError:  # sphinx-gallery runs the script in doc/gallery/; or run from
 cache = json.loads((here / "data" / "parallel.json").read_text(encoding="utf-8"))
 
 
-def from_single_size_cache(cache):
-    """The file the benchmark wrote before it measured several sizes: one size,
-    the wall time only, the load average at the end; read as the new format."""
-    size = re.search(r"(\d+) sequences of (\d+) rows", cache["what"])
-    rows = int(size[1]) * int(size[2])
-    keys = ["threads1"] + [f"configuration {i}" for i in range(1, len(cache["results"]))]
-    base = cache["results"][0]["seconds_per_iteration"]
-    summary = {
-        key: {
-            "rows": [rows],
-            "speedup": [result["speedup_over_one_thread"]],
-            "speedup_range": [[result["speedup_over_one_thread"]] * 2],
-            "cpu_ratio": None,
-            "pays_from_rows": rows if base > result["seconds_per_iteration"] else None,
-            "extra_overhead_ms_over_one_thread": None,
-            "ns_per_row": None,
-            "break_even_rows_fitted": None,
-        }
-        for key, result in zip(keys, cache["results"])
-    }
-    return {
-        "what": cache["what"],
-        "machine": {"cpu_model": cache["machine"], "logical_cpus": None},
-        "quiet": False,
-        "quick": False,
-        "not_quiet_because": [f"load average {cache['load_average_at_end']:.1f} at the end"],
-        "configurations": {key: r["configuration"] for key, r in zip(keys, cache["results"])},
-        "summary": summary,
-        "measurements": [],
-        "load_average_at_start": None,
-        "max_load": None,
-    }
-
-
-if "summary" not in cache:
-    cache = from_single_size_cache(cache)
 labels, summary = cache["configurations"], cache["summary"]
 machine = cache["machine"]
 machine_text = machine["cpu_model"] + (
