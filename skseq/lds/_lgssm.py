@@ -402,6 +402,7 @@ class LinearGaussianSSM(
     __metadata_request__transform = {"sequence_ids": True, "controls": True}
     __metadata_request__partial_fit = {"sequence_ids": True, "controls": True}
 
+    # The one not-fitted message of every method that needs fitted parameters.
     _not_fitted_message = _NOT_FITTED + _KNOWN_MATRICES
 
     @foreign_keywords_hinted(_PYKALMAN_HINTS, "pykalman", _KNOWN_MATRICES)
@@ -513,7 +514,7 @@ class LinearGaussianSSM(
         copies, as the :class:`~skseq.inference.kalman.LGSSMParameters` that
         the inference functions take.
         """
-        check_is_fitted(self, msg=_NOT_FITTED + _KNOWN_MATRICES)
+        check_is_fitted(self, msg=self._not_fitted_message)
         PARAMETER_RULES["n_components"](self.n_components, "n_components")
         check_scalar_param(self.n_features_in_, "n_features_in_", "int", low=1)
         check_scalar_param(self.n_controls_, "n_controls_", "int", low=0)
@@ -836,7 +837,7 @@ class LinearGaussianSSM(
     # -- inference with the fitted model -----------------------------------------
 
     def _prepare(self, X, y=None, lengths=None, sequence_ids=None, controls=None, method=None):
-        check_is_fitted(self, msg=_NOT_FITTED + _KNOWN_MATRICES)
+        check_is_fitted(self, msg=self._not_fitted_message)
         X, offsets, controls = self._validate_sequences(
             X, y, lengths, sequence_ids, controls, reset=False, method=method
         )
