@@ -20,7 +20,6 @@ without knowing about controls.  :meth:`LinearGaussianSSM._stack` builds it.
 """
 
 import warnings
-from functools import partial
 
 import numpy as np
 import scipy.linalg
@@ -43,9 +42,9 @@ from .._sequences import (
 from .._validation import (
     PARAMETER_RULES,
     check_data_scale,
-    check_option_param,
     check_scalar_param,
     foreign_keywords_hinted,
+    option_rule,
 )
 from ..base import BaseEM, ParameterCoordinates, SufficientStatistics
 from ..inference.kalman import (
@@ -475,7 +474,7 @@ class LinearGaussianSSM(
     def _parameter_rules(self):
         return {
             "params": lambda value, name: _check_params_argument(value),
-            "init": partial(check_option_param, options=INIT_METHODS),
+            "init": option_rule(*INIT_METHODS),
         }
 
     def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset, method):

@@ -28,9 +28,9 @@ from .._sequences import (
 from .._validation import (
     check_allocation,
     check_data_scale,
-    check_option_param,
     check_scalar_param,
     option_or,
+    option_rule,
 )
 from ..inference.particles import bootstrap_particle_filter, importance_sample
 from ._docstrings import training_parameters
@@ -65,8 +65,8 @@ _DMM_PARAMETER_RULES = {
     **NETWORK_PARAMETER_RULES,
     "early_stopping": option_or(("auto",), NETWORK_PARAMETER_RULES["early_stopping"]),
     "n_iter_no_change": option_or(("auto",), NETWORK_PARAMETER_RULES["n_iter_no_change"]),
-    "learning_rate": partial(check_option_param, options=("adaptive", "constant")),
-    "emission": partial(check_option_param, options=_EMISSIONS),
+    "learning_rate": option_rule("adaptive", "constant"),
+    "emission": option_rule(*_EMISSIONS),
     "transition_hidden_size": check_positive_int,
     "emission_hidden_size": check_positive_int,
     "inference_hidden_size": check_positive_int,

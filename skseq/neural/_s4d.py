@@ -1,8 +1,7 @@
 """Structured state-space (S4D) estimators: S4DRegressor and S4DClassifier."""
 
-from functools import partial
 
-from .._validation import check_option_param, constrained
+from .._validation import constrained, option_rule
 from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
 from ._networks._s4d import INITS, MAX_CONVOLUTION_BYTES, s4d_layer
 from ._supervised import SequenceNetworkClassifier, SequenceNetworkRegressor
@@ -76,7 +75,7 @@ class _S4DArchitecture:
             lambda d_state: d_state % 2 == 0,
             "even (d_state / 2 complex modes in conjugate pairs)",
         ),
-        "init": partial(check_option_param, options=INITS),
+        "init": option_rule(*INITS),
     }
 
     _network_layer = staticmethod(s4d_layer)

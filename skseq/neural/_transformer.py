@@ -1,8 +1,7 @@
 """Causal Transformer estimators: TransformerRegressor and TransformerClassifier."""
 
-from functools import partial
 
-from .._validation import check_option_param, optional
+from .._validation import option_rule, optional
 from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
 from ._networks._layers import ACTIVATIONS
 from ._networks._transformer import SinusoidalPositionalEncoding, transformer_layer
@@ -69,7 +68,7 @@ class _TransformerArchitecture:
         **NETWORK_PARAMETER_RULES,
         "n_heads": check_positive_int,
         "d_ff": optional(check_positive_int),
-        "activation": partial(check_option_param, options=tuple(ACTIVATIONS)),
+        "activation": option_rule(*ACTIVATIONS),
     }
 
     _network_layer = staticmethod(transformer_layer)
