@@ -154,6 +154,72 @@ def check_probability_vector(value, name, shape):
     return value
 
 
+def check_known_states(known_states, n_samples, n_components):
+    """``known_states`` as an intp array with one entry per row (-1: unknown).
+
+    None when there is none or no row is labelled (EM is then the
+    unsupervised one).  A ValueError names what is wrong: the length, a
+    value that is not a whole number, a state outside ``-1 .. n_components - 1``.
+    """
+    if known_states is None:
+        return None
+    array = np.asarray(known_states)
+    if array.ndim != 1 or array.shape[0] != n_samples:
+        raise ValueError(
+            f"known_states must have one entry per row of X (n_samples={n_samples}), "
+            f"got shape {array.shape}."
+        )
+    if array.dtype.kind not in "iuf" or (
+        array.dtype.kind == "f" and not np.all(np.isfinite(array) & (array == np.round(array)))
+    ):
+        raise ValueError(
+            "known_states must hold whole numbers (a state index, or -1 where the state "
+            f"is unknown), got {array.dtype} values such as {array[:3].tolist()}."
+        )
+    outside = (array < -1) | (array >= n_components)
+    if np.any(outside):
+        row = int(np.flatnonzero(outside)[0])
+        raise ValueError(
+            f"known_states[{row}] = {array[row]} is not a state of this model: the known "
+            f"states are 0 .. {n_components - 1} (n_components={n_components}), -1 marks "
+            "an unknown state."
+        )
+    if not np.any(array >= 0):
+        return None
+    return array.astype(np.intp)
+
+
+def clamp_to_known_states(log_frameprob, shift, known_states):
+    """The log-emissions of rows with a known state, every other state's set to -inf.
+
+    ``known_states`` has one entry per row of ``log_frameprob`` (-1:
+    unknown).  A labelled row keeps only its own state's density, so the
+    forward-backward recursions (scaled or in log space, whole, in chunks
+    or as a stream) weigh only the state paths through the labels.  When
+    ``shift`` is given (each row shifted by its maximum) a labelled row is
+    shifted by its own state's value instead.  Returns new arrays
+    ``(log_frameprob, shift)``: the inputs may be cached by the emission
+    model (GMMHMM's responsibilities) and stay unchanged; with
+    ``known_states`` None, the inputs themselves.
+    """
+    if known_states is None:
+        return log_frameprob, shift
+    labelled = np.flatnonzero(known_states >= 0)
+    states = known_states[labelled]
+    kept = log_frameprob[labelled, states]
+    clamped = np.array(log_frameprob)
+    clamped[labelled] = -np.inf
+    if shift is None:
+        clamped[labelled, states] = kept
+        return clamped, None
+    shift = np.array(shift)
+    # A known state of density zero leaves the row impossible (all -inf).
+    possible = kept > -np.inf
+    clamped[labelled[possible], states[possible]] = 0.0
+    shift[labelled[possible]] += kept[possible]
+    return clamped, shift
+
+
 def fit_kmeans(X, n_clusters, random_state, n_jobs):
     """scikit-learn's KMeans (10 restarts) fitted to ``X`` on at most ``n_jobs`` threads.
 
@@ -197,11 +263,15 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
     _emission_letters = {}
 
-    __metadata_request__fit = {"sequence_ids": True}
+    __metadata_request__fit = {"sequence_ids": True, "known_states": True}
     __metadata_request__score = {"sequence_ids": True, "sample_weight": True}
     __metadata_request__predict = {"sequence_ids": True}
     __metadata_request__predict_proba = {"sequence_ids": True}
-    __metadata_request__partial_fit = {"sequence_ids": True}
+    __metadata_request__partial_fit = {"sequence_ids": True, "known_states": True}
+
+    # The emission letters that labelled rows initialise (None: all of them);
+    # see _initialize_from_known_states.
+    _letters_from_known_states = None
 
     def __init__(
         self,
@@ -423,21 +493,24 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
     # -- initialisation -----------------------------------------------------
 
-    def _fit_em(self, X, offsets):
+    def _fit_em(self, X, offsets, known_states=None):
         self._capture_presets()
         try:
-            result = super()._fit_em(X, offsets)
+            result = super()._fit_em(self._stack_known_states(X, known_states), offsets)
         finally:
             del self._presets
+            self.__dict__.pop("_known_states_stacked", None)
         self._initialized()
         self._reset_stream()
         return result
 
     def _n_data_points(self, X):
         # Missing data are whole rows (a NaN anywhere in the row).
+        X, _ = self._split_known_states(X)
         return X.shape[1] * int(X.shape[0] - np.count_nonzero(np.isnan(X).any(axis=1)))
 
     def _initialize(self, X, offsets, random_state):
+        X, known_states = self._split_known_states(X)
         n_components = self.n_components
         startprob = self._initial_value("startprob_")
         if startprob is None:
@@ -450,6 +523,9 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             transmat, "transmat", (n_components, n_components)
         )
         self._initialize_emissions(X, random_state)
+        if known_states is not None:
+            self._check_known_states_possible(known_states, offsets)
+            self._initialize_from_known_states(X, known_states)
 
     @staticmethod
     def _default_transmat(n_components):
@@ -477,6 +553,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         # ``buffers``: during a batch fit, this block's work arrays, kept from one
         # EM iteration to the next by the fit's FitContext.  Within a call, the
         # sequences go in blocks that share the arrays.
+        X, known_states = self._split_known_states(X)
         blocks = []
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
@@ -490,7 +567,8 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             blocks.append((statistics, result.log_likelihood))
 
         def long_sequence(X, emissions, buffers, sequences, rows):
-            blocks.append(self._checkpointed_estep(X, emissions, buffers))
+            known = None if known_states is None else known_states[rows]
+            blocks.append(self._checkpointed_estep(X, emissions, buffers, known_states=known))
 
         self._blockwise(
             X,
@@ -500,8 +578,109 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             buffers=buffers,
             long_rows=self._checkpoint_threshold(X.shape[1]),
             run_long=long_sequence,
+            known_states=known_states,
         )
         return self._add_up(blocks)
+
+    # -- known states (semi-supervised fits) ----------------------------------
+    #
+    # fit(X, known_states=...) hands EM the rows with their labels as one more
+    # column, [X, known_states] (as the linear-Gaussian SSM stacks its
+    # controls), so that every path that splits, chunks or batches the rows
+    # (threads, blocks, checkpointed sequences, online EM's minibatches,
+    # streams) carries the labels with them.  The E step splits them off and
+    # clamps the emissions of the labelled rows (clamp_to_known_states): the
+    # one place the labels enter the recursions.
+
+    def _stack_known_states(self, X, known_states):
+        """The data EM works on: ``X``, or ``[X, known_states]`` (then flagged)."""
+        if known_states is None:
+            return X
+        self._known_states_stacked = True
+        return np.column_stack([X, known_states.astype(np.float64)])
+
+    def _split_known_states(self, X):
+        """``(X, known_states)`` of rows of EM's data (known_states None: no labels)."""
+        if not self.__dict__.get("_known_states_stacked"):
+            return X, None
+        return np.ascontiguousarray(X[:, :-1]), X[:, -1].astype(np.intp)
+
+    def _check_known_states(self, known_states, X):
+        """Validated ``known_states`` of the rows ``X`` (None: no row labelled)."""
+        known_states = check_known_states(known_states, X.shape[0], self.n_components)
+        if known_states is not None and X.dtype.kind == "f":
+            missing = np.isnan(X).all(axis=1) & (known_states >= 0)
+            if np.any(missing):
+                row = int(np.flatnonzero(missing)[0])
+                raise ValueError(
+                    f"known_states[{row}] = {known_states[row]} labels a missing row (X[{row}] "
+                    "is all NaN): a missing row has no observation to anchor a state to; "
+                    "give it -1."
+                )
+        return known_states
+
+    def _check_known_states_possible(self, known_states, offsets, continues=False):
+        """A ValueError when ``startprob_`` or ``transmat_`` forbid the labels: a
+        labelled first row of a sequence (not one that ``continues`` a stream)
+        whose start probability is zero, or consecutive labelled rows of one
+        sequence whose transition probability is zero."""
+        starts = offsets[1 if continues else 0 : -1]
+        first = known_states[starts]
+        forbidden = (first >= 0) & (self.startprob_[np.maximum(first, 0)] == 0)
+        if np.any(forbidden):
+            row = int(starts[np.flatnonzero(forbidden)[0]])
+            raise ValueError(
+                f"known_states[{row}] = {known_states[row]} starts a sequence, but "
+                f"startprob_[{known_states[row]}] = 0: the model forbids starting in that state."
+            )
+        before, after = known_states[:-1], known_states[1:]
+        same_sequence = np.ones(len(before), dtype=bool)
+        same_sequence[offsets[1:-1] - 1] = False
+        pairs = same_sequence & (before >= 0) & (after >= 0)
+        forbidden = pairs & (self.transmat_[np.maximum(before, 0), np.maximum(after, 0)] == 0)
+        if np.any(forbidden):
+            row = int(np.flatnonzero(forbidden)[0])
+            a, b = known_states[row], known_states[row + 1]
+            raise ValueError(
+                f"known_states[{row}] = {a} is followed by known_states[{row + 1}] = {b} in "
+                f"the same sequence, but transmat_[{a}, {b}] = 0: the model forbids that "
+                "transition."
+            )
+
+    def _initialize_from_known_states(self, X, known_states):
+        """Move the initial emission parameters of each labelled state to its rows.
+
+        One M step of the emission letters initialised from data (those in
+        ``init_params`` without a user's value; only
+        ``_letters_from_known_states`` of them when set), with each labelled
+        row's posterior all on its state and unlabelled rows weighing nothing:
+        state k starts where the rows labelled k are, so it is label k's
+        state (no label switching).  States without labels keep the
+        data-driven initialisation.
+        """
+        letters = "".join(
+            letter
+            for letter, attribute in self._emission_letters.items()
+            if letter in self.init_params
+            and self._initial_value(attribute) is None
+            and (
+                self._letters_from_known_states is None
+                or letter in self._letters_from_known_states
+            )
+        )
+        if not letters:
+            return
+        labelled = known_states >= 0
+        rows = X[labelled]
+        posteriors = np.zeros((rows.shape[0], self.n_components))
+        posteriors[np.arange(rows.shape[0]), known_states[labelled]] = 1.0
+        statistics = self._emission_statistics(rows, posteriors, self._emission_terms(rows)[1])
+        learned = self.params
+        self.params = letters  # the M step learns the params letters
+        try:
+            self._emission_mstep(statistics)
+        finally:
+            self.params = learned
 
     def _estep_bytes_per_row(self, n_features):
         """Bytes per row of the whole-sequence E step's arrays (an estimate):
@@ -523,10 +702,11 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             _CHECKPOINT_MIN_CELLS // self.n_components,
         )
 
-    def _checkpointed_estep(self, X, emissions, buffers, chunk_rows=None):
+    def _checkpointed_estep(self, X, emissions, buffers, chunk_rows=None, known_states=None):
         """``(statistics, log_likelihood)`` of one sequence ``X`` by checkpointed
         forward-backward, chunk by chunk (``chunk_rows``: see
-        :meth:`_checkpoint_rows`)."""
+        :meth:`_checkpoint_rows`), its rows' emissions clamped to
+        ``known_states`` (see :func:`clamp_to_known_states`)."""
         if chunk_rows is None:
             chunk_rows = self._checkpoint_rows(X.shape[0], X.shape[1])
         emission_statistics = []  # the running sum, kept in a list for the closure
@@ -542,7 +722,10 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             self.transmat_,
             X.shape[0],
             chunk_rows,
-            lambda start, stop: emissions(X[start:stop], buffers),
+            lambda start, stop: self._clamped(
+                emissions(X[start:stop], buffers),
+                None if known_states is None else known_states[start:stop],
+            ),
             consume,
             buffers,
         )
@@ -565,6 +748,13 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
         return emissions
 
+    @staticmethod
+    def _clamped(emissions, known_states):
+        """``(log_frameprob, shift, cache)`` of an emissions function, clamped to
+        the rows' ``known_states`` (None: as they are)."""
+        log_frameprob, shift, cache = emissions
+        return (*clamp_to_known_states(log_frameprob, shift, known_states), cache)
+
     def _blockwise(
         self,
         X,
@@ -576,6 +766,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         buffers=None,
         long_rows=None,
         run_long=None,
+        known_states=None,
     ):
         """Call ``run(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows)``
         on the emissions of each block of whole sequences (``_emissions(shifted)``;
@@ -583,7 +774,9 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         the work arrays of ``buffers`` (a new dict if None) shared from block to
         block.  With ``run_long``, a sequence of more than ``long_rows`` rows is a
         block of its own, and goes to ``run_long(X[rows], emissions, buffers,
-        sequences, rows)`` instead, which computes its emissions chunk by chunk."""
+        sequences, rows)`` instead, which computes its emissions chunk by chunk.
+        The emissions of a block are clamped to its rows of ``known_states``
+        (``run_long`` clamps its chunks)."""
         emissions = self._emissions(shifted)
         buffers = {} if buffers is None else buffers
         if run_long is None:
@@ -592,7 +785,10 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             if long_rows is not None and len(local_offsets) == 2 and local_offsets[-1] > long_rows:
                 run_long(X[rows], emissions, buffers, sequences, rows)
                 continue
-            log_frameprob, shift, cache = emissions(X[rows], buffers)
+            log_frameprob, shift, cache = self._clamped(
+                emissions(X[rows], buffers),
+                None if known_states is None else known_states[rows],
+            )
             run(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows)
 
     def _row_blocks(self, offsets, cells=None, long_rows=None):
@@ -645,7 +841,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         (:class:`skseq.base.ParameterCoordinates`): probabilities by their
         logs, the emission parameters as the emission model declares
         (:meth:`_emission_coordinates`); None when nothing is learned."""
-        emission_kinds = self._emission_coordinates(X)
+        emission_kinds = self._emission_coordinates(self._split_known_states(X)[0])
         kinds = {}
         for letter, attribute in self._all_letters.items():
             if letter not in self.params:
@@ -690,7 +886,9 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         what forward-backward over the whole sequence would add, at fixed
         parameters), their log-likelihood given the past, and the new message.
         """
+        X, known_states = self._split_known_states(X)
         log_frameprob, cache = self._emission_terms(X)
+        log_frameprob, _ = clamp_to_known_states(log_frameprob, None, known_states)
         result = _forward_smoothing_rows(
             self.startprob_,
             self.transmat_,
@@ -702,7 +900,9 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         added = after if stream is None else after + (-1.0) * self._stream_statistics(stream)
         return added, result.log_likelihood, result.carried
 
-    def partial_fit(self, X, y=None, *, lengths=None, sequence_ids=None, new_sequence=False):
+    def partial_fit(
+        self, X, y=None, *, lengths=None, sequence_ids=None, new_sequence=False, known_states=None
+    ):
         """One step of stochastic EM on a batch of rows.
 
         The E step runs on the batch only; its statistics are blended into
@@ -733,12 +933,20 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         new_sequence : bool, default=False
             True when the first sequence of ``X`` starts afresh rather than
             continuing the last sequence of the previous call.
+        known_states : array-like of int of shape (n_samples,), optional
+            The known hidden state of each row, -1 where unknown: see
+            :meth:`fit`.  A batch's labels clamp its rows only.
 
         Returns
         -------
         self
         """
-        return self._partial_fit(X, y, lengths, sequence_ids, new_sequence)
+        try:
+            return self._partial_fit(
+                X, y, lengths, sequence_ids, new_sequence, known_states=known_states
+            )
+        finally:
+            self.__dict__.pop("_known_states_stacked", None)
 
     # The hooks of the stream engine (BaseEM._partial_fit).
 
@@ -747,16 +955,21 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
     def _is_new_stream(self):
         return not hasattr(self, "startprob_") or not hasattr(self, "n_features_in_")
 
-    def _validate_stream_batch(self, X, y, lengths, sequence_ids, *, first_call, continues):
+    def _validate_stream_batch(
+        self, X, y, lengths, sequence_ids, *, first_call, continues, known_states=None
+    ):
         X, offsets = self._prepare(
             X, y, lengths, sequence_ids, reset=first_call, method="partial_fit"
         )
+        known_states = self._check_known_states(known_states, X)
         self._check_training_rows(X)
         self._check_priors(X.shape[1])
         if not first_call:
             self._check_fitted_parameters(X.shape[1])
             self._ensure_emission_centre()
-        return X, offsets
+            if known_states is not None:
+                self._check_known_states_possible(known_states, offsets, continues)
+        return self._stack_known_states(X, known_states), offsets
 
     def _initialize_stream(self, X, offsets):
         self._capture_presets()
@@ -840,7 +1053,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
     # -- public API ---------------------------------------------------------
 
-    def fit(self, X, y=None, *, lengths=None, sequence_ids=None):
+    def fit(self, X, y=None, *, lengths=None, sequence_ids=None, known_states=None):
         """Estimate the model parameters with the EM (Baum-Welch) algorithm.
 
         A sequence whose forward-backward arrays would pass scikit-learn's
@@ -862,6 +1075,21 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         sequence_ids : array-like of shape (n_samples,), optional
             A sequence label per row, contiguous within each sequence.  Routed
             by metadata routing, so ``GroupKFold`` keeps sequences whole.
+        known_states : array-like of int of shape (n_samples,), optional
+            Semi-supervised fitting: the hidden state of each row where it is
+            known, -1 where it is not (scikit-learn's marker of an unlabelled
+            sample).  The E step clamps the labelled rows to their states
+            (state k is label k), and the initialisation starts each labelled
+            state's emission parameters at its rows; fully labelled rows give
+            the supervised (MAP) estimates in one iteration.  ``monitor_``
+            then records log p(X, labelled states), the log-likelihood of the
+            data jointly with the labels.  Routed by metadata routing like
+            ``sequence_ids`` (requested by default).  A ValueError names a
+            label that cannot be: a state outside 0..n_components - 1, not a
+            whole number, on a missing (all-NaN) row, or a start or transition
+            between consecutive labelled rows that ``startprob_`` or
+            ``transmat_`` forbid.  EM then works on a copy of ``X`` with the
+            labels as one more column.
 
         Returns
         -------
@@ -869,9 +1097,10 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         """
         self._check_params()
         X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=True)
+        known_states = self._check_known_states(known_states, X)
         self._check_training_rows(X)
         self._check_priors(X.shape[1])
-        return self._fit_em(X, offsets)
+        return self._fit_em(X, offsets, known_states)
 
     def score(self, X, y=None, *, lengths=None, sequence_ids=None, sample_weight=None):
         """Log-likelihood of ``X`` under the model.
