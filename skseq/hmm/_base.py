@@ -493,13 +493,13 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
     # -- initialisation -----------------------------------------------------
 
-    def _fit_em(self, X, offsets, known_states=None):
+    def _fit_em(self, X, offsets):
+        # X may carry known states as a last column (_stack_known_states).
         self._capture_presets()
         try:
-            result = super()._fit_em(self._stack_known_states(X, known_states), offsets)
+            result = super()._fit_em(X, offsets)
         finally:
             del self._presets
-            self.__dict__.pop("_known_states_stacked", None)
         self._initialized()
         self._reset_stream()
         return result
@@ -664,8 +664,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             if letter in self.init_params
             and self._initial_value(attribute) is None
             and (
-                self._letters_from_known_states is None
-                or letter in self._letters_from_known_states
+                self._letters_from_known_states is None or letter in self._letters_from_known_states
             )
         )
         if not letters:
@@ -1100,7 +1099,10 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         known_states = self._check_known_states(known_states, X)
         self._check_training_rows(X)
         self._check_priors(X.shape[1])
-        return self._fit_em(X, offsets, known_states)
+        try:
+            return self._fit_em(self._stack_known_states(X, known_states), offsets)
+        finally:
+            self.__dict__.pop("_known_states_stacked", None)
 
     def score(self, X, y=None, *, lengths=None, sequence_ids=None, sample_weight=None):
         """Log-likelihood of ``X`` under the model.

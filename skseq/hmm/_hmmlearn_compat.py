@@ -7,9 +7,12 @@ conventions apart from the model (:class:`skseq.hmm.BaseHMM`, which inherits
 it): every parameter named by a ``params`` letter is stored as a float64
 copy; one assigned by code outside skseq is *hand-set*, kept as the start of
 every ``n_init`` run (a preset) unless its ``<name>_init`` or its
-``init_params`` letter overwrites it, with hmmlearn's warning then.
+``init_params`` letter overwrites it, with hmmlearn's warning then, both as a
+``UserWarning`` and, where hmmlearn's users' log handlers (and pytest's
+``caplog``) catch it, as a warning record of the logger ``"skseq.hmm"``.
 """
 
+import logging
 import sys
 
 import numpy as np
@@ -18,6 +21,9 @@ from .._validation import check_scalar_param
 from ..base import _PACKAGE_DIRECTORY, warn_user
 
 __all__ = ["HmmlearnCompatMixin", "as_parameter_array"]
+
+# hmmlearn reports through the logging module what skseq also warns about.
+logger = logging.getLogger("skseq.hmm")
 
 
 def as_parameter_array(value, name):
@@ -114,10 +120,12 @@ class HmmlearnCompatMixin:
                 self._presets[attribute] = np.copy(getattr(self, storage))
                 continue
             if attribute in hand_set:
-                warn_user(  # hmmlearn's words
+                message = (  # hmmlearn's words
                     f"Even though the {attribute!r} attribute is set, it will be "
                     f"overwritten during initialization because {reason}"
                 )
+                logger.warning(message)
+                warn_user(message)
 
     def _initialized(self):
         """After an initialisation from data: nothing is hand-set any more, and

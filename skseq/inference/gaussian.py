@@ -111,8 +111,9 @@ def compact_covars(covars, covariance_type):
     Accepts the compact shape, or full matrices (as :func:`fill_covars`
     returns) when they are exactly representable: diagonal for "diag",
     multiples of the identity for "spherical", all equal for "tied".
-    Spherical variances may also come as a column, (n_components, 1), as
-    hmmlearn accepts.  Raises ValueError for full matrices that are not.
+    Spherical variances may also come as (n_components, 1), (n_components,
+    1, 1) or (n_components, 1, 1, 1), the shapes hmmlearn 0.3 accepts (its
+    issue 385).  Raises ValueError for full matrices that are not.
 
     Examples
     --------
@@ -122,8 +123,12 @@ def compact_covars(covars, covariance_type):
     array([1., 3.])
     """
     covars = np.array(covars, dtype=np.float64)
-    if covariance_type == "spherical" and covars.ndim == 2 and covars.shape[1] == 1:
-        return covars[:, 0].copy()
+    if (
+        covariance_type == "spherical"
+        and 2 <= covars.ndim <= 4
+        and covars.shape[1:] == (1,) * (covars.ndim - 1)
+    ):
+        return covars.reshape(covars.shape[0])
     if covars.ndim != 3 or covariance_type == "full":
         return covars
     diagonals = np.diagonal(covars, axis1=1, axis2=2)
