@@ -655,8 +655,13 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         ``_letters_from_known_states`` of them when set), with each labelled
         row's posterior all on its state and unlabelled rows weighing nothing:
         state k starts where the rows labelled k are, so it is label k's
-        state (no label switching).  States without labels keep the
-        data-driven initialisation.
+        state (no label switching).  With n_k rows labelled k, the start is
+        the convex combination n_k / (n_k + 1) of that estimate and
+        1 / (n_k + 1) of the data-driven one (a pseudo-row): a probability or
+        rate that a few labelled rows would put at zero, where EM could never
+        move it, stays positive, and a parameter's domain is kept (each is
+        convex).  The parameters' first axis is the state's.  States without
+        labels keep the data-driven initialisation.
         """
         letters = "".join(
             letter
@@ -674,12 +679,20 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         posteriors = np.zeros((rows.shape[0], self.n_components))
         posteriors[np.arange(rows.shape[0]), known_states[labelled]] = 1.0
         statistics = self._emission_statistics(rows, posteriors, self._emission_terms(rows)[1])
+        storage = [self._storage_name(self._emission_letters[letter]) for letter in letters]
+        data_driven = {name: np.copy(getattr(self, name)) for name in storage}
         learned = self.params
         self.params = letters  # the M step learns the params letters
         try:
             self._emission_mstep(statistics)
         finally:
             self.params = learned
+        n_labelled = np.bincount(known_states[labelled], minlength=self.n_components)
+        weight = n_labelled / (n_labelled + 1.0)
+        for name, start in data_driven.items():
+            value = getattr(self, name)
+            share = weight.reshape((-1,) + (1,) * (value.ndim - 1))
+            setattr(self, name, start + share * (value - start))
 
     def _estep_bytes_per_row(self, n_features):
         """Bytes per row of the whole-sequence E step's arrays (an estimate):

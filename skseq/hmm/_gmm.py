@@ -116,6 +116,10 @@ class GMMHMM(BaseHMM):
     _emission_letters = {"m": "means_", "c": "covars_", "w": "weights_"}
     _densities_never_zero = True
 
+    # Labelled rows set the initial means; the covariances start data-wide, as
+    # without labels (a few rows' scatter would be a degenerate start).
+    _letters_from_known_states = "m"
+
     def __init__(
         self,
         n_components=1,

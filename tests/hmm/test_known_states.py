@@ -506,3 +506,48 @@ def test_pipeline_and_grid_search_route_known_states(metadata_routing):
     assert len(seen) == 4  # three folds and the refit
     assert sorted(len(s) for s in seen) == [400, 400, 400, 600]
     np.testing.assert_allclose(search.best_estimator_.means_, means, atol=1e-6)
+
+
+def test_one_labelled_row_per_state_anchors_the_initialisation():
+    """KMeans puts its clusters in any order; one labelled row per state moves
+    each state's start to its label (and leaves no zero probability behind)."""
+    true = true_gaussian_model("diag")
+    X, Z = sample_sequences(true, [1500], seed=6)
+    labels = np.full(1500, -1)
+    for k in range(3):
+        labels[np.flatnonzero(Z == k)[0]] = k
+    for seed in range(4):
+        model = GaussianHMM(3, covariance_type="diag", n_iter=50, random_state=seed)
+        model.fit(X, known_states=labels)
+        np.testing.assert_allclose(model.means_, true.means_, atol=0.2)
+    symbols = CategoricalHMM(2, n_features=3)
+    symbols.startprob_ = [0.5, 0.5]
+    symbols.transmat_ = [[0.9, 0.1], [0.1, 0.9]]
+    symbols.emissionprob_ = [[0.1, 0.2, 0.7], [0.7, 0.2, 0.1]]
+    S, Z = symbols.sample(2000, random_state=1)
+    labels = np.full(2000, -1)
+    for k in range(2):
+        labels[np.flatnonzero(Z == k)[0]] = k
+    model = CategoricalHMM(2, n_iter=0, random_state=0).fit(S, known_states=labels)
+    assert np.all(model.emissionprob_ > 0)
+    model = CategoricalHMM(2, n_iter=300, tol=1e-6, random_state=0).fit(S, known_states=labels)
+    np.testing.assert_allclose(model.emissionprob_, symbols.emissionprob_, atol=0.05)
+
+
+def test_a_clamped_sequence_the_scaled_recursion_loses_is_redone_exactly():
+    """Left-right: state 1's relative mass falls to e^-1600 before it is the only
+    possible state (and labelled): the log-space redo sees the clamped rows too."""
+    log_start = np.log([0.5, 0.5])
+    with np.errstate(divide="ignore"):
+        log_trans = np.log([[1.0, 0.0], [0.1, 0.9]])
+    log_frame = np.zeros((6, 2))
+    log_frame[:4, 1] = -400.0
+    log_frame[4] = [-np.inf, 0.0]
+    labels = np.array([-1, -1, -1, -1, -1, 1])
+    expected = enumerate_through_labels(log_start, log_trans, log_frame, labels)
+    assert np.isfinite(expected[0])
+    clamped, _ = clamp_to_known_states(log_frame, None, labels)
+    result = hmm_forward_backward(log_start, log_trans, clamped)
+    np.testing.assert_allclose(result.log_likelihood, expected[0], rtol=1e-12)
+    np.testing.assert_allclose(result.posteriors, expected[1], atol=1e-12)
+    np.testing.assert_allclose(result.transition_counts, expected[2], atol=1e-12)
