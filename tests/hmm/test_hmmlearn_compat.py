@@ -11,6 +11,9 @@ import warnings
 
 import numpy as np
 import pytest
+from hmm_references import brute_force
+from scipy.special import logsumexp
+from scipy.stats import norm
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
@@ -184,6 +187,82 @@ def test_spherical_covars_as_a_column_as_hmmlearn():
     theirs.startprob_, theirs.transmat_ = model.startprob_, model.transmat_
     theirs.means_, theirs.covars_ = model.means_, np.array([[1.0], [2.0]])
     np.testing.assert_allclose(model.score(X), theirs.score(X), rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_features", [1, 2])
+@pytest.mark.parametrize("shape", [(2,), (2, 1), (2, 1, 1), (2, 1, 1, 1)])
+def test_spherical_covars_in_every_shape_hmmlearn_accepts(shape, n_features):
+    """hmmlearn's issue 385: spherical covars_ assigned as (n_components, 1, 1, 1)
+    (or (n_components, 1, 1)) are accepted and sampled from; skseq takes them
+    too, as the variances they hold, and (unlike hmmlearn) also scores with them."""
+    variances = np.array([1.0, 2.0])
+
+    def set_up(model, covars):
+        model.startprob_ = [0.5, 0.5]
+        model.transmat_ = [[0.9, 0.1], [0.1, 0.9]]
+        model.means_ = np.zeros((2, n_features)) + [[0.0], [3.0]]
+        model.covars_ = covars
+        return model
+
+    model = set_up(GaussianHMM(2, covariance_type="spherical"), variances.reshape(shape))
+    np.testing.assert_array_equal(model._covars_, variances)
+    X, states = model.sample(4000, random_state=0)
+    for k in range(2):  # the draws have the variances
+        np.testing.assert_allclose(X[states == k].var(axis=0), variances[k], rtol=0.1)
+    reference = set_up(GaussianHMM(2, covariance_type="spherical"), variances)
+    assert model.score(X[:50]) == reference.score(X[:50])
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    theirs = set_up(hmm.GaussianHMM(2, covariance_type="spherical"), variances.reshape(shape))
+    theirs.sample(10, random_state=0)  # hmmlearn samples with this shape, as skseq
+    np.testing.assert_allclose(model.covars_, theirs.covars_, rtol=0)
+    plain = set_up(hmm.GaussianHMM(2, covariance_type="spherical"), variances)
+    np.testing.assert_allclose(model.score(X[:50]), plain.score(X[:50]), rtol=1e-12)
+
+
+def test_spherical_covars_of_one_variance_per_feature_are_refused():
+    """(n_components, n_features) with n_features > 1 holds no spherical variances
+    (hmmlearn turns it into n_components * n_features matrices): a ValueError."""
+    model = GaussianHMM(2, covariance_type="spherical", init_params="")
+    model.startprob_ = [0.5, 0.5]
+    model.transmat_ = [[0.9, 0.1], [0.1, 0.9]]
+    model.means_ = np.zeros((2, 2))
+    model.covars_ = np.ones((2, 2))
+    with pytest.raises(ValueError, match=r"covars_ for covariance_type='spherical' must have"):
+        model.sample(5)
+
+
+def test_underflow_hmmlearns_scaling_raises_on_is_exact_in_skseq():
+    """State 0 never leaves; state 1 falls to e^-7200 relative to it over four
+    rows, after which state 0's densities are e^-1800: hmmlearn's scaling
+    implementation raises on the underflow, skseq's answer (the scaled
+    recursion, redone in log space where it cannot vouch for a sequence)
+    equals the enumeration of every state path in log space."""
+    X = np.array([[0.0], [0.0], [0.0], [0.0], [60.0], [60.0]])
+
+    def set_up(model):
+        model.startprob_ = [0.5, 0.5]
+        model.transmat_ = [[1.0, 0.0], [0.1, 0.9]]
+        model.means_ = [[0.0], [60.0]]
+        model.covars_ = [[1.0], [1.0]]
+        return model
+
+    log_frame = norm.logpdf(X, loc=[0.0, 60.0], scale=1.0)
+    with np.errstate(divide="ignore"):
+        log_trans = np.log([[1.0, 0.0], [0.1, 0.9]])
+    paths, log_joint = brute_force(np.log([0.5, 0.5]), log_trans, log_frame)
+    expected = logsumexp(log_joint)
+    for implementation in ("scaling", "log"):
+        ours = set_up(GaussianHMM(2, covariance_type="diag", implementation=implementation))
+        np.testing.assert_allclose(ours.score(X), expected, rtol=1e-12)
+        posteriors = ours.predict_proba(X)
+        weights = np.exp(log_joint - expected)
+        np.testing.assert_allclose(posteriors[:, 1], weights @ (paths == 1), atol=1e-12)
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    theirs = set_up(hmm.GaussianHMM(2, covariance_type="diag", implementation="scaling"))
+    with pytest.raises(ValueError, match="underflow"):
+        theirs.score(X)
+    theirs.implementation = "log"
+    np.testing.assert_allclose(theirs.score(X), expected, rtol=1e-10)
 
 
 # -- n_features ---------------------------------------------------------------------
@@ -447,6 +526,25 @@ def test_overwritten_hand_set_parameter_warns_with_hmmlearns_words(caplog):
     with caplog.at_level(logging.WARNING, logger="hmmlearn"):
         theirs.fit(X)
     assert ours[0] in caplog.messages
+
+
+def test_overwritten_hand_set_parameter_is_logged_as_in_hmmlearn(caplog):
+    """hmmlearn reports it through logging (its users' handlers and caplog catch
+    it); skseq logs it on the logger "skseq.hmm" and warns as well."""
+    X = np.random.default_rng(0).normal(size=(60, 1))
+    model = GaussianHMM(2, n_iter=1, random_state=0)
+    model.means_ = [[0.0], [1.0]]
+    with caplog.at_level(logging.WARNING, logger="skseq.hmm"):
+        with pytest.warns(UserWarning, match="will be overwritten") as record:
+            model.fit(X)
+    logged = [r for r in caplog.records if r.name == "skseq.hmm"]
+    assert [r.levelno for r in logged] == [logging.WARNING]
+    assert logged[0].getMessage() == str(record[0].message)
+    assert "'init_params' contains 'm'" in logged[0].getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="skseq.hmm"):
+        model.fit(X)  # nothing hand-set any more: nothing logged
+    assert not [r for r in caplog.records if r.name == "skseq.hmm"]
 
 
 def test_overwritten_warning_only_for_hand_set_values():
