@@ -816,16 +816,25 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
         """hmmlearn's warning: fewer observed values than free parameters to fit.
 
         Not with ``n_iter=0``, which fits nothing (a way to set the initial
-        values as the parameters).
+        values as the parameters).  Also a warning record of ``_fit_logger``
+        when the family names one.
         """
         if self.n_iter == 0:
             return
         n_parameters, n_data = self._n_parameters(), self._n_data_points(X)
         if n_data < n_parameters:
-            warn_user(
+            message = (
                 f"Fitting a model with {n_parameters} free scalar parameters with only "
                 f"{n_data} data points will result in a degenerate solution."
             )
+            if self._fit_logger is not None:
+                self._fit_logger.warning(message)
+            warn_user(message)
+
+    # hmmlearn reports its fitting warnings through the logging module, where
+    # its users' handlers catch them: the families that take its API name a
+    # logger (a logging.Logger) that gets them as well.
+    _fit_logger = None
 
     # -- stochastic EM ------------------------------------------------------------
 

@@ -9,7 +9,8 @@ copy; one assigned by code outside skseq is *hand-set*, kept as the start of
 every ``n_init`` run (a preset) unless its ``<name>_init`` or its
 ``init_params`` letter overwrites it, with hmmlearn's warning then, both as a
 ``UserWarning`` and, where hmmlearn's users' log handlers (and pytest's
-``caplog``) catch it, as a warning record of the logger ``"skseq.hmm"``.
+``caplog``) catch it, as a warning record of the logger ``"skseq.hmm"``
+(``_fit_logger``; the degenerate-solution warning too).
 """
 
 import logging
@@ -50,6 +51,8 @@ class HmmlearnCompatMixin:
     For :class:`skseq.hmm.BaseHMM`, which supplies ``_all_letters`` and
     ``_emission_letters`` (the parameters by letter) and ``init_params``.
     """
+
+    _fit_logger = logger
 
     def __setattr__(self, name, value):
         # Every parameter named by a params letter is stored as a float64 array,
@@ -124,7 +127,7 @@ class HmmlearnCompatMixin:
                     f"Even though the {attribute!r} attribute is set, it will be "
                     f"overwritten during initialization because {reason}"
                 )
-                logger.warning(message)
+                self._fit_logger.warning(message)
                 warn_user(message)
 
     def _initialized(self):

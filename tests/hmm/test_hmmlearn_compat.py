@@ -545,6 +545,14 @@ def test_overwritten_hand_set_parameter_is_logged_as_in_hmmlearn(caplog):
     with caplog.at_level(logging.WARNING, logger="skseq.hmm"):
         model.fit(X)  # nothing hand-set any more: nothing logged
     assert not [r for r in caplog.records if r.name == "skseq.hmm"]
+    # hmmlearn logs the degenerate-solution warning too; so does skseq.
+    with caplog.at_level(logging.WARNING, logger="skseq.hmm"):
+        with pytest.warns(UserWarning, match="degenerate solution"):
+            GaussianHMM(5, covariance_type="full", n_iter=2, random_state=0).fit(X[:8])
+    assert [r.getMessage() for r in caplog.records if r.name == "skseq.hmm"] == [
+        "Fitting a model with 34 free scalar parameters with only 8 data points will "
+        "result in a degenerate solution."
+    ]
 
 
 def test_overwritten_warning_only_for_hand_set_values():
