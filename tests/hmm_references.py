@@ -18,8 +18,15 @@ def brute_force(log_start, log_trans, log_frame):
     return paths, log_joint
 
 
-def brute_force_posteriors(log_start, log_trans, log_frame):
+def brute_force_posteriors(log_start, log_trans, log_frame, known_states=None):
+    """Log-likelihood, posteriors, expected transitions, paths and their log
+    joints by enumeration; with ``known_states`` (-1: unknown), over the paths
+    through the known states only (the likelihood is then log p(X, labels))."""
     paths, log_joint = brute_force(log_start, log_trans, log_frame)
+    if known_states is not None:
+        labelled = known_states >= 0
+        through = np.all(paths[:, labelled] == known_states[labelled], axis=1)
+        paths, log_joint = paths[through], log_joint[through]
     n_samples, n_states = log_frame.shape
     log_likelihood = logsumexp(log_joint)
     weights = np.exp(log_joint - log_likelihood)
@@ -30,6 +37,19 @@ def brute_force_posteriors(log_start, log_trans, log_frame):
         if t + 1 < n_samples:
             np.add.at(counts, (paths[:, t], paths[:, t + 1]), weights)
     return log_likelihood, posteriors, counts, paths, log_joint
+
+
+def left_right_underflow_frames():
+    """log start, log transmat and log-emissions of a left-right model whose
+    state 1 falls to e^-1600 relative to state 0, then is the only possible
+    state: the scaled recursion loses it, a log-space redo is exact."""
+    log_start = np.log([0.5, 0.5])
+    with np.errstate(divide="ignore"):
+        log_trans = np.log([[1.0, 0.0], [0.1, 0.9]])
+    log_frame = np.zeros((5, 2))
+    log_frame[:4, 1] = -400.0
+    log_frame[4] = [-np.inf, 0.0]
+    return log_start, log_trans, log_frame
 
 
 # Offsets (nats below the row's best state) around where exp() leaves the

@@ -13,8 +13,7 @@ import warnings
 import numpy as np
 import pytest
 import sklearn
-from hmm_references import brute_force
-from scipy.special import logsumexp
+from hmm_references import brute_force_posteriors, left_right_underflow_frames
 from scipy.stats import multivariate_normal
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, GroupKFold
@@ -195,20 +194,7 @@ def test_fully_labelled_poisson_and_multinomial_give_the_supervised_estimates():
 def enumerate_through_labels(log_start, log_trans, log_frame, labels):
     """log p(X, labels), per-row posteriors and expected transitions by
     enumerating every path and keeping those through the labels."""
-    paths, log_joint = brute_force(log_start, log_trans, log_frame)
-    labelled = labels >= 0
-    consistent = np.all(paths[:, labelled] == labels[labelled], axis=1)
-    paths, log_joint = paths[consistent], log_joint[consistent]
-    log_likelihood = logsumexp(log_joint)
-    weights = np.exp(log_joint - log_likelihood)
-    n_rows, n_states = log_frame.shape
-    posteriors = np.zeros((n_rows, n_states))
-    transitions = np.zeros((n_states, n_states))
-    for t in range(n_rows):
-        np.add.at(posteriors[t], paths[:, t], weights)
-        if t + 1 < n_rows:
-            np.add.at(transitions, (paths[:, t], paths[:, t + 1]), weights)
-    return log_likelihood, posteriors, transitions
+    return brute_force_posteriors(log_start, log_trans, log_frame, labels)[:3]
 
 
 def test_clamped_forward_backward_equals_enumeration_through_the_labels():
@@ -537,12 +523,8 @@ def test_one_labelled_row_per_state_anchors_the_initialisation():
 def test_a_clamped_sequence_the_scaled_recursion_loses_is_redone_exactly():
     """Left-right: state 1's relative mass falls to e^-1600 before it is the only
     possible state (and labelled): the log-space redo sees the clamped rows too."""
-    log_start = np.log([0.5, 0.5])
-    with np.errstate(divide="ignore"):
-        log_trans = np.log([[1.0, 0.0], [0.1, 0.9]])
-    log_frame = np.zeros((6, 2))
-    log_frame[:4, 1] = -400.0
-    log_frame[4] = [-np.inf, 0.0]
+    log_start, log_trans, log_frame = left_right_underflow_frames()
+    log_frame = np.vstack([log_frame, [0.0, 0.0]])
     labels = np.array([-1, -1, -1, -1, -1, 1])
     expected = enumerate_through_labels(log_start, log_trans, log_frame, labels)
     assert np.isfinite(expected[0])

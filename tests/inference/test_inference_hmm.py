@@ -4,7 +4,7 @@ all paths; sampling of state paths."""
 
 import numpy as np
 import pytest
-from hmm_references import brute_force, brute_force_posteriors
+from hmm_references import brute_force, brute_force_posteriors, left_right_underflow_frames
 from scipy.special import logsumexp
 
 from skseq.inference import (
@@ -174,12 +174,7 @@ def test_bad_lengths():
 def test_left_right_underflow_is_redone_in_log_space():
     """State 1's relative mass falls to e^-1600 (below any double) and is then the
     only possible state: the scaled recursion loses it, the log-space redo is exact."""
-    log_start = np.log([0.5, 0.5])
-    with np.errstate(divide="ignore"):
-        log_trans = np.log([[1.0, 0.0], [0.1, 0.9]])
-    log_frame = np.zeros((5, 2))
-    log_frame[:4, 1] = -400.0
-    log_frame[4] = [-np.inf, 0.0]
+    log_start, log_trans, log_frame = left_right_underflow_frames()
     log_likelihood, posteriors, counts, paths, log_joint = brute_force_posteriors(
         log_start, log_trans, log_frame
     )
