@@ -98,6 +98,20 @@ def test_hmm_fit_score_and_partial_fit_on_the_cluster_equal_threads(client, inde
     assert_same_parameters(local, remote)
 
 
+def test_hmm_fit_with_known_states_on_the_cluster_equals_threads(client):
+    """The E-step blocks pickled to the workers carry the labels (a column of
+    EM's data) and clamp them as the threads do."""
+    X = sequences("real")
+    known = np.where(np.random.default_rng(3).random(len(X)) < 0.2, np.arange(len(X)) % 3, -1)
+    local, remote = (GaussianHMM(3, n_iter=6, tol=-np.inf, random_state=0, n_jobs=2) for _ in "ab")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local.fit(X, lengths=LENGTHS, known_states=known)
+        on_workers(client, lambda: remote.fit(X, lengths=LENGTHS, known_states=known))
+    assert_same_parameters(local, remote)
+    np.testing.assert_allclose(remote.monitor_.history, local.monitor_.history, rtol=1e-12)
+
+
 def test_lgssm_fit_score_and_partial_fit_on_the_cluster_equal_threads(client):
     X = sequences("real")
 
