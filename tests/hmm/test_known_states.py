@@ -533,3 +533,26 @@ def test_a_clamped_sequence_the_scaled_recursion_loses_is_redone_exactly():
     np.testing.assert_allclose(result.log_likelihood, expected[0], rtol=1e-12)
     np.testing.assert_allclose(result.posteriors, expected[1], atol=1e-12)
     np.testing.assert_allclose(result.transition_counts, expected[2], atol=1e-12)
+
+
+def test_any_subclass_of_basehmm_takes_known_states():
+    """The user guide's ExponentialHMM (five hooks, nothing about labels): fully
+    labelled, its rates are the supervised n_k / sum x; with 10 % of labels, its
+    states follow the labels, though its initialisation orders them by rate."""
+    from test_extension_contract import page_example, two_regimes
+
+    ExponentialHMM = page_example()["ExponentialHMM"]
+    # State 0 the slow one: its initialisation (state j at the (j + 1/2) / K
+    # quantile of X) puts the fast one first.
+    rates = np.array([[0.5], [4.0]])
+    X, Z = two_regimes(np.random.default_rng(0), [500, 400], rates)
+    model = ExponentialHMM(2, params="str", init_params="str", n_iter=1, random_state=0)
+    model.fit(X, lengths=[500, 400], known_states=Z)
+    expected = [[np.sum(Z == k) / X[Z == k, 0].sum()] for k in range(2)]
+    np.testing.assert_allclose(model.rates_, expected, rtol=1e-12)
+    labels = np.where(np.random.default_rng(1).random(len(Z)) < 0.1, Z, -1)
+    model = ExponentialHMM(2, params="str", init_params="str", n_iter=100, random_state=0)
+    model.fit(X, lengths=[500, 400], known_states=labels)
+    np.testing.assert_allclose(model.rates_, rates, rtol=0.15)
+    unlabelled = ExponentialHMM(2, params="str", init_params="str", n_iter=100).fit(X)
+    assert unlabelled.rates_[0, 0] > unlabelled.rates_[1, 0]  # the other order
