@@ -568,6 +568,14 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
 
     # -- the EM loop ------------------------------------------------------------
 
+    def _monitored(self, log_likelihood):
+        """What the convergence monitor records for an E step whose data
+        log-likelihood is ``log_likelihood`` (batch and online ``fit``): that
+        value; variational models record their evidence lower bound, the
+        E step's bound minus the divergence of the parameters' posterior
+        from their prior."""
+        return log_likelihood
+
     def _run_em(self, X, offsets, random_state, monitor, context):
         """Iterate E and M steps from the current parameters until ``monitor`` stops them.
 
@@ -585,7 +593,7 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
         for _ in range(self.n_iter):
             statistics, log_likelihood = self._estep_parallel(X, offsets, context)
             self._check_log_likelihood(log_likelihood)
-            monitor.report(log_likelihood)
+            monitor.report(self._monitored(log_likelihood))
             if self._stops(monitor):
                 return True, statistics
             self._mstep(statistics)
@@ -754,7 +762,7 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
                 self._check_log_likelihood(batch_log_likelihood)
                 log_likelihood += batch_log_likelihood
                 self._stochastic_step(statistics, len(rows), reference_rows)
-            monitor.report(log_likelihood)
+            monitor.report(self._monitored(log_likelihood))
             if self._stops(monitor):
                 return True, None
         return False, None

@@ -479,9 +479,11 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         # sequences go in blocks that share the arrays.
         blocks = []
 
+        startprob, transmat = self._estep_chain()
+
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
             result = _forward_backward_offsets(
-                self.startprob_, self.transmat_, log_frameprob, local_offsets, shift, buffers
+                startprob, transmat, log_frameprob, local_offsets, shift, buffers
             )
             statistics = SufficientStatistics(
                 start=result.start_counts, trans=result.transition_counts
@@ -500,6 +502,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             buffers=buffers,
             long_rows=self._checkpoint_threshold(X.shape[1]),
             run_long=long_sequence,
+            emissions=self._estep_emissions(),
         )
         return self._add_up(blocks)
 
@@ -538,8 +541,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             ]
 
         log_likelihood, start_counts, transition_counts = _checkpointed_forward_backward(
-            self.startprob_,
-            self.transmat_,
+            *self._estep_chain(),
             X.shape[0],
             chunk_rows,
             lambda start, stop: emissions(X[start:stop], buffers),
@@ -565,6 +567,22 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
         return emissions
 
+    def _estep_chain(self):
+        """``(startprob, transmat)`` of the E step's recursions: the parameters.
+        Variational models use exp E_q[log pi] and exp E_q[log A] (rows that
+        sum to less than one)."""
+        return self.startprob_, self.transmat_
+
+    def _estep_emissions(self):
+        """The E step's emissions function (as :meth:`_emissions`): the
+        parameters'; variational models give exp E_q[log p(x_t | z_t = j)]."""
+        return self._emissions()
+
+    def _estep_emission_terms(self, X):
+        """``(log_frameprob, cache)`` of the E step of streams, as
+        :meth:`_estep_emissions` (:meth:`_emission_terms` by default)."""
+        return self._emission_terms(X)
+
     def _blockwise(
         self,
         X,
@@ -576,6 +594,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         buffers=None,
         long_rows=None,
         run_long=None,
+        emissions=None,
     ):
         """Call ``run(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows)``
         on the emissions of each block of whole sequences (``_emissions(shifted)``;
@@ -583,8 +602,9 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         the work arrays of ``buffers`` (a new dict if None) shared from block to
         block.  With ``run_long``, a sequence of more than ``long_rows`` rows is a
         block of its own, and goes to ``run_long(X[rows], emissions, buffers,
-        sequences, rows)`` instead, which computes its emissions chunk by chunk."""
-        emissions = self._emissions(shifted)
+        sequences, rows)`` instead, which computes its emissions chunk by chunk.
+        ``emissions``: an emissions function to use instead (the E step's)."""
+        emissions = self._emissions(shifted) if emissions is None else emissions
         buffers = {} if buffers is None else buffers
         if run_long is None:
             long_rows = None
@@ -690,10 +710,9 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         what forward-backward over the whole sequence would add, at fixed
         parameters), their log-likelihood given the past, and the new message.
         """
-        log_frameprob, cache = self._emission_terms(X)
+        log_frameprob, cache = self._estep_emission_terms(X)
         result = _forward_smoothing_rows(
-            self.startprob_,
-            self.transmat_,
+            *self._estep_chain(),
             log_frameprob,
             self._emission_features(X, cache),
             stream,
