@@ -41,7 +41,7 @@ from ..inference.gaussian import _missing_rows as missing_rows
 from ..inference.gaussian import fill_covars
 from ..inference.hmm import _forward_offsets
 from ._base import fit_kmeans
-from ._discrete import CategoricalHMM, symbol_index
+from ._discrete import CategoricalHMM, emission_table, symbol_index
 from ._gaussian import (
     GaussianHMM,
     check_positive_semidefinite,
@@ -767,8 +767,9 @@ class VariationalCategoricalHMM(_VariationalHMM, CategoricalHMM):
     """Hidden Markov model with categorical emissions, fitted by variational Bayes.
 
     hmmlearn's ``VariationalCategoricalHMM`` (same parameters, attributes and
-    numbers from the same initialisation; pass ``lengths`` by keyword): one
-    column of symbols 0 .. n_features - 1, Dirichlet priors on
+    numbers from the same initialisation; pass ``lengths`` by keyword): a
+    column of symbols 0 .. n_features - 1 (or several, independent given the
+    state, as in :class:`CategoricalHMM`), Dirichlet priors on
     ``startprob_``, on each row of ``transmat_`` and on each state's symbol
     probabilities, and a factored posterior fitted by coordinate ascent on
     the evidence lower bound, which ``monitor_`` records.  The point
@@ -804,7 +805,9 @@ class VariationalCategoricalHMM(_VariationalHMM, CategoricalHMM):
     ----------
     startprob_prior_, startprob_posterior_ : ndarray of shape (n_components,)
     transmat_prior_, transmat_posterior_ : ndarray of shape (n_components, n_components)
-    emissionprob_prior_, emissionprob_posterior_ : ndarray of shape (n_components, n_features)
+    emissionprob_prior_, emissionprob_posterior_ : ndarray
+        In the shape of ``emissionprob_``: (n_components, n_features) for one
+        column; zero beyond each column's alphabet.
     startprob_, transmat_, emissionprob_ : ndarray
         The posterior means.
     monitor_, lower_bound_, n_iter_, converged_, n_symbols_
@@ -869,51 +872,65 @@ class VariationalCategoricalHMM(_VariationalHMM, CategoricalHMM):
         self.learning_offset = learning_offset
         self.total_samples = total_samples
 
-    def _validate_X(self, X, reset):
-        X = super()._validate_X(X, reset)
-        if X.shape[1] != 1:
-            raise ValueError(
-                f"{type(self).__name__} takes one column of symbols (as hmmlearn's), "
-                f"got X with {X.shape[1]} columns."
-            )
-        return X
+    def _support(self):
+        """(n_columns, n_symbols): the symbols of each column's alphabet."""
+        sizes = np.atleast_1d(self.n_symbols_)
+        return np.arange(sizes.max()) < sizes[:, None]
 
     def _initialize_variational_emissions(self, X, random_state):
         preset = self._preset_group("e")
         if preset is not None:
-            posterior = preset["emissionprob_posterior_"]
-            shape = np.shape(posterior)
-            check_dirichlet(posterior, "emissionprob_posterior_", (self.n_components, shape[-1]))
-            check_dirichlet(preset["emissionprob_prior_"], "emissionprob_prior_", shape)
-            self._check_symbols(X, np.array([shape[-1]]))
-            self.emissionprob_prior_ = preset["emissionprob_prior_"]
-            self.emissionprob_posterior_ = posterior
-            self.n_symbols_ = int(shape[-1])
-            return
-        # The alphabet as CategoricalHMM finds it (n_features or the data).
+            prior, posterior = preset["emissionprob_prior_"], preset["emissionprob_posterior_"]
+            # The alphabets as CategoricalHMM reads them from a table of that shape.
+            self._presets["emissionprob_"] = posterior / posterior.sum(axis=-1, keepdims=True)
+        # The alphabets as CategoricalHMM finds them (n_features or the data).
         CategoricalHMM._initialize_emissions(self, X, random_state)
-        n_symbols = self.n_symbols_
-        shape = (self.n_components, n_symbols)
-        prior = self._prior_array("emissionprob_prior", 1.0 / n_symbols, shape)
-        check_dirichlet(prior, "emissionprob_prior", shape)
-        # hmmlearn's recipe (Dirichlet draws of the prior's concentration,
-        # scaled to the rows per state), the prior added.
-        draws = np.stack([random_state.dirichlet(row) for row in prior])
-        self.emissionprob_prior_ = prior
-        self.emissionprob_posterior_ = prior + draws * X.shape[0] / self.n_components
+        shape = np.shape(self.emissionprob_)
+        support = self._support().reshape(shape[1:])
+        if preset is None:
+            # hmmlearn's recipe (Dirichlet draws of the prior's concentration,
+            # scaled to the rows per state), the prior added.
+            default = (1.0 / np.atleast_1d(self.n_symbols_))[:, None].reshape(
+                (-1,) * (len(shape) - 2) + (1,)
+            )
+            prior = np.where(support, self._prior_array("emissionprob_prior", default, shape), 0)
+            draws = np.zeros(emission_table(prior).shape)
+            for index in np.ndindex(draws.shape[:2]):
+                row = emission_table(prior)[index]
+                draws[index][row > 0] = random_state.dirichlet(row[row > 0])
+            posterior = prior + draws.reshape(shape) * X.shape[0] / self.n_components
+        for name, value in (("emissionprob_prior_", prior), ("emissionprob_posterior_", posterior)):
+            value = np.asarray(value, dtype=np.float64)
+            if value.shape != shape:
+                raise ValueError(f"{name} must have shape {shape}, got {value.shape}.")
+            inside = np.broadcast_to(support, shape)
+            if not np.all(np.isfinite(value)) or np.any(value[inside] <= 0):
+                raise ValueError(f"{name} must be positive and finite (Dirichlet concentrations).")
+            if np.any(value[~inside] != 0):
+                raise ValueError(f"{name} must be 0 beyond each column's alphabet.")
+            setattr(self, name, value)
 
     def _derive_emissions(self):
         posterior = self.emissionprob_posterior_
-        self.emissionprob_ = posterior / posterior.sum(axis=1, keepdims=True)
+        self.emissionprob_ = posterior / posterior.sum(axis=-1, keepdims=True)
 
     def _estep_emission_terms(self, X):
-        log_table = np.ascontiguousarray(subnormalised_log(self.emissionprob_posterior_).T)
-        index = symbol_index(X, self.emissionprob_posterior_.shape[1])
-        return log_table[index[:, 0]], index
+        table = emission_table(self.emissionprob_posterior_)
+        n_components, n_columns, width = table.shape
+        with np.errstate(divide="ignore"):  # beyond an alphabet: never indexed
+            log_table = np.where(table > 0, subnormalised_log(table), -np.inf)
+        log_table = np.ascontiguousarray(log_table.reshape(n_components, -1).T)
+        index = symbol_index(X, width)
+        if n_columns == 1:
+            return log_table[index[:, 0]], index
+        return log_table[index].sum(axis=1), index
 
     def _variational_emission_mstep(self, statistics):
         if "e" in self.params:
-            self.emissionprob_posterior_ = self.emissionprob_prior_ + statistics["obs"][:, 0]
+            shape = np.shape(self.emissionprob_prior_)
+            self.emissionprob_posterior_ = self.emissionprob_prior_ + statistics["obs"].reshape(
+                shape
+            )
 
     def _emission_divergence(self):
         return dirichlet_divergence(self.emissionprob_posterior_, self.emissionprob_prior_)
