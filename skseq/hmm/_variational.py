@@ -64,19 +64,16 @@ def dirichlet_divergence(posterior, prior):
 
     log B(prior) - log B(posterior) + sum_i (a_i - b_i)(psi(a_i) - psi(sum a))
     with B the multivariate beta function, a the posterior, b the prior.
+    Entries whose prior is 0 (beyond an alphabet) are not in the Dirichlet.
     """
     posterior, prior = np.atleast_2d(posterior), np.atleast_2d(prior)
+    inside = prior > 0
     total = posterior.sum(axis=-1)
-    return float(
-        np.sum(
-            gammaln(total)
-            - gammaln(prior.sum(axis=-1))
-            - np.sum(gammaln(posterior) - gammaln(prior), axis=-1)
-            + np.sum(
-                (posterior - prior) * (digamma(posterior) - digamma(total)[..., None]), axis=-1
-            )
-        )
+    a, b = np.where(inside, posterior, 1.0), np.where(inside, prior, 1.0)
+    entries = np.where(
+        inside, gammaln(b) - gammaln(a) + (a - b) * (digamma(a) - digamma(total)[..., None]), 0
     )
+    return float(np.sum(gammaln(total) - gammaln(prior.sum(axis=-1)) + entries.sum(axis=-1)))
 
 
 def subnormalised_log(posterior):
