@@ -678,8 +678,16 @@ class VariationalGaussianHMM(_VariationalHMM, GaussianHMM):
             return scale[None]
         return fill_covars(scale, self.covariance_type, self.n_components, n_features)
 
+    @property
+    def means_(self):
+        """The means of the states: ``means_posterior_`` (as hmmlearn's)."""
+        return self.means_posterior_
+
+    @means_.setter
+    def means_(self, value):
+        self.means_posterior_ = value
+
     def _derive_emissions(self):
-        self.means_ = self.means_posterior_
         dof = self._dof_column(self.dof_posterior_, np.ndim(self.scale_posterior_))
         self._covars_ = self.scale_posterior_ / dof
 
