@@ -391,8 +391,13 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
         monitor's own criterion, for which hmmlearn's recipe passes any
         threshold as ``tol`` (a log-likelihood, say), not a minimum gain.
         """
-        skip = ("tol",) if self.__dict__.get("_monitor_assigned") else ()
-        check_parameters(self, self._parameter_rules(), skip=skip)
+        check_parameters(self, self._parameter_rules(), skip=self._unchecked_parameters())
+
+    def _unchecked_parameters(self):
+        """The hyperparameters :meth:`_check_params` leaves alone: ``tol`` under
+        an assigned monitor; a family adds those whose value means a default
+        set at fit (the variational HMMs' ``None`` priors)."""
+        return ("tol",) if self.__dict__.get("_monitor_assigned") else ()
 
     def _parameter_rules(self):
         """``{name: rule(value, name)}`` for the family's own hyperparameters."""

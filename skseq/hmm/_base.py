@@ -22,6 +22,12 @@ codes, e.g. ``{"m": "means_", "c": "covars_"}``) and five abstract methods
   smoother of streams sums them);
 * ``_emission_mstep(statistics)``.
 
+The E step reads the model through three more hooks, whose defaults are the
+parameters themselves: ``_estep_chain()`` (start and transition
+probabilities), ``_estep_emissions()`` and ``_estep_emission_terms(X)`` (the
+emissions of batch and stream E steps); the variational models give them
+the subnormalised exp E_q[log theta].
+
 Hooks with defaults, which the models here override: ``_validate_X(X,
 reset)`` (finite float64) and ``_check_training_rows(X)`` for what only the
 rows of ``fit`` and ``partial_fit`` must satisfy;
@@ -274,7 +280,9 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
     def _check_priors(self, n_features):
         """Validate the prior hyperparameters whose rules need the data
         (:func:`~skseq._validation.at_fit`) at fit, before any data are used."""
-        check_parameters(self, self._parameter_rules(), n_features=n_features)
+        check_parameters(
+            self, self._parameter_rules(), n_features=n_features, skip=self._unchecked_parameters()
+        )
 
     def _ensure_emission_centre(self):
         """Fix the reference point of the emission statistics if the model has none.

@@ -31,7 +31,6 @@ from scipy.special import digamma, gammaln
 
 from .._validation import (
     at_fit,
-    check_parameters,
     check_prior_param,
     optional,
     prior_rule,
@@ -155,16 +154,10 @@ class _VariationalHMM:
 
     # -- hyperparameters ------------------------------------------------------
 
-    def _check_params(self):
-        # None stands for hmmlearn's default of a prior: nothing to check.
-        skip = tuple(name for name in self._default_priors if getattr(self, name) is None)
-        if self.__dict__.get("_monitor_assigned"):
-            skip += ("tol",)
-        check_parameters(self, self._parameter_rules(), skip=skip)
-
-    def _check_priors(self, n_features):
-        skip = tuple(name for name in self._default_priors if getattr(self, name) is None)
-        check_parameters(self, self._parameter_rules(), n_features=n_features, skip=skip)
+    def _unchecked_parameters(self):
+        # None stands for hmmlearn's default of a prior, set at initialisation.
+        defaults = tuple(name for name in self._default_priors if getattr(self, name) is None)
+        return super()._unchecked_parameters() + defaults
 
     def _prior_array(self, name, default, shape):
         """The prior hyperparameter ``name`` (``default`` when None) broadcast to ``shape``."""

@@ -444,3 +444,19 @@ def test_convergence_warning_and_the_bound_as_lower_bound_():
     with pytest.warns(ConvergenceWarning):
         model = VariationalGaussianHMM(3, random_state=0, n_iter=2).fit(X, lengths=lengths)
     assert model.lower_bound_ == model.monitor_.history[-1]
+
+
+def test_missing_rows_are_integrated_out_of_the_bound_and_statistics():
+    """A NaN row adds no emission term and no statistics; the bound still never decreases."""
+    X, lengths = three_clusters(9)
+    X = X.copy()
+    X[[5, 77, 151]] = np.nan
+    model = VariationalGaussianHMM(3, covariance_type="diag", random_state=0, n_iter=20)
+    model.fit(X, lengths=lengths)
+    history = np.array(model.monitor_.history)
+    assert np.all(np.isfinite(history))
+    assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:]))
+    # The states' expected rows count the observed rows only.
+    np.testing.assert_allclose(
+        (model.beta_posterior_ - model.beta_prior_).sum(), len(X) - 3, rtol=1e-10
+    )
