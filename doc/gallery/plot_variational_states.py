@@ -1,7 +1,7 @@
 """
-======================================================
+=======================================================
 Choosing the number of states: variational Bayes or BIC
-======================================================
+=======================================================
 
 McGrory and Titterington's example (also hmmlearn's): ten sequences of 300
 rows from a four-state one-dimensional Gaussian HMM whose states have means
