@@ -12,6 +12,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.special import digamma, gammaln, logsumexp
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
@@ -121,6 +123,28 @@ def test_the_bound_never_decreases_on_random_data(covariance_type, seed):
         4, covariance_type=covariance_type, random_state=seed, n_iter=40, tol=-np.inf
     ).fit(X, lengths=[50, 150])
     history = np.array(model.monitor_.history)
+    assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:]))
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(
+    scale=st.sampled_from([1e-4, 1e-2, 1.0, 1e2, 1e4]),
+    offset=st.sampled_from([0.0, 1e3, -1e5]),
+    n_components=st.integers(1, 4),
+    covariance_type=st.sampled_from(COVARIANCE_TYPES),
+    seed=st.integers(0, 2**16),
+)
+def test_the_bound_never_decreases_whatever_the_scale(
+    scale, offset, n_components, covariance_type, seed
+):
+    """Data far from unit scale and far from the origin: a finite bound that never falls."""
+    rng = np.random.default_rng(seed)
+    X = offset + scale * (rng.standard_normal((60, 2)) + 4 * rng.integers(0, 2, (60, 1)))
+    model = VariationalGaussianHMM(
+        n_components, covariance_type=covariance_type, random_state=seed, n_iter=15, tol=-np.inf
+    ).fit(X)
+    history = np.array(model.monitor_.history)
+    assert np.all(np.isfinite(history))
     assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:]))
 
 
