@@ -280,6 +280,39 @@ class _VariationalHMM:
     def _monitored(self, log_likelihood):
         return log_likelihood - self._divergence()
 
+    def partial_fit(self, X, y=None, *, lengths=None, sequence_ids=None, new_sequence=False):
+        """One step of stochastic variational inference on a batch of rows.
+
+        The natural-gradient step of Hoffman et al. (2013) on the posteriors
+        of the parameters: with lambda their natural parameters and
+        lambda_hat = prior + (N / B) s_batch (N: ``total_samples``, or all
+        rows seen so far; B the batch's rows; s_batch its expected
+        statistics under the subnormalised parameters),
+        ``lambda <- (1 - rho) lambda + rho lambda_hat``, with
+        ``rho = (learning_offset + n_batch_iter_) ** -learning_decay``.  The
+        natural parameters are the prior's plus the statistics, so this is
+        stochastic EM's blend of the statistics followed by the VB M step.
+        The first call initialises the model from its batch; a fitted model
+        continues from its posteriors.  Consecutive calls on consecutive
+        chunks of one sequence continue it through the exact forward-only
+        message of the stream engine (see :meth:`GaussianHMM.partial_fit`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+        lengths, sequence_ids : see :meth:`fit`.
+        new_sequence : bool, default=False
+            True when the first sequence of ``X`` starts afresh rather than
+            continuing the last sequence of the previous call.
+
+        Returns
+        -------
+        self
+        """
+        return self._partial_fit(X, y, lengths, sequence_ids, new_sequence)
+
     def _sequence_bounds(self, X, offsets):
         """log of the forward normaliser of each sequence under the
         subnormalised parameters (blocks of whole sequences)."""
