@@ -1,6 +1,14 @@
 """skseq: scikit-learn estimators for sequence models on Cython nogil kernels."""
 
-from .hmm import GMMHMM, CategoricalHMM, GaussianHMM, MultinomialHMM, PoissonHMM
+from .hmm import (
+    GMMHMM,
+    CategoricalHMM,
+    GaussianHMM,
+    MultinomialHMM,
+    PoissonHMM,
+    VariationalCategoricalHMM,
+    VariationalGaussianHMM,
+)
 from .lds import LinearGaussianSSM
 from .neural import (
     DeepMarkovModel,
@@ -22,6 +30,8 @@ __all__ = [
     "MultinomialHMM",
     "PoissonHMM",
     "GMMHMM",
+    "VariationalGaussianHMM",
+    "VariationalCategoricalHMM",
     "LinearGaussianSSM",
     "SelectiveSSMRegressor",
     "SelectiveSSMClassifier",

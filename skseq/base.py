@@ -391,8 +391,13 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
         monitor's own criterion, for which hmmlearn's recipe passes any
         threshold as ``tol`` (a log-likelihood, say), not a minimum gain.
         """
-        skip = ("tol",) if self.__dict__.get("_monitor_assigned") else ()
-        check_parameters(self, self._parameter_rules(), skip=skip)
+        check_parameters(self, self._parameter_rules(), skip=self._unchecked_parameters())
+
+    def _unchecked_parameters(self):
+        """The hyperparameters :meth:`_check_params` leaves alone: ``tol`` under
+        an assigned monitor; a family adds those whose value means a default
+        set at fit (the variational HMMs' ``None`` priors)."""
+        return ("tol",) if self.__dict__.get("_monitor_assigned") else ()
 
     def _parameter_rules(self):
         """``{name: rule(value, name)}`` for the family's own hyperparameters."""
@@ -568,6 +573,14 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
 
     # -- the EM loop ------------------------------------------------------------
 
+    def _monitored(self, log_likelihood):
+        """What the convergence monitor records for an E step whose data
+        log-likelihood is ``log_likelihood`` (batch and online ``fit``): that
+        value; variational models record their evidence lower bound, the
+        E step's bound minus the divergence of the parameters' posterior
+        from their prior."""
+        return log_likelihood
+
     def _run_em(self, X, offsets, random_state, monitor, context):
         """Iterate E and M steps from the current parameters until ``monitor`` stops them.
 
@@ -585,7 +598,7 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
         for _ in range(self.n_iter):
             statistics, log_likelihood = self._estep_parallel(X, offsets, context)
             self._check_log_likelihood(log_likelihood)
-            monitor.report(log_likelihood)
+            monitor.report(self._monitored(log_likelihood))
             if self._stops(monitor):
                 return True, statistics
             self._mstep(statistics)
@@ -754,7 +767,7 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
                 self._check_log_likelihood(batch_log_likelihood)
                 log_likelihood += batch_log_likelihood
                 self._stochastic_step(statistics, len(rows), reference_rows)
-            monitor.report(log_likelihood)
+            monitor.report(self._monitored(log_likelihood))
             if self._stops(monitor):
                 return True, None
         return False, None

@@ -25,6 +25,8 @@ from skseq import (
     SelectiveSSMRegressor,
     TransformerClassifier,
     TransformerRegressor,
+    VariationalCategoricalHMM,
+    VariationalGaussianHMM,
 )
 from skseq.neural._trainer import BaseSequenceNetwork
 
@@ -68,6 +70,9 @@ ESTIMATORS = [
     PoissonHMM(n_components=2, random_state=0),
     CategoricalHMM(n_components=2, random_state=0),
     MultinomialHMM(n_components=2, random_state=0),
+    VariationalGaussianHMM(n_components=2, random_state=0),
+    VariationalGaussianHMM(n_components=2, covariance_type="diag", random_state=0),
+    VariationalCategoricalHMM(n_components=2, random_state=0),
     LinearGaussianSSM(),
     LinearGaussianSSM(n_components=2),
     # Small networks trained long enough for the checks that test learning.  In

@@ -308,7 +308,15 @@ def test_architecture_example_runs():
     assert ok, output
 
 
-HMM_NAMES = ["GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM"]
+HMM_NAMES = [
+    "GaussianHMM",
+    "GMMHMM",
+    "CategoricalHMM",
+    "MultinomialHMM",
+    "PoissonHMM",
+    "VariationalGaussianHMM",
+    "VariationalCategoricalHMM",
+]
 
 
 @pytest.mark.parametrize("name", HMM_NAMES)
@@ -318,7 +326,7 @@ def test_hmmlearn_parameters_and_methods_are_kept(name):
     import inspect
     import warnings
 
-    hmm = pytest.importorskip("hmmlearn.hmm")
+    hmm = pytest.importorskip("hmmlearn.vhmm" if name.startswith("Variational") else "hmmlearn.hmm")
     import skseq
 
     with warnings.catch_warnings():

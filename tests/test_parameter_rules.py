@@ -28,6 +28,8 @@ from skseq import (
     SelectiveSSMRegressor,
     TransformerClassifier,
     TransformerRegressor,
+    VariationalCategoricalHMM,
+    VariationalGaussianHMM,
 )
 from skseq._validation import PARAMETER_RULES, at_fit, check_parameters, prior_rule
 from skseq.hmm import BaseHMM
@@ -50,6 +52,8 @@ ESTIMATORS = [
     (PoissonHMM(2, random_state=0), COUNTS, None),
     (CategoricalHMM(2, random_state=0), SYMBOLS, None),
     (MultinomialHMM(2, n_trials=4, random_state=0), COUNTS, None),
+    (VariationalGaussianHMM(2, random_state=0), REAL_ROWS, None),
+    (VariationalCategoricalHMM(2, random_state=0), SYMBOLS, None),
     (LinearGaussianSSM(1, random_state=0), REAL_ROWS, None),
     (SelectiveSSMRegressor(**NETWORK_SIZES, d_state=2), SEQUENCES, TARGETS),
     (SelectiveSSMClassifier(**NETWORK_SIZES, d_state=2), SEQUENCES, TARGETS > 0),
@@ -268,11 +272,9 @@ def test_a_negative_tol_is_refused_by_every_estimator_that_has_tol(tol):
     """Issue 17: tol=-1.0 was accepted by the neural estimators, the deep Markov
     model, the linear-Gaussian SSM (and the HMMs): any number but NaN was."""
     with_tol = {
-        cls
-        for cls in _public_estimator_classes()
-        if "tol" in inspect.signature(cls).parameters
+        cls for cls in _public_estimator_classes() if "tol" in inspect.signature(cls).parameters
     }
-    assert len(with_tol) == 15
+    assert len(with_tol) == 17
     tabled = {type(estimator): (estimator, X, y) for estimator, X, y in ESTIMATORS}
     assert with_tol <= set(tabled), f"add to ESTIMATORS: {with_tol - set(tabled)}"
     expected = (ValueError, f"tol must be >= 0 (or -inf, to run every iteration), got {tol!r}.")

@@ -5,5 +5,15 @@ from ._base import BaseHMM
 from ._discrete import CategoricalHMM, MultinomialHMM, PoissonHMM
 from ._gaussian import GaussianHMM
 from ._gmm import GMMHMM
+from ._variational import VariationalCategoricalHMM, VariationalGaussianHMM
 
-__all__ = ["BaseHMM", "GaussianHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM", "GMMHMM"]
+__all__ = [
+    "BaseHMM",
+    "GaussianHMM",
+    "CategoricalHMM",
+    "MultinomialHMM",
+    "PoissonHMM",
+    "GMMHMM",
+    "VariationalGaussianHMM",
+    "VariationalCategoricalHMM",
+]

@@ -22,6 +22,12 @@ codes, e.g. ``{"m": "means_", "c": "covars_"}``) and five abstract methods
   smoother of streams sums them);
 * ``_emission_mstep(statistics)``.
 
+The E step reads the model through three more hooks, whose defaults are the
+parameters themselves: ``_estep_chain()`` (start and transition
+probabilities), ``_estep_emissions()`` and ``_estep_emission_terms(X)`` (the
+emissions of batch and stream E steps); the variational models give them
+the subnormalised exp E_q[log theta].
+
 Hooks with defaults, which the models here override: ``_validate_X(X,
 reset)`` (finite float64) and ``_check_training_rows(X)`` for what only the
 rows of ``fit`` and ``partial_fit`` must satisfy;
@@ -344,7 +350,9 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
     def _check_priors(self, n_features):
         """Validate the prior hyperparameters whose rules need the data
         (:func:`~skseq._validation.at_fit`) at fit, before any data are used."""
-        check_parameters(self, self._parameter_rules(), n_features=n_features)
+        check_parameters(
+            self, self._parameter_rules(), n_features=n_features, skip=self._unchecked_parameters()
+        )
 
     def _ensure_emission_centre(self):
         """Fix the reference point of the emission statistics if the model has none.
@@ -556,9 +564,11 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         X, known_states = self._split_known_states(X)
         blocks = []
 
+        startprob, transmat = self._estep_chain()
+
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
             result = _forward_backward_offsets(
-                self.startprob_, self.transmat_, log_frameprob, local_offsets, shift, buffers
+                startprob, transmat, log_frameprob, local_offsets, shift, buffers
             )
             statistics = SufficientStatistics(
                 start=result.start_counts, trans=result.transition_counts
@@ -579,6 +589,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             long_rows=self._checkpoint_threshold(X.shape[1]),
             run_long=long_sequence,
             known_states=known_states,
+            emissions=self._estep_emissions(),
         )
         return self._add_up(blocks)
 
@@ -730,8 +741,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             ]
 
         log_likelihood, start_counts, transition_counts = _checkpointed_forward_backward(
-            self.startprob_,
-            self.transmat_,
+            *self._estep_chain(),
             X.shape[0],
             chunk_rows,
             lambda start, stop: self._clamped(
@@ -767,6 +777,22 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         log_frameprob, shift, cache = emissions
         return (*clamp_to_known_states(log_frameprob, shift, known_states), cache)
 
+    def _estep_chain(self):
+        """``(startprob, transmat)`` of the E step's recursions: the parameters.
+        Variational models use exp E_q[log pi] and exp E_q[log A] (rows that
+        sum to less than one)."""
+        return self.startprob_, self.transmat_
+
+    def _estep_emissions(self):
+        """The E step's emissions function (as :meth:`_emissions`): the
+        parameters'; variational models give exp E_q[log p(x_t | z_t = j)]."""
+        return self._emissions()
+
+    def _estep_emission_terms(self, X):
+        """``(log_frameprob, cache)`` of the E step of streams, as
+        :meth:`_estep_emissions` (:meth:`_emission_terms` by default)."""
+        return self._emission_terms(X)
+
     def _blockwise(
         self,
         X,
@@ -779,6 +805,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         long_rows=None,
         run_long=None,
         known_states=None,
+        emissions=None,
     ):
         """Call ``run(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows)``
         on the emissions of each block of whole sequences (``_emissions(shifted)``;
@@ -788,8 +815,9 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         block of its own, and goes to ``run_long(X[rows], emissions, buffers,
         sequences, rows)`` instead, which computes its emissions chunk by chunk.
         The emissions of a block are clamped to its rows of ``known_states``
-        (``run_long`` clamps its chunks)."""
-        emissions = self._emissions(shifted)
+        (``run_long`` clamps its chunks).  ``emissions``: an emissions function
+        to use instead (the E step's)."""
+        emissions = self._emissions(shifted) if emissions is None else emissions
         buffers = {} if buffers is None else buffers
         if run_long is None:
             long_rows = None
@@ -899,11 +927,10 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         parameters), their log-likelihood given the past, and the new message.
         """
         X, known_states = self._split_known_states(X)
-        log_frameprob, cache = self._emission_terms(X)
+        log_frameprob, cache = self._estep_emission_terms(X)
         log_frameprob, _ = clamp_to_known_states(log_frameprob, None, known_states)
         result = _forward_smoothing_rows(
-            self.startprob_,
-            self.transmat_,
+            *self._estep_chain(),
             log_frameprob,
             self._emission_features(X, cache),
             stream,
