@@ -131,6 +131,9 @@ class _VariationalHMM:
         "t": ("transmat_prior_", "transmat_posterior_"),
     }
     _variational_emission_attributes = {}
+    # The emission posteriors that the labelled rows of a semi-supervised fit
+    # start (by letter; see _posteriors_from_known_states).
+    _posteriors_anchored_by_labels = {}
     # The hyperparameters whose None means hmmlearn's default prior.
     _default_priors = ("startprob_prior", "transmat_prior")
     # Batch VB only in fit (partial_fit is stochastic variational inference).
@@ -204,6 +207,9 @@ class _VariationalHMM:
         return None
 
     def _initialize(self, X, offsets, random_state):
+        # The labels of a semi-supervised fit anchor the states through the
+        # clamped E step; the random start of the posteriors ignores them.
+        X, known_states = self._split_known_states(X)
         n_components, n_sequences = self.n_components, len(offsets) - 1
         uniform = 1.0 / n_components
         # hmmlearn's recipe: random posteriors (Dirichlet(1/K) draws scaled to
@@ -226,6 +232,52 @@ class _VariationalHMM:
             setattr(self, prior_name, prior)
             setattr(self, posterior_name, posterior)
         self._initialize_variational_emissions(X, random_state)
+        self._derive_parameters()
+        if known_states is not None:
+            self._check_known_states_possible(known_states, offsets)
+            self._posteriors_from_known_states(X, known_states)
+
+    def _posteriors_from_known_states(self, X, known_states):
+        """Start each labelled state's emission posteriors at its labelled rows.
+
+        As the EM models do (``BaseHMM._initialize_from_known_states``): the
+        VB M step on the labelled rows alone (each row's posterior all on its
+        label), blended ``n_k / (n_k + 1)`` with the random start, for the
+        posteriors of ``_posteriors_anchored_by_labels`` whose letter is
+        initialised (in ``init_params``, not hand-set).  The clamped E step
+        alone anchors a state only weakly: from a start where state k sits on
+        another label's rows, the few labelled rows do not pull it over.
+        """
+        anchored = {
+            letter: names
+            for letter, names in self._posteriors_anchored_by_labels.items()
+            if letter in self.init_params and self._preset_group(letter) is None
+        }
+        if not anchored:
+            return
+        labelled = known_states >= 0
+        rows = X[labelled]
+        posteriors = np.zeros((rows.shape[0], self.n_components))
+        posteriors[np.arange(rows.shape[0]), known_states[labelled]] = 1.0
+        statistics = self._emission_statistics(rows, posteriors, self._emission_terms(rows)[1])
+        touched = [
+            name for letter in anchored for name in self._variational_emission_attributes[letter]
+        ]
+        start = {name: np.copy(getattr(self, name)) for name in touched}
+        learned = self.params
+        self.params = "".join(anchored)
+        try:
+            self._variational_emission_mstep(statistics)
+        finally:
+            self.params = learned
+        n_labelled = np.bincount(known_states[labelled], minlength=self.n_components)
+        weight = n_labelled / (n_labelled + 1.0)
+        from_labels = {name: getattr(self, name) for names in anchored.values() for name in names}
+        for name, value in start.items():
+            if name in from_labels:
+                share = weight.reshape((-1,) + (1,) * (value.ndim - 1))
+                value = value + share * (from_labels[name] - value)
+            setattr(self, name, value)
         self._derive_parameters()
 
     def _derive_parameters(self):
@@ -280,7 +332,9 @@ class _VariationalHMM:
     def _monitored(self, log_likelihood):
         return log_likelihood - self._divergence()
 
-    def partial_fit(self, X, y=None, *, lengths=None, sequence_ids=None, new_sequence=False):
+    def partial_fit(
+        self, X, y=None, *, lengths=None, sequence_ids=None, new_sequence=False, known_states=None
+    ):
         """One step of stochastic variational inference on a batch of rows.
 
         The natural-gradient step of Hoffman et al. (2013) on the posteriors
@@ -306,12 +360,22 @@ class _VariationalHMM:
         new_sequence : bool, default=False
             True when the first sequence of ``X`` starts afresh rather than
             continuing the last sequence of the previous call.
+        known_states : array-like of int of shape (n_samples,), optional
+            The known hidden state of each row, -1 where unknown: see
+            :meth:`fit`.  A batch's labels clamp its rows only.
 
         Returns
         -------
         self
         """
-        return self._partial_fit(X, y, lengths, sequence_ids, new_sequence)
+        return super().partial_fit(
+            X,
+            y,
+            lengths=lengths,
+            sequence_ids=sequence_ids,
+            new_sequence=new_sequence,
+            known_states=known_states,
+        )
 
     def _sequence_bounds(self, X, offsets):
         """log of the forward normaliser of each sequence under the
@@ -512,6 +576,9 @@ class VariationalGaussianHMM(_VariationalHMM, GaussianHMM):
         "m": ("means_prior_", "means_posterior_", "beta_prior_", "beta_posterior_"),
         "c": ("dof_prior_", "dof_posterior_", "scale_prior_", "scale_posterior_"),
     }
+    # As GaussianHMM: labels start the means; the covariances keep the
+    # data-wide start.
+    _posteriors_anchored_by_labels = {"m": ("means_posterior_",)}
     min_covar = _INITIAL_COVARIANCE_FLOOR
 
     def __init__(
@@ -860,6 +927,7 @@ class VariationalCategoricalHMM(_VariationalHMM, CategoricalHMM):
     _variational_emission_attributes = {
         "e": ("emissionprob_prior_", "emissionprob_posterior_"),
     }
+    _posteriors_anchored_by_labels = {"e": ("emissionprob_posterior_",)}
     emissionprob_init = None
 
     def __init__(

@@ -484,3 +484,52 @@ def test_missing_rows_are_integrated_out_of_the_bound_and_statistics():
     np.testing.assert_allclose(
         (model.beta_posterior_ - model.beta_prior_).sum(), len(X) - 3, rtol=1e-10
     )
+
+
+# -- known states (semi-supervised VB) ---------------------------------------
+
+
+def two_levels(seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.concatenate([rng.normal(0, 1, (300, 1)), rng.normal(5, 1, (300, 1))])
+    known = np.full(600, -1)
+    known[:5], known[300:305] = 1, 0  # the labels name the states against the data's order
+    return X, known
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_known_states_anchor_the_variational_states_to_their_labels(seed):
+    X, known = two_levels()
+    model = VariationalGaussianHMM(2, random_state=seed).fit(X, known_states=known)
+    np.testing.assert_allclose(model.means_.ravel(), [5.0, 0.0], atol=0.2)
+    assert np.mean(model.predict(X) == np.repeat([1, 0], 300)) > 0.95
+
+
+def test_known_states_anchor_svi_on_a_stream():
+    X, known = two_levels()
+    model = VariationalGaussianHMM(2, random_state=1)
+    for start in range(0, 600, 100):
+        model.partial_fit(X[start : start + 100], known_states=known[start : start + 100])
+    assert model.means_[1, 0] < 1.0 < 4.0 < model.means_[0, 0]
+
+
+def test_fully_known_states_give_the_counted_posteriors_in_one_step():
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, 3, (200, 1))
+    states = rng.integers(0, 2, 200)
+    lengths = [120, 80]
+    model = VariationalCategoricalHMM(2, random_state=0, n_iter=1, tol=-np.inf).fit(
+        X, lengths=lengths, known_states=states
+    )
+    starts = np.bincount(states[[0, 120]], minlength=2)
+    same = np.ones(199, dtype=bool)
+    same[119] = False
+    transitions = np.zeros((2, 2))
+    np.add.at(transitions, (states[:-1][same], states[1:][same]), 1.0)
+    emissions = np.zeros((2, 3))
+    np.add.at(emissions, (states, X[:, 0]), 1.0)
+    np.testing.assert_allclose(model.startprob_posterior_, model.startprob_prior_ + starts)
+    np.testing.assert_allclose(model.transmat_posterior_, model.transmat_prior_ + transitions)
+    np.testing.assert_allclose(
+        model.emissionprob_posterior_, model.emissionprob_prior_ + emissions, rtol=1e-12
+    )
