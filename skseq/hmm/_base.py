@@ -433,10 +433,6 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         self._reset_stream()
         return result
 
-    def _n_data_points(self, X):
-        # Missing data are whole rows (a NaN anywhere in the row).
-        return X.shape[1] * int(X.shape[0] - np.count_nonzero(np.isnan(X).any(axis=1)))
-
     def _initialize(self, X, offsets, random_state):
         n_components = self.n_components
         startprob = self._initial_value("startprob_")

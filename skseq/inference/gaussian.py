@@ -7,9 +7,15 @@ conversions between the compact covariance shapes of the four covariance
 types and full matrices (see doc/user_guide/hmm.rst, "Baum–Welch: EM on
 summed sufficient statistics").
 
-A row of ``X`` containing NaN is a missing observation: its log-density is 0
-(density 1, so it leaves the forward-backward recursions unchanged) and the
-moments skip it.
+NaN marks a missing entry of ``X``.  A row that is NaN throughout is a missing
+observation: its log-density is 0 (density 1, so it leaves the
+forward-backward recursions unchanged) and the moments skip it.  A row with
+some entries NaN is partially observed: its density is the marginal density
+of its observed entries (the missing ones integrated out exactly), and the
+moments take the conditional expectations of the missing entries (see
+doc/user_guide/hmm.rst, "Missing entries").  Rows without NaN go through the
+kernels alone; the partially observed rows, in numpy, grouped by their
+pattern of missing entries.
 
 The public functions validate their arguments; the underscore-prefixed cores
 take validated, C-contiguous float64 arrays (what the estimators call).
@@ -51,11 +57,18 @@ class WeightedMoments(NamedTuple):
         sum_t w_tk y_t, with y_t = x_t - centre.
     second : ndarray of shape (n_components, n_features) or (n_components, n_features, n_features)
         sum_t w_tk y_t^2 (elementwise), or sum_t w_tk y_t y_t^T with ``full``.
+    missing_weight_sums : ndarray of shape (n_components, n_features) or None
+        Without ``full``: sum_t w_tk over the partially observed rows whose
+        entry d is missing (those entries drop out of ``first`` and
+        ``second``), so that feature d's weight sum is
+        ``weight_sums - missing_weight_sums[:, d]``; zeros without partial
+        rows.  None with ``full``.
     """
 
     weight_sums: np.ndarray
     first: np.ndarray
     second: np.ndarray
+    missing_weight_sums: np.ndarray | None = None
 
 
 # -- covariance shapes ---------------------------------------------------------
@@ -188,14 +201,14 @@ def _check_covariance_type(covariance_type):
 
 
 def _check_rows(X, name="X"):
-    """X as a C-contiguous 2-D float64 array; NaN allowed (a missing row), inf not."""
+    """X as a C-contiguous 2-D float64 array; NaN allowed (a missing entry), inf not."""
     array = np.asarray(X)
     require_real(name, array)
     if array.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {array.shape}.")
     array = np.ascontiguousarray(array, dtype=np.float64)
     if np.isinf(array).any():
-        raise ValueError(f"{name} contains infinity (NaN marks a missing row).")
+        raise ValueError(f"{name} contains infinity (NaN marks a missing entry).")
     return array
 
 
@@ -213,14 +226,131 @@ def _check_finite(value, name, shape):
 # -- densities ---------------------------------------------------------------------
 
 
-def _missing_rows(X):
-    """Mask of the rows of ``X`` that contain NaN (missing observations).
+def _has_nan(X):
+    """Whether ``X`` has a NaN: one pass without a temporary (a NaN propagates
+    through ``min``), so that data without NaN, the common case, pay little."""
+    return X.size > 0 and bool(np.isnan(X.min()))
 
-    Data without any NaN, the common case, cost one fast pass.
-    """
-    if not np.isnan(X).any():
+
+def _missing_rows(X):
+    """Mask of the rows of ``X`` that are NaN throughout (missing observations)."""
+    if not _has_nan(X):
         return np.zeros(X.shape[0], dtype=bool)
-    return np.isnan(X).any(axis=1)
+    return np.isnan(X).all(axis=1)
+
+
+def _partial_rows(X):
+    """Indices of the partially observed rows of ``X``: some entries NaN, not all."""
+    if not _has_nan(X):
+        return np.empty(0, dtype=np.intp)
+    n_missing = np.count_nonzero(np.isnan(X), axis=1)
+    return np.flatnonzero((n_missing > 0) & (n_missing < X.shape[1]))
+
+
+def _missingness_patterns(observed):
+    """``(patterns, groups)``: the distinct rows of the boolean ``observed`` mask
+    and, for each, the indices of the rows that have it."""
+    patterns, inverse = np.unique(observed, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(patterns) + 1))
+    return patterns, [order[bounds[i] : bounds[i + 1]] for i in range(len(patterns))]
+
+
+def _component_matrices(covars, covariance_type, n_components, n_features):
+    """Compact covariances as variances (K, D) ("spherical", "diag") or
+    matrices (K, D, D) ("full", "tied")."""
+    covars = np.asarray(covars, dtype=np.float64)
+    if covariance_type == "spherical":
+        return covars[:, None] * np.ones(n_features)
+    if covariance_type == "tied":
+        return np.broadcast_to(covars, (n_components, n_features, n_features))
+    return covars
+
+
+def _marginal_log_density(X, means, covars, covariance_type):
+    """log N(x_o; mu_o, Sigma_oo) of partially observed rows ``X`` (n, D), (n, K).
+
+    The density of each row's observed entries o, the missing ones
+    integrated out: diagonal covariances drop the missing features; full
+    matrices take the sub-matrix of the observed features (one Cholesky
+    factor per missingness pattern and component).  Half the quadratic form
+    is summed, as in the kernel, so that it overflows only below -DBL_MAX.
+    """
+    n_components, n_features = means.shape
+    observed = ~np.isnan(X)
+    matrices = _component_matrices(covars, covariance_type, n_components, n_features)
+    n_observed = np.count_nonzero(observed, axis=1)
+    if covariance_type in ("spherical", "diag"):
+        centred = np.where(observed[:, None, :], X[:, None, :] - means[None], 0.0)
+        half_quadratic = np.einsum("tkd,kd->tk", centred * centred, 0.5 / matrices)
+        log_determinants = observed @ np.log(matrices).T
+        return -0.5 * (n_observed[:, None] * _LOG_2PI + log_determinants) - half_quadratic
+    log_density = np.empty((X.shape[0], n_components))
+    patterns, groups = _missingness_patterns(observed)
+    for pattern, rows in zip(patterns, groups):
+        choleskys = np.linalg.cholesky(matrices[:, pattern][:, :, pattern])
+        whitening = np.linalg.inv(choleskys) * np.sqrt(0.5)
+        centred = X[np.ix_(rows, pattern)][None] - means[:, None, pattern]  # (K, n, p)
+        whitened = np.einsum("kij,knj->kni", whitening, centred)
+        log_normalisers = -0.5 * pattern.sum() * _LOG_2PI - np.sum(
+            np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1
+        )
+        log_density[rows] = (log_normalisers[:, None] - np.sum(whitened**2, axis=2)).T
+    return log_density
+
+
+def _conditional_moments(X, centre, means, covars, covariance_type):
+    """E[y_t | x_o] and E[y_t y_t^T | x_o] under each component, y = x - centre.
+
+    For partially observed rows ``X`` (n, D) and full covariance matrices
+    (the exact E step of a Gaussian with missing entries): the missing
+    entries m have the conditional Gaussian mean
+    mu_m + Sigma_mo Sigma_oo^-1 (x_o - mu_o) and covariance
+    Sigma_mm - Sigma_mo Sigma_oo^-1 Sigma_om, which adds to the second
+    moment.  Returns (n, K, D) and (n, K, D, D).
+    """
+    n_components, n_features = means.shape
+    matrices = _component_matrices(covars, covariance_type, n_components, n_features)
+    observed = ~np.isnan(X)
+    first = np.empty((X.shape[0], n_components, n_features))
+    second = np.empty((X.shape[0], n_components, n_features, n_features))
+    patterns, groups = _missingness_patterns(observed)
+    for pattern, rows in zip(patterns, groups):
+        o, m = np.flatnonzero(pattern), np.flatnonzero(~pattern)
+        sigma_oo = matrices[:, o][:, :, o]
+        sigma_om = matrices[:, o][:, :, m]
+        gain = np.swapaxes(np.linalg.solve(sigma_oo, sigma_om), 1, 2)  # Sigma_mo Sigma_oo^-1
+        conditional_covariance = matrices[:, m][:, :, m] - gain @ sigma_om
+        deviation = X[np.ix_(rows, o)][None] - means[:, None, o]  # (K, n, p)
+        expected = np.empty((n_components, len(rows), n_features))
+        expected[:, :, o] = X[np.ix_(rows, o)][None]
+        expected[:, :, m] = means[:, None, m] + np.einsum("kqp,knp->knq", gain, deviation)
+        expected -= centre
+        outer = expected[..., :, None] * expected[..., None, :]
+        outer[:, :, m[:, None], m[None, :]] += conditional_covariance[:, None]
+        first[rows] = np.swapaxes(expected, 0, 1)
+        second[rows] = np.swapaxes(outer, 0, 1)
+    return first, second
+
+
+def _partial_moment_features(X, centre, means, covars, covariance_type):
+    """:func:`_moment_features` of partially observed rows under each component, (n, K, F).
+
+    Diagonal covariances: the observed entries' (1, y, y^2, missing
+    indicators), the same for every component (missing entries drop out of
+    their feature's sums).  Full matrices: (1, E[y | x_o], upper triangle of
+    E[y y^T | x_o]) under each component (:func:`_conditional_moments`).
+    """
+    n_components, n_features = means.shape
+    if covariance_type in ("spherical", "diag"):
+        features = _moment_features(X, centre, False)
+        return np.broadcast_to(features[:, None], (X.shape[0], n_components, features.shape[1]))
+    first, second = _conditional_moments(X, centre, means, covars, covariance_type)
+    rows, columns = np.triu_indices(n_features)
+    return np.concatenate(
+        [np.ones(first.shape[:2] + (1,)), first, second[..., rows, columns]], axis=2
+    )
 
 
 def _log_gaussian_density(X, means, covars, covariance_type, shift=None, out=None):
@@ -279,15 +409,38 @@ def _gaussian_density(means, covars, covariance_type):
             no_shift if shift is None else shift,
             shift is not None,
         )
+        if overflowed < 0:
+            # The kernel sets partially observed rows, like missing ones, to 0.
+            partial = _partial_rows(X)
+            if partial.size:
+                overflowed = _fill_partial_rows(X, partial, log_density, shift)
         if overflowed >= 0:
             raise ValueError(
                 "X has a row too far from every Gaussian component for double precision "
-                f"(its largest entry in magnitude is {np.max(np.abs(X[overflowed])):.3g}): "
+                f"(its largest entry in magnitude is {np.nanmax(np.abs(X[overflowed])):.3g}): "
                 "its log-density is below -1.8e308 under every state. Rescale X (e.g. "
                 "with sklearn.preprocessing.StandardScaler) or refit the model on data "
                 "of that scale."
             )
         return log_density
+
+    def _fill_partial_rows(X, partial, log_density, shift):
+        """Marginal log-densities of the partially observed rows (shifted by
+        their maxima when ``shift`` is given); the first row that overflows
+        under every component, or -1."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            marginal = _marginal_log_density(X[partial], means, covars, covariance_type)
+        marginal = np.where(np.isnan(marginal), -np.inf, marginal)
+        maxima = marginal.max(axis=1)
+        impossible = np.flatnonzero(maxima == -np.inf)
+        if impossible.size:
+            return int(partial[impossible[0]])
+        if shift is None:
+            log_density[partial] = marginal
+        else:
+            log_density[partial] = marginal - maxima[:, None]
+            shift[partial] = maxima
+        return -1
 
     return density
 
@@ -298,7 +451,8 @@ class GaussianLogDensity(NamedTuple):
     Attributes
     ----------
     log_density : ndarray of shape (n_samples, n_components)
-        log N(x_t; means[k], covariance k); 0 for a missing row.
+        log N(x_t; means[k], covariance k); for a partially observed row the
+        marginal density of its observed entries; 0 for a missing row.
     """
 
     log_density: np.ndarray
@@ -311,9 +465,10 @@ def log_gaussian_density(X, means, covars, covariance_type="full"):
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
-        A row containing NaN (or a masked entry of a masked array) is
-        missing: its log-density is 0 under every component.  Infinity is an
-        error.
+        NaN (or a masked entry of a masked array) marks a missing entry: a
+        row with some entries missing gets the marginal log-density of its
+        observed entries (the missing ones integrated out), a row missing
+        throughout gets 0 under every component.  Infinity is an error.
     means : array-like of shape (n_components, n_features)
     covars : array-like
         Compact covariances of ``covariance_type`` (see
@@ -336,9 +491,10 @@ def log_gaussian_density(X, means, covars, covariance_type="full"):
     --------
     >>> import numpy as np
     >>> from skseq.inference.gaussian import log_gaussian_density
-    >>> X = np.array([[0.0, 0.0], [np.nan, 1.0]])
+    >>> X = np.array([[0.0, 0.0], [np.nan, 1.0], [np.nan, np.nan]])
     >>> log_gaussian_density(X, np.zeros((1, 2)), np.ones((1, 2)), "diag").log_density.round(4)
     array([[-1.8379],
+           [-1.4189],
            [ 0.    ]])
     """
     _check_covariance_type(covariance_type)
@@ -354,10 +510,14 @@ def log_gaussian_density(X, means, covars, covariance_type="full"):
 # -- moments -------------------------------------------------------------------------
 
 
-def _weighted_moments(X, centre, weights, full):
+def _weighted_moments(X, centre, weights, full, conditional=None):
     """:func:`weighted_moments` on validated inputs (no checks), as a plain tuple.
 
-    Returns ``(weight_sums (K,), first (K, D), second)``.
+    Returns ``(weight_sums (K,), first (K, D), second, missing_weight_sums)``
+    (the last None with ``full``).  The kernel sums the rows without NaN;
+    partially observed rows are added here, from
+    :func:`_partial_moment_features`, which with ``full`` needs
+    ``conditional`` = (means, covars, covariance_type) of the K components.
     """
     n_components, n_features = weights.shape[1], X.shape[1]
     n_pairs = n_features * (n_features + 1) // 2 if full else n_features
@@ -369,11 +529,23 @@ def _weighted_moments(X, centre, weights, full):
         moments_t,
         full,
     )
-    return _moments_from_features(moments_t.T.copy(), n_features, full)
+    sums = moments_t.T
+    if not full:
+        sums = np.concatenate([sums, np.zeros((n_components, n_features))], axis=1)
+    partial = _partial_rows(X)
+    if partial.size:
+        if full:
+            features = _partial_moment_features(X[partial], centre, *conditional)
+            sums = sums + np.einsum("tk,tkf->kf", weights[partial], features)
+        else:
+            sums = sums + weights[partial].T @ _moment_features(X[partial], centre, False)
+    return _moments_from_features(np.ascontiguousarray(sums), n_features, full)
 
 
 @masked_arrays_checked(missing=("X",))
-def weighted_moments(X, weights, *, centre=None, full=False):
+def weighted_moments(
+    X, weights, *, centre=None, full=False, means=None, covars=None, covariance_type="full"
+):
     """Weighted moments of y_t = x_t - centre over the observed rows.
 
     The sufficient statistics of a Gaussian M step: with posterior weights
@@ -385,18 +557,30 @@ def weighted_moments(X, weights, *, centre=None, full=False):
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
-        Rows containing NaN (or a masked entry of a masked array) are
-        skipped.
+        NaN (or a masked entry of a masked array) marks a missing entry.
+        Rows missing throughout are skipped.  In a partially observed row,
+        without ``full`` the missing entries drop out of their features'
+        sums (``missing_weight_sums`` counts them); with ``full`` they enter
+        through their conditional Gaussian expectations under each
+        component, which need ``means`` and ``covars``.
     weights : array-like of shape (n_samples, n_components)
     centre : array-like of shape (n_features,), default=None
         The point the moments are taken about; None: the origin.
     full : bool, default=False
         Second moments as matrices y_t y_t^T rather than squares y_t^2.
+    means : array-like of shape (n_components, n_features), optional
+    covars : array-like, optional
+        With ``full``, the components' parameters under which the missing
+        entries of partially observed rows are expected: E[x_m | x_o] and
+        E[x x^T | x_o], the E step of the exact EM for Gaussians with
+        missing entries.  Required when such rows are present.
+    covariance_type : {"spherical", "diag", "full", "tied"}, default="full"
+        The compact shape of ``covars``.
 
     Returns
     -------
     WeightedMoments
-        ``weight_sums``, ``first``, ``second``.
+        ``weight_sums``, ``first``, ``second``, ``missing_weight_sums``.
 
     Examples
     --------
@@ -406,6 +590,13 @@ def weighted_moments(X, weights, *, centre=None, full=False):
     >>> moments = weighted_moments(X, np.ones((3, 1)), centre=[2.0])
     >>> moments.weight_sums, moments.first, moments.second
     (array([2.]), array([[0.]]), array([[2.]]))
+
+    A partially observed row: its missing entry drops out of that feature's sums.
+
+    >>> X = np.array([[1.0, 2.0], [3.0, np.nan]])
+    >>> moments = weighted_moments(X, np.ones((2, 1)))
+    >>> moments.first, moments.missing_weight_sums
+    (array([[4., 2.]]), array([[0., 1.]]))
     """
     X = _check_rows(X)
     n_samples, n_features = X.shape
@@ -419,7 +610,18 @@ def weighted_moments(X, weights, *, centre=None, full=False):
     centre = _check_finite(centre, "centre", (n_features,))
     if not isinstance(full, bool | np.bool_):
         raise TypeError(f"full must be a bool, got {full!r}.")
-    return WeightedMoments(*_weighted_moments(X, centre, weights, bool(full)))
+    conditional = None
+    if full and _partial_rows(X).size:
+        if means is None or covars is None:
+            raise ValueError(
+                "X has partially observed rows: with full=True their missing entries "
+                "enter through their conditional expectations, which need means and covars."
+            )
+        _check_covariance_type(covariance_type)
+        means = _check_finite(means, "means", (weights.shape[1], n_features))
+        covars = check_covars(covars, covariance_type, weights.shape[1], n_features)
+        conditional = (means, covars, covariance_type)
+    return WeightedMoments(*_weighted_moments(X, centre, weights, bool(full), conditional))
 
 
 def _unpack_symmetric(packed, n_features):
@@ -432,25 +634,43 @@ def _unpack_symmetric(packed, n_features):
 
 
 def _moment_features(X, centre, full):
-    """Per-row vectors (1, y, y^2) or (1, y, upper triangle of y y^T), y = x - centre.
+    """Per-row vectors whose weighted sums are the moments of :func:`weighted_moments`.
 
-    Zeros for missing rows.  Their weighted sums are the moments that
-    :func:`weighted_moments` accumulates (the features that forward-only
-    smoothing sums, :func:`skseq.inference.hmm_forward_smoothing`).
+    (1, y, y^2, m) without ``full``, with y = x - centre, its missing
+    entries 0, and m the indicators of the missing entries of a partially
+    observed row; (1, y, upper triangle of y y^T) with ``full``, where
+    partially observed rows are zeros too (their features depend on the
+    components: :func:`_partial_moment_features`).  Zeros for missing rows.
+    These are the features that forward-only smoothing sums
+    (:func:`skseq.inference.hmm_forward_smoothing`).
     """
-    observed = ~_missing_rows(X)
-    X = np.where(observed[:, None], X - centre, 0.0)
+    if not _has_nan(X):
+        observed = np.ones(X.shape[0], dtype=bool)
+        entries = None
+        X = X - centre
+    else:
+        entries = ~np.isnan(X)
+        observed = entries.all(axis=1) if full else entries.any(axis=1)
+        X = np.where(entries & observed[:, None], X - centre, 0.0)
     if full:
         rows, columns = np.triu_indices(X.shape[1])
         second = X[:, rows] * X[:, columns]
+        blocks = [observed[:, None].astype(np.float64), X, second]
     else:
-        second = X * X
-    return np.concatenate([observed[:, None].astype(np.float64), X, second], axis=1)
+        missing = np.zeros(X.shape) if entries is None else (~entries & observed[:, None])
+        blocks = [observed[:, None].astype(np.float64), X, X * X, missing.astype(np.float64)]
+    return np.concatenate(blocks, axis=1)
 
 
 def _moments_from_features(sums, n_features, full):
-    """(weight sums, first moments, second moments) from summed :func:`_moment_features`."""
-    second = sums[..., 1 + n_features :]
+    """(weight sums, first moments, second moments, missing weight sums or None)
+    from summed :func:`_moment_features`."""
     if full:
-        second = _unpack_symmetric(second, n_features)
-    return sums[..., 0], sums[..., 1 : 1 + n_features], second
+        second = _unpack_symmetric(sums[..., 1 + n_features :], n_features)
+        return sums[..., 0], sums[..., 1 : 1 + n_features], second, None
+    return (
+        sums[..., 0],
+        sums[..., 1 : 1 + n_features],
+        sums[..., 1 + n_features : 1 + 2 * n_features],
+        sums[..., 1 + 2 * n_features :],
+    )

@@ -220,15 +220,16 @@ def test_gaussian_score_and_posteriors_match_enumeration_of_paths():
 
 
 def test_missing_rows_are_marginalised():
-    """A NaN row contributes p(x_t | z_t) = 1: equal to the model on the other rows
-    with the transition matrix squared across the gap."""
+    """A row that is NaN throughout contributes p(x_t | z_t) = 1: equal to the model
+    on the other rows with the transition matrix squared across the gap (partially
+    observed rows: tests/hmm/test_partial_rows.py)."""
     rng = np.random.default_rng(4)
     parameters = random_parameters(rng, 2, 2, "diag")
     model = set_parameters(GaussianHMM(2, init_params="", n_iter=0), parameters)
     X = rng.normal(size=(5, 2))
     model.fit(X)
     X_missing = X.copy()
-    X_missing[2, 0] = np.nan
+    X_missing[2] = np.nan
     gap = set_parameters(GaussianHMM(2, init_params="", n_iter=0), parameters)
     gap.fit(X)
     # Rows 0, 1 | missing 2 | rows 3, 4: brute force over the state of each observed row.
