@@ -249,12 +249,22 @@ def _partial_rows(X):
 
 def _missingness_patterns(observed):
     """``(patterns, groups)``: the distinct rows of the boolean ``observed`` mask
-    and, for each, the indices of the rows that have it."""
-    patterns, inverse = np.unique(observed, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(patterns) + 1))
-    return patterns, [order[bounds[i] : bounds[i + 1]] for i in range(len(patterns))]
+    and, for each, the indices of the rows that have it.
+
+    Up to 62 features a pattern is a bit code, sorted as integers (sorting
+    boolean rows as records is several times slower).
+    """
+    n_features = observed.shape[1]
+    if n_features <= 62:
+        codes = observed @ (np.int64(1) << np.arange(n_features, dtype=np.int64))
+    else:
+        codes = np.unique(observed, axis=0, return_inverse=True)[1].ravel()
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+    bounds = np.r_[starts, len(order)]
+    groups = [order[bounds[i] : bounds[i + 1]] for i in range(len(starts))]
+    return observed[order[starts]], groups
 
 
 def _component_matrices(covars, covariance_type, n_components, n_features):
@@ -268,36 +278,43 @@ def _component_matrices(covars, covariance_type, n_components, n_features):
     return covars
 
 
-def _marginal_log_density(X, means, covars, covariance_type):
+def _marginal_log_density(X, means, covars, covariance_type, pattern_factors=None):
     """log N(x_o; mu_o, Sigma_oo) of partially observed rows ``X`` (n, D), (n, K).
 
     The density of each row's observed entries o, the missing ones
     integrated out: diagonal covariances drop the missing features; full
     matrices take the sub-matrix of the observed features (one Cholesky
-    factor per missingness pattern and component).  Half the quadratic form
-    is summed, as in the kernel, so that it overflows only below -DBL_MAX.
+    factor per missingness pattern and component, kept in the dict
+    ``pattern_factors`` when given, for the next blocks of rows under the
+    same parameters).  Half the quadratic form is summed, as in the kernel,
+    so that it overflows only below -DBL_MAX.
     """
     n_components, n_features = means.shape
     observed = ~np.isnan(X)
     matrices = _component_matrices(covars, covariance_type, n_components, n_features)
     n_observed = np.count_nonzero(observed, axis=1)
     if covariance_type in ("spherical", "diag"):
-        centred = np.where(observed[:, None, :], X[:, None, :] - means[None], 0.0)
-        half_quadratic = np.einsum("tkd,kd->tk", centred * centred, 0.5 / matrices)
+        centred = np.where(observed[None], X[None] - means[:, None, :], 0.0)  # (K, n, D)
+        half_quadratic = ((centred * centred) @ (0.5 / matrices)[:, :, None])[..., 0].T
         log_determinants = observed @ np.log(matrices).T
         return -0.5 * (n_observed[:, None] * _LOG_2PI + log_determinants) - half_quadratic
-    log_density = np.empty((X.shape[0], n_components))
+    log_density = np.empty((n_components, X.shape[0]))
     patterns, groups = _missingness_patterns(observed)
+    pattern_factors = {} if pattern_factors is None else pattern_factors
     for pattern, rows in zip(patterns, groups):
-        choleskys = np.linalg.cholesky(matrices[:, pattern][:, :, pattern])
-        whitening = np.linalg.inv(choleskys) * np.sqrt(0.5)
-        centred = X[np.ix_(rows, pattern)][None] - means[:, None, pattern]  # (K, n, p)
-        whitened = np.einsum("kij,knj->kni", whitening, centred)
-        log_normalisers = -0.5 * pattern.sum() * _LOG_2PI - np.sum(
-            np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1
-        )
-        log_density[rows] = (log_normalisers[:, None] - np.sum(whitened**2, axis=2)).T
-    return log_density
+        key = pattern.tobytes()
+        if key not in pattern_factors:
+            choleskys = np.linalg.cholesky(matrices[:, pattern][:, :, pattern])
+            # Transposed half-whitening factors (L^-1)^T / sqrt(2), and the log normalisers.
+            pattern_factors[key] = (
+                np.swapaxes(np.linalg.inv(choleskys), 1, 2) * np.sqrt(0.5),
+                -0.5 * pattern.sum() * _LOG_2PI
+                - np.sum(np.log(np.diagonal(choleskys, axis1=1, axis2=2)), axis=1),
+            )
+        whitening_t, log_normalisers = pattern_factors[key]
+        whitened = (X[rows][:, pattern][None] - means[:, None, pattern]) @ whitening_t
+        log_density[:, rows] = log_normalisers[:, None] - np.sum(whitened * whitened, axis=2)
+    return log_density.T
 
 
 def _conditional_moments(X, centre, means, covars, covariance_type):
@@ -322,10 +339,11 @@ def _conditional_moments(X, centre, means, covars, covariance_type):
         sigma_om = matrices[:, o][:, :, m]
         gain = np.swapaxes(np.linalg.solve(sigma_oo, sigma_om), 1, 2)  # Sigma_mo Sigma_oo^-1
         conditional_covariance = matrices[:, m][:, :, m] - gain @ sigma_om
-        deviation = X[np.ix_(rows, o)][None] - means[:, None, o]  # (K, n, p)
+        observed_values = X[rows][:, o]
+        deviation = observed_values[None] - means[:, None, o]  # (K, n, p)
         expected = np.empty((n_components, len(rows), n_features))
-        expected[:, :, o] = X[np.ix_(rows, o)][None]
-        expected[:, :, m] = means[:, None, m] + np.einsum("kqp,knp->knq", gain, deviation)
+        expected[:, :, o] = observed_values[None]
+        expected[:, :, m] = means[:, None, m] + deviation @ np.swapaxes(gain, 1, 2)
         expected -= centre
         outer = expected[..., :, None] * expected[..., None, :]
         outer[:, :, m[:, None], m[None, :]] += conditional_covariance[:, None]
@@ -396,6 +414,7 @@ def _gaussian_density(means, covars, covariance_type):
         )
     log_normalisers = np.ascontiguousarray(log_normalisers)
     no_shift = np.empty(0)
+    pattern_factors = {}  # per missingness pattern, shared by the blocks of rows
 
     def density(X, shift=None, out=None):
         log_density = np.empty((X.shape[0], n_components)) if out is None else out
@@ -429,7 +448,9 @@ def _gaussian_density(means, covars, covariance_type):
         their maxima when ``shift`` is given); the first row that overflows
         under every component, or -1."""
         with np.errstate(over="ignore", invalid="ignore"):
-            marginal = _marginal_log_density(X[partial], means, covars, covariance_type)
+            marginal = _marginal_log_density(
+                X[partial], means, covars, covariance_type, pattern_factors
+            )
         marginal = np.where(np.isnan(marginal), -np.inf, marginal)
         maxima = marginal.max(axis=1)
         impossible = np.flatnonzero(maxima == -np.inf)
