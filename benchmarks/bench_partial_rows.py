@@ -13,11 +13,11 @@ K = 4, one thread; the best of ``--repeats`` runs.
 """
 
 import argparse
-import time
 import warnings
 from functools import partial
 
 import numpy as np
+from bench_hmm import best_time
 from threadpoolctl import threadpool_limits
 
 from skseq import GaussianHMM
@@ -48,15 +48,6 @@ def model_for(X, covariance_type, n_iter):
         model.fit(X[~np.isnan(X).any(axis=1)][:20000], lengths=None)
     model.set_params(init_params="")
     return model
-
-
-def best_time(function, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def fit_from(reference, data, lengths, n_iter):

@@ -1062,10 +1062,11 @@ class PoissonHMM(BaseHMM):
         self.lambdas_ = np.where(usable, lambdas, self.lambdas_)
 
     def _emission_coordinates(self, X):
-        # Rates by their logs, in units of each feature's mean count.
-        observed = ~np.isnan(X)
-        counts = observed.sum(axis=0)
-        means = np.where(observed, X, 0.0).sum(axis=0) / np.maximum(counts, 1)
+        # Rates by their logs, in units of each feature's mean (observed) count.
+        if missing_entries(X) is None:
+            means = np.mean(X, axis=0) if X.shape[0] else np.ones(X.shape[1])
+        else:
+            means = np.nan_to_num(np.nanmean(np.where(np.isnan(X).all(axis=0), 1.0, X), axis=0))
         return {"lambdas_": ("positive", np.where(means > 0, means, 1.0))}
 
     def _emission_n_parameters(self):

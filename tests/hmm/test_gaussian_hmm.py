@@ -657,7 +657,7 @@ def test_bad_input_after_fit(fitted_gaussian):
     [
         (np.array([[0.5], [1.0]]), "non-integer"),
         (np.array([[-1], [1]]), "Negative"),
-        (np.array([[np.nan], [1]]), "NaN"),
+        (np.array([[np.nan], [np.nan]]), "Every entry of X is NaN"),  # NaN alone: missing
         (np.array([[0, 1], [1, np.inf]]), "inf"),
     ],
 )
@@ -687,7 +687,7 @@ def test_categorical_unknown_symbol_and_alphabet():
     [
         (np.array([[0.5], [2.0]]), "non-integer"),
         (np.array([[-1.0], [2.0]]), "Negative"),
-        (np.array([[np.nan], [2.0]]), "NaN"),
+        (np.array([[np.inf], [2.0]]), "inf"),  # NaN is a missing count
     ],
 )
 def test_poisson_rejects_bad_counts(X, message):

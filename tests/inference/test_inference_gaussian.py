@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from hmm_references import conditional_moments_by_hand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import multivariate_normal
@@ -65,18 +66,6 @@ def test_log_gaussian_density_matches_scipy(n_components, covariance_type):
     shifted = _log_gaussian_density(X, means, covars, covariance_type, shift=shift)
     np.testing.assert_allclose(shifted + shift[:, None], expected, rtol=1e-12, atol=1e-12)
     assert np.all(shifted.max(axis=1) == 0.0)
-
-
-def conditional_moments_by_hand(x, mean, covariance):
-    """E[x] and E[x x^T] given the observed entries of one row x, by the textbook
-    formulas of the conditional Gaussian, one row at a time."""
-    o, m = ~np.isnan(x), np.isnan(x)
-    expected = x.copy()
-    gain = covariance[np.ix_(m, o)] @ np.linalg.inv(covariance[np.ix_(o, o)])
-    expected[m] = mean[m] + gain @ (x[o] - mean[o])
-    second = np.outer(expected, expected)
-    second[np.ix_(m, m)] += covariance[np.ix_(m, m)] - gain @ covariance[np.ix_(o, m)]
-    return expected, second
 
 
 @pytest.mark.parametrize("full", [False, True])
