@@ -19,7 +19,6 @@ from .._validation import (
 from .._validation import check_data_scale as _check_data_scale
 from ..inference.gaussian import (
     _gaussian_density,
-    _log_gaussian_density,
     _moment_features,
     _moments_from_features,
     _partial_moment_features,
@@ -565,8 +564,9 @@ class GaussianHMM(BaseHMM):
 
     def _emission_terms(self, X):
         # Missing rows get log-density 0, partially observed ones the
-        # marginal density of their observed entries.
-        return _log_gaussian_density(X, self.means_, self._covars_, self.covariance_type), None
+        # marginal density of their observed entries; the cache is the
+        # indices of the latter, for the statistics.
+        return self._emissions(shifted=False)(X)[::2]
 
     def _emissions(self, shifted=True):
         density = _gaussian_density(self.means_, self._covars_, self.covariance_type)
@@ -574,10 +574,11 @@ class GaussianHMM(BaseHMM):
 
         def emissions(X, buffers=None):
             out = work_array(buffers, "log_frameprob", (X.shape[0], n_components))
+            partial = _partial_rows(X)
             if not shifted:
-                return density(X, None, out), None, None
+                return density(X, None, out, partial), None, partial
             shift = work_array(buffers, "shift", (X.shape[0],))
-            return density(X, shift, out), shift, None
+            return density(X, shift, out, partial), shift, partial
 
         return emissions
 
@@ -635,7 +636,7 @@ class GaussianHMM(BaseHMM):
         full = self.covariance_type in ("full", "tied")
         conditional = (self.means_, self._covars_, self.covariance_type)
         return gaussian_statistics(
-            *_weighted_moments(X, self._centre, posteriors, full, conditional)
+            *_weighted_moments(X, self._centre, posteriors, full, conditional, cache)
         )
 
     def _emission_features(self, X, cache):
@@ -644,7 +645,7 @@ class GaussianHMM(BaseHMM):
         features = np.broadcast_to(
             features[:, None, :], (X.shape[0], self.n_components, features.shape[1])
         )
-        partial = _partial_rows(X) if full else ()
+        partial = (_partial_rows(X) if cache is None else cache) if full else ()
         if len(partial):  # the conditional moments depend on the state
             features = features.copy()
             features[partial] = _partial_moment_features(

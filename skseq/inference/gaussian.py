@@ -232,19 +232,34 @@ def _has_nan(X):
     return X.size > 0 and bool(np.isnan(X.min()))
 
 
+def _rows_with_nan(X):
+    """``(candidates, nan)``: indices of the rows of ``X`` that may hold a NaN,
+    and the NaN mask of those rows.
+
+    A NaN propagates into its row's sum, one matrix-vector product (a
+    finite row gives NaN only through inf - inf, and the mask then shows it
+    has none): rows without NaN, the common case, cost one pass.
+    """
+    if X.size == 0:
+        candidates = np.empty(0, dtype=np.intp)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            candidates = np.flatnonzero(np.isnan(X @ np.ones(X.shape[1])))
+    return candidates, np.isnan(X[candidates])
+
+
 def _missing_rows(X):
     """Mask of the rows of ``X`` that are NaN throughout (missing observations)."""
-    if not _has_nan(X):
-        return np.zeros(X.shape[0], dtype=bool)
-    return np.isnan(X).all(axis=1)
+    missing = np.zeros(X.shape[0], dtype=bool)
+    candidates, nan = _rows_with_nan(X)
+    missing[candidates] = nan.all(axis=1)
+    return missing
 
 
 def _partial_rows(X):
     """Indices of the partially observed rows of ``X``: some entries NaN, not all."""
-    if not _has_nan(X):
-        return np.empty(0, dtype=np.intp)
-    n_missing = np.count_nonzero(np.isnan(X), axis=1)
-    return np.flatnonzero((n_missing > 0) & (n_missing < X.shape[1]))
+    candidates, nan = _rows_with_nan(X)
+    return candidates[nan.any(axis=1) & ~nan.all(axis=1)]
 
 
 def _missingness_patterns(observed):
@@ -416,7 +431,9 @@ def _gaussian_density(means, covars, covariance_type):
     no_shift = np.empty(0)
     pattern_factors = {}  # per missingness pattern, shared by the blocks of rows
 
-    def density(X, shift=None, out=None):
+    def density(X, shift=None, out=None, partial=None):
+        """``partial``: the indices of the partially observed rows of ``X``
+        (:func:`_partial_rows`), when the caller has them."""
         log_density = np.empty((X.shape[0], n_components)) if out is None else out
         overflowed = _gaussian.log_density(
             X,
@@ -430,7 +447,7 @@ def _gaussian_density(means, covars, covariance_type):
         )
         if overflowed < 0:
             # The kernel sets partially observed rows, like missing ones, to 0.
-            partial = _partial_rows(X)
+            partial = _partial_rows(X) if partial is None else partial
             if partial.size:
                 overflowed = _fill_partial_rows(X, partial, log_density, shift)
         if overflowed >= 0:
@@ -531,7 +548,7 @@ def log_gaussian_density(X, means, covars, covariance_type="full"):
 # -- moments -------------------------------------------------------------------------
 
 
-def _weighted_moments(X, centre, weights, full, conditional=None):
+def _weighted_moments(X, centre, weights, full, conditional=None, partial=None):
     """:func:`weighted_moments` on validated inputs (no checks), as a plain tuple.
 
     Returns ``(weight_sums (K,), first (K, D), second, missing_weight_sums)``
@@ -539,6 +556,7 @@ def _weighted_moments(X, centre, weights, full, conditional=None):
     partially observed rows are added here, from
     :func:`_partial_moment_features`, which with ``full`` needs
     ``conditional`` = (means, covars, covariance_type) of the K components.
+    ``partial``: the indices of the partially observed rows, when known.
     """
     n_components, n_features = weights.shape[1], X.shape[1]
     n_pairs = n_features * (n_features + 1) // 2 if full else n_features
@@ -553,7 +571,7 @@ def _weighted_moments(X, centre, weights, full, conditional=None):
     sums = moments_t.T
     if not full:
         sums = np.concatenate([sums, np.zeros((n_components, n_features))], axis=1)
-    partial = _partial_rows(X)
+    partial = _partial_rows(X) if partial is None else partial
     if partial.size:
         if full:
             features = _partial_moment_features(X[partial], centre, *conditional)
