@@ -332,39 +332,34 @@ def _marginal_log_density(X, means, covars, covariance_type, pattern_factors=Non
     return log_density.T
 
 
-def _conditional_moments(X, centre, means, covars, covariance_type):
-    """E[y_t | x_o] and E[y_t y_t^T | x_o] under each component, y = x - centre.
+def _conditional_gaussians(X, centre, means, covars, covariance_type):
+    """The missing entries' conditional Gaussians, pattern by pattern.
 
     For partially observed rows ``X`` (n, D) and full covariance matrices
     (the exact E step of a Gaussian with missing entries): the missing
-    entries m have the conditional Gaussian mean
-    mu_m + Sigma_mo Sigma_oo^-1 (x_o - mu_o) and covariance
-    Sigma_mm - Sigma_mo Sigma_oo^-1 Sigma_om, which adds to the second
-    moment.  Returns (n, K, D) and (n, K, D, D).
+    entries m have the conditional mean mu_m + Sigma_mo Sigma_oo^-1
+    (x_o - mu_o) and covariance Sigma_mm - Sigma_mo Sigma_oo^-1 Sigma_om
+    under each component.  Yields ``(rows, m, expected, covariance)`` per
+    missingness pattern: the rows that have it, its missing features,
+    E[y | x_o] of those rows (K, n_rows, D) with y = x - centre, and the
+    conditional covariances (K, |m|, |m|), which add to E[y y^T | x_o] in the
+    missing block.
     """
     n_components, n_features = means.shape
     matrices = _component_matrices(covars, covariance_type, n_components, n_features)
-    observed = ~np.isnan(X)
-    first = np.empty((X.shape[0], n_components, n_features))
-    second = np.empty((X.shape[0], n_components, n_features, n_features))
-    patterns, groups = _missingness_patterns(observed)
+    patterns, groups = _missingness_patterns(~np.isnan(X))
     for pattern, rows in zip(patterns, groups):
         o, m = np.flatnonzero(pattern), np.flatnonzero(~pattern)
         sigma_oo = matrices[:, o][:, :, o]
         sigma_om = matrices[:, o][:, :, m]
         gain = np.swapaxes(np.linalg.solve(sigma_oo, sigma_om), 1, 2)  # Sigma_mo Sigma_oo^-1
-        conditional_covariance = matrices[:, m][:, :, m] - gain @ sigma_om
         observed_values = X[rows][:, o]
         deviation = observed_values[None] - means[:, None, o]  # (K, n, p)
         expected = np.empty((n_components, len(rows), n_features))
         expected[:, :, o] = observed_values[None]
         expected[:, :, m] = means[:, None, m] + deviation @ np.swapaxes(gain, 1, 2)
         expected -= centre
-        outer = expected[..., :, None] * expected[..., None, :]
-        outer[:, :, m[:, None], m[None, :]] += conditional_covariance[:, None]
-        first[rows] = np.swapaxes(expected, 0, 1)
-        second[rows] = np.swapaxes(outer, 0, 1)
-    return first, second
+        yield rows, m, expected, matrices[:, m][:, :, m] - gain @ sigma_om
 
 
 def _partial_moment_features(X, centre, means, covars, covariance_type):
@@ -373,16 +368,44 @@ def _partial_moment_features(X, centre, means, covars, covariance_type):
     Diagonal covariances: the observed entries' (1, y, y^2, missing
     indicators), the same for every component (missing entries drop out of
     their feature's sums).  Full matrices: (1, E[y | x_o], upper triangle of
-    E[y y^T | x_o]) under each component (:func:`_conditional_moments`).
+    E[y y^T | x_o]) under each component (:func:`_conditional_gaussians`).
     """
     n_components, n_features = means.shape
     if covariance_type in ("spherical", "diag"):
         features = _moment_features(X, centre, False)
         return np.broadcast_to(features[:, None], (X.shape[0], n_components, features.shape[1]))
-    first, second = _conditional_moments(X, centre, means, covars, covariance_type)
-    rows, columns = np.triu_indices(n_features)
+    upper = np.triu_indices(n_features)
+    features = np.empty((X.shape[0], n_components, 1 + n_features + len(upper[0])))
+    features[:, :, 0] = 1.0
+    for rows, m, expected, covariance in _conditional_gaussians(
+        X, centre, means, covars, covariance_type
+    ):
+        outer = expected[..., :, None] * expected[..., None, :]
+        outer[:, :, m[:, None], m[None, :]] += covariance[:, None]
+        features[rows, :, 1 : 1 + n_features] = np.swapaxes(expected, 0, 1)
+        features[rows, :, 1 + n_features :] = np.swapaxes(outer[..., upper[0], upper[1]], 0, 1)
+    return features
+
+
+def _partial_moment_sums(X, centre, weights, means, covars, covariance_type):
+    """The weighted sums of :func:`_partial_moment_features` over the rows of
+    ``X`` with full covariances, (K, F), without forming per-row matrices:
+    sum_t w_tk E[y y^T] = E_k^T diag(w_k) E_k plus the conditional
+    covariance times the pattern's weight, pattern by pattern."""
+    n_components, n_features = means.shape
+    first = np.zeros((n_components, n_features))
+    second = np.zeros((n_components, n_features, n_features))
+    for rows, m, expected, covariance in _conditional_gaussians(
+        X, centre, means, covars, covariance_type
+    ):
+        pattern_weights = weights[rows].T  # (K, n)
+        weighted = expected * pattern_weights[:, :, None]
+        first += weighted.sum(axis=1)
+        second += np.swapaxes(weighted, 1, 2) @ expected
+        second[:, m[:, None], m[None, :]] += pattern_weights.sum(axis=1)[:, None, None] * covariance
+    upper = np.triu_indices(n_features)
     return np.concatenate(
-        [np.ones(first.shape[:2] + (1,)), first, second[..., rows, columns]], axis=2
+        [weights.sum(axis=0)[:, None], first, second[:, upper[0], upper[1]]], axis=1
     )
 
 
@@ -574,8 +597,7 @@ def _weighted_moments(X, centre, weights, full, conditional=None, partial=None):
     partial = _partial_rows(X) if partial is None else partial
     if partial.size:
         if full:
-            features = _partial_moment_features(X[partial], centre, *conditional)
-            sums = sums + np.einsum("tk,tkf->kf", weights[partial], features)
+            sums = sums + _partial_moment_sums(X[partial], centre, weights[partial], *conditional)
         else:
             sums = sums + weights[partial].T @ _moment_features(X[partial], centre, False)
     return _moments_from_features(np.ascontiguousarray(sums), n_features, full)
