@@ -1,5 +1,6 @@
 """Reference computations for the HMM tests: enumeration of every state path,
-log-space forward-backward in numpy, and hypothesis strategies for hard models."""
+log-space forward-backward in numpy, hypothesis strategies for hard models, and
+the conditional Gaussian of a row's missing entries."""
 
 import itertools
 
@@ -50,6 +51,18 @@ def left_right_underflow_frames():
     log_frame[:4, 1] = -400.0
     log_frame[4] = [-np.inf, 0.0]
     return log_start, log_trans, log_frame
+
+
+def conditional_moments_by_hand(x, mean, covariance):
+    """E[x | x_o] and E[x x^T | x_o] of one row x whose NaN entries are missing,
+    by the textbook formulas of the conditional Gaussian."""
+    o, m = ~np.isnan(x), np.isnan(x)
+    expected = x.copy()
+    gain = covariance[np.ix_(m, o)] @ np.linalg.inv(covariance[np.ix_(o, o)])
+    expected[m] = mean[m] + gain @ (x[o] - mean[o])
+    second = np.outer(expected, expected)
+    second[np.ix_(m, m)] += covariance[np.ix_(m, m)] - gain @ covariance[np.ix_(o, m)]
+    return expected, second
 
 
 # Offsets (nats below the row's best state) around where exp() leaves the

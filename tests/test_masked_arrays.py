@@ -102,11 +102,12 @@ def test_masked_entries_follow_each_models_missing_data():
     mask = np.zeros_like(X, dtype=bool)
     mask[5, 0] = mask[20, 1] = True
     masked = np.ma.masked_array(X, mask=mask)
-    # GaussianHMM: missing data are whole rows, so one masked entry hides its row.
+    # GaussianHMM, like the linear-Gaussian SSM, uses the observed entries of a row.
     hmm = GaussianHMM(2, n_iter=3, random_state=0).fit(X)
     whole_rows = X.copy()
     whole_rows[[5, 20]] = np.nan
-    assert hmm.score(masked) == hmm.score(whole_rows)
+    assert hmm.score(masked) == hmm.score(np.where(mask, np.nan, X))
+    assert hmm.score(masked) < hmm.score(whole_rows)  # the observed entries have density < 1
     # The linear-Gaussian SSM uses the observed entries of a row.
     lgssm = LinearGaussianSSM(n_components=2, n_iter=3, random_state=0).fit(X)
     entries = np.where(mask, np.nan, X)
@@ -133,8 +134,6 @@ def test_masked_entries_follow_each_models_missing_data():
 @pytest.mark.parametrize(
     "make, X",
     [
-        (lambda: PoissonHMM(2), np.ma.masked_array([[1], [2], [3]], mask=[[0], [1], [0]])),
-        (lambda: CategoricalHMM(2), np.ma.masked_array([[0], [1], [1]], mask=[[0], [1], [0]])),
         (
             lambda: MultinomialHMM(2),
             np.ma.masked_array([[1, 2], [3, 0], [2, 1]], mask=[[0, 0], [1, 0], [0, 0]]),
@@ -144,7 +143,7 @@ def test_masked_entries_follow_each_models_missing_data():
             np.ma.masked_array(np.ones((4, 5)), mask=np.eye(4, 5, dtype=bool)),
         ),
     ],
-    ids=["PoissonHMM", "CategoricalHMM", "MultinomialHMM", "SelectiveSSMRegressor"],
+    ids=["MultinomialHMM", "SelectiveSSMRegressor"],
 )
 def test_masked_entries_where_missing_data_are_not_supported_raise(make, X):
     model = make()
@@ -153,6 +152,23 @@ def test_masked_entries_where_missing_data_are_not_supported_raise(make, X):
             model.fit(X, np.ones(X.shape[0]))
         else:
             model.fit(X)
+
+
+@pytest.mark.parametrize(
+    "model, X",
+    [
+        (PoissonHMM(2, n_iter=2, random_state=0), [[1.0, 4.0], [2.0, 5.0], [3.0, 1.0], [6.0, 0.0]]),
+        (CategoricalHMM(2, n_iter=2, random_state=0), [[0, 1], [1, 1], [1, 0], [0, 0]]),
+    ],
+    ids=["PoissonHMM", "CategoricalHMM"],
+)
+def test_masked_entries_of_counts_and_symbols_are_missing_entries(model, X):
+    X = np.array(X, dtype=np.float64)
+    mask = np.zeros(X.shape, dtype=bool)
+    mask[1, 0] = True
+    as_nan = np.where(mask, np.nan, X)
+    model.fit(as_nan)
+    assert model.score(np.ma.masked_array(X, mask=mask)) == model.score(as_nan)
 
 
 # -- the inference functions ---------------------------------------------------------
@@ -197,9 +213,7 @@ def _inference_examples():
     controls = rng.normal(size=(5, 1))
     lgssm_parameters = LGSSMParameters(**lgssm)
     stream = kalman.kalman_forward_smoothing(lgssm_parameters, X, controls=controls).carried
-    lgssm_rows = dict(
-        parameters=lgssm_parameters, X=X, controls=controls, lengths=np.array([3, 2])
-    )
+    lgssm_rows = dict(parameters=lgssm_parameters, X=X, controls=controls, lengths=np.array([3, 2]))
     x = rng.normal(size=(2, 5, 3))
     rnn = dict(
         x=x,
@@ -249,7 +263,15 @@ def _inference_examples():
             dict(X=X, means=rng.normal(size=(2, 2)), covars=covariances, covariance_type="full")
         ],
         gaussian.weighted_moments: [
-            dict(X=X, weights=rng.uniform(size=(5, 2)), centre=np.array([0.1, -0.1]))
+            dict(X=X, weights=rng.uniform(size=(5, 2)), centre=np.array([0.1, -0.1])),
+            dict(
+                X=X,
+                weights=rng.uniform(size=(5, 2)),
+                full=True,
+                means=rng.normal(size=(2, 2)),
+                covars=covariances,
+                covariance_type="full",
+            ),
         ],
         gaussian.compact_covars_shape: [dict(covariance_type="diag", n_components=2, n_features=2)],
         gaussian.fill_covars: [
@@ -296,9 +318,7 @@ def _inference_examples():
             )
         ],
         kalman.sample_lgssm: [
-            dict(
-                n_samples=5, parameters=lgssm_parameters, controls=controls, random_state=0
-            )
+            dict(n_samples=5, parameters=lgssm_parameters, controls=controls, random_state=0)
         ],
         kalman.kalman_forward_smoothing: [
             dict(X=X, parameters=lgssm_parameters, controls=controls, carried=stream)

@@ -513,9 +513,9 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         return result
 
     def _n_data_points(self, X):
-        # Missing data are whole rows (a NaN anywhere in the row).
+        # The observed entries of the data, without the known states' column.
         X, _ = self._split_known_states(X)
-        return X.shape[1] * int(X.shape[0] - np.count_nonzero(np.isnan(X).any(axis=1)))
+        return super()._n_data_points(X)
 
     def _initialize(self, X, offsets, random_state):
         X, known_states = self._split_known_states(X)

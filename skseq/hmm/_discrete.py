@@ -17,26 +17,48 @@ from .._validation import (
     prior_rule,
 )
 from ._base import BaseHMM, check_probability_vector, dirichlet_map, fit_kmeans
+from ._gaussian import observed_rows
 
 __all__ = ["CategoricalHMM", "MultinomialHMM", "PoissonHMM"]
 
 
-def validate_whole_numbers(estimator, X, reset, what):
-    """Finite, non-negative whole numbers (integer or float dtype) as float64."""
+def validate_whole_numbers(estimator, X, reset, what, missing_supported=False):
+    """Finite, non-negative whole numbers (integer or float dtype) as float64.
+
+    With ``missing_supported``, NaN (and a masked array's masked entries)
+    marks a missing entry; at ``reset`` some entry must be observed.
+    """
     name = type(estimator).__name__
-    X = masked_as_nan(X, missing_supported=False, owner=name)
+    X = masked_as_nan(X, missing_supported=missing_supported, owner=name)
     X = validate_data(
         estimator, X, reset=reset, dtype=np.float64, order="C", ensure_all_finite=False
     )
-    if not np.all(np.isfinite(X)):
+    nan = np.isnan(X) if missing_supported else None
+    if missing_supported:
+        if np.isinf(X).any():
+            raise ValueError(f"{name} does not accept inf (NaN marks a missing entry).")
+        if reset and nan.all():
+            raise ValueError(f"Every entry of X is NaN: {name} has no observed {what}.")
+    elif not np.all(np.isfinite(X)):
         raise ValueError(
             f"{name} cannot treat NaN as missing and does not accept inf: X must be finite {what}."
         )
-    if np.any(X < 0):
-        raise ValueError(f"Negative values in data passed to {name}: {what} must be non-negative.")
-    if np.any(X != np.floor(X)):
+    values = X[~nan] if missing_supported and nan.any() else X
+    if np.any(values < 0):
+        raise ValueError(
+            f"Negative values in data passed to {name}: {what} must be non-negative"
+            + (" (NaN marks a missing entry)." if missing_supported else ".")
+        )
+    if np.any(values != np.floor(values)):
         raise ValueError(f"{name} needs whole-number {what}; X has non-integer values.")
     return X
+
+
+def missing_entries(X):
+    """The mask of X's NaN entries, or None when there are none (the fast path)."""
+    if X.size == 0 or not np.isnan(X.min()):
+        return None
+    return np.isnan(X)
 
 
 def log_factorials(X):
@@ -163,6 +185,12 @@ class CategoricalHMM(BaseHMM):
     the others given the state (as in dynamax and pomegranate):
     p(x_t | z_t = j) = prod_f emissionprob_[j, f, x_tf].  The columns may have
     alphabets of different sizes (``n_symbols_``).
+
+    NaN (or a masked entry of a masked array) marks a missing symbol: its
+    column's factor is left out of p(x_t | z_t) (the column is integrated
+    out) and out of that column's counts; a row missing throughout is an
+    unobserved time step.  Negative codes stay an error (a missing symbol is
+    NaN, as in scikit-learn's encoders), and so does inf.
 
     Parameters
     ----------
@@ -372,7 +400,7 @@ class CategoricalHMM(BaseHMM):
 
     @staticmethod
     def _check_symbols(X, sizes):
-        largest = X.max(axis=0)
+        largest = np.max(np.where(np.isnan(X), 0, X), axis=0)
         outside = np.flatnonzero(largest >= sizes)
         if outside.size:
             column = outside[0]
@@ -384,7 +412,7 @@ class CategoricalHMM(BaseHMM):
     # -- BaseHMM hooks -------------------------------------------------------
 
     def _validate_X(self, X, reset):
-        X = validate_whole_numbers(self, X, reset, "symbols")
+        X = validate_whole_numbers(self, X, reset, "symbols", missing_supported=True)
         if not reset:
             self._check_emission_parameters(X.shape[1])
             self._check_symbols(X, self._alphabets())
@@ -403,16 +431,24 @@ class CategoricalHMM(BaseHMM):
             sizes = check_alphabet_sizes(self.n_features, "n_features", n_columns)
             check_alphabet_allocation(sizes, self.n_components, X.shape[0], inferred=False)
         else:
+            never = np.flatnonzero(np.isnan(X).all(axis=0))
+            if never.size:
+                raise ValueError(
+                    f"Column {never[0]} of X has no observed symbol (all NaN): give its "
+                    "alphabet size with n_features, or emissionprob_init."
+                )
             # Checked in float64 first: a symbol beyond the intp range would wrap.
-            sizes = X.max(axis=0) + 1
+            sizes = np.nanmax(X, axis=0) + 1
             check_alphabet_allocation(sizes, self.n_components, X.shape[0], inferred=True)
             sizes = sizes.astype(np.intp)
         self._check_symbols(X, sizes)
         if initial is None:
             width = sizes.max()
             support = np.arange(width) < sizes[:, None]
+            observed = ~np.isnan(X)
             counts = np.bincount(
-                symbol_index(X, width).ravel(), minlength=n_columns * width
+                symbol_index(np.where(observed, X, 0), width)[observed],
+                minlength=n_columns * width,
             ).reshape(n_columns, width)
             table = perturbed_frequencies(counts, self.n_components, random_state, support)
         self.emissionprob_ = table[:, 0] if n_columns == 1 else table
@@ -421,33 +457,47 @@ class CategoricalHMM(BaseHMM):
     def _check_emission_parameters(self, n_features):
         self._alphabets(self._checked_table(self.emissionprob_, "emissionprob_", n_features))
 
+    def _symbol_indices(self, X, width):
+        """``(index, observed)``: :func:`symbol_index` of ``X`` (a missing symbol
+        indexes symbol 0) and the mask of its observed entries (None if all are).
+        A pass over ``X`` finds that there are none (the common case), so the
+        emission terms' cache stays the index alone."""
+        missing = missing_entries(X)
+        if missing is None:
+            return symbol_index(X, width), None
+        return symbol_index(np.where(missing, 0, X), width), ~missing
+
     def _emission_terms(self, X):
         table = emission_table(self.emissionprob_)
         n_components, n_columns, width = table.shape
         with np.errstate(divide="ignore"):
             # (n_columns * n_symbols, n_components): one row gathered per symbol.
             log_table = np.ascontiguousarray(np.log(table).reshape(n_components, -1).T)
-        index = symbol_index(X, width)
+        index, observed = self._symbol_indices(X, width)
+        if observed is not None:  # a missing symbol's column leaves its factor out
+            return np.where(observed[:, :, None], log_table[index], 0.0).sum(axis=1), index
         if n_columns == 1:
             return log_table[index[:, 0]], index
         return log_table[index].sum(axis=1), index
 
     def _emission_statistics(self, X, posteriors, cache):
         n_components, n_columns, width = self._table_shape()
-        index = symbol_index(X, width) if cache is None else cache
+        index, observed = self._symbol_indices(X, width)
         flat = index.ravel()
         counts = np.empty((n_components, n_columns * width))
         for state, weights in enumerate(posteriors.T):
             if n_columns > 1:
                 weights = np.repeat(weights, n_columns)  # row-major: each row's columns
+            if observed is not None:  # missing symbols count nowhere
+                weights = weights * observed.ravel()
             counts[state] = np.bincount(flat, weights=weights, minlength=n_columns * width)
         return {"obs": counts.reshape(n_components, n_columns, width)}
 
     def _emission_features(self, X, cache):
         n_components, n_columns, width = self._table_shape()
-        index = symbol_index(X, width) if cache is None else cache
+        index, observed = self._symbol_indices(X, width)
         one_hot = np.zeros((X.shape[0], n_columns * width))
-        one_hot[np.arange(X.shape[0])[:, None], index] = 1.0
+        one_hot[np.arange(X.shape[0])[:, None], index] = 1.0 if observed is None else observed
         return np.broadcast_to(one_hot[:, None, :], (X.shape[0], n_components, one_hot.shape[1]))
 
     def _statistics_from_features(self, sums):
@@ -535,6 +585,7 @@ class CategoricalHMM(BaseHMM):
         tags = super().__sklearn_tags__()
         tags.input_tags.positive_only = True
         tags.input_tags.categorical = True
+        tags.input_tags.allow_nan = True
         return tags
 
     def _get_parameters(self):
@@ -789,7 +840,10 @@ class PoissonHMM(BaseHMM):
     """Hidden Markov model with independent Poisson emissions per feature.
 
     A drop-in replacement for ``hmmlearn.hmm.PoissonHMM``: ``X`` holds
-    non-negative whole-number counts.
+    non-negative whole-number counts.  NaN (or a masked entry of a masked
+    array) marks a missing count: its feature's factor is left out of
+    p(x_t | z_t) and of that feature's sums in the M step (each feature
+    has its own weight); inf is an error.
 
     Parameters
     ----------
@@ -896,7 +950,7 @@ class PoissonHMM(BaseHMM):
         self.lambdas_init = lambdas_init
 
     def _validate_X(self, X, reset):
-        return validate_whole_numbers(self, X, reset, "counts")
+        return validate_whole_numbers(self, X, reset, "counts", missing_supported=True)
 
     def _parameter_rules(self):
         # A gamma prior's shape and rate: non-negative keeps the rates
@@ -912,6 +966,7 @@ class PoissonHMM(BaseHMM):
     def _initialize_emissions(self, X, random_state):
         n_components, n_features = self.n_components, X.shape[1]
         lambdas = self._initial_value("lambdas_")
+        X = observed_rows(X, n_components)  # missing counts filled in: initial values only
         if lambdas is None:
             if np.unique(X, axis=0).shape[0] >= n_components:
                 lambdas = fit_kmeans(X, n_components, random_state, self.n_jobs).cluster_centers_
@@ -946,20 +1001,49 @@ class PoissonHMM(BaseHMM):
     def _emission_terms(self, X):
         lambdas = np.asarray(self.lambdas_, dtype=np.float64)
         log_rates = np.log(np.maximum(lambdas, 1e-300))
-        log_pmf = X @ log_rates.T - lambdas.sum(axis=1) - log_factorials(X)[:, None]
+        missing = missing_entries(X)
+        if missing is None:
+            log_pmf = X @ log_rates.T - lambdas.sum(axis=1) - log_factorials(X)[:, None]
+            return log_pmf, None
+        # A missing count leaves its feature's factor out.
+        counts = np.where(missing, 0.0, X)
+        log_pmf = counts @ log_rates.T - (~missing) @ lambdas.T - log_factorials(counts)[:, None]
         return log_pmf, None
 
     def _emission_statistics(self, X, posteriors, cache):
-        return {"post": posteriors.sum(axis=0), "obs": posteriors.T @ X}
+        missing = missing_entries(X)
+        if missing is None:
+            missing_post = np.zeros((self.n_components, X.shape[1]))
+            return {
+                "post": posteriors.sum(axis=0),
+                "obs": posteriors.T @ X,
+                "missing_post": missing_post,
+            }
+        counts = np.where(missing, 0.0, X)
+        return {
+            "post": posteriors.sum(axis=0),
+            "obs": posteriors.T @ counts,
+            "missing_post": posteriors.T @ missing,
+        }
 
     def _emission_features(self, X, cache):
-        features = np.concatenate([np.ones((X.shape[0], 1)), X], axis=1)
+        missing = missing_entries(X)
+        if missing is None:
+            missing, counts = np.zeros(X.shape), X
+        else:
+            counts = np.where(missing, 0.0, X)
+        features = np.concatenate([np.ones((X.shape[0], 1)), counts, missing], axis=1)
         return np.broadcast_to(
             features[:, None, :], (X.shape[0], self.n_components, features.shape[1])
         )
 
     def _statistics_from_features(self, sums):
-        return {"post": sums[:, 0], "obs": sums[:, 1:]}
+        n_features = (sums.shape[1] - 1) // 2
+        return {
+            "post": sums[:, 0],
+            "obs": sums[:, 1 : 1 + n_features],
+            "missing_post": sums[:, 1 + n_features :],
+        }
 
     def _emission_mstep(self, statistics):
         if "l" not in self.params:
@@ -967,15 +1051,22 @@ class PoissonHMM(BaseHMM):
         shape = self.lambdas_.shape
         prior = self._prior("lambdas_prior", shape)
         weight = self._prior("lambdas_weight", shape)
-        post = statistics["post"][:, None]
+        # Each feature's own weight: exactly post where no count is missing.
+        missing_post = statistics["missing_post"]
+        post = np.maximum(statistics["post"][:, None] - missing_post, 0.0)
         with np.errstate(invalid="ignore", divide="ignore"):
             lambdas = (prior + statistics["obs"]) / (weight + post)
-        usable = np.isfinite(lambdas) & (post > 0)
+        # Where counts are missing, a weight at rounding level is no weight.
+        rounding = np.where(missing_post != 0, 1e-12 * statistics["post"][:, None], 0.0)
+        usable = np.isfinite(lambdas) & (post > rounding)
         self.lambdas_ = np.where(usable, lambdas, self.lambdas_)
 
     def _emission_coordinates(self, X):
-        # Rates by their logs, in units of each feature's mean count.
-        means = np.mean(X, axis=0) if X.shape[0] else np.ones(X.shape[1])
+        # Rates by their logs, in units of each feature's mean (observed) count.
+        if missing_entries(X) is None:
+            means = np.mean(X, axis=0) if X.shape[0] else np.ones(X.shape[1])
+        else:
+            means = np.nan_to_num(np.nanmean(np.where(np.isnan(X).all(axis=0), 1.0, X), axis=0))
         return {"lambdas_": ("positive", np.where(means > 0, means, 1.0))}
 
     def _emission_n_parameters(self):
@@ -985,6 +1076,7 @@ class PoissonHMM(BaseHMM):
         tags = super().__sklearn_tags__()
         tags.input_tags.positive_only = True
         tags.input_tags.categorical = True
+        tags.input_tags.allow_nan = True
         return tags
 
     def _sample_emissions(self, states, random_state):

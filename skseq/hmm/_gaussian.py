@@ -19,9 +19,10 @@ from .._validation import (
 from .._validation import check_data_scale as _check_data_scale
 from ..inference.gaussian import (
     _gaussian_density,
-    _log_gaussian_density,
     _moment_features,
     _moments_from_features,
+    _partial_moment_features,
+    _partial_rows,
     _weighted_moments,
     check_covars,
     compact_covars,
@@ -37,19 +38,18 @@ __all__ = ["GaussianHMM", "log_gaussian_density", "fill_covars", "COVARIANCE_TYP
 
 
 def validate_gaussian_X(estimator, X, reset):
-    """Float rows; NaN allowed (a missing row), inf not.
+    """Float rows; NaN allowed (a missing entry), inf not.
 
-    A masked array's masked entries are NaN too, so a row with a masked
-    entry is missing.  When initialising (``reset``) at least one row must
-    be observed; after that an all-missing X is valid (e.g. a gap in a
-    stream).
+    A masked array's masked entries are NaN too.  When initialising
+    (``reset``) at least one entry must be observed; after that an
+    all-missing X is valid (e.g. a gap in a stream).
     """
     X = masked_as_nan(X, missing_supported=True, owner=type(estimator).__name__)
     X = validate_data(
         estimator, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan", order="C"
     )
     if reset and missing_rows(X).all():
-        raise ValueError("Every row of X contains NaN: there is no observed row.")
+        raise ValueError("Every entry of X is NaN: there is no observed row.")
     return X
 
 
@@ -77,10 +77,27 @@ def check_data_scale(observed):
         _check_data_scale(observed, moments_centre(observed, None))
 
 
-def observed_rows(X):
-    """The rows of ``X`` without NaN (``X`` itself when there are no missing rows)."""
-    missing = missing_rows(X)
-    return X[~missing] if missing.any() else X
+def observed_rows(X, n_rows=2):
+    """Rows to initialise Gaussian emissions from (k-means, the data covariance).
+
+    The rows of ``X`` without NaN (``X`` itself when it has none), when there
+    are at least ``n_rows``; otherwise every row with an observed entry, its
+    missing entries filled with their feature's mean over the observed
+    values (0 for a feature never observed): an initial value only, which
+    EM then corrects.
+    """
+    nan = np.isnan(X)
+    complete = ~nan.any(axis=1)
+    if complete.all():
+        return X
+    if np.count_nonzero(complete) >= n_rows:
+        return X[complete]
+    rows = X[~nan.all(axis=1)]
+    observed = ~np.isnan(rows)
+    counts = observed.sum(axis=0)
+    sums = np.where(observed, rows, 0.0).sum(axis=0)
+    feature_means = np.divide(sums, counts, out=np.zeros(X.shape[1]), where=counts > 0)
+    return np.where(observed, rows, feature_means)
 
 
 def check_positive_semidefinite(matrices, name):
@@ -163,12 +180,17 @@ def map_means(post, first, means_prior, means_weight, previous, responsible, cen
     ``w`` (w = 0: the weighted mean).  ``post`` (...,) and ``first`` (..., D)
     are the moments sum_t r_t and sum_t r_t x_t about ``centre``, and
     ``means_prior`` is in the same coordinates; the means returned, and
-    ``previous``, are in the data's.  Components without responsibility, or
-    with a non-finite result, keep ``previous``.
+    ``previous``, are in the data's.  ``post`` and ``responsible`` may also
+    be per feature (..., D): the weight of each feature's observed entries
+    (missing entries drop out).  Components without responsibility, or with
+    a non-finite result, keep ``previous``.
     """
+    counts = post if post.ndim == first.ndim else post[..., None]
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = (means_weight[..., None] * means_prior + first) / (means_weight + post)[..., None]
-    usable = responsible[..., None] & np.isfinite(means)
+        means = (means_weight[..., None] * means_prior + first) / (means_weight[..., None] + counts)
+    if responsible.ndim != first.ndim:
+        responsible = responsible[..., None]
+    usable = responsible & np.isfinite(means)
     return np.where(usable, means + centre, previous)
 
 
@@ -183,16 +205,13 @@ def weighted_scatter(post, first, second, means, means_prior, means_weight, full
     or its diagonal (..., D) when not ``full``, all about one centre in whose
     coordinates ``means`` and ``means_prior`` are given (centred moments keep
     the differences exact).  ``full``: matrices (..., D, D); otherwise their
-    diagonals (..., D).
+    diagonals (..., D), and ``post`` may be per feature (..., D), as in
+    :func:`map_means`.
     """
     offset = means - means_prior
     if not full:
-        return (
-            means_weight[..., None] * offset**2
-            + second
-            - 2 * means * first
-            + means**2 * post[..., None]
-        )
+        counts = post if post.ndim == means.ndim else post[..., None]
+        return means_weight[..., None] * offset**2 + second - 2 * means * first + means**2 * counts
     cross = first[..., :, None] * means[..., None, :]
     return (
         means_weight[..., None, None] * offset[..., :, None] * offset[..., None, :]
@@ -203,7 +222,9 @@ def weighted_scatter(post, first, second, means, means_prior, means_weight, full
     )
 
 
-def map_covariance(covariance_type, scatter, post, prior_scale, prior_count, *, min_count=None):
+def map_covariance(
+    covariance_type, scatter, post, prior_scale, prior_count, *, min_count=None, feature_counts=None
+):
     """The M step's covariances: (Psi + S) / (nu + N), per covariance type.
 
     The MAP estimate under an inverse-gamma (diagonal) or inverse-Wishart
@@ -216,12 +237,18 @@ def map_covariance(covariance_type, scatter, post, prior_scale, prior_count, *, 
     matrix for all of them).  ``prior_scale`` and ``prior_count`` broadcast
     against the result (and the reduced N).  ``min_count``: a floor for
     the denominator (hmmlearn's GaussianHMM uses 1e-5 for diagonals).
+    ``feature_counts`` (..., D): the weight of each feature's observed
+    entries, for "diag" and "spherical" when some are missing (a spherical
+    variance then counts each feature's own weight).
     """
     if covariance_type == "spherical":
         count = scatter.shape[-1] * post
+        if feature_counts is not None:
+            partial = np.any(feature_counts != post[..., None], axis=-1)
+            count = np.where(partial, feature_counts.sum(axis=-1), count)
         scatter = scatter.sum(axis=-1)
     elif covariance_type == "diag":
-        count = post[..., None]
+        count = post[..., None] if feature_counts is None else feature_counts
     elif covariance_type == "full":
         count = post[..., None, None]
     else:  # tied
@@ -256,6 +283,22 @@ def keep_valid_covariances(new, previous, covariance_type, responsible):
     return checked.reshape(new.shape)
 
 
+def feature_counts(post, missing_post):
+    """Each feature's weight sum, post - (the weight of its missing entries),
+    never below 0 (rounding); exactly ``post`` where nothing is missing."""
+    return np.maximum(post[..., None] - missing_post, 0.0)
+
+
+def gaussian_statistics(post, first, second, missing_post):
+    """The emission statistics of Gaussian components from their moments
+    (:func:`skseq.inference.gaussian._moments_from_features`'s four):
+    ``missing_post`` (diagonal covariances only) is the weight of each
+    feature's missing entries."""
+    if missing_post is None:
+        return {"post": post, "obs": first, "obs*obs.T": second}
+    return {"post": post, "obs": first, "obs**2": second, "missing_post": missing_post}
+
+
 class GaussianHMM(BaseHMM):
     """Hidden Markov model with Gaussian emissions.
 
@@ -263,8 +306,14 @@ class GaussianHMM(BaseHMM):
     attributes and numbers; pass ``lengths`` by keyword), on Cython kernels,
     with scikit-learn conventions: ``fit(X, y=None, *, lengths=None,
     sequence_ids=None)``, initial values as constructor parameters, ``n_init``
-    restarts, ``n_jobs`` threads in the E step, and rows containing NaN (or
-    a masked entry of a masked array) treated as missing observations.
+    restarts, ``n_jobs`` threads in the E step, and NaN (or a masked entry
+    of a masked array) treated as a missing entry.  A row missing
+    throughout is an unobserved time step; a partially observed row counts
+    with the marginal density of its observed entries, and EM integrates its
+    missing entries out exactly (diagonal covariances: they drop out of
+    their features' sums; full and tied: their conditional Gaussian
+    expectations, the EM for missing data).  Infinity is an error.  See
+    :doc:`/user_guide/hmm`, "Missing entries".
 
     Parameters
     ----------
@@ -518,8 +567,10 @@ class GaussianHMM(BaseHMM):
     # -- emission model -----------------------------------------------------
 
     def _emission_terms(self, X):
-        # Rows with NaN get log-density 0 in the kernel: a missing observation.
-        return _log_gaussian_density(X, self.means_, self._covars_, self.covariance_type), None
+        # Missing rows get log-density 0, partially observed ones the
+        # marginal density of their observed entries; the cache is the
+        # indices of the latter, for the statistics.
+        return self._emissions(shifted=False)(X)[::2]
 
     def _emissions(self, shifted=True):
         density = _gaussian_density(self.means_, self._covars_, self.covariance_type)
@@ -527,16 +578,17 @@ class GaussianHMM(BaseHMM):
 
         def emissions(X, buffers=None):
             out = work_array(buffers, "log_frameprob", (X.shape[0], n_components))
+            partial = _partial_rows(X)
             if not shifted:
-                return density(X, None, out), None, None
+                return density(X, None, out, partial), None, partial
             shift = work_array(buffers, "shift", (X.shape[0],))
-            return density(X, shift, out), shift, None
+            return density(X, shift, out, partial), shift, partial
 
         return emissions
 
     def _initialize_emissions(self, X, random_state):
         n_components, n_features = self.n_components, X.shape[1]
-        observed = observed_rows(X)
+        observed = observed_rows(X, max(n_components, 2))
         check_data_scale(observed)
         means = self._initial_value("means_")
         if means is None:
@@ -586,19 +638,28 @@ class GaussianHMM(BaseHMM):
 
     def _emission_statistics(self, X, posteriors, cache):
         full = self.covariance_type in ("full", "tied")
-        post, first, second = _weighted_moments(X, self._centre, posteriors, full)
-        return {"post": post, "obs": first, ("obs*obs.T" if full else "obs**2"): second}
+        conditional = (self.means_, self._covars_, self.covariance_type)
+        return gaussian_statistics(
+            *_weighted_moments(X, self._centre, posteriors, full, conditional, cache)
+        )
 
     def _emission_features(self, X, cache):
-        features = _moment_features(X, self._centre, self.covariance_type in ("full", "tied"))
-        return np.broadcast_to(
+        full = self.covariance_type in ("full", "tied")
+        features = _moment_features(X, self._centre, full)
+        features = np.broadcast_to(
             features[:, None, :], (X.shape[0], self.n_components, features.shape[1])
         )
+        partial = (_partial_rows(X) if cache is None else cache) if full else ()
+        if len(partial):  # the conditional moments depend on the state
+            features = features.copy()
+            features[partial] = _partial_moment_features(
+                X[partial], self._centre, self.means_, self._covars_, self.covariance_type
+            )
+        return features
 
     def _statistics_from_features(self, sums):
         full = self.covariance_type in ("full", "tied")
-        post, first, second = _moments_from_features(sums, self.means_.shape[1], full)
-        return {"post": post, "obs": first, ("obs*obs.T" if full else "obs**2"): second}
+        return gaussian_statistics(*_moments_from_features(sums, self.means_.shape[1], full))
 
     def _emission_mstep(self, statistics):
         # The statistics are moments about self._centre: work in coordinates
@@ -606,26 +667,30 @@ class GaussianHMM(BaseHMM):
         n_components, n_features = self.means_.shape
         centre = self._centre
         post = statistics["post"]
-        responsible = post > 1e-12 * max(post.sum(), 1.0)
+        threshold = 1e-12 * max(post.sum(), 1.0)
+        responsible = post > threshold
+        full = self.covariance_type in ("full", "tied")
+        # Diagonal covariances: each feature's own weight (its missing
+        # entries drop out); exactly post where nothing is missing.
+        counts = post if full else feature_counts(post, statistics["missing_post"])
         means_prior = self._prior("means_prior", (n_components, n_features)) - centre
         means_weight = self._prior("means_weight", (n_components,))
         if "m" in self.params:
             self.means_ = map_means(
-                post,
+                counts,
                 statistics["obs"],
                 means_prior,
                 means_weight,
                 self.means_,
-                responsible,
+                responsible if full else counts > threshold,
                 centre,
             )
         if "c" not in self.params:
             return
-        full = self.covariance_type in ("full", "tied")
         second = statistics["obs*obs.T" if full else "obs**2"]
         means = self.means_ - centre
         scatter = weighted_scatter(
-            post, statistics["obs"], second, means, means_prior, means_weight, full
+            counts, statistics["obs"], second, means, means_prior, means_weight, full
         )
         # hmmlearn's priors: scale covars_prior, count max(covars_weight - 1, 0)
         # (max(covars_weight - n_features, 0) for matrices).
@@ -641,9 +706,20 @@ class GaussianHMM(BaseHMM):
             # hmmlearn) the mean of the per-feature MAP variances.
             covars_prior = self._prior("covars_prior", (n_components, n_features))
             weight = np.maximum(covars_weight - 1, 0)
-            covars = map_covariance("diag", scatter, post, covars_prior, weight, min_count=1e-5)
+            covars = map_covariance(
+                "diag", scatter, post, covars_prior, weight, min_count=1e-5, feature_counts=counts
+            )
             if self.covariance_type == "spherical":
-                covars = covars.mean(axis=1)
+                # With missing entries, one variance for the pooled features:
+                # their scatters over their own (floored) denominators.
+                pooled = (covars_prior + scatter).sum(axis=1) / np.maximum(
+                    weight + counts, 1e-5
+                ).sum(axis=1)
+                partial = np.any(statistics["missing_post"] != 0, axis=1)
+                covars = np.where(partial, pooled, covars.mean(axis=1))
+            else:
+                # A feature without observed weight keeps its variance.
+                responsible = counts > threshold
         self._covars_ = keep_valid_covariances(
             covars, self._covars_, self.covariance_type, responsible
         )

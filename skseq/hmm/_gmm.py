@@ -9,6 +9,8 @@ from ..inference.gaussian import (
     _missing_rows,
     _moment_features,
     _moments_from_features,
+    _partial_moment_features,
+    _partial_rows,
     _weighted_moments,
     check_covars,
     fill_covars,
@@ -18,6 +20,7 @@ from ._gaussian import (
     check_data_scale,
     check_positive_semidefinite,
     distribute_covariance,
+    feature_counts,
     initial_covariance,
     keep_valid_covariances,
     map_covariance,
@@ -46,8 +49,11 @@ class GMMHMM(BaseHMM):
     """Hidden Markov model whose emissions are Gaussian mixtures.
 
     A drop-in replacement for ``hmmlearn.hmm.GMMHMM``.  Each state emits from
-    a mixture of ``n_mix`` Gaussians.  Rows containing NaN are missing
-    observations, as in :class:`GaussianHMM`.
+    a mixture of ``n_mix`` Gaussians.  NaN marks a missing entry, as in
+    :class:`GaussianHMM`: a row missing throughout is an unobserved time
+    step, a partially observed row counts with the marginal density of its
+    observed entries under each mixture component, and EM integrates its
+    missing entries out exactly, per mixture component.
 
     Parameters
     ----------
@@ -267,7 +273,7 @@ class GMMHMM(BaseHMM):
 
     def _initialize_emissions(self, X, random_state):
         n_components, n_mix, n_features = self.n_components, self.n_mix, X.shape[1]
-        observed = observed_rows(X)
+        observed = observed_rows(X, max(n_components * n_mix, 2))
         check_data_scale(observed)
         if observed.shape[0] < n_components * n_mix and self._initial_value("means_") is None:
             raise ValueError(
@@ -379,7 +385,8 @@ class GMMHMM(BaseHMM):
     def _emission_terms(self, X):
         n_components, n_mix, n_features = self.means_.shape
         flat_type, flat_covars = self._flat_covars()
-        # Missing rows (NaN) get log-density 0 for every component.
+        # Missing rows get log-density 0 for every component (and partially
+        # observed ones the marginal density of their observed entries).
         log_component = _log_gaussian_density(
             X, self.means_.reshape(-1, n_features), flat_covars, flat_type
         ).reshape(-1, n_components, n_mix)
@@ -399,19 +406,26 @@ class GMMHMM(BaseHMM):
         within_state[missing] = 0.0
         return within_state
 
+    def _conditional_parameters(self):
+        """(means, covars, covariance_type) of the flat mixture components, under
+        which partially observed rows' missing entries are expected."""
+        flat_type, flat_covars = self._flat_covars()
+        return self.means_.reshape(-1, self.means_.shape[2]), flat_covars, flat_type
+
     def _emission_statistics(self, X, posteriors, cache):
-        n_components, n_mix, n_features = self.means_.shape
         within_state = self._component_responsibilities(X, cache)
         responsibilities = (posteriors[:, :, None] * within_state).reshape(X.shape[0], -1)
         full = self.covariance_type in ("full", "tied")
-        post_mix, first, second = _weighted_moments(X, self._centre, responsibilities, full)
-        return self._gmm_statistics(post_mix, first, second)
+        moments = _weighted_moments(
+            X, self._centre, responsibilities, full, self._conditional_parameters()
+        )
+        return self._gmm_statistics(*moments)
 
-    def _gmm_statistics(self, post_mix, first, second):
+    def _gmm_statistics(self, post_mix, first, second, missing_post):
         n_components, n_mix, n_features = self.means_.shape
         post_mix = post_mix.reshape(n_components, n_mix)
         full = self.covariance_type in ("full", "tied")
-        return {
+        statistics = {
             "post_sum": post_mix.sum(axis=1),
             "post_mix_sum": post_mix,
             "obs": first.reshape(n_components, n_mix, n_features),
@@ -419,20 +433,29 @@ class GMMHMM(BaseHMM):
                 (n_components, n_mix) + second.shape[1:]
             ),
         }
+        if missing_post is not None:
+            statistics["missing_post"] = missing_post.reshape(n_components, n_mix, n_features)
+        return statistics
 
     def _emission_features(self, X, cache):
         n_components, n_mix, _ = self.means_.shape
-        moments = _moment_features(X, self._centre, self.covariance_type in ("full", "tied"))
+        full = self.covariance_type in ("full", "tied")
+        moments = _moment_features(X, self._centre, full)
         within_state = self._component_responsibilities(X, cache)
         features = within_state[:, :, :, None] * moments[:, None, None, :]
+        partial = _partial_rows(X) if full else ()
+        if len(partial):  # the conditional moments depend on the mixture component
+            conditional = _partial_moment_features(
+                X[partial], self._centre, *self._conditional_parameters()
+            ).reshape(len(partial), n_components, n_mix, -1)
+            features[partial] = within_state[partial][..., None] * conditional
         return features.reshape(X.shape[0], n_components, -1)
 
     def _statistics_from_features(self, sums):
         n_components, n_mix, n_features = self.means_.shape
         full = self.covariance_type in ("full", "tied")
         per_component = sums.reshape(n_components * n_mix, -1)
-        post_mix, first, second = _moments_from_features(per_component, n_features, full)
-        return self._gmm_statistics(post_mix, first, second)
+        return self._gmm_statistics(*_moments_from_features(per_component, n_features, full))
 
     def _emission_mstep(self, statistics):
         # The statistics are moments about self._centre: work in coordinates
@@ -456,21 +479,27 @@ class GMMHMM(BaseHMM):
         means_weight = np.broadcast_to(
             np.asarray(self.means_weight, dtype=np.float64), (n_components, n_mix)
         )
-        responsible = post_mix > 1e-12 * max(post_mix.sum(), 1.0)
+        threshold = 1e-12 * max(post_mix.sum(), 1.0)
+        responsible = post_mix > threshold
+        # Diagonal covariances: each feature's own weight (its missing
+        # entries drop out); exactly post_mix where nothing is missing.
+        counts = post_mix
+        if "missing_post" in statistics:
+            counts = feature_counts(post_mix, statistics["missing_post"])
         if "m" in self.params:
             self.means_ = map_means(
-                post_mix,
+                counts,
                 statistics["obs"],
                 means_prior,
                 means_weight,
                 self.means_,
-                responsible,
+                counts > threshold,
                 centre,
             )
         if "c" in self.params:
-            self._covariance_mstep(statistics, means_prior, means_weight, responsible)
+            self._covariance_mstep(statistics, means_prior, means_weight, responsible, counts)
 
-    def _covariance_mstep(self, statistics, means_prior, means_weight, responsible):
+    def _covariance_mstep(self, statistics, means_prior, means_weight, responsible, counts):
         """Covariances from moments about ``_centre``; ``means_prior`` is centred too.
 
         The scatter about the updated means (hmmlearn's exact M step) and
@@ -483,7 +512,7 @@ class GMMHMM(BaseHMM):
         covars_prior, covars_weight = self._covariance_priors()
         full = self.covariance_type in ("full", "tied")
         scatter = weighted_scatter(
-            post_mix,
+            counts,
             statistics["obs"],
             statistics["obs*obs.T" if full else "obs**2"],
             self.means_ - self._centre,
@@ -499,7 +528,17 @@ class GMMHMM(BaseHMM):
             prior_scale = np.swapaxes(covars_prior, -1, -2)
             pooled = 1 if self.covariance_type == "full" else n_mix
             prior_count = (pooled + covars_weight + n_features + 1)[..., None, None]
-        covars = map_covariance(self.covariance_type, scatter, post_mix, prior_scale, prior_count)
+        diagonal = self.covariance_type in ("spherical", "diag")
+        covars = map_covariance(
+            self.covariance_type,
+            scatter,
+            post_mix,
+            prior_scale,
+            prior_count,
+            feature_counts=counts if diagonal else None,
+        )
+        if self.covariance_type == "diag":  # a feature without observed weight keeps its own
+            responsible = counts > 1e-12 * max(post_mix.sum(), 1.0)
         self.covars_ = keep_valid_covariances(
             covars, self.covars_, self.covariance_type, responsible
         )

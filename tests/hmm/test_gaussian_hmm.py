@@ -220,15 +220,16 @@ def test_gaussian_score_and_posteriors_match_enumeration_of_paths():
 
 
 def test_missing_rows_are_marginalised():
-    """A NaN row contributes p(x_t | z_t) = 1: equal to the model on the other rows
-    with the transition matrix squared across the gap."""
+    """A row that is NaN throughout contributes p(x_t | z_t) = 1: equal to the model
+    on the other rows with the transition matrix squared across the gap (partially
+    observed rows: tests/hmm/test_partial_rows.py)."""
     rng = np.random.default_rng(4)
     parameters = random_parameters(rng, 2, 2, "diag")
     model = set_parameters(GaussianHMM(2, init_params="", n_iter=0), parameters)
     X = rng.normal(size=(5, 2))
     model.fit(X)
     X_missing = X.copy()
-    X_missing[2, 0] = np.nan
+    X_missing[2] = np.nan
     gap = set_parameters(GaussianHMM(2, init_params="", n_iter=0), parameters)
     gap.fit(X)
     # Rows 0, 1 | missing 2 | rows 3, 4: brute force over the state of each observed row.
@@ -656,7 +657,7 @@ def test_bad_input_after_fit(fitted_gaussian):
     [
         (np.array([[0.5], [1.0]]), "non-integer"),
         (np.array([[-1], [1]]), "Negative"),
-        (np.array([[np.nan], [1]]), "NaN"),
+        (np.array([[np.nan], [np.nan]]), "Every entry of X is NaN"),  # NaN alone: missing
         (np.array([[0, 1], [1, np.inf]]), "inf"),
     ],
 )
@@ -686,7 +687,7 @@ def test_categorical_unknown_symbol_and_alphabet():
     [
         (np.array([[0.5], [2.0]]), "non-integer"),
         (np.array([[-1.0], [2.0]]), "Negative"),
-        (np.array([[np.nan], [2.0]]), "NaN"),
+        (np.array([[np.inf], [2.0]]), "inf"),  # NaN is a missing count
     ],
 )
 def test_poisson_rejects_bad_counts(X, message):

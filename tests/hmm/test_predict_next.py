@@ -265,7 +265,7 @@ def alternating():
         ([[0], [3]], {}, ValueError, "symbol|alphabet|n_features|range"),
         ([[0], [-1]], {}, ValueError, "negative|symbol|non-negative"),
         ([[0.5], [1]], {}, ValueError, "integer"),
-        ([[0], [np.nan]], {}, ValueError, "NaN|nan|finite|integer"),
+        ([[0], [np.inf]], {}, ValueError, "inf"),
         ([[0, 1], [1, 0]], {}, ValueError, "feature|column"),
         ([[0], [1], [0]], {"lengths": [2, 2]}, ValueError, "lengths"),
         ([[2], [2]], {}, ValueError, "probability zero"),
@@ -276,6 +276,14 @@ def test_bad_input_is_a_clear_error(alternating, X, kwargs, error, message):
         alternating.predict_next_proba(X, **kwargs)
     with pytest.raises(error, match=message):
         alternating.predict_next_state_proba(X, **kwargs)
+
+
+def test_a_missing_symbol_is_predicted_through(alternating):
+    """NaN is a missing symbol: the prediction after it moves the state
+    distribution by the transitions alone."""
+    predicted = alternating.predict_next_state_proba([[0], [np.nan]])
+    np.testing.assert_allclose(predicted[1], predicted[0] @ alternating.transmat_)
+    np.testing.assert_allclose(alternating.predict_next_proba([[0], [np.nan]]).sum(axis=1), 1.0)
 
 
 def test_lengths_are_keyword_only(alternating):

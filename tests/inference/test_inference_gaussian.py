@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from hmm_references import conditional_moments_by_hand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import multivariate_normal
@@ -11,6 +12,7 @@ from skseq.inference.gaussian import (
     _log_gaussian_density,
     _moment_features,
     _moments_from_features,
+    _partial_moment_features,
     check_covars,
     compact_covars,
     compact_covars_shape,
@@ -42,13 +44,22 @@ def test_log_gaussian_density_matches_scipy(n_components, covariance_type):
     covars = random_covars(rng, covariance_type, n_components, 4)
     # The kernels work in blocks of 256 rows (eight rows at a time in the AVX2
     # builds): three blocks, the last one partial and not a multiple of eight,
-    # with missing rows in two of them.
+    # with missing rows in two of them and partially observed rows in two.
     n_samples = 603
     X = rng.normal(scale=2.0, size=(n_samples, 4))
-    X[[7, 300, 599], 1] = np.nan
+    X[[7, 300]] = np.nan
+    X[[8, 599], 1] = np.nan
     full = fill_covars(covars, covariance_type, n_components, 4)
     expected = np.stack([multivariate_normal(m, c).logpdf(X) for m, c in zip(means, full)], axis=1)
-    expected[[7, 300, 599]] = 0.0  # a missing row has density 1
+    expected[[7, 300]] = 0.0  # a missing row has density 1
+    seen = [0, 2, 3]  # a partially observed row: the marginal density of its observed entries
+    expected[[8, 599]] = np.stack(
+        [
+            multivariate_normal(m[seen], c[np.ix_(seen, seen)]).logpdf(X[[8, 599]][:, seen])
+            for m, c in zip(means, full)
+        ],
+        axis=1,
+    )
     got = log_gaussian_density(X, means, covars, covariance_type).log_density
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
     shift = np.empty(n_samples)
@@ -61,21 +72,56 @@ def test_log_gaussian_density_matches_scipy(n_components, covariance_type):
 def test_weighted_moments_match_numpy(full):
     rng = np.random.default_rng(3)
     X = rng.normal(loc=5.0, size=(603, 4))  # three blocks of up to 256 rows
-    X[[2, 300, 602], 1] = np.nan
+    X[[2, 300]] = np.nan
+    X[602, 1] = np.nan  # partially observed
+    X[5, [0, 3]] = np.nan
     weights = rng.random((603, 3))
     centre = np.array([5.0, 4.0, 6.0, 5.5])
-    observed = ~np.isnan(X).any(axis=1)
-    y, w = X[observed] - centre, weights[observed]
-    weight_sums, first, second = weighted_moments(X, weights, centre=centre, full=full)
-    np.testing.assert_allclose(weight_sums, w.sum(axis=0), rtol=1e-12)
-    np.testing.assert_allclose(first, w.T @ y, rtol=1e-12)
-    expected = np.einsum("tk,ti,tj->kij", w, y, y) if full else w.T @ y**2
-    np.testing.assert_allclose(second, expected, rtol=1e-12)
+    complete = ~np.isnan(X).any(axis=1)
+    partial = np.array([5, 602])
+    means = rng.normal(loc=5.0, size=(3, 4))
+    covars = random_covars(rng, "full", 3, 4)
+    y, w = X[complete] - centre, weights[complete]
+    moments = weighted_moments(X, weights, centre=centre, full=full, means=means, covars=covars)
+    weight_sums, first, second, missing_weight_sums = moments
+    np.testing.assert_allclose(weight_sums, w.sum(axis=0) + weights[partial].sum(axis=0))
+    expected_first = w.T @ y
+    expected_second = np.einsum("tk,ti,tj->kij", w, y, y) if full else w.T @ y**2
+    if full:  # the missing entries' conditional expectations under each component
+        for t in partial:
+            for k in range(3):
+                e, ee = conditional_moments_by_hand(X[t], means[k], covars[k])
+                e_centred = e - centre
+                ee_centred = (
+                    ee - np.outer(e, centre) - np.outer(centre, e) + np.outer(centre, centre)
+                )
+                expected_first[k] += weights[t, k] * e_centred
+                expected_second[k] += weights[t, k] * ee_centred
+        assert missing_weight_sums is None
+    else:  # the missing entries drop out of their features' sums
+        y_partial = np.nan_to_num(X[partial] - centre)
+        expected_first += weights[partial].T @ y_partial
+        expected_second += weights[partial].T @ y_partial**2
+        np.testing.assert_allclose(
+            missing_weight_sums, weights[partial].T @ np.isnan(X[partial]), rtol=1e-12
+        )
+    np.testing.assert_allclose(first, expected_first, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(second, expected_second, rtol=1e-12, atol=1e-10)
     # The moment features summed with the weights are the same moments.
-    features = _moment_features(X, centre, full)
-    from_features = _moments_from_features(weights.T @ features, 4, full)
-    for got, want in zip(from_features, (weight_sums, first, second)):
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    row_features = _moment_features(X, centre, full)
+    features = np.repeat(row_features[:, None], 3, axis=1)
+    if full:  # per component for the partially observed rows
+        features[partial] = _partial_moment_features(X[partial], centre, means, covars, "full")
+    from_features = _moments_from_features(np.einsum("tk,tkf->kf", weights, features), 4, full)
+    for got, want in zip(from_features, moments):
+        if want is not None:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-10)
+
+
+def test_weighted_moments_need_the_parameters_for_full_partial_rows():
+    X = np.array([[1.0, 2.0], [3.0, np.nan]])
+    with pytest.raises(ValueError, match="need means and covars"):
+        weighted_moments(X, np.ones((2, 1)), full=True)
 
 
 def test_weighted_moments_default_centre_is_the_origin():
@@ -150,8 +196,12 @@ def test_weighted_moments_names_bad_input_and_leaves_inputs_unchanged():
     with pytest.raises(TypeError, match="full must be a bool"):
         weighted_moments(X, weights, full=1)
     before = X.copy()
-    weighted_moments(X, weights, centre=[1.0, 1.0], full=True)
+    weighted_moments(
+        X, weights, centre=[1.0, 1.0], full=True, means=[[0.0, 0.0]], covars=[np.eye(2)]
+    )
     np.testing.assert_array_equal(X, before)
+    with pytest.raises(ValueError, match=r"means must have shape \(1, 2\)"):
+        weighted_moments(X, weights, full=True, means=[0.0, 0.0], covars=[np.eye(2)])
 
 
 def test_a_row_beyond_double_precision_is_an_error_not_minus_inf():
