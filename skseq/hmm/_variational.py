@@ -37,10 +37,11 @@ from .._validation import (
 )
 from ..base import _PACKAGE_DIRECTORY, warn_user
 from ..inference.gaussian import _missing_rows as missing_rows
+from ..inference.gaussian import _partial_rows as partial_rows
 from ..inference.gaussian import fill_covars
 from ..inference.hmm import _forward_offsets
 from ._base import fit_kmeans
-from ._discrete import CategoricalHMM, emission_table, symbol_index
+from ._discrete import CategoricalHMM, emission_table
 from ._gaussian import (
     GaussianHMM,
     check_positive_semidefinite,
@@ -795,6 +796,18 @@ class VariationalGaussianHMM(_VariationalHMM, GaussianHMM):
         )
 
     def _estep_emission_terms(self, X):
+        partial = partial_rows(X)
+        if len(partial):
+            # The expected log-density of a partial row needs the Wishart
+            # expectation of its observed block and the M step per-feature
+            # counts that share one degrees of freedom per state: not built.
+            row = int(partial[0])
+            raise ValueError(
+                f"{type(self).__name__} takes rows observed in full or missing in full "
+                f"(all NaN); row {row} of X has {int(np.isnan(X[row]).sum())} of its "
+                f"{X.shape[1]} entries missing. GaussianHMM integrates partially observed "
+                "rows out exactly; for this model mark the row missing or impute the entries."
+            )
         log_frameprob = self._emissions(shifted=False)(X)[0]
         observed = ~missing_rows(X)
         log_frameprob[observed] += self._frame_offsets()
@@ -1019,7 +1032,9 @@ class VariationalCategoricalHMM(_VariationalHMM, CategoricalHMM):
         with np.errstate(divide="ignore"):  # beyond an alphabet: never indexed
             log_table = np.where(table > 0, subnormalised_log(table), -np.inf)
         log_table = np.ascontiguousarray(log_table.reshape(n_components, -1).T)
-        index = symbol_index(X, width)
+        index, observed = self._symbol_indices(X, width)
+        if observed is not None:  # a missing symbol's column leaves its factor out
+            return np.where(observed[:, :, None], log_table[index], 0.0).sum(axis=1), index
         if n_columns == 1:
             return log_table[index[:, 0]], index
         return log_table[index].sum(axis=1), index

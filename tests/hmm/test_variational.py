@@ -533,3 +533,35 @@ def test_fully_known_states_give_the_counted_posteriors_in_one_step():
     np.testing.assert_allclose(
         model.emissionprob_posterior_, model.emissionprob_prior_ + emissions, rtol=1e-12
     )
+
+
+# -- missing entries -------------------------------------------------------------
+
+
+def test_a_missing_symbol_leaves_its_columns_factor_out_of_the_variational_e_step():
+    rng = np.random.default_rng(4)
+    X = rng.integers(0, 3, (60, 2)).astype(float)
+    model = VariationalCategoricalHMM(2, random_state=0, n_iter=3).fit(X)
+    with_gap = X.copy()
+    with_gap[7, 1] = np.nan
+    complete_terms = model._estep_emission_terms(X)[0]
+    gap_terms = model._estep_emission_terms(with_gap)[0]
+    posterior = model.emissionprob_posterior_[:, 1, int(X[7, 1])]
+    column_factor = digamma(posterior) - digamma(model.emissionprob_posterior_[:, 1].sum(axis=1))
+    np.testing.assert_allclose(gap_terms[7], complete_terms[7] - column_factor, rtol=1e-12)
+    np.testing.assert_array_equal(np.delete(gap_terms, 7, 0), np.delete(complete_terms, 7, 0))
+    refit = VariationalCategoricalHMM(2, random_state=0, n_iter=20, tol=-np.inf).fit(with_gap)
+    assert np.all(np.diff(refit.monitor_.history) >= -1e-9 * np.abs(refit.monitor_.history[1:]))
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_partially_observed_rows_are_refused_by_the_variational_gaussian(covariance_type):
+    X, lengths = three_clusters()
+    X[10, 1] = np.nan
+    model = VariationalGaussianHMM(3, covariance_type=covariance_type, random_state=0)
+    with pytest.raises(ValueError, match="row 10 of X has 1 of its 2 entries missing"):
+        model.fit(X, lengths=lengths)
+    X[10] = np.nan  # a row missing in full is integrated out
+    model.fit(X, lengths=lengths)
+    with pytest.raises(ValueError, match="entries missing"):
+        model.partial_fit(np.array([[0.0, np.nan], [1.0, 2.0]]))
