@@ -31,6 +31,7 @@ from libc.math cimport INFINITY, NAN, exp, fabs, isnan, log
 from ._blas cimport NoTrans, RowMajor, Trans, _gemm
 from ._common cimport longest_sequence, zeros_1d, zeros_2d, zeros_3d, zeros_uint64_2d
 
+cimport cython
 cimport numpy as cnp
 
 cnp.import_array()  # numpy's C API, for the scratch allocators of _common
@@ -1163,6 +1164,7 @@ cdef void _log_backward_one(
                                  following_low, pairs, pairs_low, transition_counts)
 
 
+@cython.final
 cdef class _LogPasses:
     """The work arrays of the log-space passes over sequences of up to ``n_rows`` rows.
 
@@ -1170,7 +1172,8 @@ cdef class _LogPasses:
     every sequence or chunk: :meth:`forward` runs :func:`_log_forward_one` and
     :func:`_log_predictive_one`, :meth:`backward` :func:`_log_backward_one`
     on the messages ``forward`` left.  The arrays of the backward pass exist
-    only when ``backward`` is true.
+    only when ``backward`` is true.  Final, with inline methods: each entry
+    point calls the passes directly, as it did before they were gathered here.
     """
 
     cdef double[:, ::1] log_trans_t
@@ -1197,7 +1200,7 @@ cdef class _LogPasses:
             self.pairs = zeros_2d(n_states, n_states)
             self.pairs_low = zeros_2d(n_states, n_states)
 
-    cdef Py_ssize_t forward(
+    cdef inline Py_ssize_t forward(
         self,
         const double[::1] log_start,
         const double[:, ::1] log_frame,
@@ -1217,7 +1220,7 @@ cdef class _LogPasses:
         log_likelihood[0] = _log_predictive_one(self.log_scale, shift, possible, log_predictive)
         return possible
 
-    cdef void backward(
+    cdef inline void backward(
         self,
         const double[:, ::1] log_trans,
         bint ends,
