@@ -107,33 +107,23 @@ cdef inline int _cholesky(double* a, Py_ssize_t n) noexcept nogil:
     return 0
 
 
-cdef inline void _solve_triangular(const double* factor, double* rhs, Py_ssize_t n,
-                                   Py_ssize_t n_rhs, bint transpose) noexcept nogil:
-    """rhs <- U^-1 rhs, or U^-T rhs when ``transpose``, for the Cholesky factor U
-    (n x n) and rhs (n x n_rhs), in place.
-
-    Back substitution from the last row, or (U^T being lower) forward
-    substitution from the first.  Always called with a constant
-    ``transpose`` (through the two functions below), so the compiler drops
-    the other branch.
-    """
-    cdef Py_ssize_t step, i, l, c, first, stop
+# The two solves stay two loops: one function with a constant flag (inlined
+# and specialised by the compiler) measured 0.35-0.5 % more instructions in
+# the Kalman update and smoother step, which run them on every row.
+cdef inline void _solve_upper_transpose(const double* factor, double* rhs, Py_ssize_t n,
+                                        Py_ssize_t n_rhs) noexcept nogil:
+    """rhs <- U^-T rhs for the Cholesky factor U (n x n) and rhs (n x n_rhs), in place."""
+    cdef Py_ssize_t i, l, c
     cdef double coefficient, inverse
     cdef int rows = <int>n_rhs, order = <int>n
     cdef double one = 1.0
-    cdef char transposed = c'T' if transpose else c'N'
     if n * n * n_rhs >= 2 * TRSM_MIN_WORK:
-        # Column-major: the factor is M = U^T (lower) and rhs^T <- rhs^T M^-1
-        # (M^-T when transpose).
-        dtrsm(b"R", b"L", &transposed, b"N", &rows, &order, &one, <double*>factor, &order, rhs,
-              &rows)
+        # Column-major: the factor is M = U^T (lower) and rhs^T <- rhs^T M^-T.
+        dtrsm(b"R", b"L", b"T", b"N", &rows, &order, &one, <double*>factor, &order, rhs, &rows)
         return
-    for step in range(n):
-        i = step if transpose else n - 1 - step
-        first = 0 if transpose else i + 1
-        stop = i if transpose else n
-        for l in range(first, stop):
-            coefficient = factor[l * n + i] if transpose else factor[i * n + l]
+    for i in range(n):
+        for l in range(i):
+            coefficient = factor[l * n + i]
             for c in range(n_rhs):
                 rhs[i * n_rhs + c] -= coefficient * rhs[l * n_rhs + c]
         inverse = 1.0 / factor[i * n + i]
@@ -141,23 +131,32 @@ cdef inline void _solve_triangular(const double* factor, double* rhs, Py_ssize_t
             rhs[i * n_rhs + c] *= inverse
 
 
-cdef inline void _solve_upper_transpose(const double* factor, double* rhs, Py_ssize_t n,
-                                        Py_ssize_t n_rhs) noexcept nogil:
-    """rhs <- U^-T rhs (see :func:`_solve_triangular`)."""
-    _solve_triangular(factor, rhs, n, n_rhs, True)
-
-
 cdef inline void _solve_upper(const double* factor, double* rhs, Py_ssize_t n,
                               Py_ssize_t n_rhs) noexcept nogil:
-    """rhs <- U^-1 rhs (see :func:`_solve_triangular`)."""
-    _solve_triangular(factor, rhs, n, n_rhs, False)
+    """rhs <- U^-1 rhs for the Cholesky factor U (n x n) and rhs (n x n_rhs), in place."""
+    cdef Py_ssize_t i, l, c
+    cdef double coefficient, inverse
+    cdef int rows = <int>n_rhs, order = <int>n
+    cdef double one = 1.0
+    if n * n * n_rhs >= 2 * TRSM_MIN_WORK:
+        # Column-major: the factor is M = U^T (lower) and rhs^T <- rhs^T M^-1.
+        dtrsm(b"R", b"L", b"N", b"N", &rows, &order, &one, <double*>factor, &order, rhs, &rows)
+        return
+    for i in range(n - 1, -1, -1):
+        for l in range(i + 1, n):
+            coefficient = factor[i * n + l]
+            for c in range(n_rhs):
+                rhs[i * n_rhs + c] -= coefficient * rhs[l * n_rhs + c]
+        inverse = 1.0 / factor[i * n + i]
+        for c in range(n_rhs):
+            rhs[i * n_rhs + c] *= inverse
 
 
 cdef inline void _cholesky_solve(const double* factor, double* rhs, Py_ssize_t n,
                                  Py_ssize_t n_rhs) noexcept nogil:
     """rhs <- (U^T U)^-1 rhs for the Cholesky factor U of a matrix: U^-T, then U^-1."""
-    _solve_triangular(factor, rhs, n, n_rhs, True)
-    _solve_triangular(factor, rhs, n, n_rhs, False)
+    _solve_upper_transpose(factor, rhs, n, n_rhs)
+    _solve_upper(factor, rhs, n, n_rhs)
 
 
 cdef inline void _matmul(const double* a, const double* b, double* out, Py_ssize_t n_rows,
