@@ -255,28 +255,6 @@ def vandermonde_backward(
                 s1_im[c, n] = a1_im
 
 
-cdef inline void _times(const floating* a, const floating* b, floating* out) noexcept nogil:
-    """``out = a b`` for complex numbers stored as (re, im); ``out`` may be ``a``."""
-    cdef floating a_re = a[0], a_im = a[1], b_re = b[0], b_im = b[1]
-    out[0] = a_re * b_re - a_im * b_im
-    out[1] = a_re * b_im + a_im * b_re
-
-
-cdef inline void _add_conj_times(const floating* a, const floating* b,
-                                 floating* total) noexcept nogil:
-    """``total += conj(a) b`` for complex numbers stored as (re, im)."""
-    cdef floating a_re = a[0], a_im = a[1], b_re = b[0], b_im = b[1]
-    total[0] += a_re * b_re + a_im * b_im
-    total[1] += a_re * b_im - a_im * b_re
-
-
-cdef inline void _conj_times(const floating* a, floating* b) noexcept nogil:
-    """``b = conj(a) b`` in place, for complex numbers stored as (re, im)."""
-    cdef floating a_re = a[0], a_im = a[1], b_re = b[0], b_im = b[1]
-    b[0] = a_re * b_re + a_im * b_im
-    b[1] = a_re * b_im - a_im * b_re
-
-
 def spectrum_product(
     const floating[:, :, ::1] u_spectrum,  # IN
     const floating[:, ::1] kernel_spectrum,  # IN
@@ -288,6 +266,7 @@ def spectrum_product(
     cdef Py_ssize_t batch = u_spectrum.shape[0]
     cdef Py_ssize_t width = u_spectrum.shape[2]
     cdef Py_ssize_t b, c, f
+    cdef floating u_re, u_im, k_re, k_im
     cdef const floating* u_row
     cdef const floating* k_row
     cdef floating* out_row
@@ -298,7 +277,12 @@ def spectrum_product(
                 u_row = &u_spectrum[b, c, 0]
                 out_row = &out[b, c, 0]
                 for f in range(0, width, 2):
-                    _times(u_row + f, k_row + f, out_row + f)
+                    u_re = u_row[f]
+                    u_im = u_row[f + 1]
+                    k_re = k_row[f]
+                    k_im = k_row[f + 1]
+                    out_row[f] = u_re * k_re - u_im * k_im
+                    out_row[f + 1] = u_re * k_im + u_im * k_re
 
 
 def spectrum_backward(
@@ -318,6 +302,7 @@ def spectrum_backward(
     cdef Py_ssize_t batch = u_spectrum.shape[0]
     cdef Py_ssize_t width = u_spectrum.shape[2]
     cdef Py_ssize_t b, c, f
+    cdef floating u_re, u_im, y_re, y_im, k_re, k_im
     cdef floating* accumulator
     cdef const floating* u_row
     cdef const floating* k_row
@@ -332,5 +317,13 @@ def spectrum_backward(
                 u_row = &u_spectrum[b, c, 0]
                 y_row = &grad_spectrum[b, c, 0]
                 for f in range(0, width, 2):
-                    _add_conj_times(u_row + f, y_row + f, accumulator + f)
-                    _conj_times(k_row + f, y_row + f)
+                    u_re = u_row[f]
+                    u_im = u_row[f + 1]
+                    y_re = y_row[f]
+                    y_im = y_row[f + 1]
+                    k_re = k_row[f]
+                    k_im = k_row[f + 1]
+                    accumulator[f] += u_re * y_re + u_im * y_im
+                    accumulator[f + 1] += u_re * y_im - u_im * y_re
+                    y_row[f] = k_re * y_re + k_im * y_im
+                    y_row[f + 1] = k_re * y_im - k_im * y_re
