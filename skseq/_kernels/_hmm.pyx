@@ -31,7 +31,6 @@ from libc.math cimport INFINITY, NAN, exp, fabs, isnan, log
 from ._blas cimport NoTrans, RowMajor, Trans, _gemm
 from ._common cimport longest_sequence, zeros_1d, zeros_2d, zeros_3d, zeros_uint64_2d
 
-cimport cython
 cimport numpy as cnp
 
 cnp.import_array()  # numpy's C API, for the scratch allocators of _common
@@ -1028,16 +1027,28 @@ def log_forward(
     log-likelihood -inf, zero filtered rows and -inf log predictive densities
     from its first impossible row on.
     """
+    cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t index, s, first, stop, possible
-    cdef _LogPasses passes = _LogPasses(log_trans, longest_sequence(offsets), False)
+    cdef double[:, ::1] log_alpha = zeros_2d(longest_sequence(offsets), n_states)
+    cdef double[:, ::1] log_alpha_low = zeros_2d(longest_sequence(offsets), n_states)
+    cdef double[:, ::1] log_prior = zeros_2d(longest_sequence(offsets), n_states)
+    cdef double[:, ::1] log_prior_low = zeros_2d(longest_sequence(offsets), n_states)
+    cdef double[::1] log_scale = zeros_1d(longest_sequence(offsets))
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] terms_low = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
+    cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
             s = sequences[index]
             first = offsets[s]
             stop = offsets[s + 1]
-            possible = passes.forward(log_start, log_frame[first:stop], shift[first:stop],
-                                      log_predictive[first:stop], &sequence_log_likelihood[s])
-            _filtered_rows(passes.log_alpha, possible, filtered[first:stop])
+            possible = _log_forward_one(
+                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_alpha_low,
+                log_prior, log_prior_low, log_scale, terms, terms_low, low)
+            sequence_log_likelihood[s] = _log_predictive_one(
+                log_scale, shift[first:stop], possible, log_predictive[first:stop])
+            _filtered_rows(log_alpha, possible, filtered[first:stop])
 
 
 cdef inline void _following(
@@ -1164,85 +1175,6 @@ cdef void _log_backward_one(
                                  following_low, pairs, pairs_low, transition_counts)
 
 
-@cython.final
-cdef class _LogPasses:
-    """The work arrays of the log-space passes over sequences of up to ``n_rows`` rows.
-
-    Made once by each entry point (with the GIL), then used without it for
-    every sequence or chunk: :meth:`forward` runs :func:`_log_forward_one` and
-    :func:`_log_predictive_one`, :meth:`backward` :func:`_log_backward_one`
-    on the messages ``forward`` left.  The arrays of the backward pass exist
-    only when ``backward`` is true.  Final, with inline methods: each entry
-    point calls the passes directly, as it did before they were gathered here.
-    """
-
-    cdef double[:, ::1] log_trans_t
-    cdef double[:, ::1] log_alpha, log_alpha_low, log_prior, log_prior_low
-    cdef double[:, ::1] log_beta, log_beta_low, pairs, pairs_low
-    cdef double[::1] log_scale, terms, terms_low, low, following, following_low
-
-    def __cinit__(self, const double[:, ::1] log_trans, Py_ssize_t n_rows, bint backward):
-        cdef Py_ssize_t n_states = log_trans.shape[0]
-        self.log_trans_t = log_trans.T.copy()
-        self.log_alpha = zeros_2d(n_rows, n_states)
-        self.log_alpha_low = zeros_2d(n_rows, n_states)
-        self.log_prior = zeros_2d(n_rows, n_states)
-        self.log_prior_low = zeros_2d(n_rows, n_states)
-        self.log_scale = zeros_1d(n_rows)
-        self.terms = zeros_1d(n_states)
-        self.terms_low = zeros_1d(n_states)
-        self.low = zeros_1d(n_states)
-        if backward:
-            self.log_beta = zeros_2d(n_rows, n_states)
-            self.log_beta_low = zeros_2d(n_rows, n_states)
-            self.following = zeros_1d(n_states)
-            self.following_low = zeros_1d(n_states)
-            self.pairs = zeros_2d(n_states, n_states)
-            self.pairs_low = zeros_2d(n_states, n_states)
-
-    cdef inline Py_ssize_t forward(
-        self,
-        const double[::1] log_start,
-        const double[:, ::1] log_frame,
-        const double[::1] shift,
-        double[::1] log_predictive,
-        double* log_likelihood,
-    ) noexcept nogil:
-        """The forward pass over the rows of ``log_frame`` (one sequence or chunk).
-
-        Fills ``log_predictive`` and ``log_likelihood[0]`` (their sum) and
-        returns the number of leading rows of positive probability.
-        """
-        cdef Py_ssize_t possible = _log_forward_one(
-            log_start, self.log_trans_t, log_frame, self.log_alpha, self.log_alpha_low,
-            self.log_prior, self.log_prior_low, self.log_scale, self.terms, self.terms_low,
-            self.low)
-        log_likelihood[0] = _log_predictive_one(self.log_scale, shift, possible, log_predictive)
-        return possible
-
-    cdef inline void backward(
-        self,
-        const double[:, ::1] log_trans,
-        bint ends,
-        double[:, ::1] posteriors,
-        double[:, ::1] transition_counts,
-    ) noexcept nogil:
-        """The backward pass over the rows of ``posteriors``, after :meth:`forward`.
-
-        ``ends``: the sequence ends at the last row (log beta 0 there);
-        otherwise the caller has set ``log_beta`` of the last row.
-        """
-        cdef Py_ssize_t i, last = posteriors.shape[0] - 1
-        if ends:
-            for i in range(log_trans.shape[0]):
-                self.log_beta[last, i] = 0.0
-                self.log_beta_low[last, i] = 0.0
-        _log_backward_one(log_trans, self.log_alpha, self.log_alpha_low, self.log_prior,
-                          self.log_prior_low, self.log_beta, self.log_beta_low, self.following,
-                          self.following_low, self.terms, self.terms_low, self.pairs,
-                          self.pairs_low, posteriors, transition_counts)
-
-
 def log_forward_backward(
     const double[::1] log_start,  # IN
     const double[:, ::1] log_trans,  # IN
@@ -1271,20 +1203,45 @@ def log_forward_backward(
     probability zero gets log-likelihood -inf, zero posteriors and adds
     nothing.
     """
-    cdef Py_ssize_t index, s, i, first, stop, possible
-    cdef _LogPasses passes = _LogPasses(log_trans, longest_sequence(offsets), True)
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t longest = longest_sequence(offsets)
+    cdef Py_ssize_t index, s, i, first, stop, n_rows, possible
+    cdef double[:, ::1] pairs = zeros_2d(n_states, n_states)
+    cdef double[:, ::1] pairs_low = zeros_2d(n_states, n_states)
+    cdef double[:, ::1] log_alpha = zeros_2d(longest, n_states)
+    cdef double[:, ::1] log_alpha_low = zeros_2d(longest, n_states)
+    cdef double[:, ::1] log_prior = zeros_2d(longest, n_states)
+    cdef double[:, ::1] log_prior_low = zeros_2d(longest, n_states)
+    cdef double[:, ::1] log_beta = zeros_2d(longest, n_states)
+    cdef double[:, ::1] log_beta_low = zeros_2d(longest, n_states)
+    cdef double[::1] log_scale = zeros_1d(longest)
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] terms_low = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
+    cdef double[::1] following = zeros_1d(n_states)
+    cdef double[::1] following_low = zeros_1d(n_states)
+    cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
             s = sequences[index]
             first = offsets[s]
             stop = offsets[s + 1]
-            possible = passes.forward(log_start, log_frame[first:stop], shift[first:stop],
-                                      log_predictive[first:stop], &sequence_log_likelihood[s])
-            if possible < stop - first:
+            n_rows = stop - first
+            possible = _log_forward_one(
+                log_start, log_trans_t, log_frame[first:stop], log_alpha, log_alpha_low,
+                log_prior, log_prior_low, log_scale, terms, terms_low, low)
+            sequence_log_likelihood[s] = _log_predictive_one(
+                log_scale, shift[first:stop], possible, log_predictive[first:stop])
+            if possible < n_rows:
                 _zero_rows(posteriors[first:stop])
                 continue
-            passes.backward(log_trans, True, posteriors[first:stop], transition_counts)
-            for i in range(log_trans.shape[0]):
+            for i in range(n_states):
+                log_beta[n_rows - 1, i] = 0.0
+                log_beta_low[n_rows - 1, i] = 0.0
+            _log_backward_one(log_trans, log_alpha, log_alpha_low, log_prior, log_prior_low,
+                              log_beta, log_beta_low, following, following_low, terms, terms_low,
+                              pairs, pairs_low, posteriors[first:stop], transition_counts)
+            for i in range(n_states):
                 start_counts[i] += posteriors[first, i]
 
 
@@ -1306,14 +1263,25 @@ def log_forward_chunk(
     chunk of probability zero), and returns the chunk's log-likelihood.
     """
     cdef Py_ssize_t n_rows = log_frame.shape[0]
+    cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t j, possible
     cdef double log_likelihood
-    cdef _LogPasses passes = _LogPasses(log_trans, n_rows, False)
+    cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_alpha_low = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_prior_low = zeros_2d(n_rows, n_states)
+    cdef double[::1] log_scale = zeros_1d(n_rows)
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] terms_low = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
+    cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
-        possible = passes.forward(log_start, log_frame, shift, log_predictive, &log_likelihood)
-        _filtered_rows(passes.log_alpha, possible, filtered)
-        for j in range(log_trans.shape[0]):
-            log_last[j] = passes.log_alpha[n_rows - 1, j] if possible == n_rows else -INFINITY
+        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_alpha_low,
+                                    log_prior, log_prior_low, log_scale, terms, terms_low, low)
+        log_likelihood = _log_predictive_one(log_scale, shift, possible, log_predictive)
+        _filtered_rows(log_alpha, possible, filtered)
+        for j in range(n_states):
+            log_last[j] = log_alpha[n_rows - 1, j] if possible == n_rows else -INFINITY
     return log_likelihood
 
 
@@ -1343,31 +1311,49 @@ def log_forward_backward_chunk(
     """
     cdef Py_ssize_t n_rows = log_frame.shape[0]
     cdef Py_ssize_t n_states = log_trans.shape[0]
-    cdef Py_ssize_t i, j
+    cdef Py_ssize_t i, j, possible
     cdef double log_likelihood
-    cdef _LogPasses passes = _LogPasses(log_trans, n_rows, True)
+    cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_alpha_low = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_prior_low = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_beta = zeros_2d(n_rows, n_states)
+    cdef double[:, ::1] log_beta_low = zeros_2d(n_rows, n_states)
+    cdef double[::1] log_scale = zeros_1d(n_rows)
+    cdef double[::1] terms = zeros_1d(n_states)
+    cdef double[::1] terms_low = zeros_1d(n_states)
+    cdef double[::1] low = zeros_1d(n_states)
+    cdef double[::1] following = zeros_1d(n_states)
+    cdef double[::1] following_low = zeros_1d(n_states)
     # the carried log_w_next and log_w_first are plain doubles: no low parts
     cdef double[::1] zero_low = zeros_1d(n_states)
+    cdef double[:, ::1] pairs = zeros_2d(n_states, n_states)
+    cdef double[:, ::1] pairs_low = zeros_2d(n_states, n_states)
+    cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
-        if passes.forward(log_start, log_frame, shift, log_predictive, &log_likelihood) < n_rows:
+        possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_alpha_low,
+                                    log_prior, log_prior_low, log_scale, terms, terms_low, low)
+        log_likelihood = _log_predictive_one(log_scale, shift, possible, log_predictive)
+        if possible < n_rows:
             _zero_rows(posteriors)
             for j in range(n_states):
                 log_w_first[j] = -INFINITY
         else:
-            if has_next:
-                for i in range(n_states):
-                    for j in range(n_states):
-                        passes.terms[j] = _add_pair(log_trans[i, j], 0.0, log_w_next[j], 0.0,
-                                                    &passes.terms_low[j])
-                    passes.log_beta[n_rows - 1, i] = _log_sum_exp_pair(
-                        &passes.terms[0], &passes.terms_low[0], n_states,
-                        &passes.log_beta_low[n_rows - 1, i])
-                # the transitions into the next chunk
-                _add_pair_posteriors(passes.log_alpha[n_rows - 1],
-                                     passes.log_alpha_low[n_rows - 1], log_trans, log_w_next,
-                                     zero_low, passes.pairs, passes.pairs_low, transition_counts)
-            passes.backward(log_trans, not has_next, posteriors, transition_counts)
-            _following(passes.log_alpha[0], passes.log_alpha_low[0], passes.log_prior[0],
-                       passes.log_prior_low[0], passes.log_beta[0], passes.log_beta_low[0],
-                       log_w_first, passes.following_low)
+            for i in range(n_states):
+                if not has_next:
+                    log_beta[n_rows - 1, i] = 0.0
+                    log_beta_low[n_rows - 1, i] = 0.0
+                    continue
+                for j in range(n_states):
+                    terms[j] = _add_pair(log_trans[i, j], 0.0, log_w_next[j], 0.0, &terms_low[j])
+                log_beta[n_rows - 1, i] = _log_sum_exp_pair(&terms[0], &terms_low[0], n_states,
+                                                            &log_beta_low[n_rows - 1, i])
+            if has_next:  # the transitions into the next chunk
+                _add_pair_posteriors(log_alpha[n_rows - 1], log_alpha_low[n_rows - 1], log_trans,
+                                     log_w_next, zero_low, pairs, pairs_low, transition_counts)
+            _log_backward_one(log_trans, log_alpha, log_alpha_low, log_prior, log_prior_low,
+                              log_beta, log_beta_low, following, following_low, terms, terms_low,
+                              pairs, pairs_low, posteriors, transition_counts)
+            _following(log_alpha[0], log_alpha_low[0], log_prior[0], log_prior_low[0], log_beta[0],
+                       log_beta_low[0], log_w_first, following_low)
     return log_likelihood

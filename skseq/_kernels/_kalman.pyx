@@ -71,7 +71,6 @@ from ._linalg cimport (
     _add_scaled,
     _add_transposed_product,
     _cholesky,
-    _cholesky_solve,
     _copy,
     _matmul,
     _mirror_upper,
@@ -233,61 +232,68 @@ cdef struct Workspace:
     double* x_filled         # p: E[x_t | data]
 
 
-cdef Py_ssize_t _bind_arrays(double** arrays[], Py_ssize_t n_arrays, Py_ssize_t size,
-                             double* buffer, Py_ssize_t used) noexcept nogil:
-    """Point each of ``arrays`` at the next ``size`` doubles of ``buffer`` from
-    offset ``used`` on (only count them when ``buffer`` is NULL); returns the
-    offset after them."""
-    cdef Py_ssize_t i
-    for i in range(n_arrays):
-        if buffer != NULL:
-            arrays[i][0] = buffer + used
-        used += size
-    return used
-
-
-cdef extern from *:
-    """
-    #define SKSEQ_COUNT(array) ((Py_ssize_t)(sizeof(array) / sizeof((array)[0])))
-    """
-    Py_ssize_t _count "SKSEQ_COUNT"(...) noexcept nogil  # the length of a C array
-
-
-cdef Py_ssize_t _lay_out_doubles(Workspace* w, double* buffer, Py_ssize_t k,
-                                 Py_ssize_t p) noexcept nogil:
-    """Point the double arrays of ``w`` into ``buffer``, grouped by size (only
-    count them when ``buffer`` is NULL); returns how many doubles they take.
-    The one statement of the layout: the buffer's size comes from it too."""
-    cdef double** k_by_k[10]
-    cdef double** p_by_k[8]  # p x k or k x p
-    cdef double** p_by_p[4]
-    cdef double** p_vectors[3]
-    cdef double** k_vectors[2]
-    k_by_k[:] = [&w.joseph, &w.joseph_t, &w.joseph_p, &w.fp, &w.chol, &w.smoother_gain_t,
-                 &w.smoother_gain, &w.jd, &w.cross, &w.next_cov]
-    p_by_k[:] = [&w.h_obs, &w.h_obs_t, &w.hp, &w.gain_t, &w.gain, &w.gain_r, &w.a_mis,
-                 &w.ap_mis]
-    p_by_p[:] = [&w.r_obs, &w.innovation, &w.r_solve, &w.r_mis]
-    p_vectors[:] = [&w.residual, &w.c_mis, &w.x_filled]
-    k_vectors[:] = [&w.difference, &w.next_mean]
-    cdef Py_ssize_t used = _bind_arrays(k_by_k, _count(k_by_k), k * k, buffer, 0)
-    used = _bind_arrays(p_by_k, _count(p_by_k), p * k, buffer, used)
-    used = _bind_arrays(p_by_p, _count(p_by_p), p * p, buffer, used)
-    used = _bind_arrays(p_vectors, _count(p_vectors), p, buffer, used)
-    return _bind_arrays(k_vectors, _count(k_vectors), k, buffer, used)
-
-
 cdef Py_ssize_t _workspace_size(Py_ssize_t k, Py_ssize_t p) noexcept nogil:
-    """The doubles of a Workspace for n_state ``k`` and n_obs ``p``."""
-    cdef Workspace unbound
-    return _lay_out_doubles(&unbound, NULL, k, p)
+    return 8 * p * k + 5 * p * p + 4 * p + 10 * k * k + 2 * k * p + 2 * k
 
 
 cdef void _bind_workspace(Workspace* w, double* buffer, Py_ssize_t* indices,
                           Py_ssize_t k, Py_ssize_t p) noexcept nogil:
     w.observed = indices
     w.missing = indices + p
-    _lay_out_doubles(w, buffer, k, p)
+    w.h_obs = buffer
+    buffer += p * k
+    w.h_obs_t = buffer
+    buffer += p * k
+    w.r_obs = buffer
+    buffer += p * p
+    w.residual = buffer
+    buffer += p
+    w.hp = buffer
+    buffer += p * k
+    w.innovation = buffer
+    buffer += p * p
+    w.gain_t = buffer
+    buffer += p * k
+    w.gain = buffer
+    buffer += k * p
+    w.joseph = buffer
+    buffer += k * k
+    w.joseph_t = buffer
+    buffer += k * k
+    w.joseph_p = buffer
+    buffer += k * k
+    w.gain_r = buffer
+    buffer += k * p
+    w.fp = buffer
+    buffer += k * k
+    w.chol = buffer
+    buffer += k * k
+    w.smoother_gain_t = buffer
+    buffer += k * k
+    w.smoother_gain = buffer
+    buffer += k * k
+    w.jd = buffer
+    buffer += k * k
+    w.cross = buffer
+    buffer += k * k
+    w.difference = buffer
+    buffer += k
+    w.next_mean = buffer
+    buffer += k
+    w.next_cov = buffer
+    buffer += k * k
+    w.r_solve = buffer
+    buffer += p * p
+    w.a_mis = buffer
+    buffer += p * k
+    w.c_mis = buffer
+    buffer += p
+    w.r_mis = buffer
+    buffer += p * p
+    w.ap_mis = buffer
+    buffer += p * k
+    w.x_filled = buffer
+    buffer += p
 
 
 cdef class _Scratch:
@@ -382,7 +388,8 @@ cdef double _update(const ModelView* model, Workspace* w, const double* x,
 
     # K^T = S^-1 H_o P (P symmetric), K = its transpose.
     _copy(w.hp, w.gain_t, q * k)
-    _cholesky_solve(w.innovation, w.gain_t, q, k)
+    _solve_upper_transpose(w.innovation, w.gain_t, q, k)
+    _solve_upper(w.innovation, w.gain_t, q, k)
     _transpose(w.gain_t, w.gain, q, k)
 
     # mean = mean_pred + K residual = mean_pred + (H_o P)^T S^-1 residual.
@@ -506,7 +513,8 @@ cdef int _smooth_step(const ModelView* model, Workspace* w, double* mean, double
     _copy(cov_predicted_next, w.chol, k * k)
     if _cholesky(w.chol, k) != 0:
         return -1
-    _cholesky_solve(w.chol, w.smoother_gain_t, k, k)
+    _solve_upper_transpose(w.chol, w.smoother_gain_t, k, k)
+    _solve_upper(w.chol, w.smoother_gain_t, k, k)
     _transpose(w.smoother_gain_t, w.smoother_gain, k, k)
 
     # mean += J (mean_s(t+1) - mean_pred(t+1))
@@ -627,7 +635,8 @@ cdef int _accumulate_row(const ModelView* model, Workspace* w, Statistics* stats
     if q > 0:
         if _cholesky(w.r_obs, q) != 0:
             return -1
-        _cholesky_solve(w.r_obs, w.r_solve, q, n_missing)
+        _solve_upper_transpose(w.r_obs, w.r_solve, q, n_missing)
+        _solve_upper(w.r_obs, w.r_solve, q, n_missing)
     # a_mis = H_m - W^T H_o; c_mis = d_m + W^T (x_o - d_o); r_mis = R_mm - R_mo W
     for b in range(n_missing):
         row = w.missing[b]

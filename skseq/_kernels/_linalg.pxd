@@ -107,9 +107,6 @@ cdef inline int _cholesky(double* a, Py_ssize_t n) noexcept nogil:
     return 0
 
 
-# The two solves stay two loops: one function with a constant flag (inlined
-# and specialised by the compiler) measured 0.35-0.5 % more instructions in
-# the Kalman update and smoother step, which run them on every row.
 cdef inline void _solve_upper_transpose(const double* factor, double* rhs, Py_ssize_t n,
                                         Py_ssize_t n_rhs) noexcept nogil:
     """rhs <- U^-T rhs for the Cholesky factor U (n x n) and rhs (n x n_rhs), in place."""
@@ -150,13 +147,6 @@ cdef inline void _solve_upper(const double* factor, double* rhs, Py_ssize_t n,
         inverse = 1.0 / factor[i * n + i]
         for c in range(n_rhs):
             rhs[i * n_rhs + c] *= inverse
-
-
-cdef inline void _cholesky_solve(const double* factor, double* rhs, Py_ssize_t n,
-                                 Py_ssize_t n_rhs) noexcept nogil:
-    """rhs <- (U^T U)^-1 rhs for the Cholesky factor U of a matrix: U^-T, then U^-1."""
-    _solve_upper_transpose(factor, rhs, n, n_rhs)
-    _solve_upper(factor, rhs, n, n_rhs)
 
 
 cdef inline void _matmul(const double* a, const double* b, double* out, Py_ssize_t n_rows,

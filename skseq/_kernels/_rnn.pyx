@@ -21,7 +21,7 @@ pre-activations, ``a[b, t] = (dL/dh[b, t]) * (1 - h[b, t]**2)`` with
 steps.
 """
 
-from ._blas cimport BLAS_Trans, NoTrans, RowMajor, Trans, _gemm
+from ._blas cimport NoTrans, RowMajor, Trans, _gemm
 
 # The branch-free exp / select functions and the restrict pointer types.
 include "_elementary.pxi"
@@ -122,23 +122,6 @@ cdef inline void _times_tanh_slope(
         grad[j] = grad[j] * (1 - hidden[j] * hidden[j])
 
 
-cdef inline void _step_product(
-    int batch,
-    int n_hidden,
-    const floating* rows,
-    int rows_stride,
-    const floating* W,
-    BLAS_Trans w_op,
-    floating beta,
-    floating* target,
-    int target_stride,
-) noexcept nogil:
-    """``target (batch, H) = beta target + rows (batch, H) @ op(W_h)`` (op: ``Trans`` in
-    the forward pass, ``NoTrans`` backward); consecutive rows ``*_stride`` apart."""
-    _gemm(RowMajor, NoTrans, w_op, batch, n_hidden, n_hidden, <floating>1, rows, rows_stride, W,
-          n_hidden, beta, target, target_stride)
-
-
 # ------------------------------------------------------------ kernels
 
 
@@ -163,20 +146,23 @@ def forward(
     ``hidden`` has shape (batch, length, H), each at least 1; ``h0``
     (batch, H) is read only when ``has_h0``.
     """
-    cdef int batch = <int>hidden.shape[0]
+    cdef Py_ssize_t batch = hidden.shape[0]
     cdef Py_ssize_t length = hidden.shape[1]
     cdef int n_hidden = <int>hidden.shape[2]
     cdef int row_stride = <int>(length * n_hidden)
     cdef Py_ssize_t t, row
+    cdef floating* W = <floating*>&W_h[0, 0]
     with nogil:
         for t in range(length):
             # (batch, H) += previous (batch, H) @ W_h^T.
             if t > 0:
-                _step_product(batch, n_hidden, &hidden[0, t - 1, 0], row_stride, &W_h[0, 0],
-                              Trans, 1, &hidden[0, t, 0], row_stride)
+                _gemm(RowMajor, NoTrans, Trans, <int>batch, n_hidden, n_hidden, <floating>1,
+                      &hidden[0, t - 1, 0], row_stride, W, n_hidden, <floating>1,
+                      &hidden[0, t, 0], row_stride)
             elif has_h0:
-                _step_product(batch, n_hidden, &h0[0, 0], n_hidden, &W_h[0, 0], Trans, 1,
-                              &hidden[0, 0, 0], row_stride)
+                _gemm(RowMajor, NoTrans, Trans, <int>batch, n_hidden, n_hidden, <floating>1,
+                      &h0[0, 0], n_hidden, W, n_hidden, <floating>1, &hidden[0, 0, 0],
+                      row_stride)
             for row in range(batch):
                 _tanh_row(&hidden[row, t, 0], n_hidden)
 
@@ -198,22 +184,25 @@ def backward(
     ``dh0`` (batch, H) is overwritten; the weight gradient is added to
     ``dW_h`` (H, H), which the caller passes zeroed.  batch, length, H >= 1.
     """
-    cdef int batch = <int>hidden.shape[0]
+    cdef Py_ssize_t batch = hidden.shape[0]
     cdef Py_ssize_t length = hidden.shape[1]
     cdef int n_hidden = <int>hidden.shape[2]
     cdef int row_stride = <int>(length * n_hidden)
     cdef Py_ssize_t t, row
+    cdef floating* W = <floating*>&W_h[0, 0]
     with nogil:
         for t in range(length - 1, -1, -1):
             for row in range(batch):
                 _times_tanh_slope(&grad[row, t, 0], &hidden[row, t, 0], n_hidden)
             # The previous step's target (batch, H) += a_t (batch, H) @ W_h.
             if t > 0:
-                _step_product(batch, n_hidden, &grad[0, t, 0], row_stride, &W_h[0, 0], NoTrans,
-                              1, &grad[0, t - 1, 0], row_stride)
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
+                      &grad[0, t, 0], row_stride, W, n_hidden, <floating>1, &grad[0, t - 1, 0],
+                      row_stride)
             else:
-                _step_product(batch, n_hidden, &grad[0, 0, 0], row_stride, &W_h[0, 0], NoTrans,
-                              0, &dh0[0, 0], n_hidden)
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
+                      &grad[0, 0, 0], row_stride, W, n_hidden, <floating>0, &dh0[0, 0],
+                      n_hidden)
         # dW_h = sum_b sum_{t >= 1} a[b, t] h[b, t - 1]^T (+ a[b, 0] h0[b]^T):
         # (H, H) += A^T P with A = a[b, 1:], P = h[b, :-1].
         if length > 1:
