@@ -29,7 +29,16 @@ STAMP_FILE = ".build-stamps.json"
 # different flags make a different library.
 COMPILER_VARIABLES = ("CC", "CFLAGS", "CPPFLAGS", "LDSHARED", "LDFLAGS")
 
+# The lines by which a kernel source names another file it is made from: a
+# textual ``include "..."``, a relative cimport of a sibling ``.pxd``
+# (``from ._blas cimport ...`` or ``from . cimport _blas``; the kernels use no
+# absolute cimports of each other), a C header (``cdef extern from "x.h"``) and
+# a header that header includes (``#include "y.h"``).
 _INCLUDE = re.compile(r"""^[ \t]*include[ \t]+["']([^"']+)["']""", re.MULTILINE)
+_CIMPORT_FROM = re.compile(r"^[ \t]*from[ \t]+\.(\w+)[ \t]+cimport\b", re.MULTILINE)
+_CIMPORT_NAMES = re.compile(r"^[ \t]*from[ \t]+\.[ \t]+cimport[ \t]+([\w, \t]+)", re.MULTILINE)
+_EXTERN = re.compile(r"""^[ \t]*cdef[ \t]+extern[ \t]+from[ \t]+["']([^"'*]+)["']""", re.MULTILINE)
+_C_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.MULTILINE)
 
 
 def file_digest(path):
@@ -37,28 +46,45 @@ def file_digest(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def named_files(path):
+    """The sibling files one kernel source names directly, as paths (existing or not).
+
+    ``include "x.pxi"`` gives ``x.pxi``; ``from ._blas cimport ...`` and
+    ``from . cimport _blas`` give ``_blas.pxd``; ``cdef extern from "rows.h"``
+    and ``#include "rows.h"`` give ``rows.h``.  Comments and docstrings are
+    not told apart from code: a mention there can only add a file, never
+    lose one.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    names = _INCLUDE.findall(text) + _EXTERN.findall(text) + _C_INCLUDE.findall(text)
+    names += [f"{module}.pxd" for module in _CIMPORT_FROM.findall(text)]
+    for group in _CIMPORT_NAMES.findall(text):
+        names += [f"{module.strip()}.pxd" for module in group.split(",") if module.strip()]
+    return [path.parent / name for name in names]
+
+
 def source_files(pyx):
     """The files a kernel module is generated from, sorted.
 
-    The ``.pyx`` file, every file it textually includes (``include "..."``,
-    followed recursively: an AVX2 twin includes its portable ``.pyx``), and
-    every ``.pxd``, ``.pxi`` and ``.h`` file beside it (cimported, included or
-    ``cdef extern``'d by some module; taking all of them is simpler than
-    tracking which module uses which, and they rarely change).
+    The ``.pyx`` file and, followed transitively, every sibling file it
+    includes (an AVX2 twin includes its portable ``.pyx``), cimports (a
+    ``.pxd``, and what that ``.pxd`` cimports in turn) or takes C
+    declarations from (``cdef extern from "x.h"``, and the headers that
+    header includes): exactly the files whose change can change the module's
+    generated C or compiled library, so that editing one ``.pxd`` rebuilds
+    only the modules that use it.  Named files that do not exist (a cimport
+    of a ``.pyx``-only module) are passed over.
     """
     pyx = Path(pyx)
-    directory = pyx.parent
     found = set()
     pending = [pyx]
     while pending:
         path = pending.pop()
-        if path in found:
+        if path in found or not path.is_file():
             continue
         found.add(path)
-        for name in _INCLUDE.findall(path.read_text(encoding="utf-8")):
-            pending.append(directory / name)
-    for pattern in ("*.pxd", "*.pxi", "*.h"):
-        found.update(directory.glob(pattern))
+        pending.extend(named_files(path))
     return sorted(found)
 
 

@@ -41,6 +41,7 @@ from _build_helpers import (  # noqa: E402
     fingerprint,
     format_duration,
     generate_c,
+    source_files,
     source_size,
 )
 
@@ -85,7 +86,7 @@ extensions = [
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=compile_args(path),
-        depends=[str(header) for header in Path("skseq/_kernels").glob("*.h")],
+        depends=[str(source) for source in source_files(path) if source != path],
     )
     for path in sorted(Path("skseq/_kernels").glob("*.pyx"))
     if BUILD_AVX2 or not path.stem.endswith(("_avx2", "_avx512"))

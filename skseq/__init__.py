@@ -1,5 +1,6 @@
 """skseq: scikit-learn estimators for sequence models on Cython nogil kernels."""
 
+from . import neural
 from .hmm import (
     GMMHMM,
     CategoricalHMM,
@@ -10,20 +11,11 @@ from .hmm import (
     VariationalGaussianHMM,
 )
 from .lds import LinearGaussianSSM
-from .neural import (
-    DeepMarkovModel,
-    ElmanRNNClassifier,
-    ElmanRNNRegressor,
-    S4DClassifier,
-    S4DRegressor,
-    SelectiveSSMClassifier,
-    SelectiveSSMRegressor,
-    TransformerClassifier,
-    TransformerRegressor,
-)
+from .neural import *  # noqa: F403
 
 __version__ = "0.1.0"
 
+# The neural estimators: neural's __all__, the one list of them.
 __all__ = [
     "GaussianHMM",
     "CategoricalHMM",
@@ -33,13 +25,5 @@ __all__ = [
     "VariationalGaussianHMM",
     "VariationalCategoricalHMM",
     "LinearGaussianSSM",
-    "SelectiveSSMRegressor",
-    "SelectiveSSMClassifier",
-    "S4DRegressor",
-    "S4DClassifier",
-    "ElmanRNNRegressor",
-    "ElmanRNNClassifier",
-    "TransformerRegressor",
-    "TransformerClassifier",
-    "DeepMarkovModel",
+    *neural.__all__,
 ]

@@ -87,6 +87,7 @@ def check_network_gradients(network, rng, loss, n_sequences=3, seq_len=6, rtol=1
         return loss_function(network.forward(parameters, X)[0])[0]
 
     for key, value in parameters.items():
+        assert grads[key].shape == value.shape and grads[key].dtype == value.dtype, key
         assert_allclose(
             grads[key], numerical_gradient(objective, value), rtol=rtol, atol=1e-8, err_msg=key
         )

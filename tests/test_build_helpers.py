@@ -2,8 +2,9 @@
 
 The decision is by content: the same sources and settings give the same
 fingerprint whatever the files' times; any change to a file a module is made
-from, or to a flag, gives another; a library that is not the one stamped is
-never reused.
+from (its .pyx and what it includes, cimports or takes C declarations from,
+transitively), or to a flag, gives another, and a change to any other file
+does not; a library that is not the one stamped is never reused.
 """
 
 import importlib.util
@@ -30,15 +31,30 @@ SETTINGS = {"flavour": "regular", "compile_args": ["-O3"], "cython": "3.1.0", "n
 
 @pytest.fixture
 def kernels(tmp_path):
-    """A small kernel directory: a portable module, its AVX2 twin, another module, shared files."""
+    """A small kernel directory: a portable module, its AVX2 twin, another module, shared files.
+
+    ``_hmm`` cimports ``_common`` (which cimports ``_blas``), includes
+    ``_elementary.pxi`` and takes declarations from ``_rows.h`` (which
+    includes ``_lanes.h``); ``_scan`` cimports ``_blas`` only; nothing uses
+    ``_unused.pxd``.
+    """
     directory = tmp_path / "_kernels"
     directory.mkdir()
-    (directory / "_hmm.pyx").write_text('from ._common cimport zeros\ninclude "_elementary.pxi"\n')
+    (directory / "_hmm.pyx").write_text(
+        "from libc.math cimport exp\n"
+        "from ._common cimport zeros\n"
+        'include "_elementary.pxi"\n'
+        'cdef extern from "_rows.h":\n'
+        "    double rows()\n"
+    )
     (directory / "_hmm_avx2.pyx").write_text('# cython: language_level=3\ninclude "_hmm.pyx"\n')
-    (directory / "_scan.pyx").write_text("def scan():\n    pass\n")
-    (directory / "_common.pxd").write_text("cdef double zeros()\n")
+    (directory / "_scan.pyx").write_text("from . cimport _blas\ndef scan():\n    pass\n")
+    (directory / "_common.pxd").write_text("from ._blas cimport gemm\ncdef double zeros()\n")
+    (directory / "_blas.pxd").write_text("cdef void gemm()\n")
+    (directory / "_unused.pxd").write_text("cdef void unused()\n")
     (directory / "_elementary.pxi").write_text("cdef inline double one():\n    return 1.0\n")
-    (directory / "_rows.h").write_text("static double rows(void);\n")
+    (directory / "_rows.h").write_text('#include <stddef.h>\n#include "_lanes.h"\n')
+    (directory / "_lanes.h").write_text("static double rows(void);\n")
     return directory
 
 
@@ -49,12 +65,16 @@ def prints(directory, settings=SETTINGS):
     }
 
 
-def test_source_files_follow_includes_and_take_the_shared_files(kernels):
-    names = [path.name for path in helpers.source_files(kernels / "_hmm_avx2.pyx")]
-    assert names == sorted(
-        ["_hmm_avx2.pyx", "_hmm.pyx", "_elementary.pxi", "_common.pxd", "_rows.h"]
+def names(paths):
+    return sorted(path.name for path in paths)
+
+
+def test_source_files_follow_includes_cimports_and_headers_transitively(kernels):
+    assert names(helpers.source_files(kernels / "_hmm_avx2.pyx")) == sorted(
+        ["_hmm_avx2.pyx", "_hmm.pyx", "_elementary.pxi", "_common.pxd", "_blas.pxd"]
+        + ["_rows.h", "_lanes.h"]
     )
-    assert "_hmm.pyx" not in [path.name for path in helpers.source_files(kernels / "_scan.pyx")]
+    assert names(helpers.source_files(kernels / "_scan.pyx")) == ["_blas.pxd", "_scan.pyx"]
 
 
 def test_same_contents_give_the_same_fingerprint_whatever_the_times(kernels):
@@ -67,23 +87,51 @@ def test_same_contents_give_the_same_fingerprint_whatever_the_times(kernels):
     assert prints(kernels, dict(reversed(SETTINGS.items()))) == before  # key order is no change
 
 
-def test_a_changed_pyx_changes_its_module_and_its_twin_only(kernels):
-    before = prints(kernels)
-    with open(kernels / "_hmm.pyx", "a") as file:
-        file.write("# one more line\n")
-    after = prints(kernels)
-    assert after["_hmm"] != before["_hmm"]
-    assert after["_hmm_avx2"] != before["_hmm_avx2"]
-    assert after["_scan"] == before["_scan"]
-
-
-@pytest.mark.parametrize("name", ["_common.pxd", "_elementary.pxi", "_rows.h"])
-def test_a_changed_shared_file_changes_every_module(kernels, name):
+@pytest.mark.parametrize(
+    "name, users",
+    [
+        ("_hmm.pyx", {"_hmm", "_hmm_avx2"}),
+        ("_common.pxd", {"_hmm", "_hmm_avx2"}),
+        ("_elementary.pxi", {"_hmm", "_hmm_avx2"}),
+        ("_rows.h", {"_hmm", "_hmm_avx2"}),
+        ("_lanes.h", {"_hmm", "_hmm_avx2"}),
+        ("_blas.pxd", {"_hmm", "_hmm_avx2", "_scan"}),  # through _common.pxd for _hmm
+        ("_unused.pxd", set()),
+    ],
+)
+def test_a_changed_file_changes_exactly_the_modules_made_from_it(kernels, name, users):
     before = prints(kernels)
     with open(kernels / name, "a") as file:
-        file.write("\n")
+        file.write("\n# one more line\n")
     after = prints(kernels)
-    assert all(after[module] != before[module] for module in before)
+    assert {module for module in before if after[module] != before[module]} == users
+
+
+def test_the_scan_finds_what_cython_finds_in_the_real_kernels():
+    """Each real module's .pyx/.pxd/.pxi files are those Cython's own dependency tree names.
+
+    Cython's tree does not follow C headers; those are checked by the
+    ``cdef extern from`` lines themselves.
+    """
+    dependencies = pytest.importorskip(
+        "Cython.Build.Dependencies", reason="Cython is a build requirement, not a test one"
+    )
+    tree = dependencies.create_dependency_tree()
+    directory = ROOT / "skseq" / "_kernels"
+    modules = sorted(directory.glob("*.pyx"))
+    assert len(modules) >= 15
+    for pyx in modules:
+        scanned = helpers.source_files(pyx)
+        by_cython = {Path(path).resolve() for path in tree.all_dependencies(str(pyx))}
+        siblings = {path for path in by_cython if path.parent == directory.resolve()}
+        assert {path.resolve() for path in scanned if path.suffix != ".h"} == siblings, pyx.name
+        text = "".join(path.read_text(encoding="utf-8") for path in scanned)
+        headers = {path.name for path in scanned if path.suffix == ".h"}
+        for header in directory.glob("*.h"):
+            assert (f'cdef extern from "{header.name}"' in text) == (header.name in headers)
+    # A .pxd that only some modules cimport is not in the others' fingerprints.
+    assert "_linalg.pxd" in names(helpers.source_files(directory / "_kalman.pyx"))
+    assert "_linalg.pxd" not in names(helpers.source_files(directory / "_hmm.pyx"))
 
 
 @pytest.mark.parametrize(

@@ -186,6 +186,26 @@ cdef inline int _row_stride(Py_ssize_t stride_bytes, Py_ssize_t itemsize) noexce
     return <int>(stride_bytes // itemsize)
 
 
+cdef struct _RowStrides:
+    # Elements between consecutive rows of one (batch, head) matrix of
+    # (length, d_head) of q, k, v and out.
+    int q, k, v, out
+
+
+cdef inline _RowStrides _row_strides(
+    const floating[:, :, :, :] q,
+    const floating[:, :, :, :] k,
+    const floating[:, :, :, :] v,
+    const floating[:, :, :, :] out,
+) noexcept nogil:
+    cdef _RowStrides strides
+    strides.q = _row_stride(q.strides[2], sizeof(floating))
+    strides.k = _row_stride(k.strides[2], sizeof(floating))
+    strides.v = _row_stride(v.strides[2], sizeof(floating))
+    strides.out = _row_stride(out.strides[2], sizeof(floating))
+    return strides
+
+
 # ------------------------------------------------------------------ kernels
 
 
@@ -210,11 +230,7 @@ def forward(
     cdef Py_ssize_t n_heads = q.shape[1]
     cdef Py_ssize_t length = q.shape[2]
     cdef int d = <int>q.shape[3]
-    cdef Py_ssize_t itemsize = sizeof(floating)
-    cdef int ldq = _row_stride(q.strides[2], itemsize)
-    cdef int ldk = _row_stride(k.strides[2], itemsize)
-    cdef int ldv = _row_stride(v.strides[2], itemsize)
-    cdef int ldo = _row_stride(out.strides[2], itemsize)
+    cdef _RowStrides ld = _row_strides(q, k, v, out)
     cdef floating[:, ::1] scores = floating_zeros_2d(<floating>0, block_rows, block_cols)
     cdef floating[:, ::1] row_stats = floating_zeros_2d(<floating>0, 2, block_rows)
     cdef floating* row_max = &row_stats[0, 0]
@@ -244,7 +260,7 @@ def forward(
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
                     S = &scores[0, 0]
                     _gemm(RowMajor, NoTrans, Trans, <int>rows, <int>cols, d, alpha,
-                          Q + r0 * ldq, ldq, K + c0 * ldk, ldk, 0, S, <int>cols)
+                          Q + r0 * ld.q, ld.q, K + c0 * ld.k, ld.k, 0, S, <int>cols)
                     for i in range(rows):
                         row = r0 + i
                         n_valid = cols if row - c0 + 1 >= cols else row - c0 + 1
@@ -258,13 +274,13 @@ def forward(
                             correction = _exp_nonpositive(row_max[i] - largest)
                             row_sum[i] = row_sum[i] * correction + total
                             if correction != 1:
-                                _scale_row(O + row * ldo, d, correction)
+                                _scale_row(O + row * ld.out, d, correction)
                             row_max[i] = largest
                     _gemm(RowMajor, NoTrans, NoTrans, <int>rows, d, <int>cols, 1, S, <int>cols,
-                          V + c0 * ldv, ldv, 0 if c0 == 0 else 1, O + r0 * ldo, ldo)
+                          V + c0 * ld.v, ld.v, 0 if c0 == 0 else 1, O + r0 * ld.out, ld.out)
                 for i in range(rows):
                     row = r0 + i
-                    _scale_row(O + row * ldo, d, 1 / row_sum[i])
+                    _scale_row(O + row * ld.out, d, 1 / row_sum[i])
                     lse[b, h, row] = row_max[i] + <floating>log(row_sum[i])
 
 
@@ -293,15 +309,8 @@ def backward(
     cdef Py_ssize_t n_heads = q.shape[1]
     cdef Py_ssize_t length = q.shape[2]
     cdef int d = <int>q.shape[3]
-    cdef Py_ssize_t itemsize = sizeof(floating)
-    cdef int ldq = _row_stride(q.strides[2], itemsize)
-    cdef int ldk = _row_stride(k.strides[2], itemsize)
-    cdef int ldv = _row_stride(v.strides[2], itemsize)
-    cdef int ldo = _row_stride(out.strides[2], itemsize)
-    cdef int lddo = _row_stride(dout.strides[2], itemsize)
-    cdef int lddq = _row_stride(dq.strides[2], itemsize)
-    cdef int lddk = _row_stride(dk.strides[2], itemsize)
-    cdef int lddv = _row_stride(dv.strides[2], itemsize)
+    cdef _RowStrides ld = _row_strides(q, k, v, out)
+    cdef _RowStrides grad_ld = _row_strides(dq, dk, dv, dout)  # of the gradients
     cdef floating[:, :, ::1] tiles = floating_zeros_3d(<floating>0, 2, block_rows, block_cols)
     cdef floating[::1] deltas = floating_zeros_1d(<floating>0, block_rows)
     cdef floating alpha = <floating>scale
@@ -338,23 +347,24 @@ def backward(
                 rows = block_rows if r0 + block_rows <= length else length - r0
                 r1 = r0 + rows
                 for i in range(rows):
-                    deltas[i] = _dot(dO + (r0 + i) * lddo, O + (r0 + i) * ldo, d)
+                    deltas[i] = _dot(dO + (r0 + i) * grad_ld.out, O + (r0 + i) * ld.out, d)
                 for tile in range((r1 + block_cols - 1) // block_cols):
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
                     _gemm(RowMajor, NoTrans, Trans, <int>rows, <int>cols, d, alpha,
-                          Q + r0 * ldq, ldq, K + c0 * ldk, ldk, 0, P, <int>cols)
+                          Q + r0 * ld.q, ld.q, K + c0 * ld.k, ld.k, 0, P, <int>cols)
                     for i in range(rows):
                         row = r0 + i
                         n_valid = cols if row - c0 + 1 >= cols else row - c0 + 1
                         _exp_row(P + i * cols, n_valid, cols, lse[b, h, row])
                     _gemm(RowMajor, Trans, NoTrans, <int>cols, d, <int>rows, 1, P, <int>cols,
-                          dO + r0 * lddo, lddo, 0 if first else 1, dV + c0 * lddv, lddv)
+                          dO + r0 * grad_ld.out, grad_ld.out, 0 if first else 1,
+                          dV + c0 * grad_ld.v, grad_ld.v)
                     _gemm(RowMajor, NoTrans, Trans, <int>rows, <int>cols, d, 1,
-                          dO + r0 * lddo, lddo, V + c0 * ldv, ldv, 0, dS, <int>cols)
+                          dO + r0 * grad_ld.out, grad_ld.out, V + c0 * ld.v, ld.v, 0, dS, <int>cols)
                     for i in range(rows):
                         _score_gradients(dS + i * cols, P + i * cols, deltas[i], alpha, cols)
                     _gemm(RowMajor, NoTrans, NoTrans, <int>rows, d, <int>cols, 1, dS, <int>cols,
-                          K + c0 * ldk, ldk, 0 if c0 == 0 else 1, dQ + r0 * lddq, lddq)
+                          K + c0 * ld.k, ld.k, 0 if c0 == 0 else 1, dQ + r0 * grad_ld.q, grad_ld.q)
                     _gemm(RowMajor, Trans, NoTrans, <int>cols, d, <int>rows, 1, dS, <int>cols,
-                          Q + r0 * ldq, ldq, 0 if first else 1, dK + c0 * lddk, lddk)
+                          Q + r0 * ld.q, ld.q, 0 if first else 1, dK + c0 * grad_ld.k, grad_ld.k)

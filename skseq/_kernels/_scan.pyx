@@ -408,6 +408,42 @@ cdef floating _row_max_abs(const floating* row, Py_ssize_t n_pad) noexcept nogil
     return largest
 
 
+cdef inline void _channel_range(Py_ssize_t b, Py_ssize_t n_channels, Py_ssize_t pair_start,
+                                Py_ssize_t pair_stop, Py_ssize_t* d_start,
+                                Py_ssize_t* d_stop) noexcept nogil:
+    """The channels [d_start, d_stop) of batch element ``b`` among the pairs
+    [pair_start, pair_stop)."""
+    d_start[0] = pair_start - b * n_channels if pair_start > b * n_channels else 0
+    d_stop[0] = pair_stop - b * n_channels if pair_stop < (b + 1) * n_channels else n_channels
+
+
+cdef Py_ssize_t _load_group(
+    const floating[:, ::1] A,
+    Py_ssize_t group_start,
+    Py_ssize_t d_stop,
+    Py_ssize_t group_size,
+    floating[:, ::1] a_rows,
+    floating[::1] a_max_abs,
+) noexcept nogil:
+    """Copy the rows of A of the channel group from ``group_start`` (at most
+    ``group_size`` channels, none from ``d_stop`` on) into ``a_rows``, their
+    largest |a| into ``a_max_abs``; returns the group's stop."""
+    cdef Py_ssize_t slot
+    cdef Py_ssize_t group_stop = group_start + group_size
+    if group_stop > d_stop:
+        group_stop = d_stop
+    _copy_rows(A, group_start, group_stop, a_rows)
+    for slot in range(group_stop - group_start):
+        a_max_abs[slot] = _row_max_abs(&a_rows[slot, 0], a_rows.shape[1])
+    return group_stop
+
+
+cdef inline Py_ssize_t _chunk_stop(Py_ssize_t t_start, Py_ssize_t chunk,
+                                   Py_ssize_t length) noexcept nogil:
+    """The end of the chunk of time steps from ``t_start``."""
+    return t_start + chunk if t_start + chunk < length else length
+
+
 def padded_state_size(Py_ssize_t n_state):
     """Size of the padded state vector the kernels work on."""
     return ((n_state + LANES - 1) // LANES) * LANES
@@ -475,16 +511,10 @@ def forward(
     with nogil:
         b = pair_start // n_channels
         while b * n_channels < pair_stop:
-            d_start = pair_start - b * n_channels if pair_start > b * n_channels else 0
-            d_stop = pair_stop - b * n_channels if pair_stop < (b + 1) * n_channels else n_channels
+            _channel_range(b, n_channels, pair_start, pair_stop, &d_start, &d_stop)
             for group in range((d_stop - d_start + FORWARD_GROUP - 1) // FORWARD_GROUP):
                 group_start = d_start + group * FORWARD_GROUP
-                group_stop = group_start + FORWARD_GROUP
-                if group_stop > d_stop:
-                    group_stop = d_stop
-                _copy_rows(A, group_start, group_stop, a_rows)
-                for slot in range(group_stop - group_start):
-                    a_max_abs[slot] = _row_max_abs(&a_rows[slot, 0], n_pad)
+                group_stop = _load_group(A, group_start, d_stop, FORWARD_GROUP, a_rows, a_max_abs)
                 if not selective_B:
                     _copy_rows(B[0], group_start, group_stop, b_rows)
                 if not selective_C:
@@ -492,7 +522,7 @@ def forward(
                 _clear_rows(states, group_stop - group_start)
                 for k in range(n_chunks):
                     t_start = k * chunk
-                    t_stop = t_start + chunk if t_start + chunk < length else length
+                    t_stop = _chunk_stop(t_start, chunk, length)
                     count = t_stop - t_start
                     if selective_B:
                         _transpose_chunk(B, b, t_start, t_stop, b_rows)
@@ -603,16 +633,10 @@ def backward(
     with nogil:
         b = pair_start // n_channels
         while b * n_channels < pair_stop:
-            d_start = pair_start - b * n_channels if pair_start > b * n_channels else 0
-            d_stop = pair_stop - b * n_channels if pair_stop < (b + 1) * n_channels else n_channels
+            _channel_range(b, n_channels, pair_start, pair_stop, &d_start, &d_stop)
             for group in range((d_stop - d_start + CHANNEL_GROUP - 1) // CHANNEL_GROUP):
                 group_start = d_start + group * CHANNEL_GROUP
-                group_stop = group_start + CHANNEL_GROUP
-                if group_stop > d_stop:
-                    group_stop = d_stop
-                _copy_rows(A, group_start, group_stop, a_rows)
-                for slot in range(group_stop - group_start):
-                    a_max_abs[slot] = _row_max_abs(&a_rows[slot, 0], n_pad)
+                group_stop = _load_group(A, group_start, d_stop, CHANNEL_GROUP, a_rows, a_max_abs)
                 _clear_rows(grad_a_rows, group_stop - group_start)
                 if not selective_B:
                     _copy_rows(B[0], group_start, group_stop, b_rows)
@@ -624,7 +648,7 @@ def backward(
                 _clear_rows(carried, group_stop - group_start)
                 for k in range(n_chunks):
                     t_start = k * chunk
-                    t_stop = t_start + chunk if t_start + chunk < length else length
+                    t_stop = _chunk_stop(t_start, chunk, length)
                     count = t_stop - t_start
                     if selective_B and k < n_chunks - 1:
                         _transpose_chunk(B, b, t_start, t_stop, b_rows)
@@ -648,7 +672,7 @@ def backward(
                 _clear_rows(carried, group_stop - group_start)
                 for k in range(n_chunks - 1, -1, -1):
                     t_start = k * chunk
-                    t_stop = t_start + chunk if t_start + chunk < length else length
+                    t_stop = _chunk_stop(t_start, chunk, length)
                     count = t_stop - t_start
                     if selective_B:
                         _transpose_chunk(B, b, t_start, t_stop, b_rows)

@@ -5,18 +5,8 @@ Every loader returns a :class:`~sklearn.utils.Bunch` with ``data``,
 ``as_frame=True``) and ``DESCR`` (contents, source and licence).
 """
 
-from ._loaders import (
-    load_danish_money,
-    load_earthquakes,
-    load_nile,
-    load_sunspots,
-    load_us_macro,
-)
+from . import _loaders
+from ._loaders import *  # noqa: F403
 
-__all__ = [
-    "load_us_macro",
-    "load_nile",
-    "load_sunspots",
-    "load_earthquakes",
-    "load_danish_money",
-]
+# _loaders' __all__ is the one list of the loaders.
+__all__ = list(_loaders.__all__)

@@ -82,8 +82,7 @@ DEFAULT_LEARNED = frozenset(PARAMETER_NAMES) - {"initial_state_covariance"}
 
 def _starting_value(name):
     return (
-        f"write {name}_init=, EM's starting value (EM learns it unless params leaves "
-        f"{name!r} out)."
+        f"write {name}_init=, EM's starting value (EM learns it unless params leaves {name!r} out)."
     )
 
 
@@ -951,12 +950,18 @@ class LinearGaussianSSM(
         -------
         states : ndarray of shape (n_samples, n_components)
         """
-        X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = _smoother_offsets(
-            self._checked_model(), X, controls, offsets, with_covariances=False
+        result = self._states(
+            _smoother_offsets, X, lengths, sequence_ids, controls, with_covariances=False
         )
-        self._check_finite(result.sequence_log_likelihood)
         return result.smoothed_means
+
+    def _states(self, inference, X, lengths, sequence_ids, controls, **options):
+        """``inference`` (a filter or smoother core over offsets) on the checked X, whose
+        log-likelihood must be finite."""
+        X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
+        result = inference(self._checked_model(), X, controls, offsets, **options)
+        self._check_finite(result.sequence_log_likelihood)
+        return result
 
     @lengths_by_keyword
     def filter(self, X, *, lengths=None, sequence_ids=None, controls=None):
@@ -969,9 +974,7 @@ class LinearGaussianSSM(
         means : ndarray of shape (n_samples, n_components)
         covariances : ndarray of shape (n_samples, n_components, n_components)
         """
-        X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = _filter_offsets(self._checked_model(), X, controls, offsets)
-        self._check_finite(result.sequence_log_likelihood)
+        result = self._states(_filter_offsets, X, lengths, sequence_ids, controls)
         return result.filtered_means, result.filtered_covariances
 
     @lengths_by_keyword
@@ -985,9 +988,7 @@ class LinearGaussianSSM(
         means : ndarray of shape (n_samples, n_components)
         covariances : ndarray of shape (n_samples, n_components, n_components)
         """
-        X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = _smoother_offsets(self._checked_model(), X, controls, offsets)
-        self._check_finite(result.sequence_log_likelihood)
+        result = self._states(_smoother_offsets, X, lengths, sequence_ids, controls)
         return result.smoothed_means, result.smoothed_covariances
 
     @lengths_by_keyword

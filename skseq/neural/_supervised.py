@@ -53,6 +53,14 @@ def _check_n_sequences(X, y):
         )
 
 
+def _score(estimator, X, y, sample_weight):
+    """``estimator._score_outputs`` of its network's outputs on ``X`` against ``y``:
+    the one body of the regressor's and the classifier's ``score``."""
+    X = estimator._prepare_X(X)
+    targets, weights = estimator._prepare_targets(X, y, sample_weight, first_call=False)
+    return estimator._score_outputs(estimator._network_outputs(X), targets, weights)
+
+
 class SequenceNetworkRegressor(RegressorMixin, BaseSequenceNetwork):
     """Squared-error regression on sequences; see the module docstring for ``y``."""
 
@@ -226,9 +234,7 @@ class SequenceNetworkRegressor(RegressorMixin, BaseSequenceNetwork):
         -------
         score : float
         """
-        X = self._prepare_X(X)
-        targets, weights = self._prepare_targets(X, y, sample_weight, first_call=False)
-        return self._score_outputs(self._network_outputs(X), targets, weights)
+        return _score(self, X, y, sample_weight)
 
 
 class SequenceNetworkClassifier(ClassifierMixin, BaseSequenceNetwork):
@@ -418,6 +424,4 @@ class SequenceNetworkClassifier(ClassifierMixin, BaseSequenceNetwork):
         -------
         score : float
         """
-        X = self._prepare_X(X)
-        labels, weights = self._prepare_targets(X, y, sample_weight, first_call=False)
-        return self._score_outputs(self._network_outputs(X), labels, weights)
+        return _score(self, X, y, sample_weight)

@@ -42,13 +42,6 @@ SMALL = dict(
 )
 
 
-@pytest.fixture(autouse=True)
-def _quiet_convergence():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        yield
-
-
 def _benchmarks_on_path():
     """The benchmarks' torch model and data generators, shared with these tests."""
     path = str(Path(__file__).resolve().parents[2] / "benchmarks")

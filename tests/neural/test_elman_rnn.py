@@ -6,20 +6,23 @@ block alone and the whole network with both losses); the Jacobian norms of
 """
 
 import pickle
-import warnings
 
 import numpy as np
 import pytest
-from gradient_checks import check_layer_gradients, numerical_gradient, perturbed_parameters
+from gradient_checks import (
+    check_layer_gradients,
+    check_network_gradients,
+    perturbed_parameters,
+)
+from neural_checks import check_bad_hyperparameter, check_bad_input, check_inputs_not_modified
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import NotFittedError
 
 import skseq
 from skseq.inference import elman_rnn
 from skseq.neural import ElmanRNNClassifier, ElmanRNNRegressor
 from skseq.neural import _elman_rnn as elman_rnn_estimators
 from skseq.neural import _trainer as trainer_module
-from skseq.neural._losses import softmax_cross_entropy, squared_error
 from skseq.neural._networks._elman_rnn import (
     ElmanBlock,
     elman_layer,
@@ -29,13 +32,6 @@ from skseq.neural._networks._elman_rnn import (
 from skseq.neural._networks._residual import make_network
 
 SMALL = dict(d_model=8, n_layers=1, learning_rate_init=1e-2, random_state=0)
-
-
-@pytest.fixture(autouse=True)
-def _quiet_convergence():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        yield
 
 
 def test_exported():
@@ -66,38 +62,7 @@ def test_network_gradients_end_to_end(per_step, loss):
         n_layers=2,
         init_spectral_radius=1.0,
     )
-    parameters = {
-        key: value + 0.2 * rng.normal(size=value.shape)
-        for key, value in network.init_parameters(rng, np.float64).items()
-    }
-    X = rng.normal(size=(3, 6, 2))
-    position_shape = (3, 6) if per_step else (3,)
-    weights = rng.uniform(0.2, 1.0, size=position_shape)
-    weights.flat[0] = 0.0
-    if loss == "squared_error":
-        targets = rng.normal(size=position_shape + (n_outputs,))
-        element_weights = np.repeat(weights[..., None], n_outputs, axis=-1)
-
-        def loss_function(outputs):
-            return squared_error(outputs, targets, element_weights, 2.5)
-    else:
-        labels = rng.randint(n_outputs, size=position_shape)
-
-        def loss_function(outputs):
-            return softmax_cross_entropy(outputs, labels, weights, 2.5)
-
-    outputs, cache = network.forward(parameters, X)
-    assert outputs.shape == position_shape + (n_outputs,)
-    grads = network.backward(parameters, loss_function(outputs)[1], cache)
-    assert sorted(grads) == sorted(parameters)
-
-    def objective():
-        return loss_function(network.forward(parameters, X)[0])[0]
-
-    for key, value in parameters.items():
-        assert_allclose(
-            grads[key], numerical_gradient(objective, value), rtol=1e-5, atol=1e-8, err_msg=key
-        )
+    check_network_gradients(network, rng, loss)
 
 
 def test_block_matches_torch():
@@ -368,29 +333,13 @@ def test_partial_fit_continues_like_fit_and_pickles():
 )
 def test_bad_hyperparameters(params, error, match):
     X, y = delayed_regression_data(10)
-    with pytest.raises(error, match=match):
-        ElmanRNNRegressor(**params).fit(X, y)
-    with pytest.raises(error, match=match):
-        ElmanRNNClassifier(**params).fit(X, y > 0)
+    check_bad_hyperparameter(ElmanRNNRegressor, ElmanRNNClassifier, params, error, match, X, y)
 
 
 def test_bad_input():
-    rng = np.random.RandomState(0)
-    X = rng.normal(size=(10, 6))
-    y = rng.normal(size=10)
     regressor = ElmanRNNRegressor(**SMALL, max_iter=1)
-    with pytest.raises(NotFittedError):
-        regressor.predict(X)
-    for bad in (np.nan, np.inf):
-        X_bad = X.copy()
-        X_bad[3, 2] = bad
-        with pytest.raises(ValueError, match="NaN|infinity"):
-            regressor.fit(X_bad, y)
-    with pytest.raises(ValueError, match="X has 10 sequences but y has 9"):
-        regressor.fit(X, y[:9])
-    regressor.fit(X[:, :, None], y)
-    with pytest.raises(ValueError, match="expecting 1 features per step"):
-        regressor.predict(rng.normal(size=(4, 6, 3)))
+    X, y = check_bad_input(regressor)
+    rng = np.random.RandomState(1)
     with pytest.raises(ValueError, match="expecting 1 features per step"):
         regressor.gradient_norms(rng.normal(size=(4, 6, 3)))
     X_nan = X[:, :, None].copy()
@@ -405,12 +354,7 @@ def test_bad_input():
 
 
 def test_inputs_are_not_modified():
-    rng = np.random.RandomState(0)
-    X = rng.normal(size=(12, 5)).astype(np.float32)
-    y = rng.normal(size=(12, 5))
-    copies = [X.copy(), y.copy()]
-    model = ElmanRNNRegressor(**SMALL, max_iter=2).fit(X, y)
-    model.predict(X)
+    model, X = check_inputs_not_modified(ElmanRNNRegressor(**SMALL, max_iter=2))
+    copy = X.copy()
     model.gradient_norms(X)
-    for original, copy in zip([X, y], copies, strict=True):
-        assert_array_equal(original, copy)
+    assert_array_equal(X, copy)

@@ -7,29 +7,25 @@ block written in PyTorch when torch is installed.
 """
 
 import pickle
-import warnings
 
 import numpy as np
 import pytest
-from gradient_checks import check_layer_gradients, numerical_gradient, perturbed_parameters
+from gradient_checks import (
+    check_layer_gradients,
+    check_network_gradients,
+    perturbed_parameters,
+)
+from neural_checks import check_bad_hyperparameter, check_bad_input, check_inputs_not_modified
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import NotFittedError
 
 from skseq import S4DClassifier, S4DRegressor
-from skseq.neural._losses import softmax_cross_entropy, squared_error
 from skseq.neural._networks import _s4d
 from skseq.neural._networks._layers import CausalDepthwiseConv1d
 from skseq.neural._networks._residual import make_network
 from skseq.neural._networks._s4d import S4DBlock, s4d_layer
 
 SMALL = dict(d_model=8, n_layers=1, d_state=8, learning_rate_init=1e-2, random_state=0)
-
-
-@pytest.fixture(autouse=True)
-def _quiet_convergence():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        yield
 
 
 def _silu(x):
@@ -94,38 +90,7 @@ def test_network_gradients_end_to_end(per_step, loss):
         expand=2,
         init="lin",
     )
-    parameters = {
-        key: value + 0.2 * rng.normal(size=value.shape)
-        for key, value in network.init_parameters(rng, np.float64).items()
-    }
-    X = rng.normal(size=(3, 6, 2))
-    position_shape = (3, 6) if per_step else (3,)
-    weights = rng.uniform(0.2, 1.0, size=position_shape)
-    if loss == "squared_error":
-        targets = rng.normal(size=position_shape + (n_outputs,))
-        element_weights = np.repeat(weights[..., None], n_outputs, axis=-1)
-
-        def loss_function(outputs):
-            return squared_error(outputs, targets, element_weights, 2.5)
-    else:
-        labels = rng.randint(n_outputs, size=position_shape)
-
-        def loss_function(outputs):
-            return softmax_cross_entropy(outputs, labels, weights, 2.5)
-
-    outputs, cache = network.forward(parameters, X)
-    assert outputs.shape == position_shape + (n_outputs,)
-    grads = network.backward(parameters, loss_function(outputs)[1], cache)
-    assert sorted(grads) == sorted(parameters)
-
-    def objective():
-        return loss_function(network.forward(parameters, X)[0])[0]
-
-    for key, value in parameters.items():
-        assert grads[key].shape == value.shape and grads[key].dtype == value.dtype
-        assert_allclose(
-            grads[key], numerical_gradient(objective, value), rtol=1e-5, atol=1e-8, err_msg=key
-        )
+    check_network_gradients(network, rng, loss)
 
 
 def test_block_agrees_with_torch():
@@ -358,31 +323,11 @@ def test_partial_fit_continues_like_fit_and_pickles():
 )
 def test_bad_hyperparameters(params, error, match):
     X, y = filtered_sequences(10, 6, random_state=0)
-    with pytest.raises(error, match=match):
-        S4DRegressor(**params).fit(X, y)
-    with pytest.raises(error, match=match):
-        S4DClassifier(**params).fit(X, y > 0)
+    check_bad_hyperparameter(S4DRegressor, S4DClassifier, params, error, match, X, y)
 
 
 def test_bad_input():
-    rng = np.random.RandomState(0)
-    X = rng.normal(size=(10, 6))
-    y = rng.normal(size=10)
-    regressor = S4DRegressor(**SMALL, max_iter=1)
-    with pytest.raises(NotFittedError):
-        regressor.predict(X)
-    for bad in (np.nan, np.inf):
-        X_bad = X.copy()
-        X_bad[3, 2] = bad
-        with pytest.raises(ValueError, match="NaN|infinity"):
-            regressor.fit(X_bad, y)
-    with pytest.raises(ValueError, match="X has 10 sequences but y has 9"):
-        regressor.fit(X, y[:9])
-    with pytest.raises(ValueError, match="2D array"):
-        regressor.fit(X[:, 0], y)
-    regressor.fit(X[:, :, None], y)
-    with pytest.raises(ValueError, match="expecting 1 features per step"):
-        regressor.predict(rng.normal(size=(4, 6, 2)))
+    X, y = check_bad_input(S4DRegressor(**SMALL, max_iter=1))
     classifier = S4DClassifier(**SMALL, max_iter=1).fit(X, y > 0)
     with pytest.raises(ValueError, match="labels not in classes_"):
         classifier.partial_fit(X, np.where(y > 0, 2, 0))
@@ -406,13 +351,4 @@ def test_sequences_beyond_the_memory_limit_raise(monkeypatch):
 
 
 def test_inputs_are_not_modified():
-    rng = np.random.RandomState(0)
-    X = rng.normal(size=(12, 5)).astype(np.float32)
-    y = rng.normal(size=(12, 5))
-    weights = rng.uniform(size=(12, 5))
-    copies = [X.copy(), y.copy(), weights.copy()]
-    model = S4DRegressor(**SMALL, max_iter=2).fit(X, y, sample_weight=weights)
-    model.predict(X)
-    model.score(X, y, sample_weight=weights)
-    for original, copy in zip([X, y, weights], copies, strict=True):
-        assert_array_equal(original, copy)
+    check_inputs_not_modified(S4DRegressor(**SMALL, max_iter=2))

@@ -16,6 +16,7 @@ from gradient_checks import (  # noqa: F401  (numerical_gradient: for other test
     numerical_gradient,
     perturbed_parameters,
 )
+from neural_checks import check_bad_hyperparameter, check_bad_input, check_inputs_not_modified
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.pipeline import make_pipeline
@@ -28,13 +29,6 @@ from skseq.neural._networks._residual import make_network
 from skseq.neural._networks._selective_ssm import MambaBlock, mamba_layer
 
 SMALL = dict(d_model=8, n_layers=1, d_state=4, learning_rate_init=1e-2, random_state=0)
-
-
-@pytest.fixture(autouse=True)
-def _quiet_convergence():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        yield
 
 
 # -- a reference of the scan recurrence (a loop over time, for tests only) -------------
@@ -449,32 +443,23 @@ def test_pickle_round_trip_and_continue():
 )
 def test_bad_hyperparameters(params, error, match):
     X, y = delayed_regression_data(10)
-    with pytest.raises(error, match=match):
-        SelectiveSSMRegressor(**params).fit(X, y)
-    with pytest.raises(error, match=match):
-        SelectiveSSMClassifier(**params).fit(X, y > 0)
+    check_bad_hyperparameter(
+        SelectiveSSMRegressor, SelectiveSSMClassifier, params, error, match, X, y
+    )
 
 
 def test_bad_input():
-    rng = np.random.RandomState(0)
-    X = rng.normal(size=(10, 6))
-    y = rng.normal(size=10)
     regressor = SelectiveSSMRegressor(**SMALL, max_iter=1)
-    with pytest.raises(ValueError, match="2D array"):
-        regressor.fit(X[:, 0], y)
+    X, y = check_bad_input(regressor)
+    rng = np.random.RandomState(1)
     with pytest.raises(ValueError, match="dim 4"):
         regressor.fit(X[:, :, None, None], y)
     with pytest.raises(ValueError, match="ragged|rectangular"):
         regressor.fit([[1.0, 2.0], [3.0]], [1.0, 2.0])
-    for bad in (np.nan, np.inf):
-        X_bad = X.copy()
-        X_bad[3, 2] = bad
-        with pytest.raises(ValueError, match="NaN|infinity"):
-            regressor.fit(X_bad, y)
-        with pytest.raises(ValueError, match="NaN|infinity"):
-            regressor.fit(X_bad[:, :, None], y)
-    with pytest.raises(ValueError, match="X has 10 sequences but y has 9"):
-        regressor.fit(X, y[:9])
+    X_bad = X[:, :, None].copy()
+    X_bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        regressor.fit(X_bad, y)
     with pytest.raises(ValueError, match="X has 6 steps"):
         regressor.fit(X, rng.normal(size=(10, 5, 2)))
     with pytest.raises(ValueError, match="NaN masks a step only for per-step targets"):
@@ -524,15 +509,4 @@ def test_predict_checks():
 
 
 def test_inputs_are_not_modified():
-    rng = np.random.RandomState(0)
-    X = rng.normal(size=(12, 5)).astype(np.float32)
-    y = rng.normal(size=(12, 5))
-    y[0, 0] = np.nan
-    weights = rng.uniform(size=(12, 5))
-    copies = [X.copy(), y.copy(), weights.copy()]
-    model = SelectiveSSMRegressor(**SMALL, max_iter=2).fit(X, y, sample_weight=weights)
-    model.partial_fit(X, y, sample_weight=weights)
-    model.predict(X)
-    model.score(X, y, sample_weight=weights)
-    for original, copy in zip([X, y, weights], copies, strict=True):
-        assert_array_equal(original, copy)
+    check_inputs_not_modified(SelectiveSSMRegressor(**SMALL, max_iter=2))

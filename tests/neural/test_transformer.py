@@ -7,13 +7,13 @@ torch is installed.
 """
 
 import pickle
-import warnings
 
 import numpy as np
 import pytest
 from gradient_checks import check_layer_gradients, check_network_gradients, perturbed_parameters
+from neural_checks import check_bad_hyperparameter, check_bad_input, check_inputs_not_modified
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import NotFittedError
 
 from skseq import TransformerClassifier, TransformerRegressor
 from skseq.neural._losses import squared_error
@@ -25,13 +25,6 @@ from skseq.neural._networks._transformer import (
 )
 
 SMALL = dict(d_model=8, n_layers=1, n_heads=2, learning_rate_init=1e-2, random_state=0)
-
-
-@pytest.fixture(autouse=True)
-def _quiet_convergence():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        yield
 
 
 def transformer_network(n_features, n_outputs, per_step, **architecture):
@@ -357,18 +350,7 @@ def test_pickle_round_trip_and_continue():
 
 
 def test_inputs_are_not_modified():
-    rng = np.random.RandomState(0)
-    X = rng.normal(size=(12, 5)).astype(np.float32)
-    y = rng.normal(size=(12, 5))
-    y[0, 0] = np.nan
-    weights = rng.uniform(size=(12, 5))
-    copies = [X.copy(), y.copy(), weights.copy()]
-    model = TransformerRegressor(**SMALL, max_iter=2).fit(X, y, sample_weight=weights)
-    model.partial_fit(X, y, sample_weight=weights)
-    model.predict(X)
-    model.score(X, y, sample_weight=weights)
-    for original, copy in zip([X, y, weights], copies, strict=True):
-        assert_array_equal(original, copy)
+    check_inputs_not_modified(TransformerRegressor(**SMALL, max_iter=2))
 
 
 # -- bad input ----------------------------------------------------------------------------
@@ -396,31 +378,15 @@ def test_inputs_are_not_modified():
 )
 def test_bad_hyperparameters(params, error, match):
     X, y = delayed_copy(10, 6, 2, random_state=0)
-    with pytest.raises(error, match=match):
-        TransformerRegressor(**params).fit(X, y)
-    with pytest.raises(error, match=match):
-        TransformerClassifier(**params).fit(X, y > 0)
+    check_bad_hyperparameter(
+        TransformerRegressor, TransformerClassifier, params, error, match, X, y
+    )
 
 
 def test_bad_input():
-    rng = np.random.RandomState(0)
-    X = rng.normal(size=(10, 6))
-    y = rng.normal(size=10)
     regressor = TransformerRegressor(**SMALL, max_iter=1)
-    with pytest.raises(NotFittedError):
-        regressor.predict(X)
-    with pytest.raises(ValueError, match="2D array"):
-        regressor.fit(X[:, 0], y)
-    for bad in (np.nan, np.inf):
-        X_bad = X.copy()
-        X_bad[3, 2] = bad
-        with pytest.raises(ValueError, match="NaN|infinity"):
-            regressor.fit(X_bad, y)
-    with pytest.raises(ValueError, match="X has 10 sequences but y has 9"):
-        regressor.fit(X, y[:9])
-    regressor.fit(X[:, :, None], y)
-    with pytest.raises(ValueError, match="expecting 1 features per step"):
-        regressor.predict(rng.normal(size=(4, 6, 2)))
+    X, y = check_bad_input(regressor)
+    rng = np.random.RandomState(1)
     X_bad = rng.normal(size=(4, 9, 1))
     X_bad[0, 0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):

@@ -8,12 +8,10 @@ beyond the limit raises a ValueError that says what to change.
 """
 
 import tracemalloc
-import warnings
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
-from sklearn.exceptions import ConvergenceWarning
 
 from skseq import (
     DeepMarkovModel,
@@ -59,13 +57,6 @@ NETWORKS = {
     name: (lambda per_step, estimator=estimator: estimator._make_network(3, 2, per_step))
     for name, estimator in ARCHITECTURES.items()
 }
-
-
-@pytest.fixture(autouse=True)
-def _quiet_convergence():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        yield
 
 
 def kept_bytes(network, parameters, X):
