@@ -487,6 +487,8 @@ class VariationalGaussianHMM(_VariationalHMM, GaussianHMM):
     ``scale_posterior_ / dof_posterior_``); :meth:`score`, :meth:`predict`,
     :meth:`predict_proba`, :meth:`decode` and :meth:`sample` use them, as in
     hmmlearn.  :meth:`partial_fit` runs stochastic variational inference.
+    A row of NaN is missing and integrated out; a row with only some
+    entries NaN is an error here (GaussianHMM integrates such rows out).
 
     Parameters
     ----------
@@ -795,19 +797,31 @@ class VariationalGaussianHMM(_VariationalHMM, GaussianHMM):
             self.beta_posterior_
         )
 
-    def _estep_emission_terms(self, X):
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # A NaN entry of a row otherwise observed is an error (see
+        # _validate_X); rows missing in full are still taken.
+        tags.input_tags.allow_nan = False
+        return tags
+
+    def _validate_X(self, X, reset):
+        X = super()._validate_X(X, reset)
         partial = partial_rows(X)
         if len(partial):
-            # The expected log-density of a partial row needs the Wishart
-            # expectation of its observed block and the M step per-feature
-            # counts that share one degrees of freedom per state: not built.
+            # The bound of a partial row needs the Wishart expectation of its
+            # observed block, and its M step per-feature counts where the
+            # posterior has one degrees of freedom per state: not built.
             row = int(partial[0])
             raise ValueError(
                 f"{type(self).__name__} takes rows observed in full or missing in full "
                 f"(all NaN); row {row} of X has {int(np.isnan(X[row]).sum())} of its "
-                f"{X.shape[1]} entries missing. GaussianHMM integrates partially observed "
-                "rows out exactly; for this model mark the row missing or impute the entries."
+                f"{X.shape[1]} entries missing (NaN). GaussianHMM integrates partially "
+                "observed rows out exactly; for this model mark the row missing or impute "
+                "the entries."
             )
+        return X
+
+    def _estep_emission_terms(self, X):
         log_frameprob = self._emissions(shifted=False)(X)[0]
         observed = ~missing_rows(X)
         log_frameprob[observed] += self._frame_offsets()

@@ -565,3 +565,5 @@ def test_partially_observed_rows_are_refused_by_the_variational_gaussian(covaria
     model.fit(X, lengths=lengths)
     with pytest.raises(ValueError, match="entries missing"):
         model.partial_fit(np.array([[0.0, np.nan], [1.0, 2.0]]))
+    with pytest.raises(ValueError, match="entries missing"):
+        model.predict(np.array([[0.0, np.nan], [1.0, 2.0]]))
