@@ -685,25 +685,37 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         )
         if not letters:
             return
+        storage = [self._storage_name(self._emission_letters[letter]) for letter in letters]
+        self._start_from_labelled_rows(
+            X, known_states, letters, self._emission_mstep, blended=storage, touched=storage
+        )
+
+    def _start_from_labelled_rows(self, X, known_states, letters, mstep, blended, touched):
+        """Run ``mstep`` (an M step that learns ``letters``) on the labelled rows
+        alone, each row's posterior all on its label, then blend the
+        attributes ``blended`` ``n_k / (n_k + 1)`` of the way from their values
+        before it to its result (n_k: the rows labelled k; the first axis is
+        the state's); the other attributes ``touched`` get their values back.
+        """
         labelled = known_states >= 0
         rows = X[labelled]
         posteriors = np.zeros((rows.shape[0], self.n_components))
         posteriors[np.arange(rows.shape[0]), known_states[labelled]] = 1.0
         statistics = self._emission_statistics(rows, posteriors, self._emission_terms(rows)[1])
-        storage = [self._storage_name(self._emission_letters[letter]) for letter in letters]
-        data_driven = {name: np.copy(getattr(self, name)) for name in storage}
+        before = {name: np.copy(getattr(self, name)) for name in touched}
         learned = self.params
         self.params = letters  # the M step learns the params letters
         try:
-            self._emission_mstep(statistics)
+            mstep(statistics)
         finally:
             self.params = learned
         n_labelled = np.bincount(known_states[labelled], minlength=self.n_components)
         weight = n_labelled / (n_labelled + 1.0)
-        for name, start in data_driven.items():
-            value = getattr(self, name)
-            share = weight.reshape((-1,) + (1,) * (value.ndim - 1))
-            setattr(self, name, start + share * (value - start))
+        for name, start in before.items():
+            if name in blended:
+                share = weight.reshape((-1,) + (1,) * (start.ndim - 1))
+                start = start + share * (getattr(self, name) - start)
+            setattr(self, name, start)
 
     def _estep_bytes_per_row(self, n_features):
         """Bytes per row of the whole-sequence E step's arrays (an estimate):

@@ -256,29 +256,15 @@ class _VariationalHMM:
         }
         if not anchored:
             return
-        labelled = known_states >= 0
-        rows = X[labelled]
-        posteriors = np.zeros((rows.shape[0], self.n_components))
-        posteriors[np.arange(rows.shape[0]), known_states[labelled]] = 1.0
-        statistics = self._emission_statistics(rows, posteriors, self._emission_terms(rows)[1])
-        touched = [
-            name for letter in anchored for name in self._variational_emission_attributes[letter]
-        ]
-        start = {name: np.copy(getattr(self, name)) for name in touched}
-        learned = self.params
-        self.params = "".join(anchored)
-        try:
-            self._variational_emission_mstep(statistics)
-        finally:
-            self.params = learned
-        n_labelled = np.bincount(known_states[labelled], minlength=self.n_components)
-        weight = n_labelled / (n_labelled + 1.0)
-        from_labels = {name: getattr(self, name) for names in anchored.values() for name in names}
-        for name, value in start.items():
-            if name in from_labels:
-                share = weight.reshape((-1,) + (1,) * (value.ndim - 1))
-                value = value + share * (from_labels[name] - value)
-            setattr(self, name, value)
+        attributes = self._variational_emission_attributes
+        self._start_from_labelled_rows(
+            X,
+            known_states,
+            "".join(anchored),
+            self._variational_emission_mstep,
+            blended=[name for names in anchored.values() for name in names],
+            touched=[name for letter in anchored for name in attributes[letter]],
+        )
         self._derive_parameters()
 
     def _derive_parameters(self):
