@@ -1008,6 +1008,25 @@ cdef void _discard_rows(double[::1] scale, double[:, ::1] rows) noexcept nogil:
     _zero_rows(rows)
 
 
+# The log-space passes' work arrays, by one rule for the four entry points
+# that run them.  They go to the entry points' typed locals, so the nogil
+# loops and their calls are the same code as with arrays allocated in place.
+cdef tuple _log_forward_arrays(Py_ssize_t n_rows, Py_ssize_t n_states):
+    """log alpha and log prior with their low parts, (n_rows, n_states) each;
+    log scale, (n_rows,); the terms, their low parts and low, (n_states,) each."""
+    return (zeros_2d(n_rows, n_states), zeros_2d(n_rows, n_states),
+            zeros_2d(n_rows, n_states), zeros_2d(n_rows, n_states), zeros_1d(n_rows),
+            zeros_1d(n_states), zeros_1d(n_states), zeros_1d(n_states))
+
+
+cdef tuple _log_backward_arrays(Py_ssize_t n_rows, Py_ssize_t n_states):
+    """log beta with its low parts, (n_rows, n_states) each; the following
+    message with its low parts, (n_states,) each; the pair posteriors of a
+    row with their low parts, (n_states, n_states) each."""
+    return (zeros_2d(n_rows, n_states), zeros_2d(n_rows, n_states), zeros_1d(n_states),
+            zeros_1d(n_states), zeros_2d(n_states, n_states), zeros_2d(n_states, n_states))
+
+
 def log_forward(
     const double[::1] log_start,  # IN
     const double[:, ::1] log_trans,  # IN
@@ -1029,14 +1048,10 @@ def log_forward(
     """
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t index, s, first, stop, possible
-    cdef double[:, ::1] log_alpha = zeros_2d(longest_sequence(offsets), n_states)
-    cdef double[:, ::1] log_alpha_low = zeros_2d(longest_sequence(offsets), n_states)
-    cdef double[:, ::1] log_prior = zeros_2d(longest_sequence(offsets), n_states)
-    cdef double[:, ::1] log_prior_low = zeros_2d(longest_sequence(offsets), n_states)
-    cdef double[::1] log_scale = zeros_1d(longest_sequence(offsets))
-    cdef double[::1] terms = zeros_1d(n_states)
-    cdef double[::1] terms_low = zeros_1d(n_states)
-    cdef double[::1] low = zeros_1d(n_states)
+    cdef double[:, ::1] log_alpha, log_alpha_low, log_prior, log_prior_low
+    cdef double[::1] log_scale, terms, terms_low, low
+    log_alpha, log_alpha_low, log_prior, log_prior_low, log_scale, terms, terms_low, low = (
+        _log_forward_arrays(longest_sequence(offsets), n_states))
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
@@ -1206,20 +1221,14 @@ def log_forward_backward(
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t longest = longest_sequence(offsets)
     cdef Py_ssize_t index, s, i, first, stop, n_rows, possible
-    cdef double[:, ::1] pairs = zeros_2d(n_states, n_states)
-    cdef double[:, ::1] pairs_low = zeros_2d(n_states, n_states)
-    cdef double[:, ::1] log_alpha = zeros_2d(longest, n_states)
-    cdef double[:, ::1] log_alpha_low = zeros_2d(longest, n_states)
-    cdef double[:, ::1] log_prior = zeros_2d(longest, n_states)
-    cdef double[:, ::1] log_prior_low = zeros_2d(longest, n_states)
-    cdef double[:, ::1] log_beta = zeros_2d(longest, n_states)
-    cdef double[:, ::1] log_beta_low = zeros_2d(longest, n_states)
-    cdef double[::1] log_scale = zeros_1d(longest)
-    cdef double[::1] terms = zeros_1d(n_states)
-    cdef double[::1] terms_low = zeros_1d(n_states)
-    cdef double[::1] low = zeros_1d(n_states)
-    cdef double[::1] following = zeros_1d(n_states)
-    cdef double[::1] following_low = zeros_1d(n_states)
+    cdef double[:, ::1] log_alpha, log_alpha_low, log_prior, log_prior_low
+    cdef double[::1] log_scale, terms, terms_low, low
+    cdef double[:, ::1] log_beta, log_beta_low, pairs, pairs_low
+    cdef double[::1] following, following_low
+    log_alpha, log_alpha_low, log_prior, log_prior_low, log_scale, terms, terms_low, low = (
+        _log_forward_arrays(longest, n_states))
+    log_beta, log_beta_low, following, following_low, pairs, pairs_low = (
+        _log_backward_arrays(longest, n_states))
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         for index in range(sequences.shape[0]):
@@ -1266,14 +1275,10 @@ def log_forward_chunk(
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t j, possible
     cdef double log_likelihood
-    cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
-    cdef double[:, ::1] log_alpha_low = zeros_2d(n_rows, n_states)
-    cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
-    cdef double[:, ::1] log_prior_low = zeros_2d(n_rows, n_states)
-    cdef double[::1] log_scale = zeros_1d(n_rows)
-    cdef double[::1] terms = zeros_1d(n_states)
-    cdef double[::1] terms_low = zeros_1d(n_states)
-    cdef double[::1] low = zeros_1d(n_states)
+    cdef double[:, ::1] log_alpha, log_alpha_low, log_prior, log_prior_low
+    cdef double[::1] log_scale, terms, terms_low, low
+    log_alpha, log_alpha_low, log_prior, log_prior_low, log_scale, terms, terms_low, low = (
+        _log_forward_arrays(n_rows, n_states))
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_alpha_low,
@@ -1313,22 +1318,16 @@ def log_forward_backward_chunk(
     cdef Py_ssize_t n_states = log_trans.shape[0]
     cdef Py_ssize_t i, j, possible
     cdef double log_likelihood
-    cdef double[:, ::1] log_alpha = zeros_2d(n_rows, n_states)
-    cdef double[:, ::1] log_alpha_low = zeros_2d(n_rows, n_states)
-    cdef double[:, ::1] log_prior = zeros_2d(n_rows, n_states)
-    cdef double[:, ::1] log_prior_low = zeros_2d(n_rows, n_states)
-    cdef double[:, ::1] log_beta = zeros_2d(n_rows, n_states)
-    cdef double[:, ::1] log_beta_low = zeros_2d(n_rows, n_states)
-    cdef double[::1] log_scale = zeros_1d(n_rows)
-    cdef double[::1] terms = zeros_1d(n_states)
-    cdef double[::1] terms_low = zeros_1d(n_states)
-    cdef double[::1] low = zeros_1d(n_states)
-    cdef double[::1] following = zeros_1d(n_states)
-    cdef double[::1] following_low = zeros_1d(n_states)
+    cdef double[:, ::1] log_alpha, log_alpha_low, log_prior, log_prior_low
+    cdef double[::1] log_scale, terms, terms_low, low
+    cdef double[:, ::1] log_beta, log_beta_low, pairs, pairs_low
+    cdef double[::1] following, following_low
+    log_alpha, log_alpha_low, log_prior, log_prior_low, log_scale, terms, terms_low, low = (
+        _log_forward_arrays(n_rows, n_states))
+    log_beta, log_beta_low, following, following_low, pairs, pairs_low = (
+        _log_backward_arrays(n_rows, n_states))
     # the carried log_w_next and log_w_first are plain doubles: no low parts
     cdef double[::1] zero_low = zeros_1d(n_states)
-    cdef double[:, ::1] pairs = zeros_2d(n_states, n_states)
-    cdef double[:, ::1] pairs_low = zeros_2d(n_states, n_states)
     cdef double[:, ::1] log_trans_t = log_trans.T.copy()
     with nogil:
         possible = _log_forward_one(log_start, log_trans_t, log_frame, log_alpha, log_alpha_low,
