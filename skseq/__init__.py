@@ -3,8 +3,10 @@
 from . import neural
 from .hmm import (
     GMMHMM,
+    AutoregressiveHMM,
     CategoricalHMM,
     GaussianHMM,
+    LinearRegressionHMM,
     MultinomialHMM,
     PoissonHMM,
     VariationalCategoricalHMM,
@@ -24,6 +26,8 @@ __all__ = [
     "GMMHMM",
     "VariationalGaussianHMM",
     "VariationalCategoricalHMM",
+    "AutoregressiveHMM",
+    "LinearRegressionHMM",
     "LinearGaussianSSM",
     *neural.__all__,
 ]

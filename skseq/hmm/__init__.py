@@ -1,6 +1,7 @@
-"""Hidden Markov models: Gaussian, categorical, multinomial, Poisson and Gaussian-mixture
-emissions."""
+"""Hidden Markov models: Gaussian, autoregressive, linear-regression, categorical,
+multinomial, Poisson and Gaussian-mixture emissions."""
 
+from ._autoregressive import AutoregressiveHMM, LinearRegressionHMM
 from ._base import BaseHMM
 from ._discrete import CategoricalHMM, MultinomialHMM, PoissonHMM
 from ._gaussian import GaussianHMM
@@ -16,4 +17,6 @@ __all__ = [
     "GMMHMM",
     "VariationalGaussianHMM",
     "VariationalCategoricalHMM",
+    "AutoregressiveHMM",
+    "LinearRegressionHMM",
 ]
