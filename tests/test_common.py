@@ -11,12 +11,14 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skseq import (
     GMMHMM,
+    AutoregressiveHMM,
     CategoricalHMM,
     DeepMarkovModel,
     ElmanRNNClassifier,
     ElmanRNNRegressor,
     GaussianHMM,
     LinearGaussianSSM,
+    LinearRegressionHMM,
     MultinomialHMM,
     PoissonHMM,
     S4DClassifier,
@@ -73,6 +75,9 @@ ESTIMATORS = [
     VariationalGaussianHMM(n_components=2, random_state=0),
     VariationalGaussianHMM(n_components=2, covariance_type="diag", random_state=0),
     VariationalCategoricalHMM(n_components=2, random_state=0),
+    AutoregressiveHMM(n_components=2, random_state=0),
+    AutoregressiveHMM(n_components=2, n_lags=2, covariance_type="diag", random_state=0),
+    LinearRegressionHMM(n_components=2, random_state=0),
     LinearGaussianSSM(),
     LinearGaussianSSM(n_components=2),
     # Small networks trained long enough for the checks that test learning.  In

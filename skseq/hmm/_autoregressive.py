@@ -188,6 +188,7 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
             yield
         finally:
             del self._controls
+            self.__dict__.pop("_emitted_rows", None)
 
     def _checked_controls(self, n_samples, reset):
         controls = self.__dict__.get("_controls")
@@ -226,7 +227,7 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         if np.any(lengths <= n_lags):
             short = int(np.flatnonzero(lengths <= n_lags)[0])
             raise ValueError(
-                f"Sequence {short} has {lengths[short]} rows; with n_lags={n_lags} a "
+                f"Sequence {short} has n_samples={lengths[short]} rows; with n_lags={n_lags} a "
                 f"sequence needs at least {n_lags + 1} (its first {n_lags} only condition)."
             )
         emitted = np.concatenate(
@@ -257,6 +258,11 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         X, offsets = self._prepare(X, y, lengths, sequence_ids, reset=False, method=method)
         self._check_fitted_parameters(self.n_features_in_)
         return X, offsets
+
+    def _check_fitted_parameters(self, n_features=None):
+        # Callers pass the width of EM's data (rows with their regressors);
+        # validate_data has checked X's own width against n_features_in_.
+        super()._check_fitted_parameters(self.__dict__.get("n_features_in_"))
 
     def _n_data_points(self, X):
         X, _ = self._split_known_states(X)
