@@ -62,7 +62,7 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
 
     Attributes
     ----------
-    coefs_ : ndarray of shape (n_components, n_features, n_lags * n_features + n_controls_)
+    coefs_ : ndarray of shape (n_components, n_features, n_lags * n_features + n_controls)
         ``[A_{k,1}, ..., A_{k,L}, V_k]`` side by side.
     intercepts_ : ndarray of shape (n_components, n_features)
     covars_ : ndarray of shape (n_components, n_features, n_features) or (n_components, n_features)
@@ -581,7 +581,7 @@ class LinearRegressionHMM(AutoregressiveHMM):
 
     x_t | z_t = k ~ N(W_k u_t + b_k, Sigma_k), the inputs u_t passed as
     ``controls=``: :class:`AutoregressiveHMM` with ``n_lags=0`` (every row is
-    emitted).  ``coefs_`` are the W_k, (n_components, n_features, n_controls_).
+    emitted).  ``coefs_`` are the W_k, (n_components, n_features, n_controls).
     Parameters and methods as :class:`AutoregressiveHMM`'s, without ``n_lags``.
 
     Examples
