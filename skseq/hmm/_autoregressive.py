@@ -538,6 +538,16 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         with self._given_controls(controls):
             return super().predict_next_state_proba(X, lengths=lengths, sequence_ids=sequence_ids)
 
+    def aic(self, X, lengths=None, *, sequence_ids=None, controls=None):
+        """Akaike information criterion on ``X`` (and its ``controls``); lower is better."""
+        with self._given_controls(controls):
+            return super().aic(X, lengths, sequence_ids=sequence_ids)
+
+    def bic(self, X, lengths=None, *, sequence_ids=None, controls=None):
+        """Bayesian information criterion on ``X`` (and its ``controls``); lower is better."""
+        with self._given_controls(controls):
+            return super().bic(X, lengths, sequence_ids=sequence_ids)
+
     def sample(
         self, n_samples=1, random_state=None, currstate=None, *, controls=None, initial_lags=None
     ):

@@ -243,8 +243,13 @@ def test_bad_controls_get_clear_errors():
     with pytest.raises(ValueError, match="NaN"):
         model.fit(X, controls=bad)
     model.fit(X, controls=u)
+    assert np.isclose(
+        model.aic(X, controls=u), -2 * model.score(X, controls=u) + 2 * model._n_parameters()
+    )
     with pytest.raises(ValueError, match="control input"):
         model.predict(X)
+    with pytest.raises(ValueError, match="control input"):
+        model.bic(X)
     with pytest.raises(ValueError, match="columns"):
         model.score(X, controls=np.ones((50, 2)))
     plain = AutoregressiveHMM(2, n_iter=2, random_state=0).fit(X)
