@@ -14,12 +14,14 @@ from sklearn.exceptions import ConvergenceWarning
 import skseq
 from skseq import (
     GMMHMM,
+    AutoregressiveHMM,
     CategoricalHMM,
     DeepMarkovModel,
     ElmanRNNClassifier,
     ElmanRNNRegressor,
     GaussianHMM,
     LinearGaussianSSM,
+    LinearRegressionHMM,
     MultinomialHMM,
     PoissonHMM,
     S4DClassifier,
@@ -54,6 +56,8 @@ ESTIMATORS = [
     (MultinomialHMM(2, n_trials=4, random_state=0), COUNTS, None),
     (VariationalGaussianHMM(2, random_state=0), REAL_ROWS, None),
     (VariationalCategoricalHMM(2, random_state=0), SYMBOLS, None),
+    (AutoregressiveHMM(2, random_state=0), REAL_ROWS, None),
+    (LinearRegressionHMM(2, random_state=0), REAL_ROWS, None),
     (LinearGaussianSSM(1, random_state=0), REAL_ROWS, None),
     (SelectiveSSMRegressor(**NETWORK_SIZES, d_state=2), SEQUENCES, TARGETS),
     (SelectiveSSMClassifier(**NETWORK_SIZES, d_state=2), SEQUENCES, TARGETS > 0),
@@ -274,7 +278,7 @@ def test_a_negative_tol_is_refused_by_every_estimator_that_has_tol(tol):
     with_tol = {
         cls for cls in _public_estimator_classes() if "tol" in inspect.signature(cls).parameters
     }
-    assert len(with_tol) == 17
+    assert len(with_tol) == 19
     tabled = {type(estimator): (estimator, X, y) for estimator, X, y in ESTIMATORS}
     assert with_tol <= set(tabled), f"add to ESTIMATORS: {with_tol - set(tabled)}"
     expected = (ValueError, f"tol must be >= 0 (or -inf, to run every iteration), got {tol!r}.")
