@@ -206,11 +206,13 @@ def clamp_to_known_states(log_frameprob, shift, known_states):
     shifted by its own state's value instead.  Returns new arrays
     ``(log_frameprob, shift)``: the inputs may be cached by the emission
     model (GMMHMM's responsibilities) and stay unchanged; with
-    ``known_states`` None, the inputs themselves.
+    ``known_states`` None or no row labelled, the inputs themselves.
     """
     if known_states is None:
         return log_frameprob, shift
     labelled = np.flatnonzero(known_states >= 0)
+    if labelled.size == 0:  # a block or chunk without labels: nothing to copy
+        return log_frameprob, shift
     states = known_states[labelled]
     kept = log_frameprob[labelled, states]
     clamped = np.array(log_frameprob)
