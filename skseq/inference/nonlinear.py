@@ -50,8 +50,9 @@ masked entry; on fully missing rows the two agree.
 
 import math
 import warnings
+from collections.abc import Callable
 from numbers import Integral, Real
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
@@ -313,9 +314,7 @@ def _check_parameters(parameters):
         mu0,
         Sigma0,
         _check_functions(parameters.transition_jacobians, "transition_jacobians", required=False),
-        _check_functions(
-            parameters.observation_jacobians, "observation_jacobians", required=False
-        ),
+        _check_functions(parameters.observation_jacobians, "observation_jacobians", required=False),
         n_state,
         n_obs,
     )
@@ -718,7 +717,9 @@ def _run_smoother(predict, model, filtered, n_rows, **kwargs):
         predicted_mean, predicted_covariance, cross = predict(
             model, f, mean, covariance, t, **kwargs
         )
-        gain, _ = _solve_right(cross, predicted_covariance, f"predicted state covariance of row {t + 1}")
+        gain, _ = _solve_right(
+            cross, predicted_covariance, f"predicted state covariance of row {t + 1}"
+        )
         means[t] = mean + gain @ (means[t + 1] - predicted_mean)
         smoothed = covariance + gain @ (covariances[t + 1] - predicted_covariance) @ gain.T
         covariances[t] = 0.5 * (smoothed + smoothed.T)
@@ -1024,9 +1025,7 @@ def extended_kalman_filter(parameters, X, *, jacobian_method="auto", vectorized=
     """
     model = _check_parameters(parameters)
     X = _check_X(X, model)
-    return _run_filter(
-        _extended_step, model, X, **_extended_options(jacobian_method, vectorized)
-    )
+    return _run_filter(_extended_step, model, X, **_extended_options(jacobian_method, vectorized))
 
 
 @masked_arrays_checked(missing=("X",))
@@ -1048,7 +1047,8 @@ def extended_kalman_smoother(parameters, X, *, jacobian_method="auto", vectorize
     >>> model = NonlinearSSMParameters(
     ...     transition_functions=lambda z: 0.5 * z + 2 * np.tanh(z),
     ...     observation_functions=lambda z: z, transition_covariance=[[0.3]],
-    ...     observation_covariance=[[0.2]], transition_jacobians=lambda z: 0.5 + 2 / np.cosh(z) ** 2)
+    ...     observation_covariance=[[0.2]],
+    ...     transition_jacobians=lambda z: 0.5 + 2 / np.cosh(z) ** 2)
     >>> X = np.array([[0.5], [1.2], [2.0], [2.1]])
     >>> result = extended_kalman_smoother(model, X)
     >>> result.smoothed_covariances.shape
@@ -1093,8 +1093,9 @@ def extended_kalman_filter_step(
     >>> second = extended_kalman_filter_step(
     ...     model, np.array([0.6]), filtered_state_mean=first.filtered_state_mean,
     ...     filtered_state_covariance=first.filtered_state_covariance)
-    >>> second.predicted_state_mean.round(4)  # sin(m) + m at the first filtered mean
-    array([0.4026])
+    >>> m = first.filtered_state_mean
+    >>> bool(np.allclose(second.predicted_state_mean, np.sin(m) + m))  # f at the filtered mean
+    True
     """
     model = _check_parameters(parameters)
     x = _check_step_observation(x, model)
@@ -1136,7 +1137,7 @@ def unscented_sigma_points(mean, covariance, *, alpha=1.0, beta=0.0, kappa=None)
     >>> sigma = unscented_sigma_points(np.zeros(2), np.diag([1.0, 4.0]))
     >>> sigma.points.round(3).tolist()
     [[0.0, 0.0], [1.732, 0.0], [0.0, 3.464], [-1.732, 0.0], [0.0, -3.464]]
-    >>> float(sigma.weights_mean.sum())
+    >>> round(float(sigma.weights_mean.sum()), 12)
     1.0
     """
     mean = np.asarray(mean)
@@ -1180,13 +1181,13 @@ def unscented_transform(
     >>> from skseq.inference.nonlinear import unscented_sigma_points, unscented_transform
     >>> sigma = unscented_sigma_points(np.array([1.0]), np.array([[0.5]]))
     >>> result = unscented_transform(sigma, lambda z: 2 * z + 1)  # exact for a linear map
-    >>> float(result.mean[0]), float(result.covariance[0, 0]), float(result.cross_covariance[0, 0])
-    (3.0, 2.0, 1.0)
+    >>> [round(float(v), 12) for v in (result.mean[0], result.covariance[0, 0])]
+    [3.0, 2.0]
+    >>> round(float(result.cross_covariance[0, 0]), 12)  # Cov(z, 2 z + 1) = 2 Var(z)
+    1.0
     """
     if not isinstance(sigma_points, SigmaPoints):
-        raise TypeError(
-            f"sigma_points must be a SigmaPoints, got {type(sigma_points).__name__}."
-        )
+        raise TypeError(f"sigma_points must be a SigmaPoints, got {type(sigma_points).__name__}.")
     points = np.asarray(sigma_points.points)
     if points.ndim != 2 or points.shape[0] == 0:
         raise ValueError(f"sigma_points.points must be 2-D, got shape {points.shape}.")
@@ -1227,5 +1228,7 @@ def unscented_transform(
 def _output_size(function, x, w):
     value = np.asarray(function(x.copy()) if w is None else function(x.copy(), w.copy()))
     if value.ndim > 1:
-        raise ValueError(f"function must return a 1-D array for one state, got shape {value.shape}.")
+        raise ValueError(
+            f"function must return a 1-D array for one state, got shape {value.shape}."
+        )
     return value.size if value.ndim == 1 else 1
