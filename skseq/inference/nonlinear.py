@@ -418,11 +418,19 @@ class _Caller:
     def _all(self, function, name, points, noise, n_out, *, strict):
         n_points = points.shape[0]
         columns = np.array(points.T)
-        if noise is None:
-            value = function(columns)
-        else:
-            value = function(columns, np.array(noise.T))
-        array = np.asarray(value)
+        try:
+            if noise is None:
+                array = np.asarray(function(columns))
+            else:
+                array = np.asarray(function(columns, np.array(noise.T)))
+        except Exception as error:
+            if not strict:
+                raise
+            raise ValueError(
+                f"{name} failed on all {n_points} points at once (vectorized=True), an array of "
+                f"shape {columns.shape} with one point a column: {error}  It must return "
+                f"({n_out}, {n_points}); pass vectorized=False to call it on one state at a time."
+            ) from error
         if array.dtype.kind in "fiubc":
             if array.shape == (n_out, n_points):
                 return array.T
@@ -452,6 +460,8 @@ class _Caller:
             one = self._one(
                 function, name, points[index], None if noise is None else noise[index], n_out
             )
+            if not np.all(np.isfinite(one)):
+                return None  # computed one at a time, and refused there
             scale = 1.0 + np.max(np.abs(one), initial=0.0)
             if not np.allclose(values[index], one, rtol=1e-10, atol=1e-12 * scale):
                 return None
