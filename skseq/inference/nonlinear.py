@@ -55,7 +55,6 @@ from numbers import Integral, Real
 from typing import NamedTuple
 
 import numpy as np
-from scipy import linalg
 
 from ._checks import masked_arrays_checked
 from .kalman import check_matrix, check_observations, check_state_covariance
@@ -575,10 +574,11 @@ def _weights(n, alpha, beta, kappa):
     return weights_mean, weights_covariance, math.sqrt(spread)
 
 
-def _sigma_points(mean, covariance, alpha, beta, kappa):
+def _sigma_points(mean, covariance, alpha, beta, kappa, root=None):
+    """The points of N(mean, covariance); ``root`` a lower square root of it, if known."""
     n = mean.shape[0]
     weights_mean, weights_covariance, spread = _weights(n, alpha, beta, kappa)
-    root = spread * _square_root(covariance).T  # row j: column j of the factor
+    root = spread * (_square_root(covariance) if root is None else root).T  # row j: column j
     points = np.empty((2 * n + 1, n))
     points[0] = mean
     points[1 : n + 1] = mean + root
@@ -593,25 +593,34 @@ def _moments(values, weights_mean, weights_covariance):
 
 
 def _augmented_points(blocks, alpha, beta, kappa):
-    """Sigma points of independent Gaussian blocks ``[(mean, cov), ...]``, split by block."""
+    """Sigma points of independent Gaussian blocks ``[(mean, cov), ...]``, split by block.
+
+    The square root of the block-diagonal covariance is the block-diagonal of
+    the blocks' roots (the Cholesky factor of the whole, to rounding).
+    """
+    sizes = [block[0].shape[0] for block in blocks]
+    bounds = np.cumsum([0, *sizes])
     mean = np.concatenate([block[0] for block in blocks])
-    covariance = linalg.block_diag(*[block[1] for block in blocks])
-    sigma = _sigma_points(mean, covariance, alpha, beta, kappa)
-    parts, start = [], 0
-    for block in blocks:
-        end = start + block[0].shape[0]
-        parts.append(sigma.points[:, start:end])
-        start = end
+    root = np.zeros((bounds[-1], bounds[-1]))
+    for (_, covariance), start, end in zip(blocks, bounds[:-1], bounds[1:]):
+        root[start:end, start:end] = _square_root(covariance)
+    sigma = _sigma_points(mean, None, alpha, beta, kappa, root=root)
+    parts = [sigma.points[:, start:end] for start, end in zip(bounds[:-1], bounds[1:])]
     return parts, sigma.weights_mean, sigma.weights_covariance
 
 
-def _solve_right(matrix, covariance, what):
-    """``matrix @ inv(covariance)`` for a symmetric positive-definite covariance."""
+def _solve_right(matrix, covariance, what, vector=None):
+    """``matrix @ inv(covariance)`` (and ``inv(covariance) @ vector``, and the Cholesky
+    factor) for a symmetric positive-definite covariance; one LAPACK solve."""
     try:
-        factor = linalg.cho_factor(covariance, lower=True, check_finite=False)
-    except linalg.LinAlgError:
+        factor = np.linalg.cholesky(covariance)
+    except np.linalg.LinAlgError:
         raise ValueError(f"the {what} is not positive definite.") from None
-    return linalg.cho_solve(factor, matrix.T, check_finite=False).T, factor
+    right = matrix.T if vector is None else np.column_stack([matrix.T, vector])
+    solved = np.linalg.solve(covariance, right)
+    if vector is None:
+        return solved.T, None, factor
+    return solved[:, :-1].T, solved[:, -1], factor
 
 
 def _correct(predicted_mean, predicted_covariance, x, obs_mean, obs_covariance, cross, t):
@@ -623,16 +632,15 @@ def _correct(predicted_mean, predicted_covariance, x, obs_mean, obs_covariance, 
         x, obs_mean = x[observed], obs_mean[observed]
         obs_covariance = obs_covariance[np.ix_(observed, observed)]
         cross = cross[:, observed]
-    gain, factor = _solve_right(
-        cross, obs_covariance, f"predicted observation covariance of row {t}"
-    )
     residual = x - obs_mean
+    gain, solved, factor = _solve_right(
+        cross, obs_covariance, f"predicted observation covariance of row {t}", residual
+    )
     mean = predicted_mean + gain @ residual
     covariance = predicted_covariance - gain @ cross.T
     covariance = 0.5 * (covariance + covariance.T)
-    whitened = linalg.solve_triangular(factor[0], residual, lower=True, check_finite=False)
-    log_det = 2.0 * np.sum(np.log(np.diag(factor[0])))
-    log_density = -0.5 * (residual.size * _LOG_2PI + log_det + whitened @ whitened)
+    log_det = 2.0 * np.sum(np.log(np.diag(factor)))
+    log_density = -0.5 * (residual.size * _LOG_2PI + log_det + residual @ solved)
     return mean, covariance, float(log_density)
 
 
@@ -727,7 +735,7 @@ def _run_smoother(predict, model, filtered, n_rows, **kwargs):
         predicted_mean, predicted_covariance, cross = predict(
             model, f, mean, covariance, t, **kwargs
         )
-        gain, _ = _solve_right(
+        gain, _, _ = _solve_right(
             cross, predicted_covariance, f"predicted state covariance of row {t + 1}"
         )
         means[t] = mean + gain @ (means[t + 1] - predicted_mean)
