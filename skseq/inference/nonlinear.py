@@ -701,6 +701,27 @@ def _unscented_step(model, previous, x, t, *, additive, options, caller, n_rows)
     )
 
 
+def _sequence(parameters, X, step, predict, kwargs):
+    """The filter of one sequence by ``step``; then, with ``predict``, the smoother."""
+    model = _check_parameters(parameters)
+    X = _check_X(X, model)
+    filtered = _run_filter(step, model, X, **kwargs)
+    if predict is None:
+        return filtered
+    return _run_smoother(predict, model, filtered, X.shape[0], **kwargs)
+
+
+def _one_step(step, parameters, x, previous, time_index, kwargs):
+    """One call of ``step`` on validated inputs (the public one-step functions)."""
+    model = _check_parameters(parameters)
+    x = _check_step_observation(x, model)
+    previous = _check_previous(model, *previous)
+    t = _check_time_index(time_index)
+    if previous is not None and t == 0:
+        t = 1  # a transition happens: the functions of the first transition
+    return step(model, previous, x, t, n_rows=t + 1, **kwargs)
+
+
 def _run_filter(step, model, X, **kwargs):
     n_rows, n = X.shape[0], model.n_state
     means, covariances = np.empty((n_rows, n)), np.empty((n_rows, n, n))
@@ -839,10 +860,8 @@ def unscented_filter(
     >>> float(result.log_predictive[1])  # the missing row
     0.0
     """
-    model = _check_parameters(parameters)
-    X = _check_X(X, model)
     kwargs = _unscented_options(additive, alpha, beta, kappa, vectorized)
-    return _run_filter(_unscented_step, model, X, **kwargs)
+    return _sequence(parameters, X, _unscented_step, None, kwargs)
 
 
 @masked_arrays_checked(missing=("X",))
@@ -875,11 +894,8 @@ def unscented_smoother(
     >>> result.smoothed_means.shape, result.smoother_gains.shape
     ((4, 1), (4, 1, 1))
     """
-    model = _check_parameters(parameters)
-    X = _check_X(X, model)
     kwargs = _unscented_options(additive, alpha, beta, kappa, vectorized)
-    filtered = _run_filter(_unscented_step, model, X, **kwargs)
-    return _run_smoother(_unscented_predict, model, filtered, X.shape[0], **kwargs)
+    return _sequence(parameters, X, _unscented_step, _unscented_predict, kwargs)
 
 
 @masked_arrays_checked(missing=("x",))
@@ -938,14 +954,9 @@ def unscented_filter_step(
     >>> bool(np.allclose(mean, unscented_filter(model, X, additive=True).filtered_means[-1]))
     True
     """
-    model = _check_parameters(parameters)
-    x = _check_step_observation(x, model)
-    previous = _check_previous(model, filtered_state_mean, filtered_state_covariance)
-    t = _check_time_index(time_index)
-    if previous is not None and t == 0:
-        t = 1  # a transition happens: the functions of the first transition
     kwargs = _unscented_options(additive, alpha, beta, kappa, vectorized)
-    return _unscented_step(model, previous, x, t, n_rows=t + 1, **kwargs)
+    previous = (filtered_state_mean, filtered_state_covariance)
+    return _one_step(_unscented_step, parameters, x, previous, time_index, kwargs)
 
 
 # -- the extended filter and smoother ---------------------------------------------
@@ -1072,11 +1083,8 @@ def extended_kalman_smoother(parameters, X, *, jacobian_method="auto", vectorize
     >>> result.smoothed_covariances.shape
     (4, 1, 1)
     """
-    model = _check_parameters(parameters)
-    X = _check_X(X, model)
     kwargs = _extended_options(jacobian_method, vectorized)
-    filtered = _run_filter(_extended_step, model, X, **kwargs)
-    return _run_smoother(_extended_predict, model, filtered, X.shape[0], **kwargs)
+    return _sequence(parameters, X, _extended_step, _extended_predict, kwargs)
 
 
 @masked_arrays_checked(missing=("x",))
@@ -1115,14 +1123,9 @@ def extended_kalman_filter_step(
     >>> bool(np.allclose(second.predicted_state_mean, np.sin(m) + m))  # f at the filtered mean
     True
     """
-    model = _check_parameters(parameters)
-    x = _check_step_observation(x, model)
-    previous = _check_previous(model, filtered_state_mean, filtered_state_covariance)
-    t = _check_time_index(time_index)
-    if previous is not None and t == 0:
-        t = 1
     kwargs = _extended_options(jacobian_method, vectorized)
-    return _extended_step(model, previous, x, t, n_rows=t + 1, **kwargs)
+    previous = (filtered_state_mean, filtered_state_covariance)
+    return _one_step(_extended_step, parameters, x, previous, time_index, kwargs)
 
 
 # -- the building blocks, public ----------------------------------------------------

@@ -248,18 +248,21 @@ def look_jacobian(z):
     return np.array([[np.cos(z[0]), 0.0], [z[1], z[0]]])
 
 
+PENDULUM = dict(
+    transition_functions=swing,
+    observation_functions=look,
+    transition_covariance=Q,
+    observation_covariance=R,
+    initial_state_mean=MU0,
+    initial_state_covariance=SIGMA0,
+    transition_jacobians=swing_jacobian,
+    observation_jacobians=look_jacobian,
+)
+
+
 def test_ekf_jacobians_by_differences_equal_the_analytic_ones():
     X = observations()
-    analytic = NonlinearSSMParameters(
-        swing,
-        look,
-        Q,
-        R,
-        MU0,
-        SIGMA0,
-        transition_jacobians=swing_jacobian,
-        observation_jacobians=look_jacobian,
-    )
+    analytic = NonlinearSSMParameters(**PENDULUM)
     expected = extended_kalman_smoother(analytic, X)
     differences = analytic._replace(transition_jacobians=None, observation_jacobians=None)
     for method, tolerance in [("complex-step", 1e-12), ("auto", 1e-12), ("central", 1e-7)]:
@@ -298,31 +301,31 @@ def test_auto_takes_central_differences_of_code_that_is_not_complex_safe():
         extended_kalman_filter(model, X, jacobian_method="complex-step")
 
 
+def run_steps(step_function, model, X, **options):
+    """The one-step function row after row, each step starting from the last."""
+    steps, mean, covariance = [], None, None
+    for t, x in enumerate(X):
+        steps.append(
+            step_function(
+                model,
+                x,
+                filtered_state_mean=mean,
+                filtered_state_covariance=covariance,
+                time_index=t,
+                **options,
+            )
+        )
+        mean, covariance = steps[-1].filtered_state_mean, steps[-1].filtered_state_covariance
+    return steps
+
+
 def test_ekf_estimator_equals_the_inference_function_and_its_steps():
     X = observations()
-    ekf = ExtendedKalmanFilter(
-        swing,
-        look,
-        Q,
-        R,
-        MU0,
-        SIGMA0,
-        transition_jacobians=swing_jacobian,
-        observation_jacobians=look_jacobian,
-    )
+    ekf = ExtendedKalmanFilter(**PENDULUM)
     means, covariances = ekf.filter(X)
-    model = NonlinearSSMParameters(swing, look, Q, R, MU0, SIGMA0, swing_jacobian, look_jacobian)
-    mean = covariance = None
-    for t, x in enumerate(X):
-        step = extended_kalman_filter_step(
-            model,
-            x,
-            filtered_state_mean=mean,
-            filtered_state_covariance=covariance,
-            time_index=t,
-        )
-        mean, covariance = step.filtered_state_mean, step.filtered_state_covariance
-        np.testing.assert_allclose(mean, means[t], rtol=0, atol=1e-14)
+    model = NonlinearSSMParameters(**PENDULUM)
+    for t, step in enumerate(run_steps(extended_kalman_filter_step, model, X)):
+        np.testing.assert_allclose(step.filtered_state_mean, means[t], rtol=0, atol=1e-14)
     update = ekf.filter_update(means[-2], covariances[-2], X[-1])
     np.testing.assert_allclose(update[0], means[-1], rtol=0, atol=1e-14)
 
@@ -455,17 +458,10 @@ def test_filter_steps_equal_the_filter():
     X = observations(12)
     model = NonlinearSSMParameters(swing_noisy, look_noisy, Q, R, MU0, SIGMA0)
     result = unscented_filter(model, X)
-    mean = covariance = None
-    for t, x in enumerate(X):
-        step = unscented_filter_step(
-            model,
-            x,
-            filtered_state_mean=mean,
-            filtered_state_covariance=covariance,
-            time_index=t,
+    for t, step in enumerate(run_steps(unscented_filter_step, model, X)):
+        np.testing.assert_allclose(
+            step.filtered_state_mean, result.filtered_means[t], rtol=0, atol=1e-14
         )
-        mean, covariance = step.filtered_state_mean, step.filtered_state_covariance
-        np.testing.assert_allclose(mean, result.filtered_means[t], rtol=0, atol=1e-14)
         assert step.log_predictive == pytest.approx(result.log_predictive[t], abs=1e-12)
 
 
