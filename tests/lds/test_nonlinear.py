@@ -195,6 +195,34 @@ def test_score_is_the_kalman_log_likelihood_on_a_linear_model():
     assert general.score(X) == pytest.approx(expected, abs=1e-9)
 
 
+def test_maximising_score_recovers_the_observation_variance():
+    """score is a smooth function of the parameters: its maximum over R is near the truth."""
+    from scipy.optimize import minimize_scalar
+
+    dt = 0.05
+
+    def pendulum(z):
+        omega = z[1] - dt * 9.81 * np.sin(z[0])
+        return np.array([z[0] + dt * omega, omega])
+
+    truth = AdditiveUnscentedKalmanFilter(
+        pendulum,
+        lambda z: np.sin(z[:1]),
+        np.diag([1e-6, 1e-4]),
+        [[0.01]],
+        [1.2, 0.0],
+        0.01 * np.eye(2),
+    )
+    _, X = truth.sample(400, random_state=0)
+    model = clone(truth)
+    found = minimize_scalar(
+        lambda log_r: -model.set_params(observation_covariance=[[np.exp(log_r)]]).score(X),
+        bounds=(np.log(1e-4), 0.0),
+        method="bounded",
+    )
+    assert np.exp(found.x) == pytest.approx(0.01, rel=0.25)
+
+
 # -- the unscented transform ---------------------------------------------------------
 
 
