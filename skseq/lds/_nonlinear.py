@@ -5,7 +5,6 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 from .._validation import (
-    check_option_param,
     check_parameters,
     integer_rule,
     option_rule,
@@ -28,7 +27,9 @@ __all__ = ["UnscentedKalmanFilter", "AdditiveUnscentedKalmanFilter", "ExtendedKa
 def _check_vectorized_param(value, name):
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    return check_option_param(value, name, ("auto",))
+    if isinstance(value, str) and value == "auto":
+        return value
+    raise ValueError(f'{name} must be "auto", True or False, got {value!r}.')
 
 
 _SHARED_RULES = {
@@ -366,52 +367,9 @@ _SIGMA_DOC = """    alpha, beta : float, default=1.0, 0.0
 """
 
 
-class UnscentedKalmanFilter(_NonlinearKalmanFilter):
-    __doc__ = (
-        """Unscented Kalman filter with general noise (pykalman's ``UnscentedKalmanFilter``).
+class _UnscentedKalmanFilter(_NonlinearKalmanFilter):
+    """The unscented filters' constructor and calls; the subclasses set the noise form."""
 
-    The model::
-
-        z_1 ~ N(mu0, Sigma0),  z_{t+1} = f_t(z_t, w_t),  x_t = g_t(z_t, v_t),
-        w_t ~ N(0, Q),  v_t ~ N(0, R).
-
-    The noise enters the functions, so the sigma points are those of the
-    augmented vector (state, transition noise, observation noise):
-    ``2 (2 n + p) + 1`` points per step.  With pykalman's values of ``alpha``,
-    ``beta`` and ``kappa`` (the defaults) the filtered and smoothed moments are
-    pykalman's; on a linear model they are the Kalman filter's.
-"""
-        + _PARAMETERS_DOC.format(
-            transition="``f(state, noise)``, the next state (shape (n_dim_state,)).",
-            default_transition="``state + noise``",
-            observation="``g(state, noise)``, the observation (shape (n_dim_obs,)).",
-            default_observation="``state + noise``",
-        )
-        + _SIGMA_DOC.format(dimension="here ``2 n_dim_state + n_dim_obs``")
-        + _VECTORIZED_DOC.format(points="sigma points (and their noise parts as a second array)")
-        + """
-    See Also
-    --------
-    AdditiveUnscentedKalmanFilter : cheaper, when the noise is additive.
-    ExtendedKalmanFilter : the linearised filter.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skseq.lds import UnscentedKalmanFilter
-    >>> ukf = UnscentedKalmanFilter(
-    ...     lambda z, w: np.sin(z) + w, lambda z, v: z + v,
-    ...     transition_covariance=[[0.1]], observation_covariance=[[0.2]])
-    >>> states, observations = ukf.sample(20, random_state=0)
-    >>> means, covariances = ukf.smooth(observations)
-    >>> means.shape, covariances.shape
-    ((20, 1), (20, 1, 1))
-    >>> bool(np.isfinite(ukf.score(observations)))
-    True
-    """
-    )
-
-    _additive = False
     _rules = _UNSCENTED_RULES
 
     def __init__(
@@ -463,7 +421,55 @@ class UnscentedKalmanFilter(_NonlinearKalmanFilter):
         return unscented_filter_step(model, x, **kwargs, **self._options())
 
 
-class AdditiveUnscentedKalmanFilter(UnscentedKalmanFilter):
+class UnscentedKalmanFilter(_UnscentedKalmanFilter):
+    __doc__ = (
+        """Unscented Kalman filter with general noise (pykalman's ``UnscentedKalmanFilter``).
+
+    The model::
+
+        z_1 ~ N(mu0, Sigma0),  z_{t+1} = f_t(z_t, w_t),  x_t = g_t(z_t, v_t),
+        w_t ~ N(0, Q),  v_t ~ N(0, R).
+
+    The noise enters the functions, so the sigma points are those of the
+    augmented vector (state, transition noise, observation noise):
+    ``2 (2 n + p) + 1`` points per step.  With pykalman's values of ``alpha``,
+    ``beta`` and ``kappa`` (the defaults) the filtered and smoothed moments are
+    pykalman's; on a linear model they are the Kalman filter's.
+"""
+        + _PARAMETERS_DOC.format(
+            transition="``f(state, noise)``, the next state (shape (n_dim_state,)).",
+            default_transition="``state + noise``",
+            observation="``g(state, noise)``, the observation (shape (n_dim_obs,)).",
+            default_observation="``state + noise``",
+        )
+        + _SIGMA_DOC.format(dimension="here ``2 n_dim_state + n_dim_obs``")
+        + _VECTORIZED_DOC.format(points="sigma points (and their noise parts as a second array)")
+        + """
+    See Also
+    --------
+    AdditiveUnscentedKalmanFilter : cheaper, when the noise is additive.
+    ExtendedKalmanFilter : the linearised filter.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.lds import UnscentedKalmanFilter
+    >>> ukf = UnscentedKalmanFilter(
+    ...     lambda z, w: np.sin(z) + w, lambda z, v: z + v,
+    ...     transition_covariance=[[0.1]], observation_covariance=[[0.2]])
+    >>> states, observations = ukf.sample(20, random_state=0)
+    >>> means, covariances = ukf.smooth(observations)
+    >>> means.shape, covariances.shape
+    ((20, 1), (20, 1, 1))
+    >>> bool(np.isfinite(ukf.score(observations)))
+    True
+    """
+    )
+
+    _additive = False
+
+
+class AdditiveUnscentedKalmanFilter(_UnscentedKalmanFilter):
     __doc__ = (
         """Unscented Kalman filter with additive noise (pykalman's class of that name).
 
