@@ -515,6 +515,16 @@ def test_estimators_clone_and_keep_their_parameters():
         (lambda: AdditiveUnscentedKalmanFilter(swing, look, Q, R, alpha=0.0), ValueError, "alpha"),
         (lambda: AdditiveUnscentedKalmanFilter(swing, look, Q, R, kappa=-2.0), ValueError, "kappa"),
         (
+            lambda: AdditiveUnscentedKalmanFilter(swing, look, Q, R, alpha="x"),
+            TypeError,
+            "alpha must be a real number",
+        ),
+        (
+            lambda: UnscentedKalmanFilter(swing_noisy, look_noisy, Q, R, vectorized=2),
+            ValueError,
+            'vectorized must be "auto", True or False, got 2',
+        ),
+        (
             lambda: AdditiveUnscentedKalmanFilter(swing, look, Q, R, vectorized="yes"),
             ValueError,
             "vectorized",
