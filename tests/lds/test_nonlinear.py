@@ -92,6 +92,35 @@ def test_filter_update_and_sample_equal_pykalman(ours, reference, f, g):
     np.testing.assert_allclose(X, their_X, rtol=0, atol=1e-12)
 
 
+def test_three_states_seen_through_one_equal_pykalman():
+    """A damped oscillator with a drifting frequency, seen through tanh of its position."""
+    rng = np.random.default_rng(4)
+    A = rng.normal(size=(3, 3))
+    Q3, S3 = A @ A.T / 30 + 0.01 * np.eye(3), np.diag([0.5, 0.5, 0.1])
+
+    def f(z):
+        return np.array([z[0] + DT * z[1], z[1] - DT * z[2] ** 2 * z[0], z[2]])
+
+    def g(z):
+        return np.tanh(z[:1])
+
+    X = np.tanh(np.sin(np.arange(30) / 3.0))[:, None] + 0.1 * rng.normal(size=(30, 1))
+    X[[3, 4]] = np.nan
+    masked = np.ma.masked_invalid(X)
+    for ours, reference, functions in (
+        (AdditiveUnscentedKalmanFilter, pykalman.AdditiveUnscentedKalmanFilter, (f, g)),
+        (
+            UnscentedKalmanFilter,
+            pykalman.UnscentedKalmanFilter,
+            (lambda z, w: f(z) + w, lambda z, v: g(z) + v * (1 + z[0] ** 2)),
+        ),
+    ):
+        arguments = (*functions, Q3, [[0.05]], [0.5, 0.0, 1.0], S3)
+        mine, theirs = ours(*arguments).smooth(X), reference(*arguments).smooth(masked)
+        for one, other in zip(mine, theirs):
+            np.testing.assert_allclose(one, other, rtol=0, atol=1e-8)
+
+
 def test_pykalman_defaults_and_one_dimensional_observations():
     """No arguments: pykalman's identity functions and unit covariances; 1-D X is a column."""
     X = np.array([0.3, -0.2, np.nan, 1.1, 0.8])
