@@ -7,15 +7,31 @@ path that splits, chunks or batches rows carries the regressors with them.  The 
 ``n_lags`` rows of each sequence only condition (they are not emitted).
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from scipy import linalg
 
 from .._validation import integer_rule, real_rule
+from ..inference.gaussian import _partial_rows as partial_rows
 from ._base import BaseHMM, fit_kmeans
 from ._controls import ControlsMixin
-from ._gaussian import distribute_covariance, initial_covariance, keep_valid_covariances
+from ._gaussian import (
+    distribute_covariance,
+    initial_covariance,
+    keep_valid_covariances,
+    validate_gaussian_X,
+)
 
 __all__ = ["AutoregressiveHMM", "LinearRegressionHMM"]
+
+
+class LaggedStream(NamedTuple):
+    """The message a stream carries across a chunk boundary: BaseHMM's
+    forward-only smoothing ``message`` and the last ``n_lags`` rows, oldest first."""
+
+    message: object
+    lags: np.ndarray
 
 
 class AutoregressiveHMM(ControlsMixin, BaseHMM):
@@ -171,13 +187,34 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
     # -- controls and lags: the regressors travel with the rows ---------------
 
     def _forget_call_state(self):
-        self.__dict__.pop("_emitted_rows", None)
+        for name in ("_emitted_rows", "_continued_lags", "_tail_lags"):
+            self.__dict__.pop(name, None)
 
     @property
     def _lags(self):
         return self.n_lags
 
+    def _validate_X(self, X, reset):
+        # NaN rows are missing rows; a row with some entries missing is not
+        # supported (its regression on the observed entries is not modelled).
+        X = validate_gaussian_X(self, X, reset)
+        partial = partial_rows(X)
+        if partial.size:
+            raise ValueError(
+                f"X[{int(partial[0])}] has some entries NaN but not all: "
+                f"{type(self).__name__} takes missing rows (all NaN), not missing entries."
+            )
+        return X
+
     def _prepare(self, X, y, lengths, sequence_ids, *, reset, method="fit"):
+        """EM's data: one row ``[x_t, x_{t-1}, ..., x_{t-L}, u_t]`` per emitted step.
+
+        The first ``n_lags`` rows of each sequence only condition; those of
+        a sequence that continues a stream (``_continued_lags``: the
+        ``n_lags`` rows before ``X[0]``, oldest first) came before ``X``, so
+        all its rows are steps.  A step whose row or lags hold NaN (missing)
+        is kept, NaN, and emits nothing (:meth:`_emitting`).
+        """
         if self.covariance_type not in ("full", "diag"):
             raise ValueError(
                 f"{type(self).__name__} takes covariance_type 'full' or 'diag', got "
@@ -186,21 +223,107 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         X, offsets = super()._prepare(X, y, lengths, sequence_ids, reset=reset, method=method)
         controls = self._checked_controls(X.shape[0], reset)
         n_lags = self._lags
+        carried = self.__dict__.get("_continued_lags") if n_lags else None
         lengths = np.diff(offsets)
-        if np.any(lengths <= n_lags):
-            short = int(np.flatnonzero(lengths <= n_lags)[0])
+        first = 0 if carried is None else 1  # a continued sequence needs no lags of its own
+        if np.any(lengths[first:] <= n_lags):
+            short = first + int(np.flatnonzero(lengths[first:] <= n_lags)[0])
             raise ValueError(
                 f"Sequence {short} has n_samples={lengths[short]} rows; with n_lags={n_lags} a "
                 f"sequence needs at least {n_lags + 1} (its first {n_lags} only condition)."
             )
+        shift = 0 if carried is None else n_lags  # rows of ``padded`` before X[0]
+        padded = X if carried is None else np.vstack([carried, X])
+        starts = offsets[:-1] + shift + n_lags
+        if carried is not None:
+            starts[0] = shift
         emitted = np.concatenate(
-            [np.arange(start + n_lags, stop) for start, stop in zip(offsets[:-1], offsets[1:])]
+            [np.arange(start, stop + shift) for start, stop in zip(starts, offsets[1:])]
         )
-        self._emitted_rows = (X.shape[0], emitted)
+        self._emitted_rows = (X.shape[0], emitted - shift)
         design = np.column_stack(
-            [X[emitted]] + [X[emitted - lag] for lag in range(1, n_lags + 1)] + [controls[emitted]]
+            [padded[emitted]]
+            + [padded[emitted - lag] for lag in range(1, n_lags + 1)]
+            + [controls[emitted - shift]]
         )
-        return design, offsets - n_lags * np.arange(len(offsets))
+        self._tail_lags = padded[len(padded) - n_lags :].copy()
+        steps = lengths - n_lags
+        steps[:first] += n_lags
+        return design, np.concatenate([[0], np.cumsum(steps)])
+
+    def _next_lags(self, design):
+        """The regressors x_{t}, x_{t-1}, .., x_{t-L+1} of the step after each
+        design row (most recent first, as the design's lags): its first L blocks."""
+        return design[:, : self._lags * self._n_outputs]
+
+    def _lags_after(self, design):
+        """The last ``n_lags`` rows up to the last design row, oldest first, (L, D)."""
+        n_lags, n_outputs = self._lags, self._n_outputs
+        return self._next_lags(design[-1:]).reshape(n_lags, n_outputs)[::-1].copy()
+
+    @staticmethod
+    def _emitting(X):
+        """Which rows of EM's data emit: row and lags observed (no NaN)."""
+        return ~np.isnan(X).any(axis=1)
+
+    # -- streams: the last n_lags rows are part of the carried message ---------
+
+    _stream_attributes = ("filtered_state_", "filtered_lags_")
+
+    def _validate_stream_batch(
+        self, X, y, lengths, sequence_ids, *, first_call, continues, known_states=None
+    ):
+        if continues:  # the batch's first sequence regresses on the stream's last rows
+            self._continued_lags = self._stream.lags
+        return super()._validate_stream_batch(
+            X,
+            y,
+            lengths,
+            sequence_ids,
+            first_call=first_call,
+            continues=continues,
+            known_states=known_states,
+        )
+
+    def _advance_stream(self, X, stream):
+        # BaseHMM's forward-only smoothing message, with the rows the next
+        # chunk's first steps regress on.
+        added, log_likelihood, carried = super()._advance_stream(
+            X, None if stream is None else stream.message
+        )
+        return added, log_likelihood, LaggedStream(carried, self._lags_after(X))
+
+    def _publish_stream(self, carried):
+        super()._publish_stream(carried.message)
+        self.filtered_lags_ = carried.lags.copy()
+
+    def filter_stream(self, X, *, new_sequence=False, controls=None):
+        """Filtered state probabilities of new rows of a stream, without learning.
+
+        See :meth:`skseq.GaussianHMM.filter_stream`.  The stream continues from
+        ``filtered_state_`` and ``filtered_lags_`` (the last ``n_lags`` rows
+        seen, oldest first): every row of ``X`` is then a step, its lags
+        reaching back into the earlier rows, so rows cut into calls give what
+        one call gives.  A new sequence (``new_sequence``, or after :meth:`fit`
+        or ``reset_filter()``) has its first ``n_lags`` rows as conditioning
+        rows, and the output has one row per step (``n_lags`` fewer rows).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        new_sequence : bool, default=False
+        controls : array-like of shape (n_samples, n_controls), optional
+
+        Returns
+        -------
+        filtered : ndarray of shape (n_steps, n_components)
+        """
+        with self._given_controls(controls):
+            if not new_sequence and getattr(self, "filtered_state_", None) is not None:
+                self._continued_lags = self.filtered_lags_
+            filtered = super().filter_stream(X, new_sequence=new_sequence)
+            self.filtered_lags_ = self._tail_lags
+            return filtered
 
     def _check_known_states(self, known_states, X):
         if known_states is not None:
@@ -229,7 +352,12 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
 
     def _n_data_points(self, X):
         X, _ = self._split_known_states(X)
-        return int(X[:, : self._n_outputs].size)
+        return int(X[self._emitting(X), : self._n_outputs].size)
+
+    def _n_scored_rows(self, X, lengths=None, sequence_ids=None, **score_arguments):
+        # BIC's n: the emitted rows (not the conditioning ones, nor missing ones).
+        design, _ = self._prepare_fitted(X, lengths, sequence_ids)
+        return int(np.count_nonzero(self._emitting(design)))
 
     @property
     def _n_outputs(self):
@@ -251,7 +379,7 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         return self.covars_
 
     def _initialize_emissions(self, X, random_state):
-        x, regressors = self._split_design(X)
+        x, regressors = self._split_design(X[self._emitting(X)])
         n_components, n_outputs = self.n_components, x.shape[1]
         n_regressors = regressors.shape[1] - 1
         coefs = self._initial_value("coefs_")
@@ -311,23 +439,51 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
 
     def _emission_terms(self, X):
         x, regressors = self._split_design(X)
-        n_outputs = x.shape[1]
-        log_frameprob = np.empty((x.shape[0], self.n_components))
-        for k, (weights, covariance) in enumerate(zip(self._weights(), self._full_covars())):
-            residuals = x - regressors @ weights.T
+        n_samples, n_outputs = x.shape
+        emitting = self._emitting(X)
+        weights = self._weights()
+        # Every state's means at once: one product with the stacked weights.
+        means = (regressors @ weights.reshape(-1, weights.shape[2]).T).reshape(
+            n_samples, self.n_components, n_outputs
+        )
+        log_frameprob = np.zeros((n_samples, self.n_components))  # a missing step: 0
+        for k, covariance in enumerate(self._full_covars()):
             factor = linalg.cholesky(covariance, lower=True)
-            whitened = linalg.solve_triangular(factor, residuals.T, lower=True)
+            whitened = linalg.solve_triangular(factor, (x - means[:, k]).T, lower=True)
             log_frameprob[:, k] = -0.5 * (
                 n_outputs * np.log(2 * np.pi)
                 + 2 * np.log(np.diag(factor)).sum()
-                + (whitened**2).sum(axis=0)
+                + np.einsum("ij,ij->j", whitened, whitened)
             )
+        if not emitting.all():
+            log_frameprob[~emitting] = 0.0
         return log_frameprob, None
 
-    def _emission_features(self, X, cache):
-        # phi(x_t) = (z z^T, z x^T, x x^T), the same for every state: the
-        # weighted least squares of each state needs these sums only.
+    def _emission_statistics(self, X, posteriors, cache):
+        # Per state, the posterior-weighted Gram matrix of the rows [z_t, x_t]
+        # (z_t = [lags, controls, 1]): G_k = A_k^T A_k, A_k the rows scaled by
+        # sqrt(gamma_t(k)); one BLAS product per state, no per-row arrays.
+        emitting = self._emitting(X)
+        if not emitting.all():
+            X, posteriors = X[emitting], posteriors[emitting]
         x, regressors = self._split_design(X)
+        rows = np.column_stack([regressors, x])
+        n_regressors = regressors.shape[1]
+        roots = np.sqrt(posteriors)
+        grams = np.empty((self.n_components, rows.shape[1], rows.shape[1]))
+        for k in range(self.n_components):
+            scaled = rows * roots[:, k : k + 1]
+            grams[k] = scaled.T @ scaled
+        return {
+            "zz": grams[:, :n_regressors, :n_regressors],
+            "zx": grams[:, :n_regressors, n_regressors:],
+            "xx": grams[:, n_regressors:, n_regressors:],
+        }
+
+    def _emission_features(self, X, cache):
+        # phi(x_t) = (z z^T, z x^T, x x^T), the same for every state (zero for a
+        # step that emits nothing): the streams' forward-only smoother sums them.
+        x, regressors = self._split_design(np.where(self._emitting(X)[:, None], X, 0.0))
         features = np.concatenate(
             [
                 np.einsum("ti,tj->tij", regressors, regressors).reshape(len(x), -1),
@@ -336,6 +492,7 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
             ],
             axis=1,
         )
+        features[~self._emitting(X)] = 0.0
         return np.broadcast_to(features[:, None, :], (len(x), self.n_components, features.shape[1]))
 
     def _statistics_from_features(self, sums):
