@@ -14,6 +14,7 @@ from scipy import linalg
 
 from .._validation import integer_rule, real_rule
 from ..inference.gaussian import _partial_rows as partial_rows
+from ..inference.kalman import check_controls
 from ._base import BaseHMM, fit_kmeans
 from ._controls import ControlsMixin
 from ._gaussian import (
@@ -438,9 +439,11 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         return np.concatenate([self.coefs_, self.intercepts_[:, :, None]], axis=2)
 
     def _emission_terms(self, X):
+        emitting = self._emitting(X)
+        if not emitting.all():
+            X = np.where(emitting[:, None], X, 0.0)
         x, regressors = self._split_design(X)
         n_samples, n_outputs = x.shape
-        emitting = self._emitting(X)
         weights = self._weights()
         # Every state's means at once: one product with the stacked weights.
         means = (regressors @ weights.reshape(-1, weights.shape[2]).T).reshape(
@@ -572,6 +575,90 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         return X
 
     # -- public methods (controls=: ControlsMixin) ------------------------------
+
+    def predict_next(
+        self,
+        X,
+        *,
+        lengths=None,
+        sequence_ids=None,
+        controls=None,
+        future_controls=None,
+        return_cov=False,
+    ):
+        """One-step forecast: the predictive mean (and covariance) of the row after each sequence.
+
+        Given a sequence x_1..x_T, the next row is a mixture over its state,
+        p(x_{T+1} | x_{1:T}) = sum_k p_k N(mu_k, Sigma_k), with
+        p_k = p(z_{T+1} = k | x_{1:T}) (the last row of
+        :meth:`predict_next_state_proba`) and mu_k = sum_l A_{k,l} x_{T+1-l}
+        + V_k u_{T+1} + b_k.  Its mean is sum_k p_k mu_k and its covariance,
+        by the law of total covariance, sum_k p_k (Sigma_k + (mu_k - mean)
+        (mu_k - mean)^T).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        lengths, sequence_ids : see :meth:`fit`.
+        controls : array-like of shape (n_samples, n_controls), optional
+            The inputs of the rows of ``X``.
+        future_controls : array-like of shape (n_sequences, n_controls), optional
+            The input u_{T+1} of the next row of each sequence (required when
+            the model has controls).
+        return_cov : bool, default=False
+            Also return the predictive covariances.
+
+        Returns
+        -------
+        mean : ndarray of shape (n_sequences, n_features)
+        cov : ndarray of shape (n_sequences, n_features, n_features)
+            Only with ``return_cov``.
+
+        Raises
+        ------
+        ValueError
+            If one of the last ``n_lags`` rows of a sequence is missing (the
+            next row's regressors are then unknown).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skseq.hmm import AutoregressiveHMM
+        >>> x = np.sin(np.arange(200) / 5.0)[:, None]
+        >>> model = AutoregressiveHMM(1, n_lags=2, n_iter=5).fit(x)
+        >>> mean, cov = model.predict_next(x, return_cov=True)
+        >>> bool(np.allclose(mean, np.sin(200 / 5.0), atol=0.05)), cov.shape
+        (True, (1, 1, 1))
+        """
+        with self._given_controls(controls):
+            design, offsets = self._prepare_fitted(X, lengths, sequence_ids)
+            last = offsets[1:] - 1
+            probabilities = self._predicted_states(design, offsets)[last]
+        next_lags = self._next_lags(design[last])
+        unknown = np.isnan(next_lags).any(axis=1)
+        if np.any(unknown):
+            raise ValueError(
+                f"Sequence {int(np.flatnonzero(unknown)[0])} has a missing row among its last "
+                f"n_lags={self._lags} rows: the next row's regressors are unknown."
+            )
+        n_sequences = len(last)
+        if future_controls is not None and self.n_controls_ == 0:
+            raise ValueError(
+                f"{type(self).__name__} was fitted without controls; do not pass future_controls."
+            )
+        future = check_controls(
+            future_controls, n_sequences, self.n_controls_, name="future_controls"
+        )
+        regressors = np.column_stack([next_lags, future, np.ones(n_sequences)])
+        means = np.einsum("kdp,sp->skd", self._weights(), regressors)
+        mean = np.einsum("sk,skd->sd", probabilities, means)
+        if not return_cov:
+            return mean
+        centred = means - mean[:, None, :]
+        cov = np.einsum("sk,kde->sde", probabilities, self._full_covars()) + np.einsum(
+            "sk,skd,ske->sde", probabilities, centred, centred
+        )
+        return mean, (cov + np.swapaxes(cov, 1, 2)) / 2
 
     def sample(
         self, n_samples=1, random_state=None, currstate=None, *, controls=None, initial_lags=None
