@@ -444,22 +444,20 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
             X = np.where(emitting[:, None], X, 0.0)
         x, regressors = self._split_design(X)
         n_samples, n_outputs = x.shape
-        weights = self._weights()
-        # Every state's means at once: one product with the stacked weights.
-        means = (regressors @ weights.reshape(-1, weights.shape[2]).T).reshape(
-            n_samples, self.n_components, n_outputs
-        )
-        log_frameprob = np.zeros((n_samples, self.n_components))  # a missing step: 0
-        for k, covariance in enumerate(self._full_covars()):
+        # The whitened residuals of every state in one product:
+        # L_k^{-1} (x_t - W_k z_t) is row [x_t, z_t] times [L_k^{-T}; -W_k^T L_k^{-T}].
+        rows = np.column_stack([x, regressors])
+        blocks = []
+        log_norms = np.empty(self.n_components)
+        for k, (weights, covariance) in enumerate(zip(self._weights(), self._full_covars())):
             factor = linalg.cholesky(covariance, lower=True)
-            whitened = linalg.solve_triangular(factor, (x - means[:, k]).T, lower=True)
-            log_frameprob[:, k] = -0.5 * (
-                n_outputs * np.log(2 * np.pi)
-                + 2 * np.log(np.diag(factor)).sum()
-                + np.einsum("ij,ij->j", whitened, whitened)
-            )
+            inverse_t = linalg.solve_triangular(factor, np.eye(n_outputs), lower=True).T
+            blocks.append(np.vstack([inverse_t, -weights.T @ inverse_t]))
+            log_norms[k] = n_outputs * np.log(2 * np.pi) + 2 * np.log(np.diag(factor)).sum()
+        whitened = (rows @ np.hstack(blocks)).reshape(n_samples, self.n_components, n_outputs)
+        log_frameprob = -0.5 * (log_norms + np.einsum("tkd,tkd->tk", whitened, whitened))
         if not emitting.all():
-            log_frameprob[~emitting] = 0.0
+            log_frameprob[~emitting] = 0.0  # a step that emits nothing
         return log_frameprob, None
 
     def _emission_statistics(self, X, posteriors, cache):

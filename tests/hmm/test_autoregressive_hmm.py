@@ -1,6 +1,7 @@
 """AutoregressiveHMM and LinearRegressionHMM: the maths against definitions."""
 
 import itertools
+import threading
 import warnings
 
 import numpy as np
@@ -557,3 +558,40 @@ def test_threads_give_the_same_scores_states_and_stream_steps():
         model.partial_fit(X, lengths=lengths, controls=u)
     for model in models[1:]:
         assert np.allclose(model.coefs_, reference.coefs_, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_jobs", [None, 2])
+def test_blas_threads_are_not_oversubscribed(n_jobs, monkeypatch):
+    """With n_jobs threads over blocks, each block's BLAS runs on one thread;
+    with n_jobs=None the E step runs in the calling thread (one block of BLAS
+    at a time), and the process's BLAS setting is the same after the fit."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return [
+            info["num_threads"]
+            for info in threadpoolctl.threadpool_info()
+            if info["user_api"] == "blas"
+        ]
+
+    seen = []
+    statistics = AutoregressiveHMM._emission_statistics
+
+    def recording(self, X, posteriors, cache):
+        seen.append((threading.get_ident(), tuple(blas_threads())))
+        return statistics(self, X, posteriors, cache)
+
+    monkeypatch.setattr(AutoregressiveHMM, "_emission_statistics", recording)
+    X, *_ = simulate_switching_ar2(1200, seed=14)
+    before = blas_threads()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        AutoregressiveHMM(2, n_lags=2, n_iter=2, random_state=0, n_jobs=n_jobs).fit(
+            X, lengths=[300] * 4
+        )
+    assert blas_threads() == before
+    threads = {ident for ident, _ in seen}
+    if n_jobs is None:
+        assert threads == {threading.get_ident()}
+    else:
+        assert all(all(n == 1 for n in counts) for _, counts in seen)
