@@ -462,19 +462,21 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
 
     def _emission_statistics(self, X, posteriors, cache):
         # Per state, the posterior-weighted Gram matrix of the rows [z_t, x_t]
-        # (z_t = [lags, controls, 1]): G_k = A_k^T A_k, A_k the rows scaled by
-        # sqrt(gamma_t(k)); one BLAS product per state, no per-row arrays.
+        # (z_t = [lags, controls, 1]): G_k = R^T diag(gamma(k)) R, one BLAS
+        # product per state, no per-row arrays.  (R^T (gamma R) runs as a
+        # general product; the symmetric A^T A of the sqrt-weighted rows,
+        # which numpy hands to syrk, is about 4 times slower on tall, narrow
+        # R: benchmarks/bench_autoregressive.py.)
         emitting = self._emitting(X)
         if not emitting.all():
             X, posteriors = X[emitting], posteriors[emitting]
         x, regressors = self._split_design(X)
         rows = np.column_stack([regressors, x])
         n_regressors = regressors.shape[1]
-        roots = np.sqrt(posteriors)
         grams = np.empty((self.n_components, rows.shape[1], rows.shape[1]))
         for k in range(self.n_components):
-            scaled = rows * roots[:, k : k + 1]
-            grams[k] = scaled.T @ scaled
+            grams[k] = rows.T @ (rows * posteriors[:, k : k + 1])
+        grams = (grams + np.swapaxes(grams, 1, 2)) / 2
         return {
             "zz": grams[:, :n_regressors, :n_regressors],
             "zx": grams[:, :n_regressors, n_regressors:],
