@@ -79,6 +79,47 @@ def initial(K, D, rng):
     }
 
 
+def one_size(K, X, lengths, n_lags, n_iter, repeats):
+    """Times of one K: EM iteration of both models, then the AR statistics three ways."""
+    n_features = X.shape[1]
+    rng = np.random.default_rng(K)
+    start = initial(K, n_features, rng)
+    common = dict(
+        startprob_init=start["startprob_init"],
+        transmat_init=start["transmat_init"],
+        covars_init=start["covars_init"],
+        init_params="",
+        tol=-np.inf,
+    )
+
+    def gaussian(n):
+        return GaussianHMM(K, covariance_type="full", means_init=start["means"], n_iter=n, **common)
+
+    def autoregressive(n):
+        return AutoregressiveHMM(
+            K,
+            n_lags=n_lags,
+            intercepts_init=start["means"],
+            coefs_init=np.zeros((K, n_features, n_lags * n_features)),
+            n_iter=n,
+            **common,
+        )
+
+    t_gaussian = per_iteration(gaussian, X, lengths, n_iter, repeats)
+    t_ar = per_iteration(autoregressive, X, lengths, n_iter, repeats)
+    model = autoregressive(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X, lengths=lengths)
+    with model._given_controls(None):
+        design, _ = model._prepare(X, None, lengths, None, reset=False)
+    posteriors = rng.dirichlet(np.ones(K), size=design.shape[0])
+    t_gram = best_time(lambda: model._emission_statistics(design, posteriors, None), 3)
+    t_sqrt = best_time(lambda: sqrt_weighted_grams(model, design, posteriors), 3)
+    t_features = best_time(lambda: BaseHMM._emission_statistics(model, design, posteriors, None), 3)
+    return t_gaussian, t_ar, t_gram, t_sqrt, t_features
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -92,44 +133,8 @@ def main():
     print(f" {'stats: Gram s':>14} {'sqrt-w s':>9} {'features s':>11} {'feat/Gram':>9}")
     with threadpool_limits(1):
         for K in (2, 4, 8):
-            rng = np.random.default_rng(K)
-            start = initial(K, n_features, rng)
-            common = dict(
-                startprob_init=start["startprob_init"],
-                transmat_init=start["transmat_init"],
-                covars_init=start["covars_init"],
-                init_params="",
-                tol=-np.inf,
-            )
-
-            def gaussian(n):
-                return GaussianHMM(
-                    K, covariance_type="full", means_init=start["means"], n_iter=n, **common
-                )
-
-            def autoregressive(n):
-                return AutoregressiveHMM(
-                    K,
-                    n_lags=n_lags,
-                    intercepts_init=start["means"],
-                    coefs_init=np.zeros((K, n_features, n_lags * n_features)),
-                    n_iter=n,
-                    **common,
-                )
-
-            t_gaussian = per_iteration(gaussian, X, lengths, n_iter, repeats)
-            t_ar = per_iteration(autoregressive, X, lengths, n_iter, repeats)
-            model = autoregressive(1)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model.fit(X, lengths=lengths)
-            with model._given_controls(None):
-                design, _ = model._prepare(X, None, lengths, None, reset=False)
-            posteriors = rng.dirichlet(np.ones(K), size=design.shape[0])
-            t_gram = best_time(lambda: model._emission_statistics(design, posteriors, None), 3)
-            t_sqrt = best_time(lambda: sqrt_weighted_grams(model, design, posteriors), 3)
-            t_features = best_time(
-                lambda: BaseHMM._emission_statistics(model, design, posteriors, None), 3
+            t_gaussian, t_ar, t_gram, t_sqrt, t_features = one_size(
+                K, X, lengths, n_lags, n_iter, repeats
             )
             print(
                 f"{K:>3} {t_gaussian:>16.4f} {t_ar:>10.4f} {t_ar / t_gaussian:>9.2f}"
