@@ -81,6 +81,9 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
     covars_ : ndarray of shape (n_components, n_features, n_features) or (n_components, n_features)
     n_controls_ : int
         Number of control columns seen at fit (0: none).
+    filtered_lags_ : ndarray of shape (n_lags, n_features)
+        The last ``n_lags`` rows of the stream (oldest first), after
+        :meth:`partial_fit` or :meth:`filter_stream`.
     startprob_, transmat_, monitor_, n_features_in_
         As in :class:`GaussianHMM`.
 
@@ -90,8 +93,19 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
     (:class:`~skseq.hmm._controls.ControlsMixin`) and routed by metadata routing
     as ``sequence_ids`` are (requested by default).  ``known_states`` has one
     label per row of ``X``; those of the conditioning rows are not used.
-    :meth:`partial_fit` treats the first ``n_lags`` rows of every batch as
-    conditioning rows (the lags do not carry over from the previous batch).
+    ``startprob_`` is the distribution of the state of the first emitted row
+    (row ``n_lags + 1`` of each sequence).  A row that is NaN throughout is
+    missing: a step emits only when its row and its ``n_lags`` lags are
+    observed (a missing row and the ``n_lags`` steps after it emit nothing;
+    with ``n_lags=0`` a missing row emits nothing, exactly); a row with only
+    some entries NaN, or NaN in ``controls``, is a ValueError.  :meth:`bic`
+    counts the emitting rows.  Streams carry the last ``n_lags`` rows with
+    the forward message: a :meth:`partial_fit` or :meth:`filter_stream` call
+    that continues the stream emits all its rows, regressed on the rows before
+    them (``filtered_lags_``), so a sequence cut into batches gives, at fixed
+    parameters, what one batch gives; a sequence that starts in a call needs
+    ``n_lags + 1`` rows.  :meth:`predict_next` forecasts the row after each
+    sequence (user guide, "Autoregressive and regression emissions").
 
     Examples
     --------

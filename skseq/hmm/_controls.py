@@ -123,6 +123,9 @@ class ControlsMixin:
         """One step of stochastic EM on a batch; see :meth:`skseq.GaussianHMM.partial_fit`.
 
         ``controls`` : the inputs of the batch's rows, one row per row of ``X``.
+        A batch that continues the stream continues its sequence: the
+        forward message, and for a model whose rows regress on earlier rows
+        (AutoregressiveHMM) those rows too, carry over from the last call.
         """
         with self._given_controls(controls):
             return super().partial_fit(
