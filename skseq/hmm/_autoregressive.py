@@ -15,7 +15,7 @@ from scipy import linalg
 from .._validation import integer_rule, real_rule
 from ..inference.gaussian import _partial_rows as partial_rows
 from ..inference.kalman import check_controls
-from ._base import BaseHMM, fit_kmeans
+from ._base import BaseHMM, feature_units, fit_kmeans
 from ._controls import ControlsMixin
 from ._gaussian import (
     distribute_covariance,
@@ -566,6 +566,21 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         self.covars_ = keep_valid_covariances(
             covars, self.covars_, self.covariance_type, responsible
         )
+
+    def _emission_coordinates(self, X):
+        # SQUAREM's coordinates, unit-free: a coefficient from regressor j to
+        # output d in units of sd(x_d) / sd(r_j), intercepts in those of x,
+        # covariances whitened by sd(x) (full: the matrix logarithm).
+        x, regressors = self._split_design(X[self._emitting(X)])
+        x_units = feature_units(x)
+        regressor_units = feature_units(regressors[:, :-1]) if regressors.shape[1] > 1 else []
+        return {
+            "coefs_": ("real", np.divide.outer(x_units, np.asarray(regressor_units))),
+            "intercepts_": ("real", x_units),
+            "covars_": ("covariance", x_units)
+            if self.covariance_type == "full"
+            else ("positive", x_units**2),
+        }
 
     def _emission_n_parameters(self):
         n_components, n_outputs = self.intercepts_.shape

@@ -595,3 +595,30 @@ def test_blas_threads_are_not_oversubscribed(n_jobs, monkeypatch):
         assert threads == {threading.get_ident()}
     else:
         assert all(all(n == 1 for n in counts) for _, counts in seen)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_squarem_extrapolates_the_regression_parameters(covariance_type):
+    model = tiny_model(covariance_type, n_lags=2, n_controls=1)
+    rng = np.random.default_rng(15)
+    X, u = rng.normal(size=(40, 2)), rng.normal(size=(40, 1))
+    with model._given_controls(u):
+        design, _ = model._prepare(X, None, None, None, reset=False)
+    coordinates = model._acceleration_coordinates(design)
+    assert {"coefs_", "intercepts_", "covars_"} <= set(coordinates.kinds)
+    parameters = model._get_parameters()
+    vector = coordinates.to_vector(parameters)
+    assert vector.size == sum(np.size(parameters[name]) for name in coordinates.kinds)
+    back = coordinates.from_vector(vector, parameters)
+    for name in ("coefs_", "intercepts_", "covars_"):
+        assert np.allclose(back[name], parameters[name], rtol=1e-10, atol=1e-12)
+    moved = coordinates.from_vector(vector + 0.1, parameters)
+    assert not np.allclose(moved["coefs_"], parameters["coefs_"])
+    X_ar, *_ = simulate_switching_ar2(600, seed=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        kwargs = dict(n_lags=2, covariance_type=covariance_type, random_state=0, tol=1e-6)
+        plain = AutoregressiveHMM(3, n_iter=500, **kwargs).fit(X_ar)
+        fast = AutoregressiveHMM(3, n_iter=500, acceleration="squarem", **kwargs).fit(X_ar)
+    assert fast.lower_bound_ >= plain.lower_bound_ - 1e-2
+    assert fast.n_iter_ <= plain.n_iter_
