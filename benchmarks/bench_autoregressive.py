@@ -16,10 +16,10 @@ hands it to syrk) and against the per-row feature sums of the generic path
 
 import argparse
 import os
-import time
 import warnings
 
 import numpy as np
+from bench_hmm import best_time
 from threadpoolctl import threadpool_limits
 
 from skseq import AutoregressiveHMM, GaussianHMM
@@ -34,15 +34,6 @@ def make_data(n_rows, n_features, seed=0):
     for t in range(1, n_rows):
         X[t] = phi[regime[t]] * X[t - 1] + rng.normal(size=n_features)
     return X
-
-
-def best_time(function, repeats):
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return min(times)
 
 
 def per_iteration(make, X, lengths, n_iter, repeats):
