@@ -13,6 +13,7 @@ import numpy as np
 from scipy import linalg
 
 from .._validation import integer_rule, real_rule
+from ..base import SufficientStatistics
 from ..inference.gaussian import _partial_rows as partial_rows
 from ..inference.kalman import check_controls
 from ._base import BaseHMM, feature_units, fit_kmeans
@@ -240,20 +241,28 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         n_lags = self._lags
         carried = self.__dict__.get("_continued_lags") if n_lags else None
         lengths = np.diff(offsets)
-        first = 0 if carried is None else 1  # a continued sequence needs no lags of its own
-        if np.any(lengths[first:] <= n_lags):
-            short = first + int(np.flatnonzero(lengths[first:] <= n_lags)[0])
+        # The rows a sequence has before its first row here: the stream's, for
+        # a sequence that continues it (fewer than n_lags when it started
+        # with fewer rows), none for one that starts here.
+        before = np.zeros(len(lengths), dtype=np.intp)
+        if carried is not None:
+            before[0] = len(carried)
+        short = lengths + before <= n_lags
+        if method == "partial_fit":
+            short[-1] = False  # the next batch may bring the rest of its lags
+        if np.any(short):
+            index = int(np.flatnonzero(short)[0])
             raise ValueError(
-                f"Sequence {short} has n_samples={lengths[short]} rows; with n_lags={n_lags} a "
+                f"Sequence {index} has n_samples={lengths[index]} rows; with n_lags={n_lags} a "
                 f"sequence needs at least {n_lags + 1} (its first {n_lags} only condition)."
             )
-        shift = 0 if carried is None else n_lags  # rows of ``padded`` before X[0]
+        shift = before[0]  # rows of ``padded`` before X[0]
         padded = X if carried is None else np.vstack([carried, X])
-        starts = offsets[:-1] + shift + n_lags
-        if carried is not None:
-            starts[0] = shift
+        starts = offsets[:-1] + shift + np.maximum(n_lags - before, 0)
+        stops = offsets[1:] + shift
+        steps = np.maximum(stops - starts, 0)
         emitted = np.concatenate(
-            [np.arange(start, stop + shift) for start, stop in zip(starts, offsets[1:])]
+            [np.arange(start, stop) for start, stop in zip(starts, stops)] + [np.zeros(0, int)]
         )
         self._emitted_rows = (X.shape[0], emitted - shift)
         design = np.column_stack(
@@ -261,20 +270,16 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
             + [padded[emitted - lag] for lag in range(1, n_lags + 1)]
             + [controls[emitted - shift]]
         )
-        self._tail_lags = padded[len(padded) - n_lags :].copy()
-        steps = lengths - n_lags
-        steps[:first] += n_lags
+        # The stream's lags after X: the last n_lags rows of its last sequence
+        # (all of them while it has fewer).
+        last_start = offsets[-2] + shift - before[-1]
+        self._tail_lags = padded[max(last_start, len(padded) - n_lags) :].copy()
         return design, np.concatenate([[0], np.cumsum(steps)])
 
     def _next_lags(self, design):
         """The regressors x_{t}, x_{t-1}, .., x_{t-L+1} of the step after each
         design row (most recent first, as the design's lags): its first L blocks."""
         return design[:, : self._lags * self._n_outputs]
-
-    def _lags_after(self, design):
-        """The last ``n_lags`` rows up to the last design row, oldest first, (L, D)."""
-        n_lags, n_outputs = self._lags, self._n_outputs
-        return self._next_lags(design[-1:]).reshape(n_lags, n_outputs)[::-1].copy()
 
     @staticmethod
     def _emitting(X):
@@ -303,13 +308,35 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
     def _advance_stream(self, X, stream):
         # BaseHMM's forward-only smoothing message, with the rows the next
         # chunk's first steps regress on.
-        added, log_likelihood, carried = super()._advance_stream(
-            X, None if stream is None else stream.message
+        message = None if stream is None else stream.message
+        if X.shape[0] == 0:  # a sequence still in its conditioning rows: no step yet
+            return self._no_statistics(), 0.0, LaggedStream(message, self._tail_lags)
+        added, log_likelihood, carried = super()._advance_stream(X, message)
+        return added, log_likelihood, LaggedStream(carried, self._tail_lags)
+
+    def _no_statistics(self):
+        """The statistics of no step (zeros)."""
+        n_outputs = self._n_outputs
+        n_regressors = self._lags * n_outputs + self.n_controls_ + 1
+        width = n_regressors**2 + n_regressors * n_outputs + n_outputs**2
+        statistics = SufficientStatistics(
+            start=np.zeros(self.n_components),
+            trans=np.zeros((self.n_components, self.n_components)),
         )
-        return added, log_likelihood, LaggedStream(carried, self._lags_after(X))
+        statistics.update(self._statistics_from_features(np.zeros((self.n_components, width))))
+        return statistics
+
+    def _partial_fit_step(self, statistics, log_likelihood, n_rows):
+        if n_rows == 0:  # a batch of conditioning rows only: nothing to learn from
+            self.batch_log_likelihood_ = 0.0
+            return
+        super()._partial_fit_step(statistics, log_likelihood, n_rows)
 
     def _publish_stream(self, carried):
-        super()._publish_stream(carried.message)
+        if carried.message is None:  # no step of the sequence seen yet
+            self.__dict__.pop("filtered_state_", None)
+        else:
+            super()._publish_stream(carried.message)
         self.filtered_lags_ = carried.lags.copy()
 
     def filter_stream(self, X, *, new_sequence=False, controls=None):

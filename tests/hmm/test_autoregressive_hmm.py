@@ -15,6 +15,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, GroupKFold
 
 from skseq import AutoregressiveHMM, GaussianHMM, LinearRegressionHMM
+from skseq.streams import sequence_batches
 
 
 def tiny_model(covariance_type="full", n_lags=1, n_controls=1, n_features=2, seed=0):
@@ -622,3 +623,45 @@ def test_squarem_extrapolates_the_regression_parameters(covariance_type):
         fast = AutoregressiveHMM(3, n_iter=500, acceleration="squarem", **kwargs).fit(X_ar)
     assert fast.lower_bound_ >= plain.lower_bound_ - 1e-2
     assert fast.n_iter_ <= plain.n_iter_
+
+
+@settings(max_examples=20, deadline=None)
+@given(n_lags=st.integers(1, 3), batch_rows=st.integers(1, 7))
+def test_sequence_batches_cut_anywhere_give_one_batchs_numbers(n_lags, batch_rows):
+    """skseq.streams.sequence_batches may end a batch one row into a sequence:
+    its rows wait, as lags, for the next batch."""
+    model = tiny_model("full", n_lags=n_lags, n_controls=0)
+    rng = np.random.default_rng(batch_rows)
+    lengths = [9, 5, 11]
+    X = rng.normal(size=(sum(lengths), 2))
+    with model._given_controls(None):
+        design, offsets = model._prepare(X, None, lengths, None, reset=False)
+    whole, whole_log_likelihood = model._estep(design, offsets)
+    total, log_likelihood, carried = None, 0.0, None
+    for X_batch, keywords in sequence_batches(X, lengths=lengths, batch_rows=batch_rows):
+        carried = None if keywords["new_sequence"] else carried
+        model._stream = carried
+        with model._given_controls(None):
+            batch, batch_offsets = model._validate_stream_batch(
+                X_batch,
+                None,
+                keywords["lengths"],
+                None,
+                first_call=False,
+                continues=carried is not None,
+            )
+            added, part, carried = model._stream_estep(batch, batch_offsets, carried)
+        total = added if total is None else total + added
+        log_likelihood += part
+    assert np.isclose(log_likelihood, whole_log_likelihood, rtol=1e-11)
+    for name in whole:
+        assert np.allclose(total[name], whole[name], rtol=1e-9, atol=1e-10), name
+    # and through partial_fit, learning nothing
+    model.params = ""
+    parts = []
+    for X_batch, keywords in sequence_batches(X, lengths=lengths, batch_rows=batch_rows):
+        model.partial_fit(X_batch, **keywords)
+        parts.append(model.batch_log_likelihood_)
+    assert np.isclose(sum(parts), whole_log_likelihood, rtol=1e-11)
+    last = model.filter(X[-lengths[-1] :])[-1]
+    assert np.allclose(model.filtered_state_, last, atol=1e-12)
