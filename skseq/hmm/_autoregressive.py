@@ -104,8 +104,9 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
     the forward message: a :meth:`partial_fit` or :meth:`filter_stream` call
     that continues the stream emits all its rows, regressed on the rows before
     them (``filtered_lags_``), so a sequence cut into batches gives, at fixed
-    parameters, what one batch gives; a sequence that starts in a call needs
-    ``n_lags + 1`` rows.  :meth:`predict_next` forecasts the row after each
+    parameters, what one batch gives.  A sequence needs ``n_lags + 1`` rows,
+    except the last of a :meth:`partial_fit` batch, whose rows wait as lags
+    for the next batch.  :meth:`predict_next` forecasts the row after each
     sequence (user guide, "Autoregressive and regression emissions").
 
     Examples
