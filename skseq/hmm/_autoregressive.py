@@ -302,9 +302,18 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
             lengths,
             sequence_ids,
             first_call=first_call,
-            continues=continues,
+            # a sequence with no step yet starts its chain in this batch
+            continues=continues and self._stream.message is not None,
             known_states=known_states,
         )
+
+    def _check_known_states_possible(self, known_states, offsets, continues=False):
+        # Sequences with no step here (the last of a batch, still in its
+        # conditioning rows) have no label to check.
+        has_steps = np.diff(offsets) > 0
+        continues = continues and bool(has_steps[0])
+        offsets = np.concatenate([[0], offsets[1:][has_steps]])
+        super()._check_known_states_possible(known_states, offsets, continues)
 
     def _advance_stream(self, X, stream):
         # BaseHMM's forward-only smoothing message, with the rows the next

@@ -665,3 +665,13 @@ def test_sequence_batches_cut_anywhere_give_one_batchs_numbers(n_lags, batch_row
     assert np.isclose(sum(parts), whole_log_likelihood, rtol=1e-11)
     last = model.filter(X[-lengths[-1] :])[-1]
     assert np.allclose(model.filtered_state_, last, atol=1e-12)
+    # with labels on some rows: log p(X, labels) adds up the same way
+    known = np.where(rng.random(len(X)) < 0.3, rng.integers(0, 2, len(X)), -1)
+    model.partial_fit(X, lengths=lengths, known_states=known, new_sequence=True)
+    joint = model.batch_log_likelihood_
+    parts, start = [], 0
+    for X_batch, keywords in sequence_batches(X, lengths=lengths, batch_rows=batch_rows):
+        model.partial_fit(X_batch, known_states=known[start : start + len(X_batch)], **keywords)
+        parts.append(model.batch_log_likelihood_)
+        start += len(X_batch)
+    assert np.isclose(sum(parts), joint, rtol=1e-11)
