@@ -83,6 +83,7 @@ from ._linalg cimport (
 )
 
 cimport numpy as cnp
+import numpy as np
 
 cnp.import_array()  # numpy's C API, for the scratch allocators of _common
 
@@ -134,6 +135,22 @@ cdef struct ModelView:
     const double* initial_mean        # mu0, k
     const double* initial_cov         # Sigma0, k x k
     const double* control             # G, k x m (NULL when m == 0)
+    # Time-varying systems (pykalman's leading time axis): the number of
+    # doubles from one step's array to the next, 0 for a constant one.  Row t
+    # of a sequence is predicted with the transition arrays of step t - 1 and
+    # updated with the observation arrays of step t (:func:`_at_step`).
+    bint varying                      # whether any step below is nonzero
+    Py_ssize_t transition_step        # F and F^T
+    Py_ssize_t transition_cov_step    # Q
+    Py_ssize_t transition_offset_step # b
+    Py_ssize_t observation_step       # H and H^T
+    Py_ssize_t observation_cov_step   # R
+    Py_ssize_t observation_offset_step  # d
+
+
+cdef inline Py_ssize_t _step_size(object array, int constant_ndim):
+    """Doubles per time step of ``array``: 0 without a leading time axis."""
+    return array[0].size if array.ndim > constant_ndim else 0
 
 
 cdef class LinearGaussianModel:
@@ -141,7 +158,11 @@ cdef class LinearGaussianModel:
 
     All arrays must be float64, C-contiguous, with consistent shapes and
     symmetric covariances; nothing is checked here.  ``control_matrix`` has
-    shape (n_state, n_controls), possibly with zero columns.
+    shape (n_state, n_controls), possibly with zero columns.  The transition
+    matrix, covariance and offset, and the observation matrix, covariance and
+    offset, may each have a leading time axis (pykalman's time-varying
+    system: one more dimension than the constant array); the callers check
+    that it is long enough for every sequence.
     """
 
     cdef readonly object arrays
@@ -150,39 +171,55 @@ cdef class LinearGaussianModel:
     def __cinit__(self, transition_matrix, observation_matrix, transition_covariance,
                   observation_covariance, transition_offset, observation_offset,
                   initial_state_mean, initial_state_covariance, control_matrix):
-        cdef const double[:, ::1] transition = transition_matrix
-        cdef const double[:, ::1] observation = observation_matrix
-        cdef const double[:, ::1] transition_cov = transition_covariance
-        cdef const double[:, ::1] observation_cov = observation_covariance
-        cdef const double[::1] transition_off = transition_offset
-        cdef const double[::1] observation_off = observation_offset
+        # The products run as row-major A @ B (BLAS "NN", much faster than
+        # "NT" for small matrices), so keep the transposes of F and H too.
+        transition_transposed = np.ascontiguousarray(np.swapaxes(transition_matrix, -1, -2))
+        observation_transposed = np.ascontiguousarray(np.swapaxes(observation_matrix, -1, -2))
+        # Every array seen flat: a time-varying one is addressed by its step.
+        cdef const double[::1] transition = transition_matrix.reshape(-1)
+        cdef const double[::1] observation = observation_matrix.reshape(-1)
+        cdef const double[::1] transition_cov = transition_covariance.reshape(-1)
+        cdef const double[::1] observation_cov = observation_covariance.reshape(-1)
+        cdef const double[::1] transition_off = transition_offset.reshape(-1)
+        cdef const double[::1] observation_off = observation_offset.reshape(-1)
         cdef const double[::1] initial_mean = initial_state_mean
         cdef const double[:, ::1] initial_cov = initial_state_covariance
         cdef const double[:, ::1] control = control_matrix
-        # The products run as row-major A @ B (BLAS "NN", much faster than
-        # "NT" for small matrices), so keep the transposes of F and H too.
-        transition_transposed = transition_matrix.T.copy()
-        observation_transposed = observation_matrix.T.copy()
-        cdef const double[:, ::1] transition_t = transition_transposed
-        cdef const double[:, ::1] observation_t = observation_transposed
+        cdef const double[::1] transition_t = transition_transposed.reshape(-1)
+        cdef const double[::1] observation_t = observation_transposed.reshape(-1)
         self.arrays = (transition_matrix, observation_matrix, transition_covariance,
                        observation_covariance, transition_offset, observation_offset,
                        initial_state_mean, initial_state_covariance, control_matrix,
                        transition_transposed, observation_transposed)
-        self.view.n_state = transition.shape[0]
-        self.view.n_obs = observation.shape[0]
+        self.view.n_state = transition_matrix.shape[transition_matrix.ndim - 1]
+        self.view.n_obs = observation_matrix.shape[observation_matrix.ndim - 2]
         self.view.n_ctrl = control.shape[1]
-        self.view.transition = &transition[0, 0]
-        self.view.transition_t = &transition_t[0, 0]
-        self.view.observation = &observation[0, 0]
-        self.view.observation_t = &observation_t[0, 0]
-        self.view.transition_cov = &transition_cov[0, 0]
-        self.view.observation_cov = &observation_cov[0, 0]
+        self.view.transition = &transition[0]
+        self.view.transition_t = &transition_t[0]
+        self.view.observation = &observation[0]
+        self.view.observation_t = &observation_t[0]
+        self.view.transition_cov = &transition_cov[0]
+        self.view.observation_cov = &observation_cov[0]
         self.view.transition_offset = &transition_off[0]
         self.view.observation_offset = &observation_off[0]
         self.view.initial_mean = &initial_mean[0]
         self.view.initial_cov = &initial_cov[0, 0]
         self.view.control = &control[0, 0] if self.view.n_ctrl > 0 else NULL
+        self.view.transition_step = _step_size(transition_matrix, 2)
+        self.view.transition_cov_step = _step_size(transition_covariance, 2)
+        self.view.transition_offset_step = _step_size(transition_offset, 1)
+        self.view.observation_step = _step_size(observation_matrix, 2)
+        self.view.observation_cov_step = _step_size(observation_covariance, 2)
+        self.view.observation_offset_step = _step_size(observation_offset, 1)
+        self.view.varying = (
+            self.view.transition_step != 0 or self.view.transition_cov_step != 0
+            or self.view.transition_offset_step != 0 or self.view.observation_step != 0
+            or self.view.observation_cov_step != 0 or self.view.observation_offset_step != 0)
+
+    @property
+    def varying(self):
+        """Whether an array has a time axis (a time-varying system)."""
+        return bool(self.view.varying)
 
     @property
     def n_state(self):
@@ -314,6 +351,28 @@ cdef class _Scratch:
 # --------------------------------------------------------------------------
 # One filter step: prediction and (Joseph-form) update.
 # --------------------------------------------------------------------------
+
+cdef inline const ModelView* _at_step(const ModelView* model, ModelView* step,
+                                      Py_ssize_t transition_time,
+                                      Py_ssize_t observation_time) noexcept nogil:
+    """The model of one time step: ``model`` itself when nothing varies (the
+    constant path, no copy); else ``step`` filled with the arrays of
+    transition step ``transition_time`` and observation step ``observation_time``."""
+    if not model.varying:
+        return model
+    step[0] = model[0]
+    step.transition = model.transition + transition_time * model.transition_step
+    step.transition_t = model.transition_t + transition_time * model.transition_step
+    step.transition_cov = model.transition_cov + transition_time * model.transition_cov_step
+    step.transition_offset = (
+        model.transition_offset + transition_time * model.transition_offset_step)
+    step.observation = model.observation + observation_time * model.observation_step
+    step.observation_t = model.observation_t + observation_time * model.observation_step
+    step.observation_cov = model.observation_cov + observation_time * model.observation_cov_step
+    step.observation_offset = (
+        model.observation_offset + observation_time * model.observation_offset_step)
+    return step
+
 
 cdef void _predict(const ModelView* model, Workspace* w, const double* mean_previous,
                    const double* cov_previous, const double* control,
@@ -460,9 +519,14 @@ cdef double _filter_sequence(const ModelView* model, Workspace* w, const double*
     cdef Py_ssize_t kk = k * k
     cdef Py_ssize_t t, slot, filtered_slot, previous
     cdef double log_likelihood = 0.0, value
+    cdef ModelView step
+    cdef const ModelView* base = model
     for t in range(n_rows):
         slot = t & predicted_mask
         filtered_slot = t & filtered_mask
+        # Row t: predicted with the transition of step t - 1, updated with the
+        # observation of step t (a time-varying model is never continued).
+        model = _at_step(base, &step, t - 1 if t > 0 else 0, t)
         if t == 0 and previous_mean != NULL:
             _predict(model, w, previous_mean, previous_cov, u, mean_predicted + slot * k,
                      cov_predicted + slot * kk)
@@ -849,6 +913,7 @@ def kalman_smoother(
     cdef double[:, :, ::1] cov_scratch = None
     cdef double* cov_base
     cdef const double* u
+    cdef ModelView step
     if not with_covariance:
         cov_scratch = _zeros3(longest, k, k)
     with nogil:
@@ -871,7 +936,8 @@ def kalman_smoother(
                 for t in range(kk):
                     (&cross_cov[first, 0, 0])[t] = 0.0
             for t in range(n_rows - 2, -1, -1):
-                if _smooth_step(view, &scratch.w, &smoothed_mean[first + t, 0], cov_base + t * kk,
+                # Row t + 1 is predicted from row t with the transition of step t.
+                if _smooth_step(_at_step(view, &step, t, t), &scratch.w, &smoothed_mean[first + t, 0], cov_base + t * kk,
                                 u + (t + 1) * u_stride if u != NULL else NULL,
                                 &smoothed_mean[first + t + 1, 0], cov_base + (t + 1) * kk,
                                 with_covariance) != 0:
@@ -1077,20 +1143,26 @@ def forecast(
 
 
 def simulate_states(
-    const double[:, ::1] transition_matrix,  # IN
+    const double[:, :, ::1] transition_matrices,  # IN
     const double[:, ::1] innovations,  # IN
     double[:, ::1] states,  # OUT
 ):
-    """states[0] = innovations[0];  states[t] = F states[t-1] + innovations[t]."""
+    """states[0] = innovations[0];  states[t] = F_{t-1} states[t-1] + innovations[t].
+
+    ``transition_matrices`` holds one matrix (a constant F) or one per
+    transition, ``F_{t-1}`` moving row t - 1 to row t (pykalman's convention).
+    """
     cdef Py_ssize_t n_rows = innovations.shape[0]
     cdef Py_ssize_t k = innovations.shape[1]
-    cdef Py_ssize_t t, i, j
+    cdef Py_ssize_t varying = 1 if transition_matrices.shape[0] > 1 else 0
+    cdef Py_ssize_t t, i, j, step
     cdef double total
     with nogil:
         for t in range(n_rows):
+            step = (t - 1) * varying
             for i in range(k):
                 total = innovations[t, i]
                 if t > 0:
                     for j in range(k):
-                        total += transition_matrix[i, j] * states[t - 1, j]
+                        total += transition_matrices[step, i, j] * states[t - 1, j]
                 states[t, i] = total

@@ -473,46 +473,55 @@ def check_lgssm_parameters(
     transition_matrix = _as_float_array(transition_matrix, named("transition_matrix"))
     if n_features is None:
         observation_matrix = _as_float_array(observation_matrix, named("observation_matrix"))
-        if observation_matrix.ndim != 2:
+        if observation_matrix.ndim not in (2, 3):
             raise ValueError(
-                f"{named('observation_matrix')} must be 2-D (n_features, n_state), "
-                f"got {observation_matrix.shape}."
+                f"{named('observation_matrix')} must be 2-D (n_features, n_state), or 3-D "
+                f"(n_timesteps, n_features, n_state) when it varies, got {observation_matrix.shape}."
             )
-        n_features = observation_matrix.shape[0]
+        n_features = observation_matrix.shape[-2]
     if n_state is None:
-        if transition_matrix.ndim != 2 or transition_matrix.shape[0] != transition_matrix.shape[1]:
+        if transition_matrix.ndim not in (2, 3) or (
+            transition_matrix.shape[-2] != transition_matrix.shape[-1]
+        ):
             raise ValueError(
-                f"{named('transition_matrix')} must be square (n_state, n_state), "
+                f"{named('transition_matrix')} must be square (n_state, n_state), or "
+                f"(n_timesteps - 1, n_state, n_state) when it varies, "
                 f"got {transition_matrix.shape}."
             )
-        n_state = transition_matrix.shape[0]
+        n_state = transition_matrix.shape[-1]
     if n_state == 0:
         raise ValueError(
             f"{named('transition_matrix')} is empty: the state needs at least one dimension."
         )
-    checked = {
-        "transition_matrix": check_matrix(
-            transition_matrix, named("transition_matrix"), (n_state, n_state)
-        ),
-        "observation_matrix": check_matrix(
-            observation_matrix, named("observation_matrix"), (n_features, n_state)
-        ),
-        "transition_covariance": check_covariance(
-            transition_covariance, named("transition_covariance"), n_state
-        ),
-        "observation_covariance": check_covariance(
-            observation_covariance, named("observation_covariance"), n_features
-        ),
+    given = {
+        "transition_matrix": transition_matrix,
+        "observation_matrix": observation_matrix,
+        "transition_covariance": transition_covariance,
+        "observation_covariance": observation_covariance,
+        "transition_offset": transition_offset,
+        "observation_offset": observation_offset,
     }
-    vectors = {
-        "transition_offset": (transition_offset, n_state),
-        "observation_offset": (observation_offset, n_features),
-        "initial_state_mean": (initial_state_mean, n_state),
+    shapes = {
+        "transition_matrix": (n_state, n_state),
+        "observation_matrix": (n_features, n_state),
+        "transition_covariance": n_state,
+        "observation_covariance": n_features,
+        "transition_offset": (n_state,),
+        "observation_offset": (n_features,),
     }
-    for name, (value, dim) in vectors.items():
-        checked[name] = (
-            np.zeros(dim) if value is None else check_matrix(value, named(name), (dim,))
-        )
+    checked = {}
+    for name, value in given.items():
+        if value is None and name.endswith("_offset"):
+            checked[name] = np.zeros(shapes[name][0])
+            continue
+        checker = check_covariance if name.endswith("_covariance") else check_matrix
+        checked[name] = _check_time_varying(value, named(name), shapes[name], checker)
+    _time_axis_lengths(checked, suffix)
+    checked["initial_state_mean"] = (
+        np.zeros(n_state)
+        if initial_state_mean is None
+        else check_matrix(initial_state_mean, named("initial_state_mean"), (n_state,))
+    )
     checked["initial_state_covariance"] = (
         np.eye(n_state)
         if initial_state_covariance is None
@@ -534,6 +543,120 @@ def check_lgssm_parameters(
     return LGSSMParameters(**checked)
 
 
+# The arrays that may vary in time (pykalman's time-varying system), each with
+# the number of dimensions of its constant form.
+TIME_VARYING_NDIM = {
+    "transition_matrix": 2,
+    "transition_covariance": 2,
+    "transition_offset": 1,
+    "observation_matrix": 2,
+    "observation_covariance": 2,
+    "observation_offset": 1,
+}
+
+
+def _check_time_varying(value, name, shape, checker):
+    """One parameter, constant or with a leading time axis (each step checked by ``checker``)."""
+    constant_ndim = 2 if isinstance(shape, int) else len(shape)  # an int: a covariance's dim
+    array = _as_float_array(value, name)
+    if array.ndim != constant_ndim + 1:
+        return checker(array, name, shape)
+    if array.shape[0] == 0:
+        raise ValueError(f"{name} has an empty time axis (shape {array.shape}).")
+    return np.stack(
+        [checker(step, f"{name}[{t}]", shape) for t, step in enumerate(array)]
+    )
+
+
+def _time_axis_lengths(parameters, suffix=""):
+    """``(transition_steps, observation_steps)``: the lengths of the time axes of the
+    transition and observation arrays (None where none varies).
+
+    Raises ValueError when arrays of one group disagree on their length, or
+    when both groups vary and the transitions are neither ``n_timesteps - 1``
+    nor ``n_timesteps`` long (pykalman's conventions).
+    """
+    if isinstance(parameters, LGSSMParameters):
+        parameters = parameters._asdict()
+    lengths = {}
+    for group in ("transition", "observation"):
+        varying = {
+            name + suffix: np.shape(parameters[name])[0]
+            for name, ndim in TIME_VARYING_NDIM.items()
+            if name.startswith(group) and np.ndim(parameters[name]) > ndim
+        }
+        if len(set(varying.values())) > 1:
+            raise ValueError(
+                f"The time axes of the {group} arrays differ in length: {varying}; "
+                "give every time-varying array one entry per time step."
+            )
+        lengths[group] = next(iter(varying.values()), None)
+    transition, observation = lengths["transition"], lengths["observation"]
+    if transition is not None and observation is not None and transition not in (
+        observation - 1,
+        observation,
+    ):
+        raise ValueError(
+            f"The transition arrays have {transition} time steps but the observation arrays "
+            f"{observation}: with n_timesteps observation steps, give n_timesteps - 1 "
+            "transitions (the transition of step t moves row t to row t + 1)."
+        )
+    return transition, observation
+
+
+def is_time_varying(parameters):
+    """Whether validated :class:`LGSSMParameters` have an array with a time axis."""
+    return any(
+        np.ndim(getattr(parameters, name)) > ndim for name, ndim in TIME_VARYING_NDIM.items()
+    )
+
+
+def check_time_axis(parameters, offsets, name="X"):
+    """Refuse sequences whose length does not match the time axes of the parameters.
+
+    With validated :class:`LGSSMParameters` and the row ``offsets`` of the
+    sequences: a sequence of ``n`` rows needs observation arrays of ``n``
+    steps and transition arrays of ``n - 1`` (or ``n``, the last unused, as
+    pykalman accepts); the time axis indexes the rows of every sequence
+    from its first.  Nothing is checked for a constant model.
+    """
+    transition, observation = _time_axis_lengths(parameters)
+    if transition is None and observation is None:
+        return
+    lengths = np.diff(np.asarray(offsets))
+    wrong = np.zeros(len(lengths), dtype=bool)
+    if observation is not None:
+        wrong |= lengths != observation
+    if transition is not None:
+        wrong |= (lengths != transition + 1) & (lengths != transition)
+    if wrong.any():
+        first = int(np.flatnonzero(wrong)[0])
+        expected = (
+            f"{observation} rows (the observation arrays' time steps)"
+            if observation is not None
+            else f"{transition + 1} rows (the transition arrays' {transition} steps + 1)"
+        )
+        raise ValueError(
+            f"The model is time-varying: every sequence of {name} must have {expected}, "
+            f"but sequence {first} has {int(lengths[first])}."
+        )
+
+
+def refuse_time_varying(parameters, what, suffix=""):
+    """Raise a ValueError naming ``what`` when the parameters vary in time."""
+    if is_time_varying(parameters):
+        names = [
+            name + suffix
+            for name, ndim in TIME_VARYING_NDIM.items()
+            if np.ndim(getattr(parameters, name)) > ndim
+        ]
+        raise ValueError(
+            f"{what} needs a constant model, but {', '.join(names)} vary in time (they have "
+            "a leading time axis); the time-varying system is supported by the filter, the "
+            "smoother, the log-likelihood and sampling only."
+        )
+
+
 def make_model(parameters):
     """Pack already validated :class:`LGSSMParameters` for the kernels (no checks;
     covariances symmetrised)."""
@@ -543,7 +666,7 @@ def make_model(parameters):
 
     def covariance(value):
         value = np.asarray(value, dtype=np.float64)
-        return np.ascontiguousarray(0.5 * (value + value.T))
+        return np.ascontiguousarray(0.5 * (value + np.swapaxes(value, -1, -2)))
 
     return _kalman.LinearGaussianModel(
         matrix(parameters.transition_matrix),
@@ -558,13 +681,17 @@ def make_model(parameters):
     )
 
 
-def _check_inputs(parameters, X, controls, lengths):
+def _check_inputs(parameters, X, controls, lengths, constant_only=None):
     X = check_observations(X)
     if getattr(parameters, "control_matrix", None) is None and controls is not None:
         raise ValueError("controls were given without a control_matrix.")
-    model = make_model(check_lgssm_parameters(parameters, X.shape[1]))
+    parameters = check_lgssm_parameters(parameters, X.shape[1])
+    if constant_only:
+        refuse_time_varying(parameters, constant_only)
+    model = make_model(parameters)
     controls = check_controls(controls, X.shape[0], model.n_ctrl)
     offsets = sequence_offsets(X.shape[0], lengths=lengths)
+    check_time_axis(parameters, offsets)
     return X, model, controls, offsets
 
 
@@ -818,7 +945,7 @@ def check_sample_size(n_samples, parameters):
     The state and observation noises, the innovations, the states and the
     observations are held at once.
     """
-    k, p = parameters.transition_matrix.shape[0], parameters.observation_matrix.shape[0]
+    k, p = parameters.transition_matrix.shape[-1], parameters.observation_matrix.shape[-2]
     check_allocation(
         (n_samples, 3 * k + 2 * p),
         np.float64,
@@ -829,11 +956,17 @@ def check_sample_size(n_samples, parameters):
 
 def _sample(parameters, n_samples, controls, random_state):
     """One sequence drawn from validated parameters (as from
-    :func:`check_lgssm_parameters`), with ``random_state`` a RandomState."""
+    :func:`check_lgssm_parameters`), with ``random_state`` a RandomState.
+
+    A time-varying model (:func:`check_time_axis` passed for ``n_samples``
+    rows) draws row t with the transition arrays of step t - 1 and the
+    observation arrays of step t, from the same noise draws."""
     transition_matrix = parameters.transition_matrix
-    k, p = transition_matrix.shape[0], parameters.observation_matrix.shape[0]
+    k, p = transition_matrix.shape[-1], parameters.observation_matrix.shape[-2]
     state_noise = random_state.standard_normal((n_samples, k))
     observation_noise = random_state.standard_normal((n_samples, p))
+    if is_time_varying(parameters):
+        return _sample_time_varying(parameters, state_noise, observation_noise, controls)
     innovations = state_noise @ np.linalg.cholesky(parameters.transition_covariance).T
     innovations[1:] += (
         parameters.transition_offset + controls[1:] @ parameters.control_matrix.T
@@ -842,13 +975,49 @@ def _sample(parameters, n_samples, controls, random_state):
         np.linalg.cholesky(parameters.initial_state_covariance) @ state_noise[0]
     )
     states = np.empty((n_samples, k))
-    _kalman.simulate_states(_rows(transition_matrix), _rows(innovations), states)
+    _kalman.simulate_states(_rows(transition_matrix[None]), _rows(innovations), states)
     observations = (
         states @ parameters.observation_matrix.T
         + parameters.observation_offset
         + observation_noise @ np.linalg.cholesky(parameters.observation_covariance).T
     )
     return LGSSMSample(observations, states)
+
+
+def _sample_time_varying(parameters, state_noise, observation_noise, controls):
+    """:func:`_sample` of a time-varying model, from its standard normal draws."""
+    n_samples, k = state_noise.shape
+    transitions, observations = np.arange(n_samples - 1), np.arange(n_samples)
+
+    def at(name, steps):
+        value = getattr(parameters, name)
+        return value[steps] if np.ndim(value) > TIME_VARYING_NDIM[name] else value
+
+    def apply(matrices, vectors):  # row t: matrices[t] @ vectors[t] (or one matrix for all)
+        return np.einsum("...ij,...j->...i", matrices, vectors)
+
+    innovations = np.empty((n_samples, k))
+    innovations[1:] = (
+        apply(np.linalg.cholesky(at("transition_covariance", transitions)), state_noise[1:])
+        + at("transition_offset", transitions)
+        + controls[1:] @ parameters.control_matrix.T
+    )
+    innovations[0] = parameters.initial_state_mean + (
+        np.linalg.cholesky(parameters.initial_state_covariance) @ state_noise[0]
+    )
+    transition_matrix = at("transition_matrix", transitions)
+    if n_samples == 1:  # no transition
+        transition_matrix = np.zeros((1, k, k))
+    elif transition_matrix.ndim == 2:
+        transition_matrix = transition_matrix[None]
+    states = np.empty((n_samples, k))
+    _kalman.simulate_states(_rows(transition_matrix), _rows(innovations), states)
+    observed = (
+        apply(at("observation_matrix", observations), states)
+        + at("observation_offset", observations)
+        + apply(np.linalg.cholesky(at("observation_covariance", observations)), observation_noise)
+    )
+    return LGSSMSample(observed, states)
 
 
 # Blocks of the stream moments that are symmetric and kept in their upper triangle.
@@ -1147,7 +1316,9 @@ def kalman_filter_step(
     >>> bool(np.array_equal(mean, kalman_filter(parameters, X).filtered_means[-1]))
     True
     """
-    model = make_model(check_lgssm_parameters(parameters, np.size(x)))
+    parameters = check_lgssm_parameters(parameters, np.size(x))
+    refuse_time_varying(parameters, "kalman_filter_step")
+    model = make_model(parameters)
     x = check_observations(np.reshape(_as_float_array(x, "x"), (1, -1)), name="x")[0]
     if (filtered_state_mean is None) != (filtered_state_covariance is None):
         raise ValueError(
@@ -1214,7 +1385,9 @@ def kalman_forecast(parameters, X, n_steps, *, controls=None, future_controls=No
     True
     """
     check_scalar_param(n_steps, "n_steps", "int", low=1)
-    X, model, controls, offsets = _check_inputs(parameters, X, controls, lengths)
+    X, model, controls, offsets = _check_inputs(
+        parameters, X, controls, lengths, constant_only="kalman_forecast"
+    )
     last = _filter_last_offsets(model, X, controls, offsets)
     _raise_if_failed(last.sequence_log_likelihood)
     n_rows = (len(offsets) - 1) * n_steps
@@ -1255,6 +1428,7 @@ def sample_lgssm(parameters, n_samples, *, controls=None, random_state=None):
     check_scalar_param(n_samples, "n_samples", "int", low=1)
     parameters = check_lgssm_parameters(parameters)
     n_controls = parameters.control_matrix.shape[1]
+    check_time_axis(parameters, np.array([0, n_samples]), name="the sample")
     check_sample_size(n_samples, parameters)
     controls = check_controls(controls, n_samples, n_controls)
     return _sample(parameters, n_samples, controls, check_random_state(random_state))
@@ -1327,7 +1501,9 @@ def kalman_forward_smoothing(parameters, X, *, controls=None, carried=None):
     >>> bool(np.allclose(total["transition_cross"], whole.statistics["transition_cross"]))
     True
     """
-    X, model, controls, _ = _check_inputs(parameters, X, controls, None)
+    X, model, controls, _ = _check_inputs(
+        parameters, X, controls, None, constant_only="kalman_forward_smoothing"
+    )
     if carried is not None:
         _check_carried(carried, model.n_state, model.n_obs, model.n_ctrl)
     result = _forward_smoothing_rows(model, X, controls, carried)
