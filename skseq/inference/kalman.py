@@ -634,7 +634,8 @@ def check_time_axis(parameters, offsets, name="X"):
         expected = (
             f"{observation} rows (the observation arrays' time steps)"
             if observation is not None
-            else f"{transition + 1} rows (the transition arrays' {transition} steps + 1)"
+            else f"{transition + 1} rows (the transition arrays' {transition} steps + 1; "
+            f"or {transition}, the last transition unused)"
         )
         raise ValueError(
             f"The model is time-varying: every sequence of {name} must have {expected}, "
@@ -651,9 +652,10 @@ def refuse_time_varying(parameters, what, suffix=""):
             if np.ndim(getattr(parameters, name)) > ndim
         ]
         raise ValueError(
-            f"{what} needs a constant model, but {', '.join(names)} vary in time (they have "
-            "a leading time axis); the time-varying system is supported by the filter, the "
-            "smoother, the log-likelihood and sampling only."
+            f"{what} needs a constant model, but {', '.join(names)} "
+            f"{'has' if len(names) == 1 else 'have'} a leading time axis: a time-varying "
+            "system is supported by the filter, the smoother, the log-likelihood and "
+            "sampling only."
         )
 
 

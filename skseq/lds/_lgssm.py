@@ -48,6 +48,7 @@ from .._validation import (
 )
 from ..base import BaseEM, ParameterCoordinates, SufficientStatistics
 from ..inference.kalman import (
+    TIME_VARYING_NDIM,
     LGSSMParameters,
     _em_statistics_in_chunks,
     _em_statistics_offsets,
@@ -61,7 +62,9 @@ from ..inference.kalman import (
     check_lgssm_parameters,
     check_log_likelihood_overflow,
     check_sample_size,
+    check_time_axis,
     make_model,
+    refuse_time_varying,
 )
 from ._initialization import (
     COVARIANCE_NAMES,
@@ -501,7 +504,7 @@ class LinearGaussianSSM(
         """
         return make_model(LGSSMParameters(*(getattr(self, f"{name}_") for name in PARAMETER_NAMES)))
 
-    def _checked_parameters(self):
+    def _checked_parameters(self, constant_only=None):
         """The fitted parameters, validated before any kernel sees them.
 
         They may have been set by hand, or ``n_components`` changed with
@@ -510,7 +513,10 @@ class LinearGaussianSSM(
         (so that the shapes agree with each other and with the data), and
         each covariance symmetric positive definite.  Returns the validated
         copies, as the :class:`~skseq.inference.kalman.LGSSMParameters` that
-        the inference functions take.
+        the inference functions take.  The transition and observation arrays
+        may have a leading time axis (a time-varying system, user guide
+        "Time-varying matrices"), unless ``constant_only`` names the method
+        that needs a constant model.
         """
         check_is_fitted(self, msg=self._not_fitted_message)
         PARAMETER_RULES["n_components"](self.n_components, "n_components")
@@ -524,7 +530,7 @@ class LinearGaussianSSM(
                 raise ValueError(f"{type(self).__name__} has no fitted {name}_; refit it.")
             values.append(value)
         try:
-            return check_lgssm_parameters(
+            parameters = check_lgssm_parameters(
                 LGSSMParameters(*values), p, n_state=k, n_controls=m, suffix="_"
             )
         except ValueError as error:
@@ -533,10 +539,13 @@ class LinearGaussianSSM(
                 f"n_features_in_={p}, n_controls_={m}): {error} Refit the model after "
                 "changing n_components, or set every fitted array consistently."
             ) from None
+        if constant_only is not None:
+            refuse_time_varying(parameters, f"{type(self).__name__}.{constant_only}", suffix="_")
+        return parameters
 
-    def _checked_model(self):
+    def _checked_model(self, constant_only=None):
         """The validated fitted parameters packed for the kernels."""
-        return make_model(self._checked_parameters())
+        return make_model(self._checked_parameters(constant_only))
 
     # -- the EM protocol ----------------------------------------------------------
 
@@ -795,6 +804,7 @@ class LinearGaussianSSM(
         self : LinearGaussianSSM
         """
         self._check_params()
+        self._refuse_time_varying_init()
         X, offsets, controls = self._validate_sequences(
             X, y, lengths, sequence_ids, controls, reset=True, method="fit"
         )
@@ -804,6 +814,18 @@ class LinearGaussianSSM(
         self._reset_stream()
         self._fit_em(self._stack(X, controls), offsets)
         return self
+
+    def _refuse_time_varying_init(self):
+        """EM learns constant matrices only: refuse ``*_init`` arrays with a time axis."""
+        for name, ndim in TIME_VARYING_NDIM.items():
+            value = getattr(self, f"{name}_init")
+            if value is not None and not isinstance(value, str) and np.ndim(value) > ndim:
+                raise ValueError(
+                    f"{name}_init has a leading time axis (shape {np.shape(value)}): EM does "
+                    "not learn time-varying matrices. Fit a constant model, or set the "
+                    f"fitted {name}_ to the time-varying array and use filter, smooth and "
+                    "score (user guide, 'Time-varying matrices')."
+                )
 
     @staticmethod
     def _reject_empty_sequences(X, offsets):
@@ -899,6 +921,7 @@ class LinearGaussianSSM(
         # Each block packs the kernel's model itself: it cannot be pickled (to
         # a dask worker), and packing the checked parameters is cheap.
         parameters = self._checked_parameters()
+        check_time_axis(parameters, offsets)
         results = self._over_sequence_blocks(
             lambda X, controls, offsets: _filter_last_offsets(
                 make_model(parameters), X, controls, offsets
@@ -919,6 +942,7 @@ class LinearGaussianSSM(
         -------
         aic : float
         """
+        self._checked_parameters(constant_only="aic")
         return self._information_criterion(
             "aic", X, lengths=lengths, sequence_ids=sequence_ids, controls=controls
         )
@@ -933,6 +957,7 @@ class LinearGaussianSSM(
         -------
         bic : float
         """
+        self._checked_parameters(constant_only="bic")
         return self._information_criterion(
             "bic", X, lengths=lengths, sequence_ids=sequence_ids, controls=controls
         )
@@ -959,7 +984,9 @@ class LinearGaussianSSM(
         """``inference`` (a filter or smoother core over offsets) on the checked X, whose
         log-likelihood must be finite."""
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        result = inference(self._checked_model(), X, controls, offsets, **options)
+        parameters = self._checked_parameters()
+        check_time_axis(parameters, offsets)
+        result = inference(make_model(parameters), X, controls, offsets, **options)
         self._check_finite(result.sequence_log_likelihood)
         return result
 
@@ -1020,7 +1047,7 @@ class LinearGaussianSSM(
             )
         check_scalar_param(n_steps, "n_steps", "int", low=1)
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
-        model = self._checked_model()
+        model = self._checked_model(constant_only="forecast")
         last_means, last_covariances, sequence_log_likelihood, _ = _filter_last_offsets(
             model, X, controls, offsets
         )
@@ -1060,6 +1087,7 @@ class LinearGaussianSSM(
         """
         parameters = self._checked_parameters()
         check_scalar_param(n_samples, "n_samples", "int", low=1)
+        check_time_axis(parameters, np.array([0, n_samples]), name="the sample")
         check_sample_size(n_samples, parameters)
         controls = check_controls(controls, n_samples, self.n_controls_)
         return tuple(_sample(parameters, n_samples, controls, check_random_state(random_state)))

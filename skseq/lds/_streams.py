@@ -93,11 +93,12 @@ class LGSSMStreams:
             start = offsets[checked]
             self._reject_empty_sequences(X[start:], offsets[checked:] - start)
         if first_call:
+            self._refuse_time_varying_init()
             self.n_controls_ = controls.shape[1]
             self._n_features_out = self.n_components
         else:
             # Continue from validated float64 copies of the fitted arrays.
-            self._set_parameters(self._checked_parameters()._asdict())
+            self._set_parameters(self._checked_parameters("partial_fit")._asdict())
         return self._stack(X, controls), offsets
 
     def _publish_stream(self, carried):
@@ -204,7 +205,7 @@ class LGSSMStreams:
         """
         check_bool_param(new_sequence, "new_sequence")
         X, offsets, controls = self._prepare(X, None, None, None, controls)
-        model = self._checked_model()
+        model = self._checked_model("filter_stream")
         continues = not new_sequence and hasattr(self, "filter_state_mean_")
         if not continues:
             # The rows start a sequence: the batch filter over them is the stream.
@@ -247,7 +248,7 @@ class LGSSMStreams:
         if X is not None:
             X, offsets, controls = self._prepare(X, None, None, None, controls)
             last_means, last_covariances, sequence_log_likelihood, _ = _filter_last_offsets(
-                self._checked_model(), X, controls, offsets
+                self._checked_model("reset_filter"), X, controls, offsets
             )
             self._check_finite(sequence_log_likelihood)
             self.filter_state_mean_ = last_means[0]
@@ -296,7 +297,7 @@ class LGSSMStreams:
         >>> bool(np.array_equal(mean, batch_means[-1]))
         True
         """
-        model = self._checked_model()
+        model = self._checked_model("filter_update")
         x = masked_as_nan(x, missing_supported=True, owner="filter_update", name="x")
         x = np.asarray(x, dtype=np.float64).reshape(-1)
         if x.shape[0] != self.n_features_in_:
