@@ -476,7 +476,8 @@ def check_lgssm_parameters(
         if observation_matrix.ndim not in (2, 3):
             raise ValueError(
                 f"{named('observation_matrix')} must be 2-D (n_features, n_state), or 3-D "
-                f"(n_timesteps, n_features, n_state) when it varies, got {observation_matrix.shape}."
+                "(n_timesteps, n_features, n_state) when it varies, "
+                f"got {observation_matrix.shape}."
             )
         n_features = observation_matrix.shape[-2]
     if n_state is None:
@@ -563,9 +564,7 @@ def _check_time_varying(value, name, shape, checker):
         return checker(array, name, shape)
     if array.shape[0] == 0:
         raise ValueError(f"{name} has an empty time axis (shape {array.shape}).")
-    return np.stack(
-        [checker(step, f"{name}[{t}]", shape) for t, step in enumerate(array)]
-    )
+    return np.stack([checker(step, f"{name}[{t}]", shape) for t, step in enumerate(array)])
 
 
 def _time_axis_lengths(parameters, suffix=""):
@@ -592,10 +591,8 @@ def _time_axis_lengths(parameters, suffix=""):
             )
         lengths[group] = next(iter(varying.values()), None)
     transition, observation = lengths["transition"], lengths["observation"]
-    if transition is not None and observation is not None and transition not in (
-        observation - 1,
-        observation,
-    ):
+    both = transition is not None and observation is not None
+    if both and transition not in (observation - 1, observation):
         raise ValueError(
             f"The transition arrays have {transition} time steps but the observation arrays "
             f"{observation}: with n_timesteps observation steps, give n_timesteps - 1 "
@@ -970,9 +967,7 @@ def _sample(parameters, n_samples, controls, random_state):
     if is_time_varying(parameters):
         return _sample_time_varying(parameters, state_noise, observation_noise, controls)
     innovations = state_noise @ np.linalg.cholesky(parameters.transition_covariance).T
-    innovations[1:] += (
-        parameters.transition_offset + controls[1:] @ parameters.control_matrix.T
-    )
+    innovations[1:] += parameters.transition_offset + controls[1:] @ parameters.control_matrix.T
     innovations[0] = parameters.initial_state_mean + (
         np.linalg.cholesky(parameters.initial_state_covariance) @ state_noise[0]
     )
@@ -1190,6 +1185,7 @@ def _check_carried(carried, n_state, n_obs, n_ctrl):
 
 
 # -- public functions ---------------------------------------------------------
+
 
 @masked_arrays_checked(missing=("X",))
 def kalman_filter(parameters, X, *, controls=None, lengths=None):
@@ -1511,4 +1507,3 @@ def kalman_forward_smoothing(parameters, X, *, controls=None, carried=None):
     result = _forward_smoothing_rows(model, X, controls, carried)
     _raise_if_failed(np.array([result.log_likelihood]))
     return result
-

@@ -333,8 +333,7 @@ def _checked_filter_step(model, x, control, previous, name):
     mean, covariance, log_predictive = _filter_step(model, x, control, previous)
     if np.isnan(log_predictive):
         raise np.linalg.LinAlgError(
-            "The filter update failed numerically (innovation covariance not positive "
-            "definite)."
+            "The filter update failed numerically (innovation covariance not positive definite)."
         )
     check_log_likelihood_overflow(np.array([log_predictive]), name)
     return mean, covariance
