@@ -564,7 +564,33 @@ def _check_time_varying(value, name, shape, checker):
         return checker(array, name, shape)
     if array.shape[0] == 0:
         raise ValueError(f"{name} has an empty time axis (shape {array.shape}).")
-    return np.stack([checker(step, f"{name}[{t}]", shape) for t, step in enumerate(array)])
+    # All steps at once; on a failure, step by step for the message naming the step.
+    steps = _checked_steps(array, shape, covariance=checker is check_covariance)
+    if steps is None:
+        for t, step in enumerate(array):
+            checker(step, f"{name}[{t}]", shape)
+    return steps
+
+
+def _checked_steps(array, shape, *, covariance):
+    """The steps of ``array`` checked together as ``check_matrix`` / ``check_covariance``
+    check one (a C-contiguous copy, covariances symmetrised), or None when one fails."""
+    expected = (shape, shape) if covariance else tuple(shape)
+    if array.shape[1:] != expected or not np.all(np.isfinite(array)):
+        return None
+    if not covariance:
+        return np.array(array, dtype=np.float64, order="C", copy=True)
+    transposed = np.swapaxes(array, 1, 2)
+    scale = np.max(np.abs(array), axis=(1, 2), initial=0.0)
+    asymmetry = np.max(np.abs(array - transposed), axis=(1, 2), initial=0.0)
+    if np.any(asymmetry > 1e-8 * np.maximum(scale, 1e-300)):
+        return None
+    symmetric = np.ascontiguousarray(0.5 * (array + transposed))
+    try:
+        np.linalg.cholesky(symmetric)
+    except np.linalg.LinAlgError:
+        return None
+    return symmetric
 
 
 def _time_axis_lengths(parameters, suffix=""):
