@@ -86,6 +86,16 @@ class LGSSMParameters(NamedTuple):
     initial_state_covariance : array-like of shape (n_state, n_state), default=identity
         Sigma0, symmetric positive definite.
 
+    Notes
+    -----
+    Time-varying systems (pykalman's): the transition matrix, covariance and
+    offset may have a leading axis of ``n_timesteps - 1`` steps (step t moves
+    row t to row t + 1; ``n_timesteps`` steps are accepted too, the last
+    unused), the observation matrix, covariance and offset one of
+    ``n_timesteps`` steps.  The filter, the smoother and the sampler then
+    need sequences of ``n_timesteps`` rows (:func:`check_time_axis`); the
+    forecast, the one-step filter and forward-only smoothing refuse them.
+
     Examples
     --------
     >>> import numpy as np
@@ -95,6 +105,12 @@ class LGSSMParameters(NamedTuple):
     ...     transition_covariance=[[0.1]], observation_covariance=[[0.5]])
     >>> kalman_filter(parameters, np.array([[1.0], [1.2]])).filtered_means.shape
     (2, 1)
+
+    A transition that changes at each of the two steps of three rows:
+
+    >>> varying = parameters._replace(transition_matrix=[[[0.5]], [[2.0]]])
+    >>> kalman_filter(varying, np.array([[1.0], [1.2], [0.8]])).predicted_means.ravel().round(3)
+    array([0.   , 0.333, 1.132])
     """
 
     transition_matrix: np.ndarray
@@ -628,7 +644,15 @@ def _time_axis_lengths(parameters, suffix=""):
 
 
 def is_time_varying(parameters):
-    """Whether validated :class:`LGSSMParameters` have an array with a time axis."""
+    """Whether validated :class:`LGSSMParameters` have an array with a time axis.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import LGSSMParameters, is_time_varying
+    >>> is_time_varying(LGSSMParameters([[1.0]], np.ones((5, 1, 1)), [[0.1]], [[0.5]]))
+    True
+    """
     return any(
         np.ndim(getattr(parameters, name)) > ndim for name, ndim in TIME_VARYING_NDIM.items()
     )
@@ -642,6 +666,19 @@ def check_time_axis(parameters, offsets, name="X"):
     steps and transition arrays of ``n - 1`` (or ``n``, the last unused, as
     pykalman accepts); the time axis indexes the rows of every sequence
     from its first.  Nothing is checked for a constant model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import (
+    ...     LGSSMParameters, check_lgssm_parameters, check_time_axis)
+    >>> parameters = check_lgssm_parameters(
+    ...     LGSSMParameters([[1.0]], np.ones((5, 1, 1)), [[0.1]], [[0.5]]))
+    >>> check_time_axis(parameters, np.array([0, 5, 10]))  # two sequences of 5 rows
+    >>> check_time_axis(parameters, np.array([0, 4]))
+    Traceback (most recent call last):
+    ...
+    ValueError: The model is time-varying: every sequence of X must have 5 rows ... has 4.
     """
     transition, observation = _time_axis_lengths(parameters)
     if transition is None and observation is None:
@@ -1220,7 +1257,10 @@ def kalman_filter(parameters, X, *, controls=None, lengths=None):
     Parameters
     ----------
     parameters : LGSSMParameters
-        The model: F, H, Q, R and the optional b, d, G, mu0, Sigma0.
+        The model: F, H, Q, R and the optional b, d, G, mu0, Sigma0; the
+        transition and observation arrays may vary in time (a leading time
+        axis, :class:`LGSSMParameters`), every sequence then having
+        ``n_timesteps`` rows.
     X : array-like of shape (n_samples, n_features)
         Observations of all sequences, concatenated in time order.  NaN (or a
         masked entry of a :class:`numpy.ma.MaskedArray`) marks a missing

@@ -376,6 +376,18 @@ class LinearGaussianSSM(
     distribution of x): compare fitted models by basis-invariant quantities
     such as the log-likelihood or the autocovariances of x.
 
+    Time-varying matrices (pykalman's 3-D arrays): set the fitted
+    ``transition_matrix_``, ``transition_covariance_``, ``transition_offset_``
+    (``n_timesteps - 1`` steps) or ``observation_matrix_``,
+    ``observation_covariance_``, ``observation_offset_`` (``n_timesteps``
+    steps) to arrays with a leading time axis; :meth:`filter`,
+    :meth:`smooth`, :meth:`transform`, :meth:`score`,
+    :meth:`score_sequences` and :meth:`sample` then use each step's arrays,
+    on sequences of ``n_timesteps`` rows.  EM does not learn them: ``fit``
+    and ``partial_fit`` refuse a ``*_init`` with a time axis, and
+    ``forecast``, the online filter and ``aic``/``bic`` need constant
+    matrices (user guide, "Time-varying matrices").
+
     Examples
     --------
     >>> import numpy as np
