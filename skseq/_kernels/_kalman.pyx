@@ -83,7 +83,6 @@ from ._linalg cimport (
 )
 
 cimport numpy as cnp
-import numpy as np
 
 cnp.import_array()  # numpy's C API, for the scratch allocators of _common
 
@@ -173,8 +172,8 @@ cdef class LinearGaussianModel:
                   initial_state_mean, initial_state_covariance, control_matrix):
         # The products run as row-major A @ B (BLAS "NN", much faster than
         # "NT" for small matrices), so keep the transposes of F and H too.
-        transition_transposed = np.ascontiguousarray(np.swapaxes(transition_matrix, -1, -2))
-        observation_transposed = np.ascontiguousarray(np.swapaxes(observation_matrix, -1, -2))
+        transition_transposed = transition_matrix.swapaxes(-1, -2).copy()  # C order
+        observation_transposed = observation_matrix.swapaxes(-1, -2).copy()
         # Every array seen flat: a time-varying one is addressed by its step.
         cdef const double[::1] transition = transition_matrix.reshape(-1)
         cdef const double[::1] observation = observation_matrix.reshape(-1)
