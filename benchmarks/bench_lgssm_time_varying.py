@@ -31,6 +31,12 @@ import skseq
 from skseq.inference import kalman
 
 SHAPES = [(2, 1), (4, 4), (16, 8)]
+# pykalman's plural names of the matrices and offsets.
+PYKALMAN_NAMES = {
+    name: name.replace("matrix", "matrices") if "matrix" in name else name + "s"
+    for name in ("transition_matrix", "observation_matrix", "transition_offset")
+}
+PYKALMAN_NAMES["observation_offset"] = "observation_offsets"
 
 
 def best_cpu_time(functions, repeats):
@@ -125,15 +131,13 @@ def main():
         )
         for k, p in SHAPES:
             parameters, X = time_varying_model(rng, n, k, p), rng.normal(size=(n, p))
+            arrays = {
+                PYKALMAN_NAMES.get(name, name): value
+                for name, value in zip(parameters._fields, parameters)
+                if name in kalman.TIME_VARYING_NDIM
+            }
             reference = KalmanFilter(
-                transition_matrices=parameters.transition_matrix,
-                observation_matrices=parameters.observation_matrix,
-                transition_covariance=parameters.transition_covariance,
-                observation_covariance=parameters.observation_covariance,
-                transition_offsets=parameters.transition_offset,
-                observation_offsets=parameters.observation_offset,
-                initial_state_mean=np.zeros(k),
-                initial_state_covariance=np.eye(k),
+                initial_state_mean=np.zeros(k), initial_state_covariance=np.eye(k), **arrays
             )
             times = best_cpu_time(
                 [

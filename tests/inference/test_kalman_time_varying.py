@@ -83,19 +83,6 @@ def test_filter_and_smoother_equal_pykalman(k, p):
     )
 
 
-def test_log_likelihood_equals_pykalman():
-    # pykalman's loglikelihood reads observation_covariance as one matrix, so
-    # it is constant here; everything else varies.
-    rng = np.random.default_rng(3)
-    n, k, p = 30, 2, 2
-    parameters = time_varying_model(rng, n, k, p, varying_observation_covariance=False)
-    X = rng.normal(size=(n, p))
-    X[7] = np.nan
-    expected = _pykalman(parameters).loglikelihood(np.ma.masked_invalid(X))
-    assert abs(kalman_filter(parameters, X).log_likelihood - expected) < 1e-8
-    assert abs(kalman_smoother(parameters, X).log_likelihood - expected) < 1e-8
-
-
 def _joint_gaussian(parameters, n):
     """Mean and covariance of (z_1..z_n, x_1..x_n), stacked, by propagating the model."""
     F, H, Q, R, b, d, _, mu0, sigma0 = parameters
@@ -343,7 +330,9 @@ def _fitted_with(parameters, n_features):
     return model
 
 
-def test_estimator_filter_smooth_score_equal_pykalman():
+def test_log_likelihood_and_estimator_equal_pykalman():
+    # pykalman's loglikelihood reads observation_covariance as one matrix, so
+    # it is constant here; everything else varies.
     rng = np.random.default_rng(15)
     n, k, p = 20, 2, 2
     parameters = time_varying_model(rng, n, k, p, varying_observation_covariance=False)
@@ -357,7 +346,10 @@ def test_estimator_filter_smooth_score_equal_pykalman():
     for ours, theirs in zip(model.smooth(X), reference.smooth(masked)):
         np.testing.assert_allclose(ours, theirs, atol=1e-8)
     np.testing.assert_allclose(model.transform(X), reference.smooth(masked)[0], atol=1e-8)
-    assert abs(model.score(X) - reference.loglikelihood(masked)) < 1e-8
+    expected = reference.loglikelihood(masked)
+    assert abs(model.score(X) - expected) < 1e-8
+    assert abs(kalman_filter(parameters, X).log_likelihood - expected) < 1e-8
+    assert abs(kalman_smoother(parameters, X).log_likelihood - expected) < 1e-8
     assert model.score_sequences(np.vstack([X, X]), lengths=[n, n]).shape == (2,)
     assert model.sample(n, random_state=0)[0].shape == (n, p)
 
