@@ -106,7 +106,8 @@ _PYKALMAN_HINTS = {
     "transition_offsets": (
         "write transition_offset_init= for a constant offset; time-varying offsets are "
         "controls: fit(X, controls=offsets) with control_matrix_init=np.eye(n_components) and "
-        "params leaving 'control_matrix' out (pykalman's offset t drives row t + 1)."
+        "params leaving 'control_matrix' out (pykalman's offset t drives row t + 1), or, "
+        "known and not learned, the fitted transition_offset_ set to the 2-D array."
     ),
     "n_dim_state": "write n_components=.",
     "n_dim_obs": "the number of features is taken from X in fit.",
@@ -119,7 +120,9 @@ _KNOWN_MATRICES = (
     "To filter or smooth with known matrices and no EM, call "
     "skseq.inference.kalman.kalman_filter(LGSSMParameters(F, H, Q, R), X) (or kalman_smoother), "
     "or give "
-    "every parameter as *_init with n_iter=0 and call fit(X) first."
+    "every parameter as *_init with n_iter=0 and call fit(X) first. Time-varying matrices "
+    "(pykalman's 3-D arrays) go to LGSSMParameters or to the fitted attributes "
+    "(transition_matrix_, ...): EM does not learn them."
 )
 _NOT_FITTED = "This %(name)s instance is not fitted yet: fit(X) learns its parameters by EM. "
 # Rows per chunk of the E step of a sequence beyond the working-memory budget

@@ -254,17 +254,21 @@ def test_sample_follows_the_time_convention():
         np.testing.assert_allclose(X[t], x, rtol=1e-12, atol=1e-12)
 
 
-def test_sample_of_one_row_and_constant_sample_unchanged():
+def test_sample_of_one_row_has_no_transition():
     rng = np.random.default_rng(12)
-    parameters = time_varying_model(rng, 1 + 1, 2, 1)
-    one = parameters._replace(
-        transition_matrix=parameters.transition_matrix[:1],
+    parameters = time_varying_model(rng, 2, 2, 1)
+    one = parameters._replace(  # one observation step; the transition's step is unused
         observation_matrix=parameters.observation_matrix[:1],
         observation_covariance=parameters.observation_covariance[:1],
         observation_offset=parameters.observation_offset[:1],
     )
     X, Z = sample_lgssm(one, 1, random_state=0)
-    assert X.shape == (1, 1) and Z.shape == (1, 2)
+    draws = np.random.RandomState(0)
+    z = parameters.initial_state_mean + np.linalg.cholesky(
+        parameters.initial_state_covariance
+    ) @ draws.standard_normal(2)
+    np.testing.assert_allclose(Z[0], z, rtol=1e-12)
+    assert X.shape == (1, 1)
 
 
 # -- errors -----------------------------------------------------------------------
@@ -376,3 +380,20 @@ def test_estimator_refuses_time_varying_where_it_cannot():
         LinearGaussianSSM(
             k, observation_covariance_init=parameters.observation_covariance
         ).partial_fit(X)
+
+
+def test_time_varying_offsets_equal_controls_and_masked_rows_equal_nan():
+    # b_{t-1} as the control u_t through G = I: the same model.
+    rng = np.random.default_rng(17)
+    n, k, p = 15, 2, 2
+    parameters = time_varying_model(rng, n, k, p)
+    X = rng.normal(size=(n, p))
+    X[4, 0] = np.nan
+    controls = np.vstack([np.zeros((1, k)), parameters.transition_offset])
+    as_controls = parameters._replace(transition_offset=None, control_matrix=np.eye(k))
+    a = kalman_smoother(parameters, X)
+    b = kalman_smoother(as_controls, X, controls=controls)
+    np.testing.assert_allclose(a.smoothed_means, b.smoothed_means, rtol=1e-12, atol=1e-12)
+    assert np.isclose(a.log_likelihood, b.log_likelihood, rtol=1e-12)
+    masked = kalman_smoother(parameters, np.ma.masked_invalid(X))
+    np.testing.assert_array_equal(masked.smoothed_means, a.smoothed_means)
