@@ -502,7 +502,8 @@ cdef double _filter_sequence(const ModelView* model, Workspace* w, const double*
                              Py_ssize_t predicted_mask, double* mean_filtered,
                              double* cov_filtered, Py_ssize_t filtered_mask,
                              double* log_predictive, const double* previous_mean=NULL,
-                             const double* previous_cov=NULL) noexcept nogil:
+                             const double* previous_cov=NULL,
+                             Py_ssize_t time_start=0) noexcept nogil:
     """Kalman filter over the rows of one sequence.
 
     Row t's predicted state goes to slot ``t & predicted_mask`` of the
@@ -511,7 +512,8 @@ cdef double _filter_sequence(const ModelView* model, Workspace* w, const double*
     filter needs the previous filtered state), 0 only the current one.
     With ``previous_mean`` / ``previous_cov`` the rows continue a sequence
     whose last filtered state they are: row 0 is predicted from it with the
-    control ``u[0]`` instead of starting from the prior.
+    control ``u[0]`` instead of starting from the prior.  ``time_start`` is
+    the time step of row 0 (a time-varying model's chunk of a sequence).
     Returns the log-likelihood of the rows (NaN on a numerical failure).
     """
     cdef Py_ssize_t k = model.n_state
@@ -523,9 +525,10 @@ cdef double _filter_sequence(const ModelView* model, Workspace* w, const double*
     for t in range(n_rows):
         slot = t & predicted_mask
         filtered_slot = t & filtered_mask
-        # Row t: predicted with the transition of step t - 1, updated with the
-        # observation of step t (a time-varying model is never continued).
-        model = _at_step(base, &step, t - 1 if t > 0 else 0, t)
+        # Row t (time step t + time_start): predicted with the transition of
+        # the step before, updated with the observation of its own.
+        model = _at_step(base, &step, t + time_start - 1 if t + time_start > 0 else 0,
+                         t + time_start)
         if t == 0 and previous_mean != NULL:
             _predict(model, w, previous_mean, previous_cov, u, mean_predicted + slot * k,
                      cov_predicted + slot * kk)

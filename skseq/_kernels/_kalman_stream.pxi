@@ -461,14 +461,15 @@ cdef double _forward_smoothing(const ModelView* model, Workspace* w, const Strea
                                Coefficients* carried, Coefficients* added, double* means,
                                double* covs, double* gains, double* filled, double* predicted_mean,
                                double* predicted_cov, double* filled_gain, double* product,
-                               double* log_predictive) noexcept nogil:
+                               double* log_predictive, Py_ssize_t time_start) noexcept nogil:
     """The recursion of :func:`forward_smoothing` on preallocated scratch.
 
     ``means``, ``covs`` and ``gains`` (k x k each) have n_rows + 1 slots: slot 0
     is the previous row (when continuing), slot s + 1 row s; ``filled`` has a
     row of p per row.  ``added`` starts at zero and collects the chunk's own
     terms.  ``product`` has room for k^4 values, (max(k, p, m) x k^2) and
-    (n_entries x (k^2 + k)).
+    (n_entries x (k^2 + k)).  ``time_start`` is the time step of row 0 (of
+    a time-varying model; row s uses the arrays of step time_start + s).
     """
     cdef Py_ssize_t k = model.n_state
     cdef Py_ssize_t kk = k * k
@@ -477,13 +478,14 @@ cdef double _forward_smoothing(const ModelView* model, Workspace* w, const Strea
     cdef Py_ssize_t s, slot, first, i
     cdef double log_likelihood
     cdef const double* u_next
+    cdef ModelView step
     if not fresh:
         _copy(filtered_mean, means, k)
         _copy(filtered_cov, covs, kk)
     log_likelihood = _filter_sequence(
         model, w, x, x_stride, u, u_stride, n_rows, predicted_mean, predicted_cov, 0,
         means + k, covs + kk, -1, log_predictive,
-        NULL if fresh else means, NULL if fresh else covs)
+        NULL if fresh else means, NULL if fresh else covs, time_start)
     if isnan(log_likelihood):
         return NAN
     _copy(means + n_rows * k, filtered_mean, k)
@@ -495,7 +497,8 @@ cdef double _forward_smoothing(const ModelView* model, Workspace* w, const Strea
     _zero(gains + n_rows * kk, kk)
     for i in range(k):
         gains[n_rows * kk + i * k + i] = 1.0
-    if _stream_row(model, w, layout, added, x + (n_rows - 1) * x_stride, means + n_rows * k,
+    if _stream_row(_at_step(model, &step, 0, time_start + n_rows - 1), w, layout, added,
+                   x + (n_rows - 1) * x_stride, means + n_rows * k,
                    covs + n_rows * kk, gains + n_rows * kk, filled_gain,
                    filled + (n_rows - 1) * p) < 0:
         return NAN
@@ -505,13 +508,15 @@ cdef double _forward_smoothing(const ModelView* model, Workspace* w, const Strea
     for s in range(n_rows - 2, first - 1, -1):
         slot = s + 1
         u_next = u + (s + 1) * u_stride if u != NULL else NULL
-        if _smooth_step(model, w, means + slot * k, covs + slot * kk, u_next,
+        if _smooth_step(_at_step(model, &step, time_start + s, time_start + s), w,
+                        means + slot * k, covs + slot * kk, u_next,
                         means + (slot + 1) * k, covs + (slot + 1) * kk, True) != 0:
             return NAN
         _matmul(w.smoother_gain, gains + (slot + 1) * kk, gains + slot * kk, k, k, k)
         _stream_transition(layout, added, means + slot * k, means + (slot + 1) * k, w.cross,
                            u_next, k, model.n_ctrl)
-        if s >= 0 and _stream_row(model, w, layout, added, x + s * x_stride, means + slot * k,
+        if s >= 0 and _stream_row(_at_step(model, &step, 0, time_start + s), w, layout, added,
+                                  x + s * x_stride, means + slot * k,
                                   covs + slot * kk, gains + slot * kk, filled_gain,
                                   filled + s * p) < 0:
             return NAN
@@ -536,6 +541,7 @@ def forward_smoothing(
     const double[:, ::1] X,  # IN
     const double[:, ::1] controls,  # IN
     bint fresh,
+    Py_ssize_t time_start,
     double[::1] filtered_mean,  # INOUT
     double[:, ::1] filtered_cov,  # INOUT
     double[::1] constant,  # INOUT
@@ -555,7 +561,8 @@ def forward_smoothing(
     row 0 drives the transition into it.  X must have at least one row.
     Memory besides the message is O(n_rows (k^2 + p) + k^4 + E k^2).
     Returns the log-likelihood of the rows given the past, or NaN on a
-    numerical failure (the message is then unusable).
+    numerical failure (the message is then unusable).  ``time_start`` is the
+    time step of row 0 within the sequence (used by a time-varying model only).
     """
     cdef ModelView* view = &model.view
     cdef Py_ssize_t k = view.n_state
@@ -589,5 +596,6 @@ def forward_smoothing(
             _row_pointer(controls, 0), controls.strides[0] // sizeof(double), n_rows, fresh,
             &filtered_mean[0], &filtered_cov[0, 0], &carried, &added, &means[0, 0],
             &covs[0, 0, 0], &gains[0, 0, 0], &filled[0, 0], &predicted_mean[0, 0],
-            &predicted_cov[0, 0, 0], &filled_gain[0, 0], &product[0], &log_predictive[0])
+            &predicted_cov[0, 0, 0], &filled_gain[0, 0], &product[0], &log_predictive[0],
+            time_start)
     return log_likelihood

@@ -93,8 +93,9 @@ class LGSSMParameters(NamedTuple):
     row t to row t + 1; ``n_timesteps`` steps are accepted too, the last
     unused), the observation matrix, covariance and offset one of
     ``n_timesteps`` steps.  The filter, the smoother and the sampler then
-    need sequences of ``n_timesteps`` rows (:func:`check_time_axis`); the
-    forecast, the one-step filter and forward-only smoothing refuse them.
+    need sequences of ``n_timesteps`` rows (:func:`check_time_axis`),
+    forward-only smoothing the ``start`` of each chunk; the forecast and
+    the one-step filter refuse them.
 
     Examples
     --------
@@ -743,7 +744,7 @@ def make_model(parameters):
     )
 
 
-def _check_inputs(parameters, X, controls, lengths, constant_only=None):
+def _check_inputs(parameters, X, controls, lengths, constant_only=None, chunk=False):
     X = check_observations(X)
     if getattr(parameters, "control_matrix", None) is None and controls is not None:
         raise ValueError("controls were given without a control_matrix.")
@@ -753,8 +754,40 @@ def _check_inputs(parameters, X, controls, lengths, constant_only=None):
     model = make_model(parameters)
     controls = check_controls(controls, X.shape[0], model.n_ctrl)
     offsets = sequence_offsets(X.shape[0], lengths=lengths)
-    check_time_axis(parameters, offsets)
+    if not chunk:  # a chunk is checked against the time axis by its start
+        check_time_axis(parameters, offsets)
     return X, model, controls, offsets
+
+
+def _check_chunk_start(parameters, n_rows, carried, start, varying):
+    """The time step of a chunk's first row (:func:`kalman_forward_smoothing`), checked."""
+    if start is not None:
+        check_scalar_param(start, "start", "int", low=0)
+    if carried is None:
+        if start not in (None, 0):
+            raise ValueError(
+                f"start={start} without carried: a chunk without the message of the rows "
+                "before it starts the sequence (start=0)."
+            )
+        start = 0
+    elif not varying:
+        return 0
+    elif start is None or start == 0:
+        raise ValueError(
+            "The model is time-varying: with carried, give start=, the number of rows of "
+            "the sequence before this chunk (its rows use the arrays of their time steps)."
+        )
+    transition, observation = _time_axis_lengths(parameters)  # validated by the caller
+    stop = start + n_rows
+    if (observation is not None and stop > observation) or (
+        transition is not None and stop - 1 > transition
+    ):
+        steps = observation if observation is not None else transition + 1
+        raise ValueError(
+            f"The chunk's rows {start}..{stop - 1} pass the end of the time axes "
+            f"({steps} time steps)."
+        )
+    return start
 
 
 def _raise_if_failed(sequence_log_likelihood, name="X"):
@@ -1175,14 +1208,15 @@ def _stream_statistics(carried, n_obs, n_ctrl):
     }
 
 
-def _forward_smoothing_rows(model, X, controls, carried):
+def _forward_smoothing_rows(model, X, controls, carried, start=0):
     """Forward-only smoothing over the rows of one chunk, on validated inputs (no checks).
 
     ``carried`` is the message of the earlier rows of the sequence, or None
     when ``X[0]`` starts it; it is not modified.  Returns
     ``(statistics, log_likelihood, carried)`` as :class:`KalmanForwardSmoothingResult`,
     where ``statistics`` is what the rows add to the smoothed statistics of
-    the sequence; a numerical failure gives log-likelihood NaN (the caller
+    the sequence; ``start`` is the time step of ``X[0]`` (for a time-varying
+    model); a numerical failure gives log-likelihood NaN (the caller
     raises) and the other two fields are then None.
     """
     X, controls = _rows(X), _rows(controls)
@@ -1195,7 +1229,9 @@ def _forward_smoothing_rows(model, X, controls, carried):
         else KalmanStreamState(*(np.array(value, dtype=np.float64, order="C") for value in carried))
     )
     log_predictive = np.zeros(X.shape[0])
-    log_likelihood = _kalman.forward_smoothing(model, X, controls, fresh, *state, log_predictive)
+    log_likelihood = _kalman.forward_smoothing(
+        model, X, controls, fresh, start, *state, log_predictive
+    )
     if np.isnan(log_likelihood):
         return KalmanForwardSmoothingResult(None, float("nan"), None)
     after = _stream_statistics(state, p, m)
@@ -1499,7 +1535,7 @@ def sample_lgssm(parameters, n_samples, *, controls=None, random_state=None):
 
 
 @masked_arrays_checked(missing=("X",))
-def kalman_forward_smoothing(parameters, X, *, controls=None, carried=None):
+def kalman_forward_smoothing(parameters, X, *, controls=None, carried=None, start=None):
     """EM statistics of a sequence that arrives in chunks, exactly, by forward-only smoothing.
 
     Each call takes the next rows of one sequence and the message
@@ -1527,6 +1563,12 @@ def kalman_forward_smoothing(parameters, X, *, controls=None, carried=None):
     carried : KalmanStreamState, optional
         The message of the earlier rows; None when ``X[0]`` starts the sequence.
         It is not modified.
+    start : int, optional
+        The row of the sequence that ``X[0]`` is (the number of rows before
+        it): required with ``carried`` when the model is time-varying, whose
+        rows use the arrays of their time step (:class:`LGSSMParameters`);
+        0 or None when ``X[0]`` starts the sequence; ignored by a constant
+        model.
 
     Returns
     -------
@@ -1565,11 +1607,10 @@ def kalman_forward_smoothing(parameters, X, *, controls=None, carried=None):
     >>> bool(np.allclose(total["transition_cross"], whole.statistics["transition_cross"]))
     True
     """
-    X, model, controls, _ = _check_inputs(
-        parameters, X, controls, None, constant_only="kalman_forward_smoothing"
-    )
+    X, model, controls, _ = _check_inputs(parameters, X, controls, None, chunk=True)
     if carried is not None:
         _check_carried(carried, model.n_state, model.n_obs, model.n_ctrl)
-    result = _forward_smoothing_rows(model, X, controls, carried)
+    start = _check_chunk_start(parameters, X.shape[0], carried, start, model.varying)
+    result = _forward_smoothing_rows(model, X, controls, carried, start)
     _raise_if_failed(np.array([result.log_likelihood]))
     return result

@@ -314,8 +314,6 @@ def test_constant_only_functions_refuse_a_time_varying_model():
     before = parameters.transition_matrix.copy()
     with pytest.raises(ValueError, match="kalman_forecast needs a constant model"):
         kalman_forecast(parameters, X, 2)
-    with pytest.raises(ValueError, match="kalman_forward_smoothing needs a constant model"):
-        kalman_forward_smoothing(parameters, X)
     with pytest.raises(ValueError, match="kalman_filter_step needs a constant model"):
         kalman_filter_step(parameters, X[0])
     np.testing.assert_array_equal(parameters.transition_matrix, before)
@@ -397,3 +395,70 @@ def test_time_varying_offsets_equal_controls_and_masked_rows_equal_nan():
     assert np.isclose(a.log_likelihood, b.log_likelihood, rtol=1e-12)
     masked = kalman_smoother(parameters, np.ma.masked_invalid(X))
     np.testing.assert_array_equal(masked.smoothed_means, a.smoothed_means)
+
+
+def _statistics_from_the_smoother(parameters, X):
+    """The EM statistics of one fully observed sequence, from the RTS smoother's moments."""
+    smoothed = kalman_smoother(parameters, X)
+    means, covariances = smoothed.smoothed_means, smoothed.smoothed_covariances
+    n, k = means.shape
+    second = covariances + np.einsum("ti,tj->tij", means, means)
+    psi = np.hstack([means, np.ones((n, 1))])
+    regressor = np.einsum("ti,tj->tij", psi, psi)
+    regressor[:, :k, :k] = second
+    lag = smoothed.cross_covariances[1:] + np.einsum("ti,tj->tij", means[1:], means[:-1])
+    return {
+        "initial_sum": means[0],
+        "initial_outer": second[0],
+        "transition_regressor": regressor[:-1].sum(axis=0),
+        "transition_cross": np.concatenate([lag, means[1:, :, None]], axis=2).sum(axis=0),
+        "transition_target": second[1:].sum(axis=0),
+        "observation_regressor": regressor.sum(axis=0),
+        "observation_cross": np.einsum("ti,tj->ij", X, psi),
+        "observation_target": X.T @ X,
+        "n_sequences": np.array([1.0]),
+    }
+
+
+def test_forward_smoothing_in_chunks_equals_the_smoother():
+    rng = np.random.default_rng(18)
+    n, k, p = 20, 2, 3
+    parameters = time_varying_model(rng, n, k, p)
+    X = rng.normal(size=(n, p))
+    expected = _statistics_from_the_smoother(parameters, X)
+    total, carried, log_likelihood = None, None, 0.0
+    for start, stop in [(0, 7), (7, 8), (8, 20)]:
+        statistics, chunk_log_likelihood, carried = kalman_forward_smoothing(
+            parameters, X[start:stop], carried=carried, start=start
+        )
+        log_likelihood += chunk_log_likelihood
+        total = (
+            statistics
+            if total is None
+            else {name: total[name] + statistics[name] for name in total}
+        )
+    for name, value in expected.items():
+        np.testing.assert_allclose(total[name], value, rtol=1e-9, atol=1e-9, err_msg=name)
+    assert np.isclose(log_likelihood, kalman_filter(parameters, X).log_likelihood, rtol=1e-12)
+
+
+def test_forward_smoothing_errors_on_the_start_of_a_time_varying_chunk():
+    rng = np.random.default_rng(19)
+    n, k, p = 10, 2, 2
+    parameters = time_varying_model(rng, n, k, p)
+    X = rng.normal(size=(n, p))
+    _, _, carried = kalman_forward_smoothing(parameters, X[:4])
+    with pytest.raises(ValueError, match="give start="):
+        kalman_forward_smoothing(parameters, X[4:], carried=carried)
+    with pytest.raises(ValueError, match="without carried"):
+        kalman_forward_smoothing(parameters, X[4:], start=4)
+    with pytest.raises(ValueError, match=r"rows 4\.\.13 pass the end of the time axes"):
+        kalman_forward_smoothing(parameters, np.vstack([X, X])[4:14], carried=carried, start=4)
+    # A constant model ignores start.
+    constant = LGSSMParameters([[0.5]], [[1.0]], [[1.0]], [[1.0]])
+    _, _, message = kalman_forward_smoothing(constant, X[:4, :1])
+    a = kalman_forward_smoothing(constant, X[4:, :1], carried=message)
+    b = kalman_forward_smoothing(constant, X[4:, :1], carried=message, start=4)
+    np.testing.assert_array_equal(
+        a.statistics["transition_cross"], b.statistics["transition_cross"]
+    )
