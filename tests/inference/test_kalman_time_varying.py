@@ -45,6 +45,12 @@ def time_varying_model(rng, n_timesteps, k, p, *, varying_observation_covariance
     )
 
 
+def _problem(seed, n_timesteps, k, p):
+    """A time-varying model and one sequence of data for it."""
+    rng = np.random.default_rng(seed)
+    return time_varying_model(rng, n_timesteps, k, p), rng.normal(size=(n_timesteps, p))
+
+
 def _pykalman(parameters):
     pykalman = pytest.importorskip("pykalman")
     return pykalman.KalmanFilter(
@@ -123,10 +129,8 @@ def _condition(mean, cov, keep, given, values):
 
 
 def test_exact_joint_gaussian_with_missing_entries():
-    rng = np.random.default_rng(5)
     n, k, p = 4, 2, 2
-    parameters = time_varying_model(rng, n, k, p)
-    X = rng.normal(size=(n, p))
+    parameters, X = _problem(5, n, k, p)
     X[1, 0] = np.nan  # one entry of a row
     X[2] = np.nan  # a whole row
     mean, cov = _joint_gaussian(parameters, n)
@@ -275,10 +279,8 @@ def test_sample_of_one_row_has_no_transition():
 
 
 def test_errors_name_the_time_axis():
-    rng = np.random.default_rng(13)
     n, k, p = 8, 2, 2
-    parameters = time_varying_model(rng, n, k, p)
-    X = rng.normal(size=(n, p))
+    parameters, X = _problem(13, n, k, p)
     with pytest.raises(ValueError, match="every sequence of X must have 8 rows"):
         kalman_filter(parameters, X[:5])
     with pytest.raises(ValueError, match="sequence 1 has 4"):
@@ -307,10 +309,8 @@ def test_errors_name_the_time_axis():
 
 
 def test_constant_only_functions_refuse_a_time_varying_model():
-    rng = np.random.default_rng(14)
     n, k, p = 8, 2, 2
-    parameters = time_varying_model(rng, n, k, p)
-    X = rng.normal(size=(n, p))
+    parameters, X = _problem(14, n, k, p)
     before = parameters.transition_matrix.copy()
     with pytest.raises(ValueError, match="kalman_forecast needs a constant model"):
         kalman_forecast(parameters, X, 2)
@@ -357,10 +357,8 @@ def test_log_likelihood_and_estimator_equal_pykalman():
 
 
 def test_estimator_refuses_time_varying_where_it_cannot():
-    rng = np.random.default_rng(16)
     n, k, p = 12, 2, 2
-    parameters = time_varying_model(rng, n, k, p)
-    X = rng.normal(size=(n, p))
+    parameters, X = _problem(16, n, k, p)
     model = _fitted_with(parameters, p)
     with pytest.raises(ValueError, match="must have 12 rows"):
         model.score(X[:6])
@@ -382,10 +380,8 @@ def test_estimator_refuses_time_varying_where_it_cannot():
 
 def test_time_varying_offsets_equal_controls_and_masked_rows_equal_nan():
     # b_{t-1} as the control u_t through G = I: the same model.
-    rng = np.random.default_rng(17)
     n, k, p = 15, 2, 2
-    parameters = time_varying_model(rng, n, k, p)
-    X = rng.normal(size=(n, p))
+    parameters, X = _problem(17, n, k, p)
     X[4, 0] = np.nan
     controls = np.vstack([np.zeros((1, k)), parameters.transition_offset])
     as_controls = parameters._replace(transition_offset=None, control_matrix=np.eye(k))
@@ -421,10 +417,8 @@ def _statistics_from_the_smoother(parameters, X):
 
 
 def test_forward_smoothing_in_chunks_equals_the_smoother():
-    rng = np.random.default_rng(18)
     n, k, p = 20, 2, 3
-    parameters = time_varying_model(rng, n, k, p)
-    X = rng.normal(size=(n, p))
+    parameters, X = _problem(18, n, k, p)
     expected = _statistics_from_the_smoother(parameters, X)
     total, carried, log_likelihood = None, None, 0.0
     for start, stop in [(0, 7), (7, 8), (8, 20)]:
@@ -443,10 +437,8 @@ def test_forward_smoothing_in_chunks_equals_the_smoother():
 
 
 def test_forward_smoothing_errors_on_the_start_of_a_time_varying_chunk():
-    rng = np.random.default_rng(19)
     n, k, p = 10, 2, 2
-    parameters = time_varying_model(rng, n, k, p)
-    X = rng.normal(size=(n, p))
+    parameters, X = _problem(19, n, k, p)
     _, _, carried = kalman_forward_smoothing(parameters, X[:4])
     with pytest.raises(ValueError, match="give start="):
         kalman_forward_smoothing(parameters, X[4:], carried=carried)
