@@ -21,7 +21,7 @@ AutoregressiveHMM on 32 states with the same log-likelihood.
 # :func:`skseq.datasets.load_us_macro` holds US real GDP for the 203 quarters
 # 1959Q1–2009Q3.  The annualised growth in percent, :math:`y_t = 400 \Delta
 # \log \mathrm{GDP}_t`, starts in 1959Q2.  Hamilton's sample ended in 1984; we
-# fit the same span first (what happens after 1984 is the last section).
+# fit the same span first, the whole one further down.
 
 import copy
 import itertools
@@ -109,16 +109,49 @@ def shade_recessions(axes):
         axes.axvspan(time[quarters.index(peak)], time[quarters.index(trough)] + 0.25, color="0.85")
 
 
+figure, (top, bottom) = plt.subplots(
+    2, 1, figsize=(8, 5.5), sharex=True, height_ratios=[2, 1], layout="constrained"
+)
+for axes in (top, bottom):
+    shade_recessions(axes)
+top.plot(time, growth[:, 0], color="black", linewidth=1)
+for k, colour in ((recession, "tab:red"), (1 - recession, "tab:green")):
+    top.axhline(means[k], color=colour, linestyle="--", linewidth=1)
+top.axhline(0, color="grey", linewidth=0.5)
+top.set_ylabel("GDP growth (%, annualised)")
+top.set_title("US real GDP growth; grey: NBER recessions; dashed: the regimes' means")
+bottom.plot(time[emitted], smoothed, color="tab:red", drawstyle="steps-post")
+bottom.axvline(1985, color="black", linestyle=":", linewidth=1)
+bottom.text(1985.5, 0.8, "parameters of 1959–1984 →", fontsize=8)
+bottom.set_ylabel("smoothed\nP(recession)")
+bottom.set_ylim(-0.05, 1.05)
+bottom.set_xlabel("year")
+plt.show()
+
+high = np.diff(np.concatenate([[0], (smoothed > 0.5).astype(int), [0]]))
+starts, stops = np.flatnonzero(high == 1) + n_lags, np.flatnonzero(high == -1) + n_lags - 1
+print("P(recession) > 0.5:")
+print(", ".join(f"{quarters[a]}-{quarters[b]}" for a, b in zip(starts, stops)))
+
 # %%
+# Up to 1984 the recession probability rises above one half in each NBER
+# recession and nowhere else: it ends in the NBER's trough quarter each time
+# and starts at most two quarters before the peak (a year before that of 1980).
+# After 1984 it still finds the recessions of 1990–91, 2001 and 2008–09, but
+# it stretches 2001 over 2000–02 and flags a slowdown in 2006–07 that was no
+# recession: the later years grew at about 3 % a year, well below the 5 % of
+# the early expansions, so their slow quarters look like recessions to the
+# parameters of 1959–1984.
+#
 # The whole sample: the Great Moderation
 # --------------------------------------
-# Fitted to 1959–2009, the same model finds other regimes (bottom panel):
-# their means are nearly equal, their noise variances differ five-fold, and
-# the chain switches to the calm regime in 1984, when US output became much
-# less volatile (the *Great Moderation*), and back in the crisis of 2008.  Two
-# regimes cannot separate both the recessions and the change of volatility:
-# with the likelihood of the whole sample to gain, the fit spends them on the
-# larger effect.
+# Fitted to 1959–2009, the same model finds other regimes: their means are
+# nearly equal, their noise variances differ five-fold, and the chain switches
+# to the calm regime in 1984, when US output became much less volatile (the
+# *Great Moderation*), and back at the end of 2007.  Two regimes cannot
+# separate both the recessions and the change of volatility: with the
+# likelihood of the whole sample to gain, the fit spends them on the larger
+# effect.
 
 whole = AutoregressiveHMM(
     n_components=2, n_lags=n_lags, covars_prior=0.0, n_iter=500, tol=1e-6, n_init=2, random_state=0
@@ -127,44 +160,19 @@ calm = int(np.argmin(whole.covars_[:, 0, 0]))
 whole_means = whole.intercepts_[:, 0] / (1 - whole.coefs_[:, 0, :].sum(axis=1))
 print("means:", whole_means.round(2), " noise variances:", whole.covars_[:, 0, 0].round(2))
 p_calm = whole.predict_proba(growth)[:, calm]
-print("first quarter with P(calm regime) > 0.5:", quarters[n_lags + np.argmax(p_calm > 0.5)])
+calm_quarters = np.flatnonzero(p_calm > 0.5) + n_lags
+print("P(calm regime) > 0.5 from", quarters[calm_quarters[0]], "to", quarters[calm_quarters[-1]])
 
-figure, (top, middle, bottom) = plt.subplots(
-    3, 1, figsize=(8, 6.5), sharex=True, height_ratios=[2, 1, 1], layout="constrained"
-)
-for axes in (top, middle, bottom):
-    shade_recessions(axes)
-top.plot(time, growth[:, 0], color="black", linewidth=1)
-for k, colour in ((recession, "tab:red"), (1 - recession, "tab:green")):
-    top.axhline(means[k], color=colour, linestyle="--", linewidth=1)
-top.axhline(0, color="grey", linewidth=0.5)
-top.set_ylabel("GDP growth (%, annualised)")
-top.set_title("US real GDP growth; grey: NBER recessions; dashed: the regimes' means")
-middle.plot(time[emitted], smoothed, color="tab:red", drawstyle="steps-post")
-middle.axvline(1985, color="black", linestyle=":", linewidth=1)
-middle.text(1985.5, 0.8, "parameters of 1959–1984 →", fontsize=8)
-middle.set_ylabel("P(recession)")
-middle.set_ylim(-0.05, 1.05)
-bottom.plot(time[emitted], p_calm, color="tab:blue", drawstyle="steps-post")
-bottom.set_ylabel("P(calm regime)\nfit to 1959–2009")
-bottom.set_ylim(-0.05, 1.05)
-bottom.set_xlabel("year")
+figure, axes = plt.subplots(figsize=(8, 2.5), layout="constrained")
+shade_recessions(axes)
+axes.plot(time[emitted], p_calm, color="tab:blue", drawstyle="steps-post")
+axes.set_ylabel("smoothed\nP(calm regime)")
+axes.set_ylim(-0.05, 1.05)
+axes.set_xlabel("year")
+axes.set_title("The same model fitted to 1959–2009")
 plt.show()
 
 # %%
-# Up to 1984 the recession probability rises above one half in each NBER
-# recession, a quarter or two early at most, and nowhere else.  After 1984 it
-# still finds the recessions of 1990–91, 2001 and 2008–09, but it stretches
-# 2001 over 2000–02 and flags a slowdown in 2006–07 that was no recession: growth of
-# the later years (about 3 % a year) is nearer the recession mean of the early
-# years than their 5 % expansions.
-
-high = np.diff(np.concatenate([[0], (smoothed > 0.5).astype(int), [0]]))
-starts, stops = np.flatnonzero(high == 1) + n_lags, np.flatnonzero(high == -1) + n_lags - 1
-print(
-    "P(recession) > 0.5:", ", ".join(f"{quarters[a]}-{quarters[b]}" for a, b in zip(starts, stops))
-)
-#
 # The same likelihood as statsmodels
 # ----------------------------------
 # statsmodels' ``MarkovRegression`` with the four lags as regressors, all of
