@@ -184,7 +184,9 @@ plt.show()
 # * it conditions on the first four quarters by being given the rows from the
 #   fifth on, with their lags as regressors;
 # * it starts the chain from the stationary distribution of the transition
-#   matrix, not from a free ``startprob_``.
+#   matrix, not from a free ``startprob_``; and ``initialize_known(q)`` puts
+#   ``q`` two transitions before the first modelled quarter (statsmodels
+#   filters pairs of regimes), which is ``startprob_ = q @ transmat_ @ transmat_``.
 #
 # So we give it our parameters, and give our model the stationary distribution
 # as ``startprob_``: the two log-likelihoods agree to the last digits.
@@ -197,14 +199,15 @@ def stationary(transmat):
     return np.linalg.lstsq(system, np.r_[np.zeros(n), 1.0], rcond=None)[0]
 
 
-y, lags = early[n_lags:, 0], np.column_stack([early[n_lags - l : -l, 0] for l in (1, 2, 3, 4)])
+y = early[n_lags:, 0]
+lags = np.column_stack([early[n_lags - lag : -lag, 0] for lag in range(1, n_lags + 1)])
 theirs = MarkovRegression(y, k_regimes=2, exog=lags, switching_variance=True)
 values = {"p[0->0]": model.transmat_[0, 0], "p[1->0]": model.transmat_[1, 0]}
 for k in range(2):
     values[f"const[{k}]"] = model.intercepts_[k, 0]
     values[f"sigma2[{k}]"] = model.covars_[k, 0, 0]
-    for l in range(n_lags):
-        values[f"x{l + 1}[{k}]"] = model.coefs_[k, 0, l]
+    for lag in range(n_lags):
+        values[f"x{lag + 1}[{k}]"] = model.coefs_[k, 0, lag]
 params = np.array([values[name] for name in theirs.param_names])
 
 ours = copy.deepcopy(model)
@@ -216,6 +219,11 @@ print(
     "largest difference of the smoothed probabilities:",
     np.abs(their_smoothed - ours.predict_proba(early)).max(),
 )
+
+q = np.array([0.5, 0.5])
+theirs.initialize_known(q)
+ours.startprob_ = q @ model.transmat_ @ model.transmat_
+print(f"known start, statsmodels: {theirs.loglike(params):.12f}  skseq: {ours.score(early):.12f}")
 
 # %%
 # Hamilton's parametrisation
@@ -242,7 +250,7 @@ sigma2 = model.covars_[:, 0, 0].mean()
 hamilton = MarkovAutoregression(early[:, 0], k_regimes=2, order=n_lags, switching_ar=False)
 values = {"p[0->0]": model.transmat_[0, 0], "p[1->0]": model.transmat_[1, 0], "sigma2": sigma2}
 values |= {f"const[{k}]": mu[k] for k in range(2)}
-values |= {f"ar.L{l + 1}": phi[l] for l in range(n_lags)}
+values |= {f"ar.L{lag + 1}": phi[lag] for lag in range(n_lags)}
 params = np.array([values[name] for name in hamilton.param_names])
 
 tuples = list(itertools.product(range(2), repeat=n_lags + 1))  # (z_t, z_{t-1}, ..., z_{t-4})
