@@ -31,6 +31,7 @@ import scipy.linalg
 import scipy.optimize
 
 from .._sequences import sequence_offsets
+from .._validation import check_scalar_param
 from ._checks import masked_arrays_checked
 from .kalman import (
     LGSSMParameters,
@@ -767,7 +768,7 @@ def _objective(parameterization, X, controls, offsets):
 
 @masked_arrays_checked(missing=("X",))
 def lgssm_maximum_likelihood(
-    parameterization, X, *, controls=None, lengths=None, start=None, max_iter=500, tol=1e-9
+    parameterization, X, *, controls=None, lengths=None, start=None, max_iter=500, tol=1e-6
 ):
     """Maximise the exact log-likelihood over a parameterization, by L-BFGS-B.
 
@@ -786,10 +787,12 @@ def lgssm_maximum_likelihood(
         The starting point (default: the template's coordinates).
     max_iter : int, default=500
         L-BFGS-B iterations at most.
-    tol : float, default=1e-9
-        L-BFGS-B's ``ftol`` (relative decrease of the objective) and, times
-        100, its ``gtol`` (projected gradient of the log-likelihood per
-        observed value).
+    tol : float, default=1e-6
+        L-BFGS-B stops when an iteration gains less than about ``tol`` in
+        log-likelihood (its ``ftol``, relative to the starting
+        log-likelihood) or when every coordinate of the gradient of the
+        log-likelihood is below ``tol`` in absolute value (its ``gtol``); a
+        negative ``tol`` runs ``max_iter`` iterations.
 
     Returns
     -------
@@ -810,6 +813,8 @@ def lgssm_maximum_likelihood(
     >>> fit.converged, np.round(parameterization.reported(fit.unconstrained), 1).tolist()
     (True, [0.5, 2.0])
     """
+    check_scalar_param(max_iter, "max_iter", "int", low=0)
+    check_scalar_param(tol, "tol", "real", allow_inf=True)
     X, controls, offsets = _prepared(parameterization, X, controls, lengths)
     u = parameterization.unconstrained() if start is None else parameterization._check(start)
     objective, n_observed = _objective(parameterization, X, controls, offsets)
@@ -828,7 +833,11 @@ def lgssm_maximum_likelihood(
             jac=True,
             method="L-BFGS-B",
             callback=record,
-            options={"maxiter": max_iter, "ftol": tol, "gtol": 100 * tol},
+            options={
+                "maxiter": max_iter,
+                "ftol": max(tol, 0.0) / max(abs(history[0]), n_observed),
+                "gtol": max(tol, 0.0) / n_observed,
+            },
         )
         u, value, n_iter, converged, message = (
             result.x,
