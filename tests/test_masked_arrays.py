@@ -25,7 +25,7 @@ from skseq import (
     inference,
 )
 from skseq.datasets import load_nile
-from skseq.inference import gaussian, kalman, subspace
+from skseq.inference import gaussian, kalman, kalman_mle, subspace
 from skseq.inference.kalman import LGSSMParameters, kalman_filter
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -214,6 +214,16 @@ def _inference_examples():
     lgssm_parameters = LGSSMParameters(**lgssm)
     stream = kalman.kalman_forward_smoothing(lgssm_parameters, X, controls=controls).carried
     lgssm_rows = dict(parameters=lgssm_parameters, X=X, controls=controls, lengths=np.array([3, 2]))
+    parameterization = kalman_mle.LGSSMParameterization(
+        lgssm_parameters,
+        {
+            "transition_matrix": kalman_mle.FreeEntries(),
+            "observation_covariance": kalman_mle.LogVariances(),
+        },
+    )
+    mle_rows = dict(
+        parameterization=parameterization, X=X, controls=controls, lengths=np.array([3, 2])
+    )
     x = rng.normal(size=(2, 5, 3))
     rnn = dict(
         x=x,
@@ -323,6 +333,14 @@ def _inference_examples():
         kalman.kalman_forward_smoothing: [
             dict(X=X, parameters=lgssm_parameters, controls=controls, carried=stream)
         ],
+        kalman_mle.lgssm_log_likelihood_gradient: [lgssm_rows],
+        kalman_mle.lgssm_score_obs: [lgssm_rows],
+        kalman_mle.lgssm_maximum_likelihood: [
+            dict(**mle_rows, start=parameterization.unconstrained(), max_iter=2, tol=1e-6)
+        ],
+        kalman_mle.lgssm_parameter_covariance: [
+            dict(**mle_rows, unconstrained=parameterization.unconstrained(), cov_type="oim")
+        ],
         inference.elman_rnn: [rnn],
         inference.elman_rnn_backward: [
             dict(
@@ -393,6 +411,10 @@ NOT_ARRAYS = {
     "n_state",
     "n_lags",
     "n_rows",
+    "parameterization",
+    "max_iter",
+    "tol",
+    "cov_type",
 }
 
 # Where NaN marks a missing value, a masked entry is one.
@@ -404,6 +426,10 @@ MISSING_SUPPORTED = {
     (kalman.kalman_filter_step, "x"),
     (kalman.kalman_forecast, "X"),
     (kalman.kalman_forward_smoothing, "X"),
+    (kalman_mle.lgssm_log_likelihood_gradient, "X"),
+    (kalman_mle.lgssm_score_obs, "X"),
+    (kalman_mle.lgssm_maximum_likelihood, "X"),
+    (kalman_mle.lgssm_parameter_covariance, "X"),
     (subspace.subspace_identification, "X"),
 }
 

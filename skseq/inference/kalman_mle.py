@@ -572,7 +572,7 @@ class LogVariances(ParameterBlock):
     >>> import numpy as np
     >>> from skseq.inference.kalman_mle import LogVariances
     >>> block = LogVariances().bind(np.diag([2.0, 3.0]), "observation_covariance")
-    >>> np.exp(block.unconstrained(np.diag([2.0, 3.0]))).tolist()
+    >>> np.exp(block.unconstrained(np.diag([2.0, 3.0]))).round(12).tolist()
     [2.0, 3.0]
     """
 
@@ -810,8 +810,9 @@ def lgssm_maximum_likelihood(
     ...     truth._replace(transition_covariance=[[1.0]], observation_covariance=[[1.0]]),
     ...     {"transition_covariance": LogVariances(), "observation_covariance": LogVariances()})
     >>> fit = lgssm_maximum_likelihood(parameterization, X)
-    >>> fit.converged, np.round(parameterization.reported(fit.unconstrained), 1).tolist()
-    (True, [0.5, 2.0])
+    >>> estimates = parameterization.reported(fit.unconstrained)  # Q and R
+    >>> fit.converged, bool(np.allclose(estimates, [0.5, 2.0], rtol=0.15))
+    (True, True)
     """
     check_scalar_param(max_iter, "max_iter", "int", low=0)
     check_scalar_param(tol, "tol", "real", allow_inf=True)
