@@ -80,6 +80,7 @@ ESTIMATORS = [
     LinearRegressionHMM(n_components=2, random_state=0),
     LinearGaussianSSM(),
     LinearGaussianSSM(n_components=2),
+    LinearGaussianSSM(n_components=2, fit_method="mle", cov_type="oim"),
     # Small networks trained long enough for the checks that test learning.  In
     # float64: the checks compare predictions of rows in different batches (order,
     # subsets) to 1e-7 relative, which float32 rounding of BLAS products blocked by

@@ -111,22 +111,32 @@ class LGSSMMaximumLikelihood:
             self.__dict__.pop(name, None)
         if self.cov_type is None or parameterization.n_free == 0:
             return
-        covariance = lgssm_parameter_covariance(
-            parameterization,
-            fit.unconstrained,
-            observations,
-            controls=controls,
-            lengths=lengths,
-            cov_type=self.cov_type,
-        )
-        self.cov_params_ = covariance.covariance
+        try:
+            covariance = lgssm_parameter_covariance(
+                parameterization,
+                fit.unconstrained,
+                observations,
+                controls=controls,
+                lengths=lengths,
+                cov_type=self.cov_type,
+            ).covariance
+        except np.linalg.LinAlgError:
+            # the maximiser is on the edge of the parameter space (a covariance that
+            # collapses, as with fewer rows than features): no information to invert
+            warn_user(
+                f"{type(self).__name__}: the standard errors (cov_type={self.cov_type!r}) "
+                "could not be computed: the Kalman recursions fail next to the estimate, "
+                "whose covariances are nearly singular; cov_params_ and bse_ are NaN.",
+                ConvergenceWarning,
+            )
+            covariance = np.full((parameterization.n_free, parameterization.n_free), np.nan)
+        self.cov_params_ = covariance
+        standard_errors = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
         bse = {}
         position = 0
         for name, block in parameterization.blocks.items():
             errors = np.full(block.template.size, np.nan)
-            errors[block.reported_index] = covariance.standard_errors[
-                position : position + block.n_free
-            ]
+            errors[block.reported_index] = standard_errors[position : position + block.n_free]
             position += block.n_free
             errors = errors.reshape(block.template.shape)
             if name in COVARIANCE_NAMES:  # the lower triangle, mirrored
