@@ -30,14 +30,18 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
+from .._kernels import _kalman
 from .._sequences import sequence_offsets
 from .._validation import check_scalar_param
 from ._checks import masked_arrays_checked
 from .kalman import (
     LGSSMParameters,
     _em_statistics_offsets,
-    _forward_smoothing_rows,
+    _empty_stream_state,
     _raise_if_failed,
+    _rows,
+    _statistics_from_moments,
+    _stream_moments,
     check_controls,
     check_lgssm_parameters,
     check_observations,
@@ -330,26 +334,45 @@ def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None)
 
 
 def _score_obs_offsets(parameters, X, controls, offsets):
-    """Per-row scores on validated inputs (no checks): forward-only smoothing one row
-    at a time, whose statistics increments map linearly to the rows' scores."""
+    """Per-row scores on validated inputs (no checks).
+
+    Forward-only smoothing one row at a time (the kernel's own step, its
+    message updated in place) gives, after each row, the smoothed statistics
+    of the rows so far as moments of the filtered state; the statistics of
+    all rows are then formed at once, and their increments map linearly to
+    the rows' scores.
+    """
     model = make_model(parameters)
+    X, controls = _rows(X), _rows(controls)
+    k, p, m = model.n_state, model.n_obs, model.n_ctrl
     n_samples = X.shape[0]
     log_predictive = np.zeros(n_samples)
-    increments = None
+    state = _empty_stream_state(k, p, m)
+    values = np.empty((n_samples, state.constant.shape[0]))
+    means = np.empty((n_samples, k))
+    seconds = np.empty((n_samples, k, k))
     for first, stop in zip(offsets[:-1], offsets[1:]):
-        carried = None
+        for array in state:
+            array[...] = 0.0
         for row in range(first, stop):
-            added, log_density, carried = _forward_smoothing_rows(
-                model, X[row : row + 1], controls[row : row + 1], carried
+            log_density = _kalman.forward_smoothing(
+                model,
+                X[row : row + 1],
+                controls[row : row + 1],
+                row == first,
+                *state,
+                log_predictive[row : row + 1],
             )
             _raise_if_failed(np.array([log_density]))
-            if increments is None:
-                increments = {
-                    name: np.zeros((n_samples, *np.shape(value))) for name, value in added.items()
-                }
-            for name, value in added.items():
-                increments[name][row] = value
-            log_predictive[row] = log_density
+            values[row], means[row], seconds[row] = _stream_moments(state)
+    totals = _statistics_from_moments(values, means, seconds, p, m)
+    starts = offsets[:-1]
+    increments = {}
+    for name, total in totals.items():
+        increment = total.copy()
+        increment[1:] -= total[:-1]
+        increment[starts] = total[starts]  # a sequence starts from nothing
+        increments[name] = increment
     return log_predictive, _gradient_from_statistics(parameters, increments)
 
 
