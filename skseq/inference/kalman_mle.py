@@ -850,7 +850,7 @@ def lgssm_maximum_likelihood(
     def record(intermediate_result):
         history.append(-float(intermediate_result.fun) * n_observed)
 
-    if parameterization.n_free:
+    if parameterization.n_free and max_iter > 0:
         result = scipy.optimize.minimize(
             objective,
             u,
@@ -870,6 +870,8 @@ def lgssm_maximum_likelihood(
             bool(result.success),
             str(result.message),
         )
+    elif parameterization.n_free:
+        value, n_iter, converged, message = first, 0, False, "max_iter=0: no iteration"
     else:
         value, n_iter, converged, message = first, 0, True, "no free parameter"
     return LGSSMMaximumLikelihood(

@@ -96,7 +96,7 @@ class LGSSMMaximumLikelihood:
         self.log_likelihood_ = fit.log_likelihood
         self.mle_parameter_names_ = list(parameterization.labels)
         self.params_ = parameterization.reported(fit.unconstrained)
-        if not fit.converged:
+        if not fit.converged and self.n_iter > 0:  # n_iter=0 sets the starting values
             warn_user(
                 f"{type(self).__name__}: L-BFGS-B did not converge in n_iter={self.n_iter} "
                 f"iterations ({fit.message}). Increase n_iter or tol.",

@@ -134,3 +134,15 @@ def test_mle_without_em_start_and_n_init_keeps_the_best():
     ).fit(X)
     assert_allclose(once.params_, best.params_, rtol=1e-3)
     assert best.log_likelihood_ >= once.log_likelihood_ - 1e-6
+
+
+def test_n_iter_zero_keeps_the_starting_point_without_a_warning():
+    X = nile()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = LinearGaussianSSM(1, fit_method="mle", n_iter=0, mle_em_iter=0, **LOCAL_LEVEL)
+        model.fit(X)
+    assert model.n_iter_ == 0 and not model.converged_
+    start = LinearGaussianSSM(1, n_iter=0, **LOCAL_LEVEL).fit(X)
+    assert_allclose(model.transition_covariance_, start.transition_covariance_)
+    assert np.isclose(model.log_likelihood_, start.score(X))
