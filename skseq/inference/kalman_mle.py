@@ -351,11 +351,12 @@ def _score_obs_offsets(parameters, X, controls, offsets):
     values = np.empty((n_samples, state.constant.shape[0]))
     means = np.empty((n_samples, k))
     seconds = np.empty((n_samples, k, k))
+    step_log_likelihood = np.empty(n_samples)
     for first, stop in zip(offsets[:-1], offsets[1:]):
         for array in state:
             array[...] = 0.0
         for row in range(first, stop):
-            log_density = _kalman.forward_smoothing(
+            step_log_likelihood[row] = _kalman.forward_smoothing(
                 model,
                 X[row : row + 1],
                 controls[row : row + 1],
@@ -363,8 +364,8 @@ def _score_obs_offsets(parameters, X, controls, offsets):
                 *state,
                 log_predictive[row : row + 1],
             )
-            _raise_if_failed(np.array([log_density]))
             values[row], means[row], seconds[row] = _stream_moments(state)
+    _raise_if_failed(np.add.reduceat(step_log_likelihood, offsets[:-1]))
     totals = _statistics_from_moments(values, means, seconds, p, m)
     starts = offsets[:-1]
     increments = {}
