@@ -12,7 +12,12 @@ from .hmm import (
     VariationalCategoricalHMM,
     VariationalGaussianHMM,
 )
-from .lds import LinearGaussianSSM
+from .lds import (
+    AdditiveUnscentedKalmanFilter,
+    ExtendedKalmanFilter,
+    LinearGaussianSSM,
+    UnscentedKalmanFilter,
+)
 from .neural import *  # noqa: F403
 
 __version__ = "0.1.0"
@@ -29,5 +34,8 @@ __all__ = [
     "AutoregressiveHMM",
     "LinearRegressionHMM",
     "LinearGaussianSSM",
+    "UnscentedKalmanFilter",
+    "AdditiveUnscentedKalmanFilter",
+    "ExtendedKalmanFilter",
     *neural.__all__,
 ]
