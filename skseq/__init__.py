@@ -9,6 +9,8 @@ from .hmm import (
     LinearRegressionHMM,
     MultinomialHMM,
     PoissonHMM,
+    SemiMarkovCategoricalHMM,
+    SemiMarkovGaussianHMM,
     VariationalCategoricalHMM,
     VariationalGaussianHMM,
 )
@@ -28,6 +30,8 @@ __all__ = [
     "VariationalCategoricalHMM",
     "AutoregressiveHMM",
     "LinearRegressionHMM",
+    "SemiMarkovGaussianHMM",
+    "SemiMarkovCategoricalHMM",
     "LinearGaussianSSM",
     *neural.__all__,
 ]
