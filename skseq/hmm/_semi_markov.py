@@ -61,9 +61,9 @@ def duration_pmf(distribution, max_duration, means, shapes=None):
 
 def _expected_log_pmf(counts, pmf):
     """sum_d counts[d] log pmf[d] (the durations' part of EM's Q), 0 log 0 = 0."""
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.log(pmf)
-    return float(np.sum(np.where(counts > 0, counts * logs, 0.0)))
+        return float(np.sum(np.where(counts > 0, counts * logs, 0.0)))
 
 
 def _maximise(objective, bounds):
@@ -260,27 +260,43 @@ class SemiMarkovHMM(BaseHMM):
         self._update_pmf()
 
     def _duration_step(self, row, mean, shape):
-        """``(rate, shape)`` maximising the expected log-pmf of the counts ``row``:
-        the mean of d - 1 (closed form) unless truncation at ``max_duration``
-        matters, then Brent on the truncated likelihood; the negative
-        binomial's shape by Brent with the mean fixed."""
-        distribution, max_duration = self.duration_distribution, self.max_duration
-        mean = max(mean, 1e-6)
+        """``(rate, shape)`` maximising the expected log-pmf of the counts ``row``
+        (``mean``: their mean of d - 1).
 
-        def value(rate, shape):
-            pmf = duration_pmf(distribution, max_duration, [rate], shape)[0]
-            return _expected_log_pmf(row, pmf)
+        The negative binomial's shape by Brent's method at that mean.  The
+        mean: where the truncated distribution's mean of d - 1 equals the
+        counts' (the stationary point of the truncated likelihood, for the
+        Poisson and for the negative binomial at a fixed shape), which is
+        the closed form ``mean`` when truncation at ``max_duration`` is
+        negligible, else a root found by Brent's method.
+        """
+        distribution, max_duration = self.duration_distribution, self.max_duration
+        mean = min(max(mean, 1e-6), max_duration - 1.0)
+        steps = np.arange(max_duration)
+
+        def pmf(rate, shape):
+            return duration_pmf(distribution, max_duration, [rate], shape)[0]
 
         if shape is not None:
-            log_shape = _maximise(lambda s: value(mean, [np.exp(s)]), _LOG_SHAPE_BOUNDS)
+            log_shape = _maximise(
+                lambda s: _expected_log_pmf(row, pmf(mean, [np.exp(s)])), _LOG_SHAPE_BOUNDS
+            )
             shape = np.array([np.exp(log_shape)])
         if distribution == "poisson":
             tail = stats.poisson.sf(max_duration - 1, mean)
         else:
             tail = stats.nbinom.sf(max_duration - 1, shape[0], shape[0] / (shape[0] + mean))
-        if tail > _NEGLIGIBLE_TAIL:
-            mean = np.exp(_maximise(lambda m: value(np.exp(m), shape), _LOG_MEAN_BOUNDS))
-        return float(mean), shape
+        if tail <= _NEGLIGIBLE_TAIL or max_duration == 1:
+            return float(mean), shape
+
+        def excess(log_rate):  # truncated mean minus the counts' mean, increasing
+            return pmf(np.exp(log_rate), shape) @ steps - mean
+
+        low, high = _LOG_MEAN_BOUNDS
+        if excess(high) <= 0:
+            return float(np.exp(high)), shape
+        root = optimize.brentq(excess, max(low, np.log(mean) - 30.0), high, xtol=1e-14)
+        return float(np.exp(root)), shape
 
     # -- inference on new data ------------------------------------------------
 
