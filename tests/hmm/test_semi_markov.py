@@ -363,7 +363,8 @@ def test_estimator_api_fit_predict_sample_partial_fit():
     np.testing.assert_allclose(model.predict_proba(X).sum(axis=1), 1.0)
     np.testing.assert_allclose(model.filter(X).sum(axis=1), 1.0)
     np.testing.assert_allclose(model.predict_next_state_proba(X).sum(axis=1), 1.0)
-    assert np.isclose(model.score_sequences(X, lengths=[20, 20]).sum(), model.score(X, lengths=[20, 20]))
+    by_sequence = model.score_sequences(X, lengths=[20, 20])
+    assert np.isclose(by_sequence.sum(), model.score(X, lengths=[20, 20]))
     weights = np.ones(len(X))
     assert np.isclose(model.score(X, sample_weight=weights), model.score(X))
     assert np.isfinite(model.aic(X)) and model.bic(X) > model.aic(X) - 1e-9
