@@ -197,6 +197,12 @@ def _inference_examples():
         log_transmat=np.log([[0.7, 0.3], [0.2, 0.8]]),
         log_frameprob=log_frame,
     )
+    hsmm = dict(
+        log_startprob=np.log([0.4, 0.6]),
+        log_transmat=np.array([[-np.inf, 0.0], [0.0, -np.inf]]),
+        log_durationprob=np.log([[0.5, 0.5], [0.2, 0.8]]),
+        log_frameprob=log_frame,
+    )
     carried = inference.hmm_forward_smoothing(**hmm, features=np.ones((3, 1))).carried
     X = rng.normal(size=(5, 2))
     lgssm = dict(
@@ -285,6 +291,19 @@ def _inference_examples():
         inference.hmm_forward: [dict(**hmm, lengths=np.array([2, 1]))],
         inference.hmm_viterbi: [dict(**hmm, lengths=np.array([2, 1]))],
         inference.hmm_forward_smoothing: [dict(**hmm, features=np.ones((3, 1)), carried=carried)],
+        inference.hsmm_forward_backward: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.hsmm_forward: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.hsmm_filter: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.hsmm_viterbi: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.sample_hsmm_segments: [
+            dict(
+                startprob=np.array([0.4, 0.6]),
+                transmat=np.array([[0.0, 1.0], [1.0, 0.0]]),
+                durationprob=np.array([[0.5, 0.5], [0.2, 0.8]]),
+                n_samples=4,
+                random_state=0,
+            )
+        ],
         inference.sample_hmm_states: [
             dict(
                 startprob=np.array([0.4, 0.6]),

@@ -315,7 +315,7 @@ def hsmm_forward_backward(
     >>> import numpy as np
     >>> from skseq.inference import hsmm_forward_backward
     >>> log_start = np.log([0.5, 0.5])
-    >>> log_trans = np.log([[0.0, 1.0], [1.0, 0.0]])
+    >>> log_trans = np.array([[-np.inf, 0.0], [0.0, -np.inf]])  # log [[0, 1], [1, 0]]
     >>> log_duration = np.log([[0.2, 0.8], [0.5, 0.5]])
     >>> log_frame = np.log([[0.9, 0.1], [0.8, 0.2], [0.1, 0.9]])
     >>> result = hsmm_forward_backward(log_start, log_trans, log_duration, log_frame)
@@ -346,8 +346,8 @@ def hsmm_forward(log_startprob, log_transmat, log_durationprob, log_frameprob, *
     --------
     >>> import numpy as np
     >>> from skseq.inference import hsmm_forward
-    >>> result = hsmm_forward(np.log([1.0, 0.0]), np.log([[0.0, 1.0], [1.0, 0.0]]),
-    ...                       np.log([[0.0, 1.0], [1.0, 0.0]]), np.zeros((3, 2)))
+    >>> alternate = np.array([[-np.inf, 0.0], [0.0, -np.inf]])  # log [[0, 1], [1, 0]]
+    >>> result = hsmm_forward(alternate[1], alternate, alternate, np.zeros((3, 2)))
     >>> result.filtered  # a visit to 0 lasts 2 rows, then one to 1
     array([[1., 0.],
            [1., 0.],
@@ -378,8 +378,8 @@ def hsmm_filter(log_startprob, log_transmat, log_durationprob, log_frameprob, *,
     --------
     >>> import numpy as np
     >>> from skseq.inference import hsmm_filter
-    >>> result = hsmm_filter(np.log([1.0, 0.0]), np.log([[0.0, 1.0], [1.0, 0.0]]),
-    ...                      np.log([[0.0, 1.0], [1.0, 0.0]]), np.zeros((2, 2)))
+    >>> alternate = np.array([[-np.inf, 0.0], [0.0, -np.inf]])  # log [[0, 1], [1, 0]]
+    >>> result = hsmm_filter(alternate[1], alternate, alternate, np.zeros((2, 2)))
     >>> result.predicted  # after two rows of state 0, a visit to 1 starts
     array([[1., 0.],
            [0., 1.]])
@@ -407,7 +407,7 @@ def hsmm_viterbi(log_startprob, log_transmat, log_durationprob, log_frameprob, *
     >>> import numpy as np
     >>> from skseq.inference import hsmm_viterbi
     >>> log_prob, states = hsmm_viterbi(
-    ...     np.log([0.5, 0.5]), np.log([[0.0, 1.0], [1.0, 0.0]]),
+    ...     np.log([0.5, 0.5]), np.array([[-np.inf, 0.0], [0.0, -np.inf]]),
     ...     np.log([[0.1, 0.9], [0.9, 0.1]]), np.log([[0.9, 0.1], [0.8, 0.2], [0.1, 0.9]]))
     >>> states
     array([0, 0, 1])
@@ -419,6 +419,7 @@ def hsmm_viterbi(log_startprob, log_transmat, log_durationprob, log_frameprob, *
 
 for _function in (hsmm_forward_backward, hsmm_forward, hsmm_filter, hsmm_viterbi):
     _function.__doc__ = _function.__doc__.replace("    {model}", _DOC_MODEL)
+del _function
 
 
 def _check_segment_model(startprob, transmat, durationprob):
