@@ -46,6 +46,26 @@ cdef inline double _log_sum(const double* terms, Py_ssize_t n) noexcept nogil:
     return top + log(total)
 
 
+cdef inline double _log_sum_keeping(double* terms, Py_ssize_t n, double* largest) noexcept nogil:
+    """:func:`_log_sum`, leaving exp(terms[i] - max) in ``terms`` (all 0 when the
+    result is -inf) and the max in ``largest``: the callers reuse them instead
+    of a second exp per term."""
+    cdef Py_ssize_t i
+    cdef double top = -INFINITY, total = 0.0
+    for i in range(n):
+        if terms[i] > top:
+            top = terms[i]
+    largest[0] = top
+    if top == -INFINITY:
+        for i in range(n):
+            terms[i] = 0.0
+        return -INFINITY
+    for i in range(n):
+        terms[i] = exp(terms[i] - top)
+        total += terms[i]
+    return top + log(total)
+
+
 cdef inline double _visits_ending(
     const double* enter, const double* frame, const double* weights, Py_ssize_t e,
     Py_ssize_t k, Py_ssize_t n_states, Py_ssize_t n_durations, double* terms,
@@ -167,13 +187,13 @@ def forward_backward(
                                             + after_end[t + d, k])
                         else:
                             terms[d - 1] = log_survival[k, d - 1] + segment
-                    start_after[t, k] = _log_sum(&terms[0], reach)
-                    if start_after[t, k] == -INFINITY or enter[t, k] == -INFINITY:
+                    # terms become exp(term - top), top the largest term
+                    start_after[t, k] = _log_sum_keeping(&terms[0], reach, &top)
+                    if top == -INFINITY or enter[t, k] == -INFINITY:
                         continue
-                    top = start_after[t, k]
                     weight = exp(enter[t, k] + top - log_likelihood)
                     for d in range(1, reach + 1):
-                        p = weight * exp(terms[d - 1] - top)
+                        p = weight * terms[d - 1]
                         change[t, k] += p
                         change[t + d, k] -= p
                         if t + d < n_rows:
@@ -187,11 +207,12 @@ def forward_backward(
                 for j in range(n_states):
                     for k in range(n_states):
                         terms[k] = log_trans[j, k] + start_after[t, k]
-                    after_end[t, j] = _log_sum(&terms[0], n_states)
-                    if leave[t, j] == -INFINITY:
+                    after_end[t, j] = _log_sum_keeping(&terms[0], n_states, &top)
+                    if leave[t, j] == -INFINITY or top == -INFINITY:
                         continue
+                    weight = exp(leave[t, j] + top - log_likelihood)
                     for k in range(n_states):
-                        transition_counts[j, k] += exp(leave[t, j] + terms[k] - log_likelihood)
+                        transition_counts[j, k] += weight * terms[k]
             # p(z_t = k | x): visits started by row t minus those ended by it.
             total = 0.0
             for k in range(n_states):
