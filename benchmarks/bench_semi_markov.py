@@ -85,11 +85,11 @@ def hmm_of_same_size(n_states, seed=0):
     )
 
 
-def best_time(function, repeats):
+def best_time(function, arguments, repeats):
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
-        function()
+        function(*arguments)
         times.append(time.perf_counter() - started)
     return min(times)
 
@@ -118,9 +118,9 @@ def main():
             kernel = hsmm_forward_backward(*small)
             assert np.isclose(reference[0], kernel.log_likelihood, rtol=1e-10)
             assert np.allclose(reference[1], kernel.posteriors, atol=1e-8)
-            semi = best_time(lambda: hsmm_forward_backward(*model), repeats) / n_rows
-            plain = best_time(lambda: hmm_forward_backward(*hmm, log_frame), repeats) / n_rows
-            slow = best_time(lambda: numpy_forward_backward(*small), 1) / numpy_rows
+            semi = best_time(hsmm_forward_backward, model, repeats) / n_rows
+            plain = best_time(hmm_forward_backward, (*hmm, log_frame), repeats) / n_rows
+            slow = best_time(numpy_forward_backward, small, 1) / numpy_rows
             print(
                 f"{n_states:>3} {max_duration:>4} | {1e6 * semi:>11.2f} {1e6 * plain:>10.3f} "
                 f"{1e6 * slow:>12.1f} | {semi / plain:>8.1f} {slow / semi:>10.1f}"
