@@ -40,6 +40,10 @@ random_state)`` (none: ``sample`` says so); ``_emission_coordinates(X)``
 blocks of rows; with ``shifted`` each row comes already shifted by its
 maximum ``shift`` (saves a pass), and ``buffers`` (see
 :func:`skseq._buffers.work_array`) may hold the arrays.
+The hidden chain has hooks too, whose defaults are the Markov chain's:
+``_chain_estep`` (forward-backward on a block), ``_viterbi`` and
+``_sample_path``; :class:`~skseq.hmm.SemiMarkovHMM` overrides them (and
+``_posteriors``, ``_forward``, ``_mstep``) for explicit state durations.
 ``_densities_never_zero = True`` when no emission density is ever zero
 (Gaussian): a log-likelihood of -inf is then an overflow, reported as such,
 by ``score`` too.  hmmlearn's conventions (hand-set parameters, presets,
