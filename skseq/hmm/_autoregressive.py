@@ -7,22 +7,18 @@ path that splits, chunks or batches rows carries the regressors with them.  The 
 ``n_lags`` rows of each sequence only condition (they are not emitted).
 """
 
-import contextlib
-
 import numpy as np
 from scipy import linalg
 
 from .._validation import integer_rule, real_rule
-from ..inference.kalman import check_controls
 from ._base import BaseHMM, fit_kmeans
+from ._controls import ControlsMixin
 from ._gaussian import distribute_covariance, initial_covariance, keep_valid_covariances
 
 __all__ = ["AutoregressiveHMM", "LinearRegressionHMM"]
 
-_ROUTED = {"sequence_ids": True, "controls": True}
 
-
-class AutoregressiveHMM(BaseHMM):
+class AutoregressiveHMM(ControlsMixin, BaseHMM):
     """Hidden Markov model whose states emit vector autoregressions (a switching VAR).
 
     x_t | z_t = k ~ N(sum_l A_{k,l} x_{t-l} + V_k u_t + b_k, Sigma_k), l = 1 .. ``n_lags``,
@@ -73,10 +69,12 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
 
     Notes
     -----
-    ``controls`` (one row per row of ``X``) are routed by metadata routing as
-    ``sequence_ids`` are (requested by default).  :meth:`partial_fit` treats the
-    first ``n_lags`` rows of every batch as conditioning rows (the lags do not
-    carry over from the previous batch).
+    ``controls`` (one row per row of ``X``) are taken by every public method
+    (:class:`~skseq.hmm._controls.ControlsMixin`) and routed by metadata routing
+    as ``sequence_ids`` are (requested by default).  ``known_states`` has one
+    label per row of ``X``; those of the conditioning rows are not used.
+    :meth:`partial_fit` treats the first ``n_lags`` rows of every batch as
+    conditioning rows (the lags do not carry over from the previous batch).
 
     Examples
     --------
@@ -94,11 +92,6 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
     """
 
     _emission_letters = {"w": "coefs_", "b": "intercepts_", "c": "covars_"}
-    __metadata_request__fit = {**_ROUTED, "known_states": True}
-    __metadata_request__partial_fit = {**_ROUTED, "known_states": True}
-    __metadata_request__score = {**_ROUTED, "sample_weight": True}
-    __metadata_request__predict = _ROUTED
-    __metadata_request__predict_proba = _ROUTED
 
     def __init__(
         self,
@@ -177,38 +170,8 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
 
     # -- controls and lags: the regressors travel with the rows ---------------
 
-    @contextlib.contextmanager
-    def _given_controls(self, controls):
-        """Hold the caller's ``controls`` for :meth:`_prepare` (the outermost call's)."""
-        if "_controls" in self.__dict__:  # a public method calling another
-            yield
-            return
-        self._controls = controls
-        try:
-            yield
-        finally:
-            del self._controls
-            self.__dict__.pop("_emitted_rows", None)
-
-    def _checked_controls(self, n_samples, reset):
-        controls = self.__dict__.get("_controls")
-        if reset:
-            if controls is None:
-                self.n_controls_ = 0
-            else:
-                shape = np.shape(controls)
-                self.n_controls_ = 1 if len(shape) == 1 else (shape[1] if len(shape) == 2 else 0)
-                if len(shape) not in (1, 2):
-                    raise ValueError(
-                        f"controls must be 2-D (n_samples, n_controls), got shape {shape}."
-                    )
-        elif not hasattr(self, "n_controls_"):
-            self.n_controls_ = 0  # parameters set by hand
-        if controls is not None and self.n_controls_ == 0:
-            raise ValueError(
-                f"{type(self).__name__} was fitted without controls; do not pass controls."
-            )
-        return check_controls(controls, n_samples, self.n_controls_)
+    def _forget_call_state(self):
+        self.__dict__.pop("_emitted_rows", None)
 
     @property
     def _lags(self):
@@ -441,7 +404,7 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
 
     def _sample_emissions(self, states, random_state):
         n_lags, n_outputs = self._lags, self._n_outputs
-        controls, history = self._sample_inputs
+        controls, history = self._sample_controls, self._sample_history
         weights, factors = self._weights(), np.linalg.cholesky(self._full_covars())
         X = np.empty((len(states), n_outputs))
         past = list(history[::-1])  # most recent first
@@ -451,102 +414,7 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
             past.insert(0, X[t])
         return X
 
-    # -- public methods with controls -------------------------------------------
-
-    def fit(self, X, y=None, *, lengths=None, sequence_ids=None, known_states=None, controls=None):
-        """Estimate the parameters by EM; see :meth:`GaussianHMM.fit`.
-
-        ``controls`` : array-like of shape (n_samples, n_controls), optional, the
-        inputs u_t, one row per row of ``X`` (routed as ``sequence_ids``).
-        ``known_states`` has one label per row of ``X``; those of the first
-        ``n_lags`` rows of each sequence are not used.
-        """
-        with self._given_controls(controls):
-            return super().fit(
-                X, y, lengths=lengths, sequence_ids=sequence_ids, known_states=known_states
-            )
-
-    def partial_fit(
-        self,
-        X,
-        y=None,
-        *,
-        lengths=None,
-        sequence_ids=None,
-        new_sequence=False,
-        known_states=None,
-        controls=None,
-    ):
-        """One step of stochastic EM on a batch; see :meth:`GaussianHMM.partial_fit`.
-
-        The first ``n_lags`` rows of the batch's sequences only condition.
-        """
-        with self._given_controls(controls):
-            return super().partial_fit(
-                X,
-                y,
-                lengths=lengths,
-                sequence_ids=sequence_ids,
-                new_sequence=new_sequence,
-                known_states=known_states,
-            )
-
-    def score(
-        self, X, y=None, *, lengths=None, sequence_ids=None, sample_weight=None, controls=None
-    ):
-        """log p(emitted rows | conditioning rows, controls); see :meth:`GaussianHMM.score`.
-
-        ``sample_weight`` has one weight per emitted row.
-        """
-        with self._given_controls(controls):
-            return super().score(
-                X, y, lengths=lengths, sequence_ids=sequence_ids, sample_weight=sample_weight
-            )
-
-    def score_sequences(self, X, *, lengths=None, sequence_ids=None, controls=None):
-        """Log-likelihood of each sequence (of its emitted rows)."""
-        with self._given_controls(controls):
-            return super().score_sequences(X, lengths=lengths, sequence_ids=sequence_ids)
-
-    def score_samples(self, X, lengths=None, *, sequence_ids=None, controls=None):
-        """Log-likelihood and the posteriors of the emitted rows."""
-        with self._given_controls(controls):
-            return super().score_samples(X, lengths, sequence_ids=sequence_ids)
-
-    def predict_proba(self, X, lengths=None, *, sequence_ids=None, controls=None):
-        """Posterior state probabilities of the emitted rows."""
-        with self._given_controls(controls):
-            return super().predict_proba(X, lengths, sequence_ids=sequence_ids)
-
-    def decode(self, X, lengths=None, algorithm=None, *, sequence_ids=None, controls=None):
-        """Most likely states of the emitted rows; see :meth:`GaussianHMM.decode`."""
-        with self._given_controls(controls):
-            return super().decode(X, lengths, algorithm, sequence_ids=sequence_ids)
-
-    def predict(self, X, lengths=None, *, sequence_ids=None, controls=None):
-        """Most likely state of each emitted row."""
-        with self._given_controls(controls):
-            return super().predict(X, lengths, sequence_ids=sequence_ids)
-
-    def filter(self, X, *, lengths=None, sequence_ids=None, controls=None):
-        """Filtered state probabilities of the emitted rows."""
-        with self._given_controls(controls):
-            return super().filter(X, lengths=lengths, sequence_ids=sequence_ids)
-
-    def predict_next_state_proba(self, X, *, lengths=None, sequence_ids=None, controls=None):
-        """p(z_{t+1} | x_1..x_t) of each emitted row."""
-        with self._given_controls(controls):
-            return super().predict_next_state_proba(X, lengths=lengths, sequence_ids=sequence_ids)
-
-    def aic(self, X, lengths=None, *, sequence_ids=None, controls=None):
-        """Akaike information criterion on ``X`` (and its ``controls``); lower is better."""
-        with self._given_controls(controls):
-            return super().aic(X, lengths, sequence_ids=sequence_ids)
-
-    def bic(self, X, lengths=None, *, sequence_ids=None, controls=None):
-        """Bayesian information criterion on ``X`` (and its ``controls``); lower is better."""
-        with self._given_controls(controls):
-            return super().bic(X, lengths, sequence_ids=sequence_ids)
+    # -- public methods (controls=: ControlsMixin) ------------------------------
 
     def sample(
         self, n_samples=1, random_state=None, currstate=None, *, controls=None, initial_lags=None
@@ -574,16 +442,11 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
                 )
         else:
             history = np.zeros((0, n_outputs))
-        if not hasattr(self, "n_controls_"):
-            self.n_controls_ = 0
-        if controls is not None and self.n_controls_ == 0:
-            raise ValueError(f"{type(self).__name__} has no controls; do not pass controls.")
-        controls = check_controls(controls, n_samples, self.n_controls_)
-        self._sample_inputs = (controls, history)
+        self._sample_history = history
         try:
-            return super().sample(n_samples, random_state, currstate)
+            return super().sample(n_samples, random_state, currstate, controls=controls)
         finally:
-            del self._sample_inputs
+            del self._sample_history
 
 
 class LinearRegressionHMM(AutoregressiveHMM):
