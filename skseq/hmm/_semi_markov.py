@@ -501,47 +501,51 @@ class SemiMarkovGaussianHMM(SemiMarkovHMM, GaussianHMM):
 
     {notes}
 
-        The Gaussian emissions are :class:`~skseq.hmm.GaussianHMM`'s (its
-        covariance types, priors and missing entries).
+    The Gaussian emissions are :class:`~skseq.hmm.GaussianHMM`'s (its
+    covariance types, priors and missing entries).
 
-        Parameters
-        ----------
-        n_components : int, default=1
-            Number of hidden states.
+    Parameters
+    ----------
+    n_components : int, default=1
+        Number of hidden states.
     {durations}
-        covariance_type, min_covar, startprob_prior, transmat_prior, means_prior,
-        means_weight, covars_prior, covars_weight, algorithm, random_state, n_iter, tol, verbose
-            As in :class:`~skseq.hmm.GaussianHMM` (``transmat_prior`` applies to
-            the off-diagonal entries).
-        params, init_params : str, default="stdmc"
-            "s" startprob, "t" transmat, "d" durations, "m" means, "c" covars.
-        startprob_init, transmat_init, means_init, covars_init : array-like, optional
-            Initial values, as in :class:`~skseq.hmm.GaussianHMM` (``transmat_init``
-            with a zero diagonal).  Initial durations: set ``duration_probs_`` by
-            hand and leave "d" out of ``init_params``.
-        n_init, n_jobs, learning_method, learning_decay, learning_offset, total_samples, batch_size
-            As in :class:`~skseq.hmm.GaussianHMM`.
+    covariance_type, min_covar, means_prior, means_weight, covars_prior, covars_weight
+        As in :class:`~skseq.hmm.GaussianHMM`.
+    startprob_prior, transmat_prior, algorithm, random_state, n_iter, tol, verbose
+        As in :class:`~skseq.hmm.GaussianHMM` (``transmat_prior`` applies to
+        the off-diagonal entries).
+    params, init_params : str, default="stdmc"
+        "s" startprob, "t" transmat, "d" durations, "m" means, "c" covars.
+    startprob_init, transmat_init, means_init, covars_init : array-like, optional
+        Initial values, as in :class:`~skseq.hmm.GaussianHMM` (``transmat_init``
+        with a zero diagonal).  Initial durations: set ``duration_probs_`` by
+        hand and leave "d" out of ``init_params``.
+    n_init, n_jobs
+        As in :class:`~skseq.hmm.GaussianHMM`.
+    learning_method, learning_decay, learning_offset, total_samples, batch_size
+        Stochastic EM, as in :class:`~skseq.hmm.GaussianHMM`.
 
-        Attributes
-        ----------
-        startprob_ : ndarray of shape (n_components,)
+    Attributes
+    ----------
+    startprob_ : ndarray of shape (n_components,)
     {attributes}
-        means_, covars_ : ndarray
-            As in :class:`~skseq.hmm.GaussianHMM`.
-        monitor_, n_iter_, converged_, n_features_in_ : as in :class:`~skseq.hmm.GaussianHMM`.
+    means_, covars_ : ndarray
+        As in :class:`~skseq.hmm.GaussianHMM`.
+    monitor_, n_iter_, converged_, n_features_in_
+        As in :class:`~skseq.hmm.GaussianHMM`.
 
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from skseq import SemiMarkovGaussianHMM
-        >>> rng = np.random.default_rng(0)
-        >>> states = np.repeat(np.arange(40) % 2, 6)  # visits of 6 rows
-        >>> X = rng.normal(3.0 * states, 0.5)[:, None]
-        >>> model = SemiMarkovGaussianHMM(2, max_duration=12, n_iter=30, random_state=0).fit(X)
-        >>> np.round(np.sort(model.means_.ravel()))
-        array([0., 3.])
-        >>> np.round(model.duration_rates_ + 1)  # mean durations
-        array([6., 6.])
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq import SemiMarkovGaussianHMM
+    >>> rng = np.random.default_rng(0)
+    >>> states = np.repeat(np.arange(40) % 2, 6)  # visits of 6 rows
+    >>> X = rng.normal(3.0 * states, 0.5)[:, None]
+    >>> model = SemiMarkovGaussianHMM(2, max_duration=12, n_iter=30, random_state=0).fit(X)
+    >>> np.round(np.sort(model.means_.ravel()))
+    array([0., 3.])
+    >>> np.round(model.duration_rates_ + 1)  # mean durations
+    array([6., 6.])
     """
 
     def __init__(
@@ -615,43 +619,47 @@ class SemiMarkovCategoricalHMM(SemiMarkovHMM, CategoricalHMM):
 
     {notes}
 
-        The categorical emissions are :class:`~skseq.hmm.CategoricalHMM`'s
-        (whole-number symbols, one or several columns, NaN for a missing symbol).
+    The categorical emissions are :class:`~skseq.hmm.CategoricalHMM`'s
+    (whole-number symbols, one or several columns, NaN for a missing symbol).
 
-        Parameters
-        ----------
-        n_components : int, default=1
-            Number of hidden states.
+    Parameters
+    ----------
+    n_components : int, default=1
+        Number of hidden states.
     {durations}
-        startprob_prior, transmat_prior, emissionprob_prior, n_features, algorithm,
-        random_state, n_iter, tol, verbose
-            As in :class:`~skseq.hmm.CategoricalHMM`.
-        params, init_params : str, default="stde"
-            "s" startprob, "t" transmat, "d" durations, "e" emissionprob.
-        startprob_init, transmat_init, emissionprob_init : array-like, optional
-            Initial values (``transmat_init`` with a zero diagonal).
-        n_init, n_jobs, learning_method, learning_decay, learning_offset, total_samples, batch_size
-            As in :class:`~skseq.hmm.CategoricalHMM`.
+    startprob_prior, transmat_prior, emissionprob_prior, n_features
+        As in :class:`~skseq.hmm.CategoricalHMM`.
+    algorithm, random_state, n_iter, tol, verbose
+        As in :class:`~skseq.hmm.CategoricalHMM`.
+    params, init_params : str, default="stde"
+        "s" startprob, "t" transmat, "d" durations, "e" emissionprob.
+    startprob_init, transmat_init, emissionprob_init : array-like, optional
+        Initial values (``transmat_init`` with a zero diagonal).
+    n_init, n_jobs
+        As in :class:`~skseq.hmm.CategoricalHMM`.
+    learning_method, learning_decay, learning_offset, total_samples, batch_size
+        Stochastic EM, as in :class:`~skseq.hmm.GaussianHMM`.
 
-        Attributes
-        ----------
-        startprob_ : ndarray of shape (n_components,)
+    Attributes
+    ----------
+    startprob_ : ndarray of shape (n_components,)
     {attributes}
-        emissionprob_, n_symbols_ : ndarray
-            As in :class:`~skseq.hmm.CategoricalHMM`.
-        monitor_, n_iter_, converged_, n_features_in_ : as in :class:`~skseq.hmm.CategoricalHMM`.
+    emissionprob_, n_symbols_ : ndarray
+        As in :class:`~skseq.hmm.CategoricalHMM`.
+    monitor_, n_iter_, converged_, n_features_in_
+        As in :class:`~skseq.hmm.CategoricalHMM`.
 
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from skseq import SemiMarkovCategoricalHMM
-        >>> model = SemiMarkovCategoricalHMM(2, max_duration=3, duration_distribution="categorical")
-        >>> model.startprob_ = [1.0, 0.0]
-        >>> model.transmat_ = [[0.0, 1.0], [1.0, 0.0]]
-        >>> model.duration_probs_ = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]  # 3 rows of 0, 1 of 1
-        >>> model.emissionprob_ = [[0.9, 0.1], [0.1, 0.9]]
-        >>> model.predict([[0], [0], [1], [1], [0]]).tolist()
-        [0, 0, 0, 1, 0]
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq import SemiMarkovCategoricalHMM
+    >>> model = SemiMarkovCategoricalHMM(2, max_duration=3, duration_distribution="categorical")
+    >>> model.startprob_ = [1.0, 0.0]
+    >>> model.transmat_ = [[0.0, 1.0], [1.0, 0.0]]
+    >>> model.duration_probs_ = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]  # 3 rows of 0, 1 of 1
+    >>> model.emissionprob_ = [[0.9, 0.1], [0.1, 0.9]]
+    >>> model.predict([[0], [0], [1], [1], [0]]).tolist()
+    [0, 0, 0, 1, 0]
     """
 
     def __init__(
@@ -711,6 +719,10 @@ class SemiMarkovCategoricalHMM(SemiMarkovHMM, CategoricalHMM):
 
 
 for _class in (SemiMarkovGaussianHMM, SemiMarkovCategoricalHMM):
-    _class.__doc__ = _class.__doc__.format(
-        notes=_DURATION_NOTES, durations=_DURATION_PARAMETERS, attributes=_DURATION_ATTRIBUTES
-    )
+    for _placeholder, _text in (
+        ("{notes}", _DURATION_NOTES),
+        ("{durations}", _DURATION_PARAMETERS),
+        ("{attributes}", _DURATION_ATTRIBUTES),
+    ):
+        _class.__doc__ = _class.__doc__.replace("    " + _placeholder, _text)
+del _class, _placeholder, _text
