@@ -450,3 +450,34 @@ def test_same_emission_code_as_the_hmms():
                       (SemiMarkovCategoricalHMM, CategoricalHMM)):  # fmt: skip
         for name in ("_emission_terms", "_emission_mstep", "_initialize_emissions"):
             assert getattr(semi, name) is getattr(hmm, name)
+
+
+def test_missing_rows_are_unobserved_steps():
+    """A row missing throughout (NaN) has log-emission 0 in every state: the
+    semi-Markov posteriors there come from the durations alone."""
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(30, 1))
+    X[10:14] = np.nan
+    model = SemiMarkovGaussianHMM(2, max_duration=6, n_iter=5, random_state=0).fit(X)
+    log_frame = model._compute_log_likelihood(X)
+    np.testing.assert_array_equal(log_frame[10:14], 0.0)
+    with np.errstate(divide="ignore"):
+        logs = [np.log(p) for p in (model.startprob_, model.transmat_, model.duration_probs_)]
+    expected = hsmm_forward_backward(*logs, log_frame)
+    np.testing.assert_allclose(model.predict_proba(X), expected.posteriors, atol=1e-12)
+    assert np.isclose(model.score(X), expected.log_likelihood, rtol=1e-12)
+
+
+def test_stochastic_em_learns_the_durations():
+    truth = SemiMarkovGaussianHMM(2, max_duration=20)
+    truth.startprob_ = [0.5, 0.5]
+    truth.transmat_ = [[0.0, 1.0], [1.0, 0.0]]
+    truth.duration_probs_ = _poisson([4.0, 9.0], 20)
+    truth.means_ = [[-3.0], [3.0]]
+    truth.covars_ = [[1.0], [1.0]]
+    X, lengths = simulated(truth, 40, 100, seed=2)
+    model = SemiMarkovGaussianHMM(
+        2, max_duration=20, learning_method="online", batch_size=8, n_iter=30, random_state=0
+    ).fit(X, lengths=lengths)
+    order = np.argsort(model.means_.ravel())
+    np.testing.assert_allclose(model.duration_rates_[order], [4.0, 9.0], rtol=0.15)
