@@ -18,7 +18,7 @@ import numpy as np
 from scipy import optimize, stats
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import integer_rule, option_rule
+from .._validation import integer_rule, option_rule, prior_rule
 from ..base import SufficientStatistics
 from ..inference.hmm import HMMForwardResult
 from ..inference.hsmm import (
@@ -28,7 +28,7 @@ from ..inference.hsmm import (
     _viterbi_offsets,
     complete_duration_counts,
 )
-from ._base import BaseHMM, check_probability_vector
+from ._base import BaseHMM, check_probability_vector, dirichlet_map
 from ._discrete import CategoricalHMM
 from ._gaussian import GaussianHMM
 
@@ -96,6 +96,7 @@ class SemiMarkovHMM(BaseHMM):
             **super()._parameter_rules(),
             "max_duration": integer_rule(low=1),
             "duration_distribution": option_rule(*DURATION_DISTRIBUTIONS),
+            "duration_prior": prior_rule(low=0.0, low_open=True),
         }
 
     # -- the parameters of the semi-Markov chain ------------------------------
@@ -170,6 +171,11 @@ class SemiMarkovHMM(BaseHMM):
     def _check_fitted_parameters(self, n_features=None):
         super()._check_fitted_parameters(n_features)
         integer_rule(low=1)(self.max_duration, "max_duration")
+        if getattr(self, "duration_probs_", None) is None:
+            raise AttributeError(
+                f"{type(self).__name__} has no duration_probs_: fit the model, or set "
+                f"duration_probs_ of shape (n_components, max_duration) by hand."
+            )
         self._check_transmat_diagonal()
         check_probability_vector(
             self.duration_probs_, "duration_probs_", (self.n_components, self.max_duration)
@@ -225,17 +231,21 @@ class SemiMarkovHMM(BaseHMM):
     def _mstep(self, statistics):
         super()._mstep(statistics)
         if "d" in self.params:
-            self._duration_mstep(statistics["durations"])
+            self._duration_map(statistics["durations"])
+
+    def _duration_map(self, counts):
+        """The durations' M step on the expected ``counts`` and the pseudo-counts of
+        ``duration_prior`` (MAP)."""
+        prior = self._prior("duration_prior", (self.n_components, self.max_duration))
+        self._duration_mstep(np.maximum(prior - 1.0 + counts, 0.0))
 
     def _duration_mstep(self, counts):
-        """Maximise sum_d counts[k, d] log p_k(d) per state; a state without visits
-        keeps its durations, and a step that would not raise the sum is not taken."""
+        """Maximise sum_d counts[k, d] log p_k(d) per state (``counts``: the expected
+        counts plus the prior's pseudo-counts); a state without visits keeps its
+        durations, and a step that would not raise the sum is not taken."""
         distribution = self.duration_distribution
         if distribution == "categorical":
-            totals = counts.sum(axis=1, keepdims=True)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                probs = counts / totals
-            self.duration_probs_ = np.where(totals > 0, probs, self.duration_probs_)
+            self.duration_probs_ = dirichlet_map(counts, 1.0, self.duration_probs_)
             return
         steps = np.arange(self.max_duration)
         rates = self.duration_rates_.copy()
@@ -459,7 +469,13 @@ _DURATION_PARAMETERS = """    max_duration : int, default=20
         mean ``duration_rates_[k]``; "negative_binomial", d - 1 negative
         binomial of mean ``duration_rates_[k]`` and shape
         ``duration_shapes_[k]`` (variance m + m^2 / shape); both truncated to
-        1 .. D and renormalised; "categorical", a free pmf over 1 .. D."""
+        1 .. D and renormalised; "categorical", a free pmf over 1 .. D.
+    duration_prior : float or array broadcastable to (n_components, max_duration), default=1.0
+        Dirichlet concentration (> 0) of a prior on each state's duration pmf
+        (1 = none): the M step adds the pseudo-counts ``duration_prior - 1``
+        to the expected duration counts (clipped at zero), the MAP estimate
+        of the free pmf and, for the parametric laws, of their parameters
+        under that prior."""
 
 _DURATION_ATTRIBUTES = """    transmat_ : ndarray of shape (n_components, n_components)
         p(next visit's state | this visit's state), zero diagonal.
@@ -553,6 +569,7 @@ class SemiMarkovGaussianHMM(SemiMarkovHMM, GaussianHMM):
         n_components=1,
         max_duration=20,
         duration_distribution="poisson",
+        duration_prior=1.0,
         covariance_type="diag",
         min_covar=1e-3,
         startprob_prior=1.0,
@@ -612,6 +629,7 @@ class SemiMarkovGaussianHMM(SemiMarkovHMM, GaussianHMM):
         )
         self.max_duration = max_duration
         self.duration_distribution = duration_distribution
+        self.duration_prior = duration_prior
 
 
 class SemiMarkovCategoricalHMM(SemiMarkovHMM, CategoricalHMM):
@@ -667,6 +685,7 @@ class SemiMarkovCategoricalHMM(SemiMarkovHMM, CategoricalHMM):
         n_components=1,
         max_duration=20,
         duration_distribution="poisson",
+        duration_prior=1.0,
         startprob_prior=1.0,
         transmat_prior=1.0,
         *,
@@ -716,6 +735,7 @@ class SemiMarkovCategoricalHMM(SemiMarkovHMM, CategoricalHMM):
         )
         self.max_duration = max_duration
         self.duration_distribution = duration_distribution
+        self.duration_prior = duration_prior
 
 
 for _class in (SemiMarkovGaussianHMM, SemiMarkovCategoricalHMM):

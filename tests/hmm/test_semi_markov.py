@@ -439,6 +439,11 @@ def test_errors():
     fitted = SemiMarkovGaussianHMM(2, max_duration=5, n_iter=2, random_state=0).fit(X)
     with pytest.raises(NotImplementedError, match="filter"):
         fitted.filter_stream(X)
+    by_hand = SemiMarkovGaussianHMM(2, max_duration=5)
+    for name in ("startprob_", "transmat_", "means_", "covars_"):
+        setattr(by_hand, name, getattr(fitted, name))
+    with pytest.raises(AttributeError, match="no duration_probs_"):
+        by_hand.predict(X)
     fitted.duration_probs_ = np.full((2, 4), 0.25)
     with pytest.raises(ValueError, match="duration_probs_ must have shape"):
         fitted.predict(X)
@@ -481,3 +486,23 @@ def test_stochastic_em_learns_the_durations():
     ).fit(X, lengths=lengths)
     order = np.argsort(model.means_.ravel())
     np.testing.assert_allclose(model.duration_rates_[order], [4.0, 9.0], rtol=0.15)
+
+
+def test_duration_prior_adds_pseudo_counts():
+    counts = np.zeros((2, 5))
+    counts[0, [1, 3]] = [3.0, 1.0]
+    counts[1, 0] = 2.0
+    model = SemiMarkovGaussianHMM(
+        2, max_duration=5, duration_distribution="categorical", duration_prior=2.0, params="d"
+    )
+    model.duration_probs_ = np.full((2, 5), 0.2)
+    model._duration_map(counts)
+    np.testing.assert_allclose(model.duration_probs_, (counts + 1) / (counts + 1).sum(1)[:, None])
+    poisson = SemiMarkovGaussianHMM(2, max_duration=200, duration_prior=1.5, params="d")
+    poisson.duration_rates_ = np.ones(2)
+    poisson.duration_probs_ = _poisson(poisson.duration_rates_, 200)
+    poisson._duration_map(np.pad(counts, ((0, 0), (0, 195))))
+    pseudo = np.pad(counts, ((0, 0), (0, 195))) + 0.5  # the MAP: mean of d - 1 with them
+    np.testing.assert_allclose(poisson.duration_rates_, pseudo @ np.arange(200) / pseudo.sum(1))
+    with pytest.raises(ValueError, match="duration_prior must be > 0"):
+        SemiMarkovGaussianHMM(2, duration_prior=0.0).fit(np.zeros((10, 1)))
