@@ -22,6 +22,7 @@ from skseq import (
     MultinomialHMM,
     PoissonHMM,
     SelectiveSSMRegressor,
+    SemiMarkovGaussianHMM,
     inference,
 )
 from skseq.datasets import load_nile
@@ -52,8 +53,9 @@ def nile_versions():
         GaussianHMM(2, n_iter=20, random_state=0),
         GMMHMM(2, n_mix=2, n_iter=20, random_state=0),
         LinearGaussianSSM(n_iter=20, random_state=0),
+        SemiMarkovGaussianHMM(2, max_duration=40, n_iter=20, random_state=0),
     ],
-    ids=["GaussianHMM", "GMMHMM", "LinearGaussianSSM"],
+    ids=["GaussianHMM", "GMMHMM", "LinearGaussianSSM", "SemiMarkovGaussianHMM"],
 )
 def test_masked_nile_years_are_missing_like_nan(model):
     flow, masked, as_nan = nile_versions()
