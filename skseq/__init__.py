@@ -14,7 +14,12 @@ from .hmm import (
     VariationalCategoricalHMM,
     VariationalGaussianHMM,
 )
-from .lds import LinearGaussianSSM
+from .lds import (
+    AdditiveUnscentedKalmanFilter,
+    ExtendedKalmanFilter,
+    LinearGaussianSSM,
+    UnscentedKalmanFilter,
+)
 from .neural import *  # noqa: F403
 
 __version__ = "0.1.0"
@@ -33,5 +38,8 @@ __all__ = [
     "SemiMarkovGaussianHMM",
     "SemiMarkovCategoricalHMM",
     "LinearGaussianSSM",
+    "UnscentedKalmanFilter",
+    "AdditiveUnscentedKalmanFilter",
+    "ExtendedKalmanFilter",
     *neural.__all__,
 ]
