@@ -13,6 +13,7 @@ READING_ORDER = [
     "plot_earthquakes.py",
     "plot_business_cycle.py",
     "plot_nile.py",
+    "plot_sunspot_durations.py",
     "plot_stochastic_em.py",
     "plot_grid_search.py",
     "plot_inference_functions.py",

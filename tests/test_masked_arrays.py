@@ -24,6 +24,7 @@ from skseq import (
     MultinomialHMM,
     PoissonHMM,
     SelectiveSSMRegressor,
+    SemiMarkovGaussianHMM,
     UnscentedKalmanFilter,
     inference,
 )
@@ -55,8 +56,9 @@ def nile_versions():
         GaussianHMM(2, n_iter=20, random_state=0),
         GMMHMM(2, n_mix=2, n_iter=20, random_state=0),
         LinearGaussianSSM(n_iter=20, random_state=0),
+        SemiMarkovGaussianHMM(2, max_duration=40, n_iter=20, random_state=0),
     ],
-    ids=["GaussianHMM", "GMMHMM", "LinearGaussianSSM"],
+    ids=["GaussianHMM", "GMMHMM", "LinearGaussianSSM", "SemiMarkovGaussianHMM"],
 )
 def test_masked_nile_years_are_missing_like_nan(model):
     flow, masked, as_nan = nile_versions()
@@ -221,6 +223,12 @@ def _inference_examples():
         log_transmat=np.log([[0.7, 0.3], [0.2, 0.8]]),
         log_frameprob=log_frame,
     )
+    hsmm = dict(
+        log_startprob=np.log([0.4, 0.6]),
+        log_transmat=np.array([[-np.inf, 0.0], [0.0, -np.inf]]),
+        log_durationprob=np.log([[0.5, 0.5], [0.2, 0.8]]),
+        log_frameprob=log_frame,
+    )
     carried = inference.hmm_forward_smoothing(**hmm, features=np.ones((3, 1))).carried
     X = rng.normal(size=(5, 2))
     lgssm = dict(
@@ -366,6 +374,19 @@ def _inference_examples():
         inference.hmm_forward: [dict(**hmm, lengths=np.array([2, 1]))],
         inference.hmm_viterbi: [dict(**hmm, lengths=np.array([2, 1]))],
         inference.hmm_forward_smoothing: [dict(**hmm, features=np.ones((3, 1)), carried=carried)],
+        inference.hsmm_forward_backward: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.hsmm_forward: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.hsmm_filter: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.hsmm_viterbi: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.sample_hsmm_segments: [
+            dict(
+                startprob=np.array([0.4, 0.6]),
+                transmat=np.array([[0.0, 1.0], [1.0, 0.0]]),
+                durationprob=np.array([[0.5, 0.5], [0.2, 0.8]]),
+                n_samples=4,
+                random_state=0,
+            )
+        ],
         inference.sample_hmm_states: [
             dict(
                 startprob=np.array([0.4, 0.6]),

@@ -7,6 +7,8 @@ public name of the modules is importable from here as well:
 - :mod:`~skseq.inference.hmm`: forward-backward, forward filtering, Viterbi,
   forward-only smoothing and state sampling of hidden Markov models
   (``hmm_*``, ``sample_hmm_states``);
+- :mod:`~skseq.inference.hsmm`: the same for explicit-duration (semi-Markov)
+  HMMs, over segmentations (``hsmm_*``, ``sample_hsmm_segments``);
 - :mod:`~skseq.inference.gaussian`: Gaussian log-densities, weighted moments
   and the covariance layouts;
 - :mod:`~skseq.inference.kalman`: the Kalman filter and smoother, one-step
@@ -40,6 +42,7 @@ from . import (
     attention,
     gaussian,
     hmm,
+    hsmm,
     kalman,
     kalman_mle,
     nonlinear,
@@ -52,6 +55,7 @@ from . import (
 from .attention import *  # noqa: F403
 from .gaussian import *  # noqa: F403
 from .hmm import *  # noqa: F403
+from .hsmm import *  # noqa: F403
 from .kalman import *  # noqa: F403
 from .kalman_mle import *  # noqa: F403
 from .nonlinear import *  # noqa: F403
@@ -63,6 +67,7 @@ from .subspace import *  # noqa: F403
 
 __all__ = [
     *hmm.__all__,
+    *hsmm.__all__,
     *gaussian.__all__,
     *kalman.__all__,
     *kalman_mle.__all__,
