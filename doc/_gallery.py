@@ -14,6 +14,7 @@ READING_ORDER = [
     "plot_business_cycle.py",
     "plot_regime_switching_gdp.py",
     "plot_nile.py",
+    "plot_sunspot_durations.py",
     "plot_stochastic_em.py",
     "plot_grid_search.py",
     "plot_inference_functions.py",
