@@ -9,6 +9,8 @@ from .hmm import (
     LinearRegressionHMM,
     MultinomialHMM,
     PoissonHMM,
+    SemiMarkovCategoricalHMM,
+    SemiMarkovGaussianHMM,
     VariationalCategoricalHMM,
     VariationalGaussianHMM,
 )
@@ -33,6 +35,8 @@ __all__ = [
     "VariationalCategoricalHMM",
     "AutoregressiveHMM",
     "LinearRegressionHMM",
+    "SemiMarkovGaussianHMM",
+    "SemiMarkovCategoricalHMM",
     "LinearGaussianSSM",
     "UnscentedKalmanFilter",
     "AdditiveUnscentedKalmanFilter",

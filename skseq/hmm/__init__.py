@@ -1,11 +1,13 @@
 """Hidden Markov models: Gaussian, autoregressive, linear-regression, categorical,
-multinomial, Poisson and Gaussian-mixture emissions."""
+multinomial, Poisson and Gaussian-mixture emissions, and explicit-duration
+(semi-Markov) HMMs with Gaussian or categorical emissions."""
 
 from ._autoregressive import AutoregressiveHMM, LinearRegressionHMM
 from ._base import BaseHMM
 from ._discrete import CategoricalHMM, MultinomialHMM, PoissonHMM
 from ._gaussian import GaussianHMM
 from ._gmm import GMMHMM
+from ._semi_markov import SemiMarkovCategoricalHMM, SemiMarkovGaussianHMM, SemiMarkovHMM
 from ._variational import VariationalCategoricalHMM, VariationalGaussianHMM
 
 __all__ = [
@@ -19,4 +21,7 @@ __all__ = [
     "VariationalCategoricalHMM",
     "AutoregressiveHMM",
     "LinearRegressionHMM",
+    "SemiMarkovHMM",
+    "SemiMarkovGaussianHMM",
+    "SemiMarkovCategoricalHMM",
 ]

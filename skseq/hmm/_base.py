@@ -40,6 +40,10 @@ random_state)`` (none: ``sample`` says so); ``_emission_coordinates(X)``
 blocks of rows; with ``shifted`` each row comes already shifted by its
 maximum ``shift`` (saves a pass), and ``buffers`` (see
 :func:`skseq._buffers.work_array`) may hold the arrays.
+The hidden chain has hooks too, whose defaults are the Markov chain's:
+``_chain_estep`` (forward-backward on a block), ``_viterbi`` and
+``_sample_path``; :class:`~skseq.hmm.SemiMarkovHMM` overrides them (and
+``_posteriors``, ``_forward``, ``_mstep``) for explicit state durations.
 ``_densities_never_zero = True`` when no emission density is ever zero
 (Gaussian): a log-likelihood of -inf is then an overflow, reported as such,
 by ``score`` too.  hmmlearn's conventions (hand-set parameters, presets,
@@ -566,17 +570,14 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         X, known_states = self._split_known_states(X)
         blocks = []
 
-        startprob, transmat = self._estep_chain()
+        chain = self._estep_chain()
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            result = _forward_backward_offsets(
-                startprob, transmat, log_frameprob, local_offsets, shift, buffers
+            statistics, posteriors, log_likelihood = self._chain_estep(
+                chain, log_frameprob, shift, local_offsets, buffers
             )
-            statistics = SufficientStatistics(
-                start=result.start_counts, trans=result.transition_counts
-            )
-            statistics.update(self._emission_statistics(X[rows], result.posteriors, cache))
-            blocks.append((statistics, result.log_likelihood))
+            statistics.update(self._emission_statistics(X[rows], posteriors, cache))
+            blocks.append((statistics, log_likelihood))
 
         def long_sequence(X, emissions, buffers, sequences, rows):
             known = None if known_states is None else known_states[rows]
@@ -594,6 +595,25 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             emissions=self._estep_emissions(),
         )
         return self._add_up(blocks)
+
+    def _chain_estep(self, chain, log_frameprob, shift, offsets, buffers):
+        """The hidden chain's part of the E step on a block of whole sequences.
+
+        ``chain`` is what :meth:`_estep_chain` gives; ``log_frameprob`` and
+        ``shift`` are the block's emissions (see :meth:`_emissions`).  Returns
+        ``(statistics, posteriors, log_likelihood)``: the chain's
+        :class:`~skseq.base.SufficientStatistics` (here the start and
+        transition counts of forward-backward), p(z_t = j | x) of every row
+        (from which the E step adds the emission statistics) and the block's
+        log-likelihood.  A model with another hidden chain (the semi-Markov
+        HMMs) overrides it and :meth:`_mstep`.
+        """
+        startprob, transmat = chain
+        result = _forward_backward_offsets(
+            startprob, transmat, log_frameprob, offsets, shift, buffers
+        )
+        statistics = SufficientStatistics(start=result.start_counts, trans=result.transition_counts)
+        return statistics, result.posteriors, result.log_likelihood
 
     # -- known states (semi-supervised fits) ----------------------------------
     #
@@ -1287,6 +1307,12 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         if algorithm == "map":
             posteriors = self._posteriors(X, offsets)[1]
             return float(posteriors.max(axis=1).sum()), posteriors.argmax(axis=1)
+        log_probs, states = self._viterbi(X, offsets)
+        return float(log_probs.sum()), states
+
+    def _viterbi(self, X, offsets):
+        """``(sequence_log_prob, states)``: the most likely path of every sequence of
+        validated ``X`` (a model with another hidden chain overrides it)."""
         with np.errstate(divide="ignore"):
             log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
         states = np.empty(X.shape[0], dtype=np.intp)
@@ -1305,7 +1331,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
         self._blockwise(X, offsets, block, shifted=False)
         self._require_possible(log_probs)
-        return float(log_probs.sum()), states
+        return log_probs, states
 
     def predict(self, X, lengths=None, *, sequence_ids=None):
         """Most likely state of each row, by the estimator's ``algorithm``.
@@ -1483,8 +1509,14 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
                     f"got {currstate!r}."
                 )
             start = self.transmat_[currstate]
-        states = _sample_states(start, self.transmat_, random_state.rand(n_samples))
+        states = self._sample_path(start, n_samples, random_state)
         return self._sample_emissions(states, random_state), states
+
+    def _sample_path(self, startprob, n_samples, random_state):
+        """A path of ``n_samples`` hidden states whose first is drawn from
+        ``startprob``, for :meth:`sample` (a model with another hidden chain
+        overrides it)."""
+        return _sample_states(startprob, self.transmat_, random_state.rand(n_samples))
 
     def get_stationary_distribution(self):
         """Stationary distribution of the hidden Markov chain.

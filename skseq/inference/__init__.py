@@ -7,11 +7,16 @@ public name of the modules is importable from here as well:
 - :mod:`~skseq.inference.hmm`: forward-backward, forward filtering, Viterbi,
   forward-only smoothing and state sampling of hidden Markov models
   (``hmm_*``, ``sample_hmm_states``);
+- :mod:`~skseq.inference.hsmm`: the same for explicit-duration (semi-Markov)
+  HMMs, over segmentations (``hsmm_*``, ``sample_hsmm_segments``);
 - :mod:`~skseq.inference.gaussian`: Gaussian log-densities, weighted moments
   and the covariance layouts;
 - :mod:`~skseq.inference.kalman`: the Kalman filter and smoother, one-step
   updates, forecasts, sampling and forward-only smoothing of linear-Gaussian
   state-space models (``kalman_*``, ``sample_lgssm``);
+- :mod:`~skseq.inference.kalman_mle`: their exact log-likelihood gradient (the
+  Fisher identity), per-row scores, a parameter transformation layer, maximum
+  likelihood and standard errors (``lgssm_*``);
 - :mod:`~skseq.inference.nonlinear`: sigma points, the unscented transform,
   and the unscented and extended Kalman filters, smoothers and one-step
   updates of nonlinear state-space models (``unscented_*``,
@@ -33,11 +38,26 @@ gradients through a network layer's function ``f`` come from
 """
 
 # Each module's __all__ is the one list of its public names.
-from . import attention, gaussian, hmm, kalman, nonlinear, particles, rnn, s4d, scan, subspace
+from . import (
+    attention,
+    gaussian,
+    hmm,
+    hsmm,
+    kalman,
+    kalman_mle,
+    nonlinear,
+    particles,
+    rnn,
+    s4d,
+    scan,
+    subspace,
+)
 from .attention import *  # noqa: F403
 from .gaussian import *  # noqa: F403
 from .hmm import *  # noqa: F403
+from .hsmm import *  # noqa: F403
 from .kalman import *  # noqa: F403
+from .kalman_mle import *  # noqa: F403
 from .nonlinear import *  # noqa: F403
 from .particles import *  # noqa: F403
 from .rnn import *  # noqa: F403
@@ -47,8 +67,10 @@ from .subspace import *  # noqa: F403
 
 __all__ = [
     *hmm.__all__,
+    *hsmm.__all__,
     *gaussian.__all__,
     *kalman.__all__,
+    *kalman_mle.__all__,
     *nonlinear.__all__,
     *scan.__all__,
     *s4d.__all__,

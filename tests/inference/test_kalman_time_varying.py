@@ -20,6 +20,7 @@ from skseq.inference.kalman import (
     kalman_smoother,
     sample_lgssm,
 )
+from skseq.inference.kalman_mle import lgssm_log_likelihood_gradient
 from skseq.lds import LinearGaussianSSM
 
 
@@ -316,6 +317,8 @@ def test_constant_only_functions_refuse_a_time_varying_model():
         kalman_forecast(parameters, X, 2)
     with pytest.raises(ValueError, match="kalman_filter_step needs a constant model"):
         kalman_filter_step(parameters, X[0])
+    with pytest.raises(ValueError, match="Exact maximum likelihood needs a constant model"):
+        lgssm_log_likelihood_gradient(parameters, X)
     np.testing.assert_array_equal(parameters.transition_matrix, before)
 
 
@@ -370,9 +373,13 @@ def test_estimator_refuses_time_varying_where_it_cannot():
         model.partial_fit(X)
     with pytest.raises(ValueError, match="filter_update needs a constant model"):
         model.filter_update(X[0])
-    with pytest.raises(ValueError, match="EM does not learn time-varying matrices"):
+    with pytest.raises(ValueError, match="fit does not learn time-varying matrices"):
         LinearGaussianSSM(k, transition_matrix_init=parameters.transition_matrix).fit(X)
-    with pytest.raises(ValueError, match="EM does not learn time-varying matrices"):
+    with pytest.raises(ValueError, match="fit does not learn time-varying matrices"):
+        LinearGaussianSSM(
+            k, fit_method="mle", transition_matrix_init=parameters.transition_matrix
+        ).fit(X)
+    with pytest.raises(ValueError, match="fit does not learn time-varying matrices"):
         LinearGaussianSSM(
             k, observation_covariance_init=parameters.observation_covariance
         ).partial_fit(X)
