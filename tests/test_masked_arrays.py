@@ -423,7 +423,9 @@ def _inference_examples():
             dict(n_samples=5, parameters=lgssm_parameters, controls=controls, random_state=0)
         ],
         kalman.kalman_forward_smoothing: [
-            dict(X=X, parameters=lgssm_parameters, controls=controls, carried=stream)
+            dict(X=X, parameters=lgssm_parameters, controls=controls, carried=stream),
+            # start: where the chunk begins in its sequence (a constant model ignores it).
+            dict(X=X, parameters=lgssm_parameters, controls=controls, carried=stream, start=5),
         ],
         kalman_mle.lgssm_log_likelihood_gradient: [lgssm_rows],
         kalman_mle.lgssm_score_obs: [lgssm_rows],
