@@ -7,6 +7,8 @@ public name of the modules is importable from here as well:
 - :mod:`~skseq.inference.hmm`: forward-backward, forward filtering, Viterbi,
   forward-only smoothing and state sampling of hidden Markov models
   (``hmm_*``, ``sample_hmm_states``);
+- :mod:`~skseq.inference.hmm_varying`: the same with a transition matrix per
+  row, input-driven transitions (``hmm_varying_*``, ``input_driven_log_transmats``);
 - :mod:`~skseq.inference.gaussian`: Gaussian log-densities, weighted moments
   and the covariance layouts;
 - :mod:`~skseq.inference.kalman`: the Kalman filter and smoother, one-step
@@ -29,10 +31,11 @@ gradients through a network layer's function ``f`` come from
 """
 
 # Each module's __all__ is the one list of its public names.
-from . import attention, gaussian, hmm, kalman, particles, rnn, s4d, scan, subspace
+from . import attention, gaussian, hmm, hmm_varying, kalman, particles, rnn, s4d, scan, subspace
 from .attention import *  # noqa: F403
 from .gaussian import *  # noqa: F403
 from .hmm import *  # noqa: F403
+from .hmm_varying import *  # noqa: F403
 from .kalman import *  # noqa: F403
 from .particles import *  # noqa: F403
 from .rnn import *  # noqa: F403
@@ -42,6 +45,7 @@ from .subspace import *  # noqa: F403
 
 __all__ = [
     *hmm.__all__,
+    *hmm_varying.__all__,
     *gaussian.__all__,
     *kalman.__all__,
     *scan.__all__,
