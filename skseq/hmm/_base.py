@@ -44,6 +44,16 @@ maximum ``shift`` (saves a pass), and ``buffers`` (see
 (Gaussian): a log-likelihood of -inf is then an overflow, reported as such,
 by ``score`` too.  hmmlearn's conventions (hand-set parameters, presets,
 ``n_features``) are in :mod:`skseq.hmm._hmmlearn_compat`.
+
+The transition component has hooks too, whose defaults are the stationary
+chain of ``startprob_`` and ``transmat_``: ``_row_controls(X)`` (the inputs
+of the rows, None), ``_chain_estep``, ``_chain_posteriors``,
+``_chain_forward``, ``_chain_viterbi`` (the recursions of a block of
+sequences), ``_transition_mstep(statistics)``, ``_transition_n_parameters()``
+and ``_sample_chain``; ``_stationary_chain = False`` turns off what needs the
+one stationary matrix (the checkpointed E step and chunked scoring of one
+long sequence).  :class:`skseq.hmm._input_driven.InputDrivenTransitions`
+overrides them with transitions that depend on inputs.
 """
 
 import abc
@@ -563,20 +573,20 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         # ``buffers``: during a batch fit, this block's work arrays, kept from one
         # EM iteration to the next by the fit's FitContext.  Within a call, the
         # sequences go in blocks that share the arrays.
+        controls = self._row_controls(X)
         X, known_states = self._split_known_states(X)
         blocks = []
 
-        startprob, transmat = self._estep_chain()
-
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            result = _forward_backward_offsets(
-                startprob, transmat, log_frameprob, local_offsets, shift, buffers
+            posteriors, log_likelihood, statistics = self._chain_estep(
+                None if controls is None else controls[rows],
+                log_frameprob,
+                local_offsets,
+                shift,
+                buffers,
             )
-            statistics = SufficientStatistics(
-                start=result.start_counts, trans=result.transition_counts
-            )
-            statistics.update(self._emission_statistics(X[rows], result.posteriors, cache))
-            blocks.append((statistics, result.log_likelihood))
+            statistics.update(self._emission_statistics(X[rows], posteriors, cache))
+            blocks.append((statistics, log_likelihood))
 
         def long_sequence(X, emissions, buffers, sequences, rows):
             known = None if known_states is None else known_states[rows]
@@ -589,7 +599,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             cells=_ESTEP_BLOCK_CELLS,
             buffers=buffers,
             long_rows=self._checkpoint_threshold(X.shape[1]),
-            run_long=long_sequence,
+            run_long=long_sequence if self._stationary_chain else None,
             known_states=known_states,
             emissions=self._estep_emissions(),
         )
@@ -769,6 +779,88 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         statistics.update(emission_statistics[0])
         return statistics, log_likelihood
 
+    # -- the transition component's hooks ----------------------------------------
+    #
+    # A transition component (a mixin before the emission model in the bases,
+    # skseq.hmm._input_driven.InputDrivenTransitions) overrides these; the
+    # defaults are the stationary chain of startprob_ and transmat_.  ``controls``
+    # are the inputs of the rows (``_row_controls``; None here).
+
+    # Whether the chain is the stationary one of transmat_: the checkpointed
+    # E step, chunked scoring and streams of one long sequence need it.
+    _stationary_chain = True
+
+    def _row_controls(self, X):
+        """The inputs of the rows of EM's (or prepared) data ``X``: None here."""
+        return None
+
+    def _chain_estep(self, controls, log_frameprob, offsets, shift, buffers):
+        """``(posteriors, log_likelihood, statistics)`` of a block of sequences:
+        forward-backward with the E step's chain, its start and transition counts."""
+        result = _forward_backward_offsets(
+            *self._estep_chain(), log_frameprob, offsets, shift, buffers
+        )
+        statistics = SufficientStatistics(start=result.start_counts, trans=result.transition_counts)
+        return result.posteriors, result.log_likelihood, statistics
+
+    def _chain_posteriors(
+        self, controls, log_frameprob, offsets, shift, buffers, posteriors, sequence_log_likelihood
+    ):
+        """Fill ``posteriors`` and ``sequence_log_likelihood`` of a block (fitted parameters)."""
+        _forward_backward_offsets(
+            self.startprob_,
+            self.transmat_,
+            log_frameprob,
+            offsets,
+            shift,
+            buffers,
+            posteriors=posteriors,
+            sequence_log_likelihood=sequence_log_likelihood,
+        )
+
+    def _chain_forward(
+        self,
+        controls,
+        log_frameprob,
+        offsets,
+        shift,
+        buffers,
+        filtered,
+        log_predictive,
+        sequence_log_likelihood,
+    ):
+        """Fill ``filtered`` and ``log_predictive`` (each may be None) and
+        ``sequence_log_likelihood`` of a block by the forward pass."""
+        _forward_offsets(
+            self.startprob_,
+            self.transmat_,
+            log_frameprob,
+            offsets,
+            shift,
+            buffers,
+            filtered=filtered,
+            log_predictive=log_predictive,
+            sequence_log_likelihood=sequence_log_likelihood,
+        )
+
+    def _chain_viterbi(self, controls, log_frameprob, offsets, buffers, states, sequence_log_prob):
+        """Fill ``states`` and ``sequence_log_prob`` of a block (unshifted emissions)."""
+        with np.errstate(divide="ignore"):
+            log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
+        _viterbi_offsets(
+            log_start,
+            log_trans,
+            log_frameprob,
+            offsets,
+            buffers,
+            states=states,
+            sequence_log_prob=sequence_log_prob,
+        )
+
+    def _transition_n_parameters(self):
+        """``{letter: free parameters}`` of the transition component."""
+        return {"t": self.n_components * (self.n_components - 1)}
+
     def _emissions(self, shifted=True):
         """A function ``(X, buffers=None) -> (log_frameprob, shift, cache)``.
 
@@ -881,12 +973,18 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             self.startprob_ = dirichlet_map(
                 statistics["start"], prior, self.startprob_, support=self.startprob_ != 0
             )[0]
+        self._transition_mstep(statistics)
+        self._emission_mstep(statistics)
+
+    def _transition_mstep(self, statistics):
+        """The M step of the transition component: ``transmat_`` (letter "t"), the
+        MAP under the Dirichlet prior ``transmat_prior``."""
         if "t" in self.params:
+            n_components = self.n_components
             prior = self._prior("transmat_prior", (n_components, n_components))
             self.transmat_ = dirichlet_map(
                 statistics["trans"], prior, self.transmat_, support=self.transmat_ != 0
             )
-        self._emission_mstep(statistics)
 
     # -- SQUAREM ----------------------------------------------------------------
 
@@ -916,8 +1014,8 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         return {}
 
     def _n_parameters(self):
-        n_components = self.n_components
-        counts = {"s": n_components - 1, "t": n_components * (n_components - 1)}
+        counts = {"s": self.n_components - 1}
+        counts.update(self._transition_n_parameters())
         counts.update(self._emission_n_parameters())
         return sum(counts[letter] for letter in self.params)
 
@@ -1229,19 +1327,20 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
     def _posteriors(self, X, offsets):
         """Per-sequence log-likelihoods and posteriors, block by block."""
+        controls = self._row_controls(X)
+        X, _ = self._split_known_states(X)
         posteriors = np.empty((X.shape[0], self.n_components))
         sequence_log_likelihood = np.empty(len(offsets) - 1)
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            _forward_backward_offsets(
-                self.startprob_,
-                self.transmat_,
+            self._chain_posteriors(
+                None if controls is None else controls[rows],
                 log_frameprob,
                 local_offsets,
                 shift,
                 buffers,
-                posteriors=posteriors[rows],
-                sequence_log_likelihood=sequence_log_likelihood[sequences],
+                posteriors[rows],
+                sequence_log_likelihood[sequences],
             )
 
         self._blockwise(X, offsets, block)
@@ -1287,20 +1386,19 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         if algorithm == "map":
             posteriors = self._posteriors(X, offsets)[1]
             return float(posteriors.max(axis=1).sum()), posteriors.argmax(axis=1)
-        with np.errstate(divide="ignore"):
-            log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
+        controls = self._row_controls(X)
+        X, _ = self._split_known_states(X)
         states = np.empty(X.shape[0], dtype=np.intp)
         log_probs = np.empty(len(offsets) - 1)
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            _viterbi_offsets(
-                log_start,
-                log_trans,
+            self._chain_viterbi(
+                None if controls is None else controls[rows],
                 log_frameprob,
                 local_offsets,
                 buffers,
-                states=states[rows],
-                sequence_log_prob=log_probs[sequences],
+                states[rows],
+                log_probs[sequences],
             )
 
         self._blockwise(X, offsets, block, shifted=False)
@@ -1388,21 +1486,22 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         (:func:`~skseq.inference.hmm._chunked_forward`): the working memory
         does not grow with the length of a sequence.
         """
+        controls = self._row_controls(X)
+        X, _ = self._split_known_states(X)
         filtered = np.empty((X.shape[0], self.n_components)) if keep_filtered else None
         log_predictive = np.empty(X.shape[0]) if keep_log_predictive else None
         sequence_log_likelihood = np.empty(len(offsets) - 1)
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            _forward_offsets(
-                self.startprob_,
-                self.transmat_,
+            self._chain_forward(
+                None if controls is None else controls[rows],
                 log_frameprob,
                 local_offsets,
                 shift,
                 buffers,
-                filtered=None if filtered is None else filtered[rows],
-                log_predictive=None if log_predictive is None else log_predictive[rows],
-                sequence_log_likelihood=sequence_log_likelihood[sequences],
+                None if filtered is None else filtered[rows],
+                None if log_predictive is None else log_predictive[rows],
+                sequence_log_likelihood[sequences],
             )
 
         def long_sequence(X, emissions, buffers, sequences, rows):
@@ -1425,7 +1524,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             offsets,
             block,
             long_rows=max(1, _LONG_SEQUENCE_CELLS // self.n_components),
-            run_long=None if keep_filtered else long_sequence,
+            run_long=None if keep_filtered or not self._stationary_chain else long_sequence,
         )
         return HMMForwardResult(
             float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
@@ -1472,7 +1571,6 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         random_state = check_random_state(
             self.random_state if random_state is None else random_state
         )
-        start = self.startprob_
         if currstate is not None:
             if (
                 not isinstance(currstate, numbers.Integral)
@@ -1482,9 +1580,14 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
                     f"currstate must be a state index in [0, {self.n_components}), "
                     f"got {currstate!r}."
                 )
-            start = self.transmat_[currstate]
-        states = _sample_states(start, self.transmat_, random_state.rand(n_samples))
+        states = self._sample_chain(currstate, n_samples, random_state)
         return self._sample_emissions(states, random_state), states
+
+    def _sample_chain(self, currstate, n_samples, random_state):
+        """A state path of ``n_samples`` rows for :meth:`sample`: the first state
+        from ``startprob_`` (or from row ``currstate`` of ``transmat_``)."""
+        start = self.startprob_ if currstate is None else self.transmat_[currstate]
+        return _sample_states(start, self.transmat_, random_state.rand(n_samples))
 
     def get_stationary_distribution(self):
         """Stationary distribution of the hidden Markov chain.
