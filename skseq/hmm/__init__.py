@@ -1,11 +1,19 @@
 """Hidden Markov models: Gaussian, autoregressive, linear-regression, categorical,
-multinomial, Poisson and Gaussian-mixture emissions."""
+multinomial, Poisson and Gaussian-mixture emissions, and input-driven transitions
+for every emission model (IO-HMMs)."""
 
 from ._autoregressive import AutoregressiveHMM, LinearRegressionHMM
 from ._base import BaseHMM
 from ._discrete import CategoricalHMM, MultinomialHMM, PoissonHMM
 from ._gaussian import GaussianHMM
 from ._gmm import GMMHMM
+from ._input_driven import (
+    InputDrivenAutoregressiveHMM,
+    InputDrivenCategoricalHMM,
+    InputDrivenGaussianHMM,
+    InputDrivenGMMHMM,
+    InputDrivenPoissonHMM,
+)
 from ._variational import VariationalCategoricalHMM, VariationalGaussianHMM
 
 __all__ = [
@@ -19,4 +27,9 @@ __all__ = [
     "VariationalCategoricalHMM",
     "AutoregressiveHMM",
     "LinearRegressionHMM",
+    "InputDrivenGaussianHMM",
+    "InputDrivenCategoricalHMM",
+    "InputDrivenPoissonHMM",
+    "InputDrivenGMMHMM",
+    "InputDrivenAutoregressiveHMM",
 ]
