@@ -107,8 +107,8 @@ def varying_forward_backward(
     const double[:, :, ::1] log_trans,  # IN (T, K, K)
     const double[:, ::1] log_frame,  # IN (T, K)
     const Py_ssize_t[::1] offsets,  # IN (S + 1,)
-    double[:, ::1] log_alpha,  # WORK (T, K)
-    double[:, ::1] log_beta,  # WORK (T, K)
+    double[:, ::1] log_alpha,  # INOUT (T, K), work
+    double[:, ::1] log_beta,  # INOUT (T, K), work
     double[:, ::1] posteriors,  # OUT (T, K)
     double[:, :, ::1] pair_posteriors,  # OUT (T, K, K)
     double[::1] log_predictive,  # OUT (T,)
@@ -182,8 +182,8 @@ def varying_viterbi(
     const double[:, :, ::1] log_trans,  # IN (T, K, K)
     const double[:, ::1] log_frame,  # IN (T, K)
     const Py_ssize_t[::1] offsets,  # IN (S + 1,)
-    double[:, ::1] log_delta,  # WORK (T, K)
-    Py_ssize_t[:, ::1] back,  # WORK (T, K)
+    double[:, ::1] log_delta,  # INOUT (T, K), work
+    Py_ssize_t[:, ::1] back,  # INOUT (T, K), work
     Py_ssize_t[::1] states,  # OUT (T,)
     double[::1] sequence_log_prob,  # OUT (S,)
 ):

@@ -19,7 +19,6 @@ validated arrays and the sequence split as ``offsets``.
 from typing import NamedTuple
 
 import numpy as np
-from scipy.special import log_softmax
 
 from .._buffers import work_array
 from .._kernels import load
@@ -121,13 +120,23 @@ def input_driven_log_transmats(coefs, intercepts, controls):
 
 def _log_transmats(coefs, intercepts, controls, buffers=None):
     """:func:`input_driven_log_transmats` on validated arrays (C-contiguous result)."""
-    n_states = intercepts.shape[0]
-    logits = work_array(buffers, "varying_logits", (controls.shape[0], n_states, n_states))
-    logits[...] = intercepts
+    n_samples, n_states = controls.shape[0], intercepts.shape[0]
+    logits = np.empty((n_samples, n_states, n_states))
+    flat = logits.reshape(n_samples, n_states * n_states)
     if controls.shape[1]:
-        logits += np.einsum("tc,ijc->tij", controls, coefs)
-    with np.errstate(invalid="ignore"):
-        return np.ascontiguousarray(log_softmax(logits, axis=2))
+        np.matmul(controls, coefs.reshape(n_states * n_states, -1).T, out=flat)
+        flat += intercepts.reshape(-1)
+    else:
+        flat[...] = intercepts.reshape(-1)
+    # log softmax over j, shifted by each row's largest logit (a forbidden
+    # transition's -inf stays -inf)
+    largest = logits.max(axis=2, keepdims=True)
+    logits -= largest
+    scratch = work_array(buffers, "varying_exp", logits.shape)
+    with np.errstate(under="ignore"):
+        np.exp(logits, out=scratch)
+    logits -= np.log(scratch.sum(axis=2, keepdims=True))
+    return logits
 
 
 def _check_varying(log_startprob, log_transmats, log_frameprob, lengths):
