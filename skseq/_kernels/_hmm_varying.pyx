@@ -11,14 +11,27 @@ release the GIL for the whole computation.
 ``t``; the entries of the first row of each sequence are not read.  The
 forward message is kept normalised, log alpha_t = log p(z_t | x_1..x_t), with
 its log normaliser log c_t = log p(x_t | x_<t); the backward message is scaled
-by the same c_t, so gamma_t = exp(log alpha_t + log beta_t).  Each sum over
-states is a log-sum-exp shifted by its largest term, so no probability
-underflows however long the sequence or however far apart the emissions.
+by the same c_t, so gamma_t = exp(log alpha_t + log beta_t).
+
+Each sum over states is taken in plain arithmetic on the transition
+probabilities ``trans = exp(log_trans)`` (given by the caller, who
+exponentiates with numpy's vectorised exp) times the other factor shifted by
+its largest log term, so each row costs K exponentials and K logarithms per
+pass instead of K^2.  What that can lose: a term whose shifted factor or
+whose transition probability underflowed, each below 2^-1022 of the largest
+possible term (1).  Whenever such a sum is below 2^-800 (``_EXACT_FLOOR``)
+it is computed again as a log-sum-exp of the logarithms, term by term;
+above it, what underflowed is below 2^-222 of the sum: the results are
+those of the log-space recursion to rounding, however long the sequence or
+however far apart the emissions.
 """
 
 from libc.math cimport INFINITY, exp, log
 
 cimport cython
+
+# 2^-800: below it, a sum over states is redone term by term in log space.
+cdef double _EXACT_FLOOR = 1.4996968138956309e-241
 
 
 cdef inline double _log_sum_exp(const double* values, Py_ssize_t n) noexcept nogil:
@@ -35,29 +48,53 @@ cdef inline double _log_sum_exp(const double* values, Py_ssize_t n) noexcept nog
     return largest + log(total)
 
 
+cdef inline double _shifted_exps(
+    const double* values, Py_ssize_t n, double* out
+) noexcept nogil:
+    """out[i] = exp(values[i] - max); returns the max (-inf: out all zero)."""
+    cdef Py_ssize_t i
+    cdef double largest = -INFINITY
+    for i in range(n):
+        if values[i] > largest:
+            largest = values[i]
+    for i in range(n):
+        out[i] = 0.0 if largest == -INFINITY else exp(values[i] - largest)
+    return largest
+
+
 cdef inline double _forward_rows(
     const double[::1] log_start,
     const double[:, :, ::1] log_trans,
+    const double[:, :, ::1] trans,
     const double[:, ::1] log_frame,
     Py_ssize_t first,
     Py_ssize_t stop,
     double[:, ::1] log_alpha,
     double[::1] log_scale,
     double[::1] terms,
+    double[::1] shifted,
 ) noexcept nogil:
     """The normalised forward pass over rows ``first:stop``; returns the
     sequence's log-likelihood (-inf, and ``log_alpha`` undefined, when zero)."""
     cdef Py_ssize_t n_states = log_frame.shape[1]
     cdef Py_ssize_t t, i, j
-    cdef double c, log_likelihood = 0.0
+    cdef double c, total, largest, log_likelihood = 0.0
     for t in range(first, stop):
-        for j in range(n_states):
-            if t == first:
+        if t == first:
+            for j in range(n_states):
                 log_alpha[t, j] = log_start[j] + log_frame[t, j]
-            else:
+        else:
+            largest = _shifted_exps(&log_alpha[t - 1, 0], n_states, &shifted[0])
+            for j in range(n_states):
+                total = 0.0
                 for i in range(n_states):
-                    terms[i] = log_alpha[t - 1, i] + log_trans[t, i, j]
-                log_alpha[t, j] = _log_sum_exp(&terms[0], n_states) + log_frame[t, j]
+                    total += shifted[i] * trans[t, i, j]
+                if total >= _EXACT_FLOOR:
+                    log_alpha[t, j] = log(total) + largest + log_frame[t, j]
+                else:
+                    for i in range(n_states):
+                        terms[i] = log_alpha[t - 1, i] + log_trans[t, i, j]
+                    log_alpha[t, j] = _log_sum_exp(&terms[0], n_states) + log_frame[t, j]
         c = _log_sum_exp(&log_alpha[t, 0], n_states)
         log_scale[t] = c
         if c == -INFINITY or c != c:
@@ -73,6 +110,7 @@ cdef inline double _forward_rows(
 def varying_forward(
     const double[::1] log_start,  # IN (K,)
     const double[:, :, ::1] log_trans,  # IN (T, K, K)
+    const double[:, :, ::1] trans,  # IN (T, K, K), exp(log_trans)
     const double[:, ::1] log_frame,  # IN (T, K)
     const Py_ssize_t[::1] offsets,  # IN (S + 1,)
     double[:, ::1] log_filtered,  # OUT (T, K)
@@ -87,11 +125,17 @@ def varying_forward(
     cdef double[::1] terms = cython.view.array(
         shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
     )
+    cdef double[::1] shifted = cython.view.array(
+        shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
+    )
+    cdef double[::1] shifted_next = cython.view.array(
+        shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
+    )
     with nogil:
         for s in range(offsets.shape[0] - 1):
             sequence_log_likelihood[s] = _forward_rows(
-                log_start, log_trans, log_frame, offsets[s], offsets[s + 1],
-                log_filtered, log_predictive, terms,
+                log_start, log_trans, trans, log_frame, offsets[s], offsets[s + 1],
+                log_filtered, log_predictive, terms, shifted,
             )
             if sequence_log_likelihood[s] == -INFINITY:
                 for t in range(offsets[s], offsets[s + 1]):
@@ -105,6 +149,7 @@ def varying_forward(
 def varying_forward_backward(
     const double[::1] log_start,  # IN (K,)
     const double[:, :, ::1] log_trans,  # IN (T, K, K)
+    const double[:, :, ::1] trans,  # IN (T, K, K), exp(log_trans)
     const double[:, ::1] log_frame,  # IN (T, K)
     const Py_ssize_t[::1] offsets,  # IN (S + 1,)
     double[:, ::1] log_alpha,  # INOUT (T, K), work
@@ -123,15 +168,22 @@ def varying_forward_backward(
     zero posteriors and pair posteriors."""
     cdef Py_ssize_t n_states = log_frame.shape[1]
     cdef Py_ssize_t s, t, i, j, first, stop
-    cdef double total, value
+    cdef double total, value, largest
     cdef double[::1] terms = cython.view.array(
+        shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
+    )
+    cdef double[::1] shifted = cython.view.array(
+        shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
+    )
+    cdef double[::1] shifted_next = cython.view.array(
         shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
     )
     with nogil:
         for s in range(offsets.shape[0] - 1):
             first, stop = offsets[s], offsets[s + 1]
             sequence_log_likelihood[s] = _forward_rows(
-                log_start, log_trans, log_frame, first, stop, log_alpha, log_predictive, terms
+                log_start, log_trans, trans, log_frame, first, stop, log_alpha, log_predictive,
+                terms, shifted,
             )
             if sequence_log_likelihood[s] == -INFINITY:
                 for t in range(first, stop):
@@ -144,10 +196,21 @@ def varying_forward_backward(
             for i in range(n_states):
                 log_beta[stop - 1, i] = 0.0
             for t in range(stop - 2, first - 1, -1):
+                for j in range(n_states):
+                    terms[j] = log_frame[t + 1, j] + log_beta[t + 1, j]
+                largest = _shifted_exps(&terms[0], n_states, &shifted_next[0])
                 for i in range(n_states):
+                    total = 0.0
                     for j in range(n_states):
-                        terms[j] = log_trans[t + 1, i, j] + log_frame[t + 1, j] + log_beta[t + 1, j]
-                    log_beta[t, i] = _log_sum_exp(&terms[0], n_states) - log_predictive[t + 1]
+                        total += trans[t + 1, i, j] * shifted_next[j]
+                    if total >= _EXACT_FLOOR:
+                        log_beta[t, i] = log(total) + largest - log_predictive[t + 1]
+                    else:
+                        for j in range(n_states):
+                            shifted[j] = log_trans[t + 1, i, j] + terms[j]
+                        log_beta[t, i] = (
+                            _log_sum_exp(&shifted[0], n_states) - log_predictive[t + 1]
+                        )
             for t in range(first, stop):
                 total = 0.0
                 for i in range(n_states):
@@ -161,15 +224,31 @@ def varying_forward_backward(
                         for j in range(n_states):
                             pair_posteriors[t, i, j] = 0.0
                     continue
+                # xi_t(i, j) is proportional to alpha_{t-1}(i) A_t(i, j) b_t(j) beta_t(j)
+                _shifted_exps(&log_alpha[t - 1, 0], n_states, &shifted[0])
+                for j in range(n_states):
+                    terms[j] = log_frame[t, j] + log_beta[t, j]
+                _shifted_exps(&terms[0], n_states, &shifted_next[0])
                 total = 0.0
                 for i in range(n_states):
                     for j in range(n_states):
-                        value = exp(
-                            log_alpha[t - 1, i] + log_trans[t, i, j] + log_frame[t, j]
-                            + log_beta[t, j] - log_predictive[t]
-                        )
+                        value = shifted[i] * trans[t, i, j] * shifted_next[j]
                         pair_posteriors[t, i, j] = value
                         total += value
+                if not total >= _EXACT_FLOOR:
+                    largest = -INFINITY
+                    for i in range(n_states):
+                        for j in range(n_states):
+                            value = log_alpha[t - 1, i] + log_trans[t, i, j] + terms[j]
+                            pair_posteriors[t, i, j] = value
+                            if value > largest:
+                                largest = value
+                    total = 0.0
+                    for i in range(n_states):
+                        for j in range(n_states):
+                            value = exp(pair_posteriors[t, i, j] - largest)
+                            pair_posteriors[t, i, j] = value
+                            total += value
                 for i in range(n_states):
                     for j in range(n_states):
                         pair_posteriors[t, i, j] /= total

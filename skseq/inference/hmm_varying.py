@@ -195,6 +195,13 @@ def _frame(log_frameprob, shift):
     return np.ascontiguousarray(log_frameprob + shift[:, None])
 
 
+def _probabilities(log_transmats, buffers):
+    """exp(log_transmats) in a work array: the kernels' plain-arithmetic sums use them."""
+    transmats = work_array(buffers, "varying_transmats", log_transmats.shape)
+    with np.errstate(under="ignore"):
+        return np.exp(log_transmats, out=transmats)
+
+
 def _varying_forward_backward_offsets(
     log_startprob, log_transmats, log_frameprob, offsets, shift=None, buffers=None
 ):
@@ -210,6 +217,7 @@ def _varying_forward_backward_offsets(
     _kernel.varying_forward_backward(
         np.ascontiguousarray(log_startprob, dtype=np.float64),
         log_transmats,
+        _probabilities(log_transmats, buffers),
         log_frame,
         offsets,
         work_array(buffers, "varying_alpha", (n_samples, n_states)),
@@ -241,6 +249,7 @@ def _varying_forward_offsets(
     _kernel.varying_forward(
         np.ascontiguousarray(log_startprob, dtype=np.float64),
         log_transmats,
+        _probabilities(log_transmats, buffers),
         log_frame,
         np.ascontiguousarray(offsets, dtype=np.intp),
         log_filtered,

@@ -92,6 +92,29 @@ def test_kernel_equals_enumeration(seed):
     np.testing.assert_allclose(forward.log_likelihood, result.log_likelihood, rtol=1e-12)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_kernel_exact_where_plain_sums_underflow(seed):
+    """Transitions of probability e^-900 and emissions hundreds of nats apart: the
+    kernel's sums in plain arithmetic underflow and are redone in log space."""
+    rng = np.random.default_rng(seed)
+    log_start, log_transmats, log_frame = random_chain(seed, (6,), 3)
+    tiny = rng.random(log_transmats.shape) < 0.5
+    log_transmats = np.where(tiny, -900.0 - 50 * rng.random(log_transmats.shape), 0.0)
+    log_transmats = log_softmax(log_transmats, axis=2)
+    log_frame = 400.0 * log_frame
+    result = hmm_varying_forward_backward(log_start, log_transmats, log_frame)
+    log_likelihood, posteriors, pairs, path, best = enumerate_paths(
+        log_start, log_transmats, log_frame
+    )
+    np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
+    np.testing.assert_allclose(result.pair_posteriors, pairs, atol=1e-12)
+    forward = hmm_varying_forward(log_start, log_transmats, log_frame)
+    np.testing.assert_allclose(forward.filtered[-1], posteriors[-1], atol=1e-12)
+    viterbi = hmm_varying_viterbi(log_start, log_transmats, log_frame)
+    np.testing.assert_array_equal(viterbi.states, path)
+
+
 def test_constant_matrices_equal_the_stationary_kernel():
     rng = np.random.default_rng(3)
     log_start, log_transmats, log_frame = random_chain(3, (50, 70), 4)
