@@ -48,6 +48,11 @@ cdef inline double _log_sum_exp(const double* values, Py_ssize_t n) noexcept nog
     return largest + log(total)
 
 
+cdef double[::1] _scratch(Py_ssize_t n):
+    """A work vector of ``n`` doubles (at least one)."""
+    return cython.view.array(shape=(max(n, 1),), itemsize=sizeof(double), format="d")
+
+
 cdef inline double _shifted_exps(
     const double* values, Py_ssize_t n, double* out
 ) noexcept nogil:
@@ -122,15 +127,7 @@ def varying_forward(
     log-likelihood -inf and its rows -inf filtered and predictive values."""
     cdef Py_ssize_t n_states = log_frame.shape[1]
     cdef Py_ssize_t s, t, j
-    cdef double[::1] terms = cython.view.array(
-        shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
-    )
-    cdef double[::1] shifted = cython.view.array(
-        shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
-    )
-    cdef double[::1] shifted_next = cython.view.array(
-        shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
-    )
+    cdef double[::1] terms = _scratch(n_states), shifted = _scratch(n_states)
     with nogil:
         for s in range(offsets.shape[0] - 1):
             sequence_log_likelihood[s] = _forward_rows(
@@ -169,15 +166,8 @@ def varying_forward_backward(
     cdef Py_ssize_t n_states = log_frame.shape[1]
     cdef Py_ssize_t s, t, i, j, first, stop
     cdef double total, value, largest
-    cdef double[::1] terms = cython.view.array(
-        shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
-    )
-    cdef double[::1] shifted = cython.view.array(
-        shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
-    )
-    cdef double[::1] shifted_next = cython.view.array(
-        shape=(max(n_states, 1),), itemsize=sizeof(double), format="d"
-    )
+    cdef double[::1] terms = _scratch(n_states), shifted = _scratch(n_states)
+    cdef double[::1] shifted_next = _scratch(n_states)
     with nogil:
         for s in range(offsets.shape[0] - 1):
             first, stop = offsets[s], offsets[s + 1]

@@ -35,6 +35,13 @@ from skseq.inference import (
 )
 
 
+def quiet_fit(model, X, **kwargs):
+    """``model.fit(X, **kwargs)``, a ConvergenceWarning of few iterations silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.fit(X, **kwargs)
+
+
 def enumerate_paths(log_start, log_transmats, log_frame):
     """log p(x), posteriors, pair posteriors and the best path of one sequence, by
     summing over every state path."""
@@ -285,9 +292,7 @@ def test_estimator_equals_enumeration():
 
 def plain_and_input_driven(plain_class, driven_class, X, **kwargs):
     plain = plain_class(2, n_iter=3, random_state=0, **kwargs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        plain.fit(X)
+    quiet_fit(plain, X)
     driven = driven_class(2, **kwargs)
     for name in plain._all_letters.values():
         setattr(driven, name, getattr(plain, name))
@@ -331,10 +336,8 @@ def test_zero_weights_equal_the_plain_hmm(plain_class, driven_class, X, kwargs):
     letters = plain.params.replace("t", "")
     plain_fit = plain_class(2, n_iter=4, params=letters, random_state=0, **kwargs)
     driven_fit = driven_class(2, n_iter=4, params=letters, random_state=0, **kwargs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        plain_fit.fit(X, lengths=lengths)
-        driven_fit.fit(X, lengths=lengths, controls=u)
+    quiet_fit(plain_fit, X, lengths=lengths)
+    quiet_fit(driven_fit, X, lengths=lengths, controls=u)
     for name in plain_fit._all_letters.values():
         np.testing.assert_allclose(getattr(driven_fit, name), getattr(plain_fit, name), atol=1e-9)
     np.testing.assert_allclose(driven_fit.monitor_.history, plain_fit.monitor_.history, rtol=1e-10)
@@ -344,9 +347,7 @@ def test_zero_weights_equal_the_autoregressive_hmm():
     rng = np.random.default_rng(2)
     x, u = rng.normal(size=(80, 2)), rng.normal(size=(80, 1))
     plain = AutoregressiveHMM(2, n_lags=1, n_iter=3, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        plain.fit(x, controls=u)
+    quiet_fit(plain, x, controls=u)
     driven = InputDrivenAutoregressiveHMM(2, n_lags=1)
     for name in plain._all_letters.values():
         setattr(driven, name, getattr(plain, name))
@@ -373,9 +374,7 @@ def simulate_io_hmm(seed, n_rows=3000, strength=4.0):
 def test_em_is_monotone():
     X, u, _ = simulate_io_hmm(0, n_rows=1500)
     model = InputDrivenGaussianHMM(2, n_iter=25, tol=-np.inf, transition_alpha=0.0, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(X, lengths=[700, 800], controls=u)
+    quiet_fit(model, X, lengths=[700, 800], controls=u)
     history = np.array(model.monitor_.history)
     assert len(history) == 25
     assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:]))
@@ -384,9 +383,7 @@ def test_em_is_monotone():
 def test_recovers_input_driven_switching():
     X, u, states = simulate_io_hmm(1)
     model = InputDrivenGaussianHMM(2, n_iter=100, transition_alpha=0.1, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(X, controls=u)
+    quiet_fit(model, X, controls=u)
     high = int(np.argmax(model.means_[:, 0]))
     order = [1 - high, high]
     np.testing.assert_allclose(model.means_[order, 0], [-3.0, 3.0], atol=0.1)
@@ -431,9 +428,7 @@ def test_sample_follows_the_inputs():
 def test_information_criteria_count_the_transition_weights():
     X, u, _ = simulate_io_hmm(3, n_rows=300)
     model = InputDrivenGaussianHMM(2, n_iter=3, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(X, controls=u)
+    quiet_fit(model, X, controls=u)
     # s: 1, t: 2, u: 2 * 1, means 2, covars 2
     assert model._n_parameters() == 9
     np.testing.assert_allclose(
@@ -444,9 +439,7 @@ def test_information_criteria_count_the_transition_weights():
 def test_errors():
     X, u, _ = simulate_io_hmm(4, n_rows=100)
     model = InputDrivenGaussianHMM(2, n_iter=2, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(X, controls=u)
+    quiet_fit(model, X, controls=u)
     with pytest.raises(ValueError, match="controls"):
         model.predict(X)
     with pytest.raises(ValueError, match="controls"):
@@ -469,9 +462,7 @@ def test_errors():
     with pytest.raises(ValueError, match="transition_coefs_ must have shape"):
         model.score(X, controls=u)
     plain = InputDrivenGaussianHMM(2, n_iter=2, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        plain.fit(X)
+    quiet_fit(plain, X)
     with pytest.raises(ValueError, match="without controls"):
         plain.score(X, controls=u)
 
@@ -482,9 +473,7 @@ def test_n_jobs_and_threads_give_the_same_fit():
     fits = []
     for n_jobs in (None, 2):
         model = InputDrivenGaussianHMM(2, n_iter=5, n_jobs=n_jobs, random_state=0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            fits.append(model.fit(X, lengths=lengths, controls=u))
+        fits.append(quiet_fit(model, X, lengths=lengths, controls=u))
     np.testing.assert_allclose(fits[0].transition_coefs_, fits[1].transition_coefs_, rtol=1e-9)
     np.testing.assert_allclose(fits[0].means_, fits[1].means_, rtol=1e-9)
 
@@ -494,7 +483,5 @@ def test_known_states_with_controls():
     known = np.full(400, -1)
     known[::10] = states[::10]
     model = InputDrivenGaussianHMM(2, n_iter=5, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(X, controls=u, known_states=known)
+    quiet_fit(model, X, controls=u, known_states=known)
     assert model.means_[1, 0] > model.means_[0, 0]  # the labels name the states
