@@ -17,7 +17,12 @@ from .hmm import (
     VariationalCategoricalHMM,
     VariationalGaussianHMM,
 )
-from .lds import LinearGaussianSSM
+from .lds import (
+    AdditiveUnscentedKalmanFilter,
+    ExtendedKalmanFilter,
+    LinearGaussianSSM,
+    UnscentedKalmanFilter,
+)
 from .neural import *  # noqa: F403
 
 __version__ = "0.1.0"
@@ -39,5 +44,8 @@ __all__ = [
     "InputDrivenGMMHMM",
     "InputDrivenAutoregressiveHMM",
     "LinearGaussianSSM",
+    "UnscentedKalmanFilter",
+    "AdditiveUnscentedKalmanFilter",
+    "ExtendedKalmanFilter",
     *neural.__all__,
 ]

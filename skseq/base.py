@@ -118,9 +118,7 @@ class SufficientStatistics(dict):
 def _symmetric_function(matrices, function):
     """``function`` of the eigenvalues of symmetric matrices (a stack along the last two axes)."""
     eigenvalues, eigenvectors = np.linalg.eigh(0.5 * (matrices + np.swapaxes(matrices, -1, -2)))
-    return (eigenvectors * function(eigenvalues)[..., None, :]) @ np.swapaxes(
-        eigenvectors, -1, -2
-    )
+    return (eigenvectors * function(eigenvalues)[..., None, :]) @ np.swapaxes(eigenvectors, -1, -2)
 
 
 class ParameterCoordinates:
@@ -1055,9 +1053,17 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
     def _information_criterion(self, criterion, X, **score_arguments):
         """AIC or BIC on ``X``, the one formula of every family: -2 log L plus
         the free parameters (:meth:`_n_parameters`) times 2 (``"aic"``) or
-        times log n_samples (``"bic"``); ``score_arguments`` go to ``score``."""
+        times log n (``"bic"``; n: :meth:`_n_scored_rows`, n_samples by
+        default); ``score_arguments`` go to ``score``."""
         check_is_fitted(self)
         log_likelihood = self.score(X, **score_arguments)
         if criterion == "aic":
             return -2 * log_likelihood + 2 * self._n_parameters()
-        return -2 * log_likelihood + self._n_parameters() * np.log(np.shape(X)[0])
+        return -2 * log_likelihood + self._n_parameters() * np.log(
+            self._n_scored_rows(X, **score_arguments)
+        )
+
+    def _n_scored_rows(self, X, **score_arguments):
+        """BIC's n: the rows of ``X`` that ``score`` scores (all of them here; a
+        model whose first rows only condition, or that skips rows, overrides it)."""
+        return np.shape(X)[0]

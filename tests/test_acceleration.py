@@ -13,6 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skseq import (
     GMMHMM,
+    AutoregressiveHMM,
     CategoricalHMM,
     GaussianHMM,
     LinearGaussianSSM,
@@ -30,6 +31,9 @@ GAUSSIAN_ROWS = np.array([[0.0, 0.0], [1.5, 0.5], [0.5, 1.5]])[STATES] + RNG.nor
 COUNTS = RNG.poisson(np.array([[1.0, 4.0], [3.0, 1.0], [6.0, 6.0]])[STATES])
 SYMBOLS = (STATES[:, None] + RNG.integers(0, 2, size=(len(STATES), 1))) % 4
 TRIALS = RNG.multinomial(5, [0.2, 0.3, 0.5], size=len(STATES))
+AR_ROWS = np.zeros((len(STATES), 1))
+for _t in range(1, len(STATES)):
+    AR_ROWS[_t] = [0.9, -0.5, 0.2][STATES[_t]] * AR_ROWS[_t - 1] + RNG.normal()
 
 EM_ESTIMATORS = [
     (GaussianHMM(3, covariance_type="full", random_state=0), GAUSSIAN_ROWS),
@@ -39,6 +43,8 @@ EM_ESTIMATORS = [
     (GMMHMM(2, n_mix=2, covariance_type="full", random_state=0), GAUSSIAN_ROWS),
     (GMMHMM(2, n_mix=2, covariance_type="tied", random_state=0), GAUSSIAN_ROWS),
     (PoissonHMM(3, random_state=0), COUNTS),
+    (AutoregressiveHMM(2, n_lags=2, random_state=0), AR_ROWS),
+    (AutoregressiveHMM(2, n_lags=1, covariance_type="diag", random_state=0), GAUSSIAN_ROWS),
     (CategoricalHMM(3, random_state=0), SYMBOLS),
     (MultinomialHMM(3, n_trials=5, random_state=0), TRIALS),
     (

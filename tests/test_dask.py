@@ -14,7 +14,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 from joblib import parallel_config  # noqa: E402
 
-from skseq import CategoricalHMM, GaussianHMM, PoissonHMM  # noqa: E402
+from skseq import AutoregressiveHMM, CategoricalHMM, GaussianHMM, PoissonHMM  # noqa: E402
 from skseq.lds import LinearGaussianSSM  # noqa: E402
 from skseq.neural import ElmanRNNClassifier, SelectiveSSMRegressor  # noqa: E402
 
@@ -110,6 +110,28 @@ def test_hmm_fit_with_known_states_on_the_cluster_equals_threads(client):
         on_workers(client, lambda: remote.fit(X, lengths=LENGTHS, known_states=known))
     assert_same_parameters(local, remote)
     np.testing.assert_allclose(remote.monitor_.history, local.monitor_.history, rtol=1e-12)
+
+
+def test_autoregressive_hmm_with_controls_on_the_cluster_equals_threads(client):
+    """EM's data rows carry their lags and controls to the workers."""
+    X = sequences("real")
+    u = np.random.default_rng(4).normal(size=(len(X), 1))
+    local, remote = (
+        AutoregressiveHMM(3, n_lags=2, n_iter=4, tol=-np.inf, random_state=0, n_jobs=2)
+        for _ in "ab"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local.fit(X, lengths=LENGTHS, controls=u)
+        on_workers(client, lambda: remote.fit(X, lengths=LENGTHS, controls=u))
+    for name in ("transmat_", "coefs_", "intercepts_", "covars_"):
+        np.testing.assert_allclose(getattr(remote, name), getattr(local, name), rtol=1e-12)
+    assert on_workers(
+        client, lambda: remote.score(X, lengths=LENGTHS, controls=u)
+    ) == pytest.approx(local.score(X, lengths=LENGTHS, controls=u), rel=1e-12)
+    local.partial_fit(X, lengths=LENGTHS, controls=u)
+    on_workers(client, lambda: remote.partial_fit(X, lengths=LENGTHS, controls=u))
+    np.testing.assert_allclose(remote.coefs_, local.coefs_, rtol=1e-12)
 
 
 def test_lgssm_fit_score_and_partial_fit_on_the_cluster_equal_threads(client):

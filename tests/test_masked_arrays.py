@@ -16,16 +16,19 @@ from sklearn.base import clone
 
 from skseq import (
     GMMHMM,
+    AdditiveUnscentedKalmanFilter,
     CategoricalHMM,
+    ExtendedKalmanFilter,
     GaussianHMM,
     LinearGaussianSSM,
     MultinomialHMM,
     PoissonHMM,
     SelectiveSSMRegressor,
+    UnscentedKalmanFilter,
     inference,
 )
 from skseq.datasets import load_nile
-from skseq.inference import gaussian, kalman, subspace
+from skseq.inference import gaussian, kalman, nonlinear, subspace
 from skseq.inference.kalman import LGSSMParameters, kalman_filter
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -94,6 +97,27 @@ def test_masked_nile_log_likelihood_equals_pykalman():
     for row in masked[:12]:
         mean, _ = model.filter_update(row)
     np.testing.assert_allclose(mean, means[11], rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "cls", [UnscentedKalmanFilter, AdditiveUnscentedKalmanFilter, ExtendedKalmanFilter]
+)
+def test_masked_nile_years_are_missing_in_the_nonlinear_filters(cls):
+    """The local level model at Durbin & Koopman's estimates, as a nonlinear filter."""
+    flow, masked, as_nan = nile_versions()
+    masked_copy = masked.copy()
+    additive = cls is not UnscentedKalmanFilter
+    level = (lambda z: z) if additive else (lambda z, noise: z + noise)
+    model = cls(level, level, [[1469.1]], [[15099.0]], [1120.0], [[1e7]])
+    assert model.score(masked) == model.score(as_nan) != model.score(flow)
+    np.testing.assert_array_equal(model.smooth(masked)[0], model.smooth(as_nan)[0])
+    np.testing.assert_array_equal(masked.mask, masked_copy.mask)
+    pykalman = pytest.importorskip("pykalman")
+    theirs = (
+        pykalman.UnscentedKalmanFilter if not additive else (pykalman.AdditiveUnscentedKalmanFilter)
+    )
+    reference = theirs(level, level, [[1469.1]], [[15099.0]], [1120.0], [[1e7]])
+    np.testing.assert_allclose(model.smooth(masked)[0], reference.smooth(masked)[0], rtol=1e-9)
 
 
 def test_masked_entries_follow_each_models_missing_data():
@@ -244,7 +268,54 @@ def _inference_examples():
         delta_softplus=True,
     )
     covariances = np.array([np.eye(2), 2 * np.eye(2)])
+    # a nonlinear model: its functions are callables, its covariances and prior arrays
+    nonlinear_model = nonlinear.NonlinearSSMParameters(
+        transition_functions=lambda z: np.array([z[0] + 0.1 * z[1], z[1] - 0.1 * np.sin(z[0])]),
+        observation_functions=lambda z: np.array([np.sin(z[0]), z[0] * z[1]]),
+        transition_covariance=np.eye(2) * 0.1,
+        observation_covariance=np.eye(2) * 0.5,
+        initial_state_mean=np.array([0.5, 0.1]),
+        initial_state_covariance=np.eye(2),
+    )
+    general_model = nonlinear_model._replace(
+        transition_functions=lambda z, w: np.array([z[0] + 0.1 * z[1] + w[0], z[1] + w[1]]),
+        observation_functions=lambda z, v: np.array([np.sin(z[0]) + v[0], z[1] + v[1]]),
+    )
+    nonlinear_rows = dict(parameters=nonlinear_model, X=X, additive=True, alpha=1.0, beta=0.0)
+    nonlinear_step = dict(
+        parameters=nonlinear_model,
+        x=X[1],
+        filtered_state_mean=np.array([0.2, 0.0]),
+        filtered_state_covariance=np.eye(2) * 0.3,
+        time_index=1,
+    )
+    sigma = nonlinear.unscented_sigma_points(np.zeros(3), np.eye(3))
     return {
+        nonlinear.unscented_sigma_points: [
+            dict(mean=np.array([0.1, 0.2]), covariance=np.eye(2), alpha=0.5, beta=2.0, kappa=0.0)
+        ],
+        nonlinear.unscented_transform: [
+            dict(
+                sigma_points=sigma,
+                function=lambda z, w: z[:2] + w,
+                noise_points=np.ones((7, 2)),
+                noise_covariance=np.eye(2),
+                vectorized=False,
+            )
+        ],
+        nonlinear.unscented_filter: [nonlinear_rows, dict(parameters=general_model, X=X)],
+        nonlinear.unscented_smoother: [
+            dict(nonlinear_rows, kappa=1.0, vectorized=True),
+            dict(parameters=general_model, X=X),
+        ],
+        nonlinear.unscented_filter_step: [dict(nonlinear_step, additive=True)],
+        nonlinear.extended_kalman_filter: [
+            dict(parameters=nonlinear_model, X=X, jacobian_method="central", vectorized=False)
+        ],
+        nonlinear.extended_kalman_smoother: [dict(parameters=nonlinear_model, X=X)],
+        nonlinear.extended_kalman_filter_step: [
+            dict(nonlinear_step, jacobian_method="complex-step", vectorized="auto")
+        ],
         inference.causal_attention: [dict(q=q, k=k, v=v, out=np.empty_like(q))],
         inference.causal_attention_backward: [
             dict(
@@ -393,6 +464,14 @@ NOT_ARRAYS = {
     "n_state",
     "n_lags",
     "n_rows",
+    "function",
+    "additive",
+    "alpha",
+    "beta",
+    "kappa",
+    "vectorized",
+    "jacobian_method",
+    "time_index",
 }
 
 # Where NaN marks a missing value, a masked entry is one.
@@ -405,6 +484,12 @@ MISSING_SUPPORTED = {
     (kalman.kalman_forecast, "X"),
     (kalman.kalman_forward_smoothing, "X"),
     (subspace.subspace_identification, "X"),
+    (nonlinear.unscented_filter, "X"),
+    (nonlinear.unscented_smoother, "X"),
+    (nonlinear.unscented_filter_step, "x"),
+    (nonlinear.extended_kalman_filter, "X"),
+    (nonlinear.extended_kalman_smoother, "X"),
+    (nonlinear.extended_kalman_filter_step, "x"),
 }
 
 

@@ -7,15 +7,33 @@ path that splits, chunks or batches rows carries the regressors with them.  The 
 ``n_lags`` rows of each sequence only condition (they are not emitted).
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from scipy import linalg
 
 from .._validation import integer_rule, real_rule
-from ._base import BaseHMM, fit_kmeans
+from ..base import SufficientStatistics
+from ..inference.gaussian import _partial_rows as partial_rows
+from ..inference.kalman import check_controls
+from ._base import BaseHMM, feature_units, fit_kmeans
 from ._controls import ControlsMixin
-from ._gaussian import distribute_covariance, initial_covariance, keep_valid_covariances
+from ._gaussian import (
+    distribute_covariance,
+    initial_covariance,
+    keep_valid_covariances,
+    validate_gaussian_X,
+)
 
 __all__ = ["AutoregressiveHMM", "LinearRegressionHMM"]
+
+
+class LaggedStream(NamedTuple):
+    """The message a stream carries across a chunk boundary: BaseHMM's
+    forward-only smoothing ``message`` and the last ``n_lags`` rows, oldest first."""
+
+    message: object
+    lags: np.ndarray
 
 
 class AutoregressiveHMM(ControlsMixin, BaseHMM):
@@ -64,6 +82,9 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
     covars_ : ndarray of shape (n_components, n_features, n_features) or (n_components, n_features)
     n_controls_ : int
         Number of control columns seen at fit (0: none).
+    filtered_lags_ : ndarray of shape (n_lags, n_features)
+        The last ``n_lags`` rows of the stream (oldest first), after
+        :meth:`partial_fit` or :meth:`filter_stream`.
     startprob_, transmat_, monitor_, n_features_in_
         As in :class:`GaussianHMM`.
 
@@ -73,8 +94,20 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
     (:class:`~skseq.hmm._controls.ControlsMixin`) and routed by metadata routing
     as ``sequence_ids`` are (requested by default).  ``known_states`` has one
     label per row of ``X``; those of the conditioning rows are not used.
-    :meth:`partial_fit` treats the first ``n_lags`` rows of every batch as
-    conditioning rows (the lags do not carry over from the previous batch).
+    ``startprob_`` is the distribution of the state of the first emitted row
+    (row ``n_lags + 1`` of each sequence).  A row that is NaN throughout is
+    missing: a step emits only when its row and its ``n_lags`` lags are
+    observed (a missing row and the ``n_lags`` steps after it emit nothing;
+    with ``n_lags=0`` a missing row emits nothing, exactly); a row with only
+    some entries NaN, or NaN in ``controls``, is a ValueError.  :meth:`bic`
+    counts the emitting rows.  Streams carry the last ``n_lags`` rows with
+    the forward message: a :meth:`partial_fit` or :meth:`filter_stream` call
+    that continues the stream emits all its rows, regressed on the rows before
+    them (``filtered_lags_``), so a sequence cut into batches gives, at fixed
+    parameters, what one batch gives.  A sequence needs ``n_lags + 1`` rows,
+    except the last of a :meth:`partial_fit` batch, whose rows wait as lags
+    for the next batch.  :meth:`predict_next` forecasts the row after each
+    sequence (user guide, "Autoregressive and regression emissions").
 
     Examples
     --------
@@ -171,13 +204,34 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
     # -- controls and lags: the regressors travel with the rows ---------------
 
     def _forget_call_state(self):
-        self.__dict__.pop("_emitted_rows", None)
+        for name in ("_emitted_rows", "_continued_lags", "_tail_lags"):
+            self.__dict__.pop(name, None)
 
     @property
     def _lags(self):
         return self.n_lags
 
+    def _validate_X(self, X, reset):
+        # NaN rows are missing rows; a row with some entries missing is not
+        # supported (its regression on the observed entries is not modelled).
+        X = validate_gaussian_X(self, X, reset)
+        partial = partial_rows(X)
+        if partial.size:
+            raise ValueError(
+                f"X[{int(partial[0])}] has some entries NaN but not all: "
+                f"{type(self).__name__} takes missing rows (all NaN), not missing entries."
+            )
+        return X
+
     def _prepare(self, X, y, lengths, sequence_ids, *, reset, method="fit"):
+        """EM's data: one row ``[x_t, x_{t-1}, ..., x_{t-L}, u_t]`` per emitted step.
+
+        The first ``n_lags`` rows of each sequence only condition; those of
+        a sequence that continues a stream (``_continued_lags``: the
+        ``n_lags`` rows before ``X[0]``, oldest first) came before ``X``, so
+        all its rows are steps.  A step whose row or lags hold NaN (missing)
+        is kept, NaN, and emits nothing (:meth:`_emitting`).
+        """
         if self.covariance_type not in ("full", "diag"):
             raise ValueError(
                 f"{type(self).__name__} takes covariance_type 'full' or 'diag', got "
@@ -186,21 +240,142 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         X, offsets = super()._prepare(X, y, lengths, sequence_ids, reset=reset, method=method)
         controls = self._checked_controls(X.shape[0], reset)
         n_lags = self._lags
+        carried = self.__dict__.get("_continued_lags") if n_lags else None
         lengths = np.diff(offsets)
-        if np.any(lengths <= n_lags):
-            short = int(np.flatnonzero(lengths <= n_lags)[0])
+        # The rows a sequence has before its first row here: the stream's, for
+        # a sequence that continues it (fewer than n_lags when it started
+        # with fewer rows), none for one that starts here.
+        before = np.zeros(len(lengths), dtype=np.intp)
+        if carried is not None:
+            before[0] = len(carried)
+        short = lengths + before <= n_lags
+        if method == "partial_fit":
+            short[-1] = False  # the next batch may bring the rest of its lags
+        if np.any(short):
+            index = int(np.flatnonzero(short)[0])
             raise ValueError(
-                f"Sequence {short} has n_samples={lengths[short]} rows; with n_lags={n_lags} a "
+                f"Sequence {index} has n_samples={lengths[index]} rows; with n_lags={n_lags} a "
                 f"sequence needs at least {n_lags + 1} (its first {n_lags} only condition)."
             )
+        shift = before[0]  # rows of ``padded`` before X[0]
+        padded = X if carried is None else np.vstack([carried, X])
+        starts = offsets[:-1] + shift + np.maximum(n_lags - before, 0)
+        stops = offsets[1:] + shift
+        steps = np.maximum(stops - starts, 0)
         emitted = np.concatenate(
-            [np.arange(start + n_lags, stop) for start, stop in zip(offsets[:-1], offsets[1:])]
+            [np.arange(start, stop) for start, stop in zip(starts, stops)] + [np.zeros(0, int)]
         )
-        self._emitted_rows = (X.shape[0], emitted)
+        self._emitted_rows = (X.shape[0], emitted - shift)
         design = np.column_stack(
-            [X[emitted]] + [X[emitted - lag] for lag in range(1, n_lags + 1)] + [controls[emitted]]
+            [padded[emitted]]
+            + [padded[emitted - lag] for lag in range(1, n_lags + 1)]
+            + [controls[emitted - shift]]
         )
-        return design, offsets - n_lags * np.arange(len(offsets))
+        # The stream's lags after X: the last n_lags rows of its last sequence
+        # (all of them while it has fewer).
+        last_start = offsets[-2] + shift - before[-1]
+        self._tail_lags = padded[max(last_start, len(padded) - n_lags) :].copy()
+        return design, np.concatenate([[0], np.cumsum(steps)])
+
+    def _next_lags(self, design):
+        """The regressors x_{t}, x_{t-1}, .., x_{t-L+1} of the step after each
+        design row (most recent first, as the design's lags): its first L blocks."""
+        return design[:, : self._lags * self._n_outputs]
+
+    @staticmethod
+    def _emitting(X):
+        """Which rows of EM's data emit: row and lags observed (no NaN)."""
+        return ~np.isnan(X).any(axis=1)
+
+    # -- streams: the last n_lags rows are part of the carried message ---------
+
+    _stream_attributes = ("filtered_state_", "filtered_lags_")
+
+    def _validate_stream_batch(
+        self, X, y, lengths, sequence_ids, *, first_call, continues, known_states=None
+    ):
+        if continues:  # the batch's first sequence regresses on the stream's last rows
+            self._continued_lags = self._stream.lags
+        return super()._validate_stream_batch(
+            X,
+            y,
+            lengths,
+            sequence_ids,
+            first_call=first_call,
+            # a sequence with no step yet starts its chain in this batch
+            continues=continues and self._stream.message is not None,
+            known_states=known_states,
+        )
+
+    def _check_known_states_possible(self, known_states, offsets, continues=False):
+        # Sequences with no step here (the last of a batch, still in its
+        # conditioning rows) have no label to check.
+        has_steps = np.diff(offsets) > 0
+        continues = continues and bool(has_steps[0])
+        offsets = np.concatenate([[0], offsets[1:][has_steps]])
+        super()._check_known_states_possible(known_states, offsets, continues)
+
+    def _advance_stream(self, X, stream):
+        # BaseHMM's forward-only smoothing message, with the rows the next
+        # chunk's first steps regress on.
+        message = None if stream is None else stream.message
+        if X.shape[0] == 0:  # a sequence still in its conditioning rows: no step yet
+            return self._no_statistics(), 0.0, LaggedStream(message, self._tail_lags)
+        added, log_likelihood, carried = super()._advance_stream(X, message)
+        return added, log_likelihood, LaggedStream(carried, self._tail_lags)
+
+    def _no_statistics(self):
+        """The statistics of no step (zeros)."""
+        n_outputs = self._n_outputs
+        n_regressors = self._lags * n_outputs + self.n_controls_ + 1
+        width = n_regressors**2 + n_regressors * n_outputs + n_outputs**2
+        statistics = SufficientStatistics(
+            start=np.zeros(self.n_components),
+            trans=np.zeros((self.n_components, self.n_components)),
+        )
+        statistics.update(self._statistics_from_features(np.zeros((self.n_components, width))))
+        return statistics
+
+    def _partial_fit_step(self, statistics, log_likelihood, n_rows):
+        if n_rows == 0:  # a batch of conditioning rows only: nothing to learn from
+            self.batch_log_likelihood_ = 0.0
+            return
+        super()._partial_fit_step(statistics, log_likelihood, n_rows)
+
+    def _publish_stream(self, carried):
+        if carried.message is None:  # no step of the sequence seen yet
+            self.__dict__.pop("filtered_state_", None)
+        else:
+            super()._publish_stream(carried.message)
+        self.filtered_lags_ = carried.lags.copy()
+
+    def filter_stream(self, X, *, new_sequence=False, controls=None):
+        """Filtered state probabilities of new rows of a stream, without learning.
+
+        See :meth:`skseq.GaussianHMM.filter_stream`.  The stream continues from
+        ``filtered_state_`` and ``filtered_lags_`` (the last ``n_lags`` rows
+        seen, oldest first): every row of ``X`` is then a step, its lags
+        reaching back into the earlier rows, so rows cut into calls give what
+        one call gives.  A new sequence (``new_sequence``, or after :meth:`fit`
+        or ``reset_filter()``) has its first ``n_lags`` rows as conditioning
+        rows, and the output has one row per step (``n_lags`` fewer rows).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        new_sequence : bool, default=False
+        controls : array-like of shape (n_samples, n_controls), optional
+
+        Returns
+        -------
+        filtered : ndarray of shape (n_steps, n_components)
+        """
+        with self._given_controls(controls):
+            if not new_sequence and getattr(self, "filtered_state_", None) is not None:
+                self._continued_lags = self.filtered_lags_
+            filtered = super().filter_stream(X, new_sequence=new_sequence)
+            self.filtered_lags_ = self._tail_lags
+            return filtered
 
     def _check_known_states(self, known_states, X):
         if known_states is not None:
@@ -229,7 +404,12 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
 
     def _n_data_points(self, X):
         X, _ = self._split_known_states(X)
-        return int(X[:, : self._n_outputs].size)
+        return int(X[self._emitting(X), : self._n_outputs].size)
+
+    def _n_scored_rows(self, X, lengths=None, sequence_ids=None, **score_arguments):
+        # BIC's n: the emitted rows (not the conditioning ones, nor missing ones).
+        design, _ = self._prepare_fitted(X, lengths, sequence_ids)
+        return int(np.count_nonzero(self._emitting(design)))
 
     @property
     def _n_outputs(self):
@@ -251,7 +431,7 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         return self.covars_
 
     def _initialize_emissions(self, X, random_state):
-        x, regressors = self._split_design(X)
+        x, regressors = self._split_design(X[self._emitting(X)])
         n_components, n_outputs = self.n_components, x.shape[1]
         n_regressors = regressors.shape[1] - 1
         coefs = self._initial_value("coefs_")
@@ -310,24 +490,54 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         return np.concatenate([self.coefs_, self.intercepts_[:, :, None]], axis=2)
 
     def _emission_terms(self, X):
+        emitting = self._emitting(X)
+        if not emitting.all():
+            X = np.where(emitting[:, None], X, 0.0)
         x, regressors = self._split_design(X)
-        n_outputs = x.shape[1]
-        log_frameprob = np.empty((x.shape[0], self.n_components))
+        n_samples, n_outputs = x.shape
+        # The whitened residuals of every state in one product:
+        # L_k^{-1} (x_t - W_k z_t) is row [x_t, z_t] times [L_k^{-T}; -W_k^T L_k^{-T}].
+        rows = np.column_stack([x, regressors])
+        blocks = []
+        log_norms = np.empty(self.n_components)
         for k, (weights, covariance) in enumerate(zip(self._weights(), self._full_covars())):
-            residuals = x - regressors @ weights.T
             factor = linalg.cholesky(covariance, lower=True)
-            whitened = linalg.solve_triangular(factor, residuals.T, lower=True)
-            log_frameprob[:, k] = -0.5 * (
-                n_outputs * np.log(2 * np.pi)
-                + 2 * np.log(np.diag(factor)).sum()
-                + (whitened**2).sum(axis=0)
-            )
+            inverse_t = linalg.solve_triangular(factor, np.eye(n_outputs), lower=True).T
+            blocks.append(np.vstack([inverse_t, -weights.T @ inverse_t]))
+            log_norms[k] = n_outputs * np.log(2 * np.pi) + 2 * np.log(np.diag(factor)).sum()
+        whitened = (rows @ np.hstack(blocks)).reshape(n_samples, self.n_components, n_outputs)
+        log_frameprob = -0.5 * (log_norms + np.einsum("tkd,tkd->tk", whitened, whitened))
+        if not emitting.all():
+            log_frameprob[~emitting] = 0.0  # a step that emits nothing
         return log_frameprob, None
 
-    def _emission_features(self, X, cache):
-        # phi(x_t) = (z z^T, z x^T, x x^T), the same for every state: the
-        # weighted least squares of each state needs these sums only.
+    def _emission_statistics(self, X, posteriors, cache):
+        # Per state, the posterior-weighted Gram matrix of the rows [z_t, x_t]
+        # (z_t = [lags, controls, 1]): G_k = R^T diag(gamma(k)) R, one BLAS
+        # product per state, no per-row arrays.  (R^T (gamma R) runs as a
+        # general product; the symmetric A^T A of the sqrt-weighted rows,
+        # which numpy hands to syrk, is about 4 times slower on tall, narrow
+        # R: benchmarks/bench_autoregressive.py.)
+        emitting = self._emitting(X)
+        if not emitting.all():
+            X, posteriors = X[emitting], posteriors[emitting]
         x, regressors = self._split_design(X)
+        rows = np.column_stack([regressors, x])
+        n_regressors = regressors.shape[1]
+        grams = np.empty((self.n_components, rows.shape[1], rows.shape[1]))
+        for k in range(self.n_components):
+            grams[k] = rows.T @ (rows * posteriors[:, k : k + 1])
+        grams = (grams + np.swapaxes(grams, 1, 2)) / 2
+        return {
+            "zz": grams[:, :n_regressors, :n_regressors],
+            "zx": grams[:, :n_regressors, n_regressors:],
+            "xx": grams[:, n_regressors:, n_regressors:],
+        }
+
+    def _emission_features(self, X, cache):
+        # phi(x_t) = (z z^T, z x^T, x x^T), the same for every state (zero for a
+        # step that emits nothing): the streams' forward-only smoother sums them.
+        x, regressors = self._split_design(np.where(self._emitting(X)[:, None], X, 0.0))
         features = np.concatenate(
             [
                 np.einsum("ti,tj->tij", regressors, regressors).reshape(len(x), -1),
@@ -336,6 +546,7 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
             ],
             axis=1,
         )
+        features[~self._emitting(X)] = 0.0
         return np.broadcast_to(features[:, None, :], (len(x), self.n_components, features.shape[1]))
 
     def _statistics_from_features(self, sums):
@@ -393,6 +604,21 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
             covars, self.covars_, self.covariance_type, responsible
         )
 
+    def _emission_coordinates(self, X):
+        # SQUAREM's coordinates, unit-free: a coefficient from regressor j to
+        # output d in units of sd(x_d) / sd(r_j), intercepts in those of x,
+        # covariances whitened by sd(x) (full: the matrix logarithm).
+        x, regressors = self._split_design(X[self._emitting(X)])
+        x_units = feature_units(x)
+        regressor_units = feature_units(regressors[:, :-1]) if regressors.shape[1] > 1 else []
+        return {
+            "coefs_": ("real", np.divide.outer(x_units, np.asarray(regressor_units))),
+            "intercepts_": ("real", x_units),
+            "covars_": ("covariance", x_units)
+            if self.covariance_type == "full"
+            else ("positive", x_units**2),
+        }
+
     def _emission_n_parameters(self):
         n_components, n_outputs = self.intercepts_.shape
         return {
@@ -415,6 +641,90 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         return X
 
     # -- public methods (controls=: ControlsMixin) ------------------------------
+
+    def predict_next(
+        self,
+        X,
+        *,
+        lengths=None,
+        sequence_ids=None,
+        controls=None,
+        future_controls=None,
+        return_cov=False,
+    ):
+        """One-step forecast: the predictive mean (and covariance) of the row after each sequence.
+
+        Given a sequence x_1..x_T, the next row is a mixture over its state,
+        p(x_{T+1} | x_{1:T}) = sum_k p_k N(mu_k, Sigma_k), with
+        p_k = p(z_{T+1} = k | x_{1:T}) (the last row of
+        :meth:`predict_next_state_proba`) and mu_k = sum_l A_{k,l} x_{T+1-l}
+        + V_k u_{T+1} + b_k.  Its mean is sum_k p_k mu_k and its covariance,
+        by the law of total covariance, sum_k p_k (Sigma_k + (mu_k - mean)
+        (mu_k - mean)^T).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        lengths, sequence_ids : see :meth:`fit`.
+        controls : array-like of shape (n_samples, n_controls), optional
+            The inputs of the rows of ``X``.
+        future_controls : array-like of shape (n_sequences, n_controls), optional
+            The input u_{T+1} of the next row of each sequence (required when
+            the model has controls).
+        return_cov : bool, default=False
+            Also return the predictive covariances.
+
+        Returns
+        -------
+        mean : ndarray of shape (n_sequences, n_features)
+        cov : ndarray of shape (n_sequences, n_features, n_features)
+            Only with ``return_cov``.
+
+        Raises
+        ------
+        ValueError
+            If one of the last ``n_lags`` rows of a sequence is missing (the
+            next row's regressors are then unknown).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skseq.hmm import AutoregressiveHMM
+        >>> x = np.sin(np.arange(200) / 5.0)[:, None]
+        >>> model = AutoregressiveHMM(1, n_lags=2, n_iter=5).fit(x)
+        >>> mean, cov = model.predict_next(x, return_cov=True)
+        >>> bool(np.allclose(mean, np.sin(200 / 5.0), atol=0.05)), cov.shape
+        (True, (1, 1, 1))
+        """
+        with self._given_controls(controls):
+            design, offsets = self._prepare_fitted(X, lengths, sequence_ids)
+            last = offsets[1:] - 1
+            probabilities = self._predicted_states(design, offsets)[last]
+        next_lags = self._next_lags(design[last])
+        unknown = np.isnan(next_lags).any(axis=1)
+        if np.any(unknown):
+            raise ValueError(
+                f"Sequence {int(np.flatnonzero(unknown)[0])} has a missing row among its last "
+                f"n_lags={self._lags} rows: the next row's regressors are unknown."
+            )
+        n_sequences = len(last)
+        if future_controls is not None and self.n_controls_ == 0:
+            raise ValueError(
+                f"{type(self).__name__} was fitted without controls; do not pass future_controls."
+            )
+        future = check_controls(
+            future_controls, n_sequences, self.n_controls_, name="future_controls"
+        )
+        regressors = np.column_stack([next_lags, future, np.ones(n_sequences)])
+        means = np.einsum("kdp,sp->skd", self._weights(), regressors)
+        mean = np.einsum("sk,skd->sd", probabilities, means)
+        if not return_cov:
+            return mean
+        centred = means - mean[:, None, :]
+        cov = np.einsum("sk,kde->sde", probabilities, self._full_covars()) + np.einsum(
+            "sk,skd,ske->sde", probabilities, centred, centred
+        )
+        return mean, (cov + np.swapaxes(cov, 1, 2)) / 2
 
     def sample(
         self, n_samples=1, random_state=None, currstate=None, *, controls=None, initial_lags=None

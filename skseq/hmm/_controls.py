@@ -123,6 +123,9 @@ class ControlsMixin:
         """One step of stochastic EM on a batch; see :meth:`skseq.GaussianHMM.partial_fit`.
 
         ``controls`` : the inputs of the batch's rows, one row per row of ``X``.
+        A batch that continues the stream continues its sequence: the
+        forward message, and for a model whose rows regress on earlier rows
+        (AutoregressiveHMM) those rows too, carry over from the last call.
         """
         with self._given_controls(controls):
             return super().partial_fit(
@@ -187,6 +190,24 @@ class ControlsMixin:
         """Bayesian information criterion on ``X`` (and its ``controls``); lower is better."""
         with self._given_controls(controls):
             return super().bic(X, lengths, sequence_ids=sequence_ids)
+
+    def filter_stream(self, X, *, new_sequence=False, controls=None):
+        """Filtered state probabilities of new rows of a stream, given their
+        ``controls``; see :meth:`skseq.GaussianHMM.filter_stream`."""
+        with self._given_controls(controls):
+            return super().filter_stream(X, new_sequence=new_sequence)
+
+    def filter_update(self, x, *, controls=None):
+        """Advance the online filter by one row ``x`` with its ``controls`` row
+        (n_controls,); see :meth:`skseq.GaussianHMM.filter_update`."""
+        row_controls = None if controls is None else np.reshape(controls, (1, -1))
+        return self.filter_stream(np.reshape(x, (1, -1)), controls=row_controls)[0]
+
+    def reset_filter(self, X=None, *, controls=None):
+        """Restart the online filter, from the history ``X`` (with its
+        ``controls``) when given; see :meth:`skseq.GaussianHMM.reset_filter`."""
+        with self._given_controls(controls):
+            return super().reset_filter(X)
 
     def sample(self, n_samples=1, random_state=None, currstate=None, *, controls=None):
         """Draw a sequence; see :meth:`skseq.GaussianHMM.sample`.

@@ -14,6 +14,10 @@ public name of the modules is importable from here as well:
 - :mod:`~skseq.inference.kalman`: the Kalman filter and smoother, one-step
   updates, forecasts, sampling and forward-only smoothing of linear-Gaussian
   state-space models (``kalman_*``, ``sample_lgssm``);
+- :mod:`~skseq.inference.nonlinear`: sigma points, the unscented transform,
+  and the unscented and extended Kalman filters, smoothers and one-step
+  updates of nonlinear state-space models (``unscented_*``,
+  ``extended_kalman_*``);
 - :mod:`~skseq.inference.scan`: the selective scan of S6 / Mamba;
 - :mod:`~skseq.inference.s4d`: the S4D kernel and the causal FFT convolution;
 - :mod:`~skseq.inference.rnn`: the Elman recurrence;
@@ -31,12 +35,25 @@ gradients through a network layer's function ``f`` come from
 """
 
 # Each module's __all__ is the one list of its public names.
-from . import attention, gaussian, hmm, hmm_varying, kalman, particles, rnn, s4d, scan, subspace
+from . import (
+    attention,
+    gaussian,
+    hmm,
+    hmm_varying,
+    kalman,
+    nonlinear,
+    particles,
+    rnn,
+    s4d,
+    scan,
+    subspace,
+)
 from .attention import *  # noqa: F403
 from .gaussian import *  # noqa: F403
 from .hmm import *  # noqa: F403
 from .hmm_varying import *  # noqa: F403
 from .kalman import *  # noqa: F403
+from .nonlinear import *  # noqa: F403
 from .particles import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .s4d import *  # noqa: F403
@@ -48,6 +65,7 @@ __all__ = [
     *hmm_varying.__all__,
     *gaussian.__all__,
     *kalman.__all__,
+    *nonlinear.__all__,
     *scan.__all__,
     *s4d.__all__,
     *rnn.__all__,

@@ -6,9 +6,10 @@ row's inputs u_t by :func:`input_driven_log_transmats`.  The functions here
 take those matrices as ``log_transmats`` of shape (n_samples, n_states,
 n_states), ``log_transmats[t]`` being the step into row ``t`` (the matrix of
 the first row of each sequence is not used), and run the recursions of
-:mod:`skseq.inference.hmm` in log space (``_hmm_varying`` kernel): the
-forward message is normalised at every row and each sum over states is a
-shifted log-sum-exp, so nothing underflows.  With the same matrix at every
+:mod:`skseq.inference.hmm` on log messages normalised at every row
+(``_hmm_varying`` kernel): each sum over states in plain arithmetic, redone
+as a log-sum-exp where it is small enough for an underflowed term to matter,
+so nothing underflows.  With the same matrix at every
 row they give what :func:`~skseq.inference.hmm_forward_backward` gives.
 
 Conventions as in :mod:`skseq.inference.hmm`: public functions validate

@@ -1,17 +1,21 @@
 """AutoregressiveHMM and LinearRegressionHMM: the maths against definitions."""
 
 import itertools
+import threading
 import warnings
 
 import numpy as np
 import pytest
 import sklearn
-from scipy import stats
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import integrate, stats
 from scipy.special import logsumexp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, GroupKFold
 
 from skseq import AutoregressiveHMM, GaussianHMM, LinearRegressionHMM
+from skseq.streams import sequence_batches
 
 
 def tiny_model(covariance_type="full", n_lags=1, n_controls=1, n_features=2, seed=0):
@@ -55,6 +59,8 @@ def brute_force(model, X, controls):
             for t in emitted
         ]
     )
+    # A step whose row or lags are missing (NaN) emits nothing: density 1.
+    log_density = np.nan_to_num(log_density, nan=0.0)
     paths = list(itertools.product(range(K), repeat=len(log_density)))
     log_joint = []
     for path in paths:
@@ -275,3 +281,397 @@ def test_controls_are_routed_like_sequence_ids():
             cv=GroupKFold(2),
         ).fit(X, groups=groups, sequence_ids=groups, controls=u)
     assert search.best_params_ == {"n_components": 2}
+
+
+# -- BIC's n, streams, forecasts, missing rows, fixed parameters (issue 21) ------
+
+
+def test_bic_counts_only_the_emitted_rows():
+    X, *_ = simulate_switching_ar2(300, seed=4)
+    X = X.copy()
+    X[100] = np.nan  # steps 100, 101, 102 emit nothing (the row, then as a lag)
+    model = AutoregressiveHMM(2, n_lags=2, n_iter=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, lengths=[150, 150])
+    n_emitted = 300 - 2 * 2 - 3
+    expected = -2 * model.score(X, lengths=[150, 150]) + model._n_parameters() * np.log(n_emitted)
+    assert np.isclose(model.bic(X, lengths=[150, 150]), expected, rtol=1e-12)
+    u = np.random.default_rng(0).normal(size=(300, 1))
+    lr = LinearRegressionHMM(2, n_iter=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        lr.fit(X, controls=u)
+    expected = -2 * lr.score(X, controls=u) + lr._n_parameters() * np.log(299)
+    assert np.isclose(lr.bic(X, controls=u), expected, rtol=1e-12)
+
+
+def stream_statistics(model, X, controls, cuts):
+    """The stream engine's E step over the batches X[a:b] of one sequence
+    (at fixed parameters): summed statistics, log-likelihood, the last message."""
+    total, log_likelihood, carried = None, 0.0, None
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        model._stream = carried
+        with model._given_controls(controls[a:b]):
+            design, offsets = model._validate_stream_batch(
+                X[a:b], None, None, None, first_call=False, continues=carried is not None
+            )
+            added, part, carried = model._stream_estep(design, offsets, carried)
+        total = added if total is None else total + added
+        log_likelihood += part
+    return total, log_likelihood, carried
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n_lags=st.integers(0, 3),
+    cuts=st.lists(st.integers(1, 29), max_size=5, unique=True),
+    first=st.integers(4, 8),
+)
+def test_a_sequence_cut_into_batches_gives_what_one_batch_gives(n_lags, cuts, first):
+    model = tiny_model("full", n_lags=n_lags)
+    rng = np.random.default_rng(n_lags)
+    X, u = rng.normal(size=(30, 2)), rng.normal(size=(30, 1))
+    X[17] = np.nan  # a missing row, and steps whose lags are missing
+    cuts = [0] + sorted({max(c, first) for c in cuts} - {30}) + [30]
+    with model._given_controls(u):
+        design, offsets = model._prepare(X, None, None, None, reset=False)
+    whole, whole_log_likelihood = model._estep(design, offsets)
+    chunked, log_likelihood, carried = stream_statistics(model, X, u, cuts)
+    assert np.isclose(log_likelihood, whole_log_likelihood, rtol=1e-11)
+    assert np.isclose(whole_log_likelihood, model.score(X, controls=u), rtol=1e-12)
+    for name in whole:
+        assert np.allclose(chunked[name], whole[name], rtol=1e-9, atol=1e-10), name
+    assert np.array_equal(carried.lags, X[30 - n_lags :])
+    # The public streams: partial_fit (nothing learned) and filter_stream.
+    model.params = ""
+    filtered = model.filter(X, controls=u)
+    parts = []
+    for index, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+        model.partial_fit(X[a:b], controls=u[a:b], new_sequence=index == 0)
+        parts.append(model.batch_log_likelihood_)
+    assert np.isclose(sum(parts), whole_log_likelihood, rtol=1e-11)
+    assert np.allclose(model.filtered_state_, filtered[-1], atol=1e-12)
+    model.reset_filter()
+    online = [
+        model.filter_stream(X[a:b], controls=u[a:b], new_sequence=index == 0)
+        for index, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))
+    ]
+    assert np.allclose(np.vstack(online), filtered, atol=1e-12)
+
+
+def test_filter_update_continues_row_by_row_from_a_history():
+    model = tiny_model("diag", n_lags=2)
+    rng = np.random.default_rng(5)
+    X, u = rng.normal(size=(12, 2)), rng.normal(size=(12, 1))
+    filtered = model.filter(X, controls=u)
+    model.reset_filter(X[:4], controls=u[:4])
+    rows = [model.filter_update(X[t], controls=u[t]) for t in range(4, 12)]
+    assert np.allclose(rows, filtered[2:], atol=1e-12)
+    assert np.array_equal(model.filtered_lags_, X[-2:])
+
+
+def next_row_density(model, X, u, future):
+    """p(x_{T+1} | x_{1:T}) as a function of x, from the model's scores."""
+    base = model.score(X, controls=u)
+
+    def density(value):
+        row = np.atleast_1d(value)[None, :]
+        longer = model.score(np.vstack([X, row]), controls=np.vstack([u, future]))
+        return np.exp(longer - base)
+
+    return density
+
+
+def test_predict_next_is_the_mean_and_covariance_of_the_next_rows_density():
+    model = tiny_model("full", n_lags=2, n_controls=1, n_features=1)
+    rng = np.random.default_rng(6)
+    X, u, future = rng.normal(size=(9, 1)), rng.normal(size=(9, 1)), np.array([[0.7]])
+    mean, cov = model.predict_next(X, controls=u, future_controls=future, return_cov=True)
+    density = next_row_density(model, X, u, future)
+    limits = (-60.0, 60.0)
+    mass = integrate.quad(density, *limits, limit=200)[0]
+    first = integrate.quad(lambda x: x * density(x), *limits, limit=200)[0]
+    second = integrate.quad(lambda x: (x - first) ** 2 * density(x), *limits, limit=200)[0]
+    assert np.isclose(mass, 1.0, atol=1e-7)
+    assert np.isclose(mean[0, 0], first, atol=1e-7)
+    assert np.isclose(cov[0, 0, 0], second, atol=1e-6)
+    # predict_next_state_proba takes controls; its last row is the enumeration's
+    _, posteriors = brute_force(model, X, u)
+    predicted = model.predict_next_state_proba(X, controls=u)
+    assert np.allclose(predicted[-1], posteriors[-1] @ model.transmat_, atol=1e-12)
+
+
+def test_predict_next_per_sequence_is_the_mixture_of_the_state_gaussians():
+    model = tiny_model("full", n_lags=1, n_controls=1, n_features=2)
+    rng = np.random.default_rng(7)
+    X, u = rng.normal(size=(14, 2)), rng.normal(size=(14, 1))
+    future = rng.normal(size=(2, 1))
+    lengths = [6, 8]
+    mean, cov = model.predict_next(
+        X, lengths=lengths, controls=u, future_controls=future, return_cov=True
+    )
+    assert mean.shape == (2, 2) and cov.shape == (2, 2, 2)
+    for s, (start, stop) in enumerate([(0, 6), (6, 14)]):
+        weights = model.predict_next_state_proba(X[start:stop], controls=u[start:stop])[-1]
+        means = [
+            model.coefs_[k] @ np.concatenate([X[stop - 1], future[s]]) + model.intercepts_[k]
+            for k in range(2)
+        ]
+        density = next_row_density(model, X[start:stop], u[start:stop], future[s : s + 1])
+        for point in rng.normal(size=(3, 2)):  # the components and weights are the model's
+            mixture = sum(
+                weights[k] * stats.multivariate_normal.pdf(point, means[k], model.covars_[k])
+                for k in range(2)
+            )
+            assert np.isclose(density(point), mixture, rtol=1e-10)
+        expected = sum(w * m for w, m in zip(weights, means))
+        assert np.allclose(mean[s], expected, atol=1e-12)
+        spread = sum(
+            w * (c + np.outer(m - expected, m - expected))
+            for w, m, c in zip(weights, means, model.covars_)
+        )
+        assert np.allclose(cov[s], spread, atol=1e-12)
+    with pytest.raises(ValueError, match="future_controls"):
+        model.predict_next(X, lengths=lengths, controls=u)
+    missing = X.copy()
+    missing[-1] = np.nan
+    with pytest.raises(ValueError, match="missing row"):
+        model.predict_next(missing, controls=u, future_controls=future[:1])
+
+
+@pytest.mark.parametrize("n_lags", [0, 2])
+def test_missing_rows_emit_nothing(n_lags):
+    model = tiny_model("full", n_lags=n_lags)
+    rng = np.random.default_rng(8)
+    X, u = rng.normal(size=(n_lags + 6, 2)), rng.normal(size=(n_lags + 6, 1))
+    X[n_lags + 2] = np.nan  # with lags, the steps after it emit nothing either
+    total, posteriors = brute_force(model, X, u)
+    assert np.isclose(model.score(X, controls=u), total, rtol=1e-10)
+    assert np.allclose(model.predict_proba(X, controls=u), posteriors, atol=1e-10)
+    partial = X.copy()
+    partial[1, 0] = np.nan
+    with pytest.raises(ValueError, match="some entries NaN"):
+        model.score(partial, controls=u)
+    bad = u.copy()
+    bad[0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        model.score(X, controls=bad)
+    # EM learns from the emitting steps only
+    long, _ = simulate_switching_ar2(400, seed=9)[:2]
+    long = long.copy()
+    long[50:53] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fitted = AutoregressiveHMM(2, n_lags=n_lags, n_iter=5, random_state=0).fit(long)
+    assert np.all(np.diff(fitted.monitor_.history) > -1e-8)
+    assert np.all(np.isfinite(fitted.coefs_))
+
+
+@pytest.mark.parametrize("fixed", ["w", "b", "wb"])
+def test_parameters_outside_params_stay_and_the_rest_is_weighted_least_squares(fixed):
+    model = tiny_model("full", n_lags=1, n_controls=1)
+    model.covars_prior = 0.0
+    model.params = "".join(letter for letter in "stwbc" if letter not in fixed)
+    rng = np.random.default_rng(10)
+    X, u = rng.normal(size=(60, 2)), rng.normal(size=(60, 1))
+    with model._given_controls(u):
+        design, _ = model._prepare(X, None, None, None, reset=False)
+    posteriors = rng.dirichlet([1.0, 1.0], size=design.shape[0])
+    coefs, intercepts = model.coefs_.copy(), model.intercepts_.copy()
+    model._emission_mstep(model._emission_statistics(design, posteriors, None))
+    x, z = design[:, :2], design[:, 2:]
+    for k in range(2):
+        w = posteriors[:, k][:, None]
+        if fixed == "w":  # intercepts: the weighted mean of x - W z
+            target = x - z @ coefs[k].T
+            new_b = (w * target).sum(axis=0) / w.sum()
+            new_w = coefs[k]
+        elif fixed == "b":  # coefficients: weighted LS of x - b on z, no intercept
+            target = x - intercepts[k]
+            new_w = np.linalg.solve(z.T @ (w * z), z.T @ (w * target)).T
+            new_b = intercepts[k]
+        else:
+            new_w, new_b = coefs[k], intercepts[k]
+        assert np.allclose(model.coefs_[k], new_w, rtol=1e-9, atol=1e-12)
+        assert np.allclose(model.intercepts_[k], new_b, rtol=1e-9, atol=1e-12)
+        residuals = x - z @ new_w.T - new_b
+        scatter = residuals.T @ (w * residuals) / w.sum()
+        assert np.allclose(model.covars_[k], scatter, rtol=1e-9, atol=1e-12)
+    # and in a fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fitted = AutoregressiveHMM(
+            2,
+            n_lags=1,
+            params=model.params,
+            init_params="stc",
+            coefs_init=coefs,
+            intercepts_init=intercepts,
+            n_iter=4,
+            random_state=0,
+        ).fit(X, controls=u)
+    if "w" in fixed:
+        assert np.array_equal(fitted.coefs_, coefs)
+    if "b" in fixed:
+        assert np.array_equal(fitted.intercepts_, intercepts)
+
+
+def test_n_init_keeps_the_best_initialisation():
+    X, *_ = simulate_switching_ar2(600, seed=11)
+    kwargs = dict(n_lags=2, n_iter=4, tol=-np.inf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        # n_init=3 draws its starts from one random state, as three fits do in turn
+        shared = np.random.RandomState(0)
+        singles = [AutoregressiveHMM(3, random_state=shared, **kwargs).fit(X) for _ in range(3)]
+        three = AutoregressiveHMM(3, n_init=3, random_state=np.random.RandomState(0), **kwargs)
+        three.fit(X)
+    best = max(singles, key=lambda model: model.lower_bound_)
+    assert len({round(model.lower_bound_, 6) for model in singles}) > 1  # starts differ
+    assert np.isclose(three.lower_bound_, best.lower_bound_, rtol=1e-12)
+    assert np.allclose(three.coefs_, best.coefs_, rtol=1e-10, atol=1e-12)
+
+
+def test_threads_give_the_same_scores_states_and_stream_steps():
+    X, *_ = simulate_switching_ar2(1200, seed=12)
+    u = np.random.default_rng(13).normal(size=(1200, 1))
+    lengths = [300] * 4
+    models = []
+    for n_jobs in (None, 1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model = AutoregressiveHMM(3, n_lags=2, n_iter=3, random_state=0, n_jobs=n_jobs)
+            model.fit(X, lengths=lengths, controls=u)
+        models.append(model)
+    reference = models[0]
+    for model in models[1:]:
+        assert np.isclose(
+            model.score(X, lengths=lengths, controls=u),
+            reference.score(X, lengths=lengths, controls=u),
+            rtol=1e-12,
+        )
+        assert np.array_equal(
+            model.predict(X, lengths=lengths, controls=u),
+            reference.predict(X, lengths=lengths, controls=u),
+        )
+    for model in models:
+        model.partial_fit(X, lengths=lengths, controls=u)
+    for model in models[1:]:
+        assert np.allclose(model.coefs_, reference.coefs_, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_jobs", [None, 2])
+def test_blas_threads_are_not_oversubscribed(n_jobs, monkeypatch):
+    """With n_jobs threads over blocks, each block's BLAS runs on one thread;
+    with n_jobs=None the E step runs in the calling thread (one block of BLAS
+    at a time), and the process's BLAS setting is the same after the fit."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return [
+            info["num_threads"]
+            for info in threadpoolctl.threadpool_info()
+            if info["user_api"] == "blas"
+        ]
+
+    seen = []
+    statistics = AutoregressiveHMM._emission_statistics
+
+    def recording(self, X, posteriors, cache):
+        seen.append((threading.get_ident(), tuple(blas_threads())))
+        return statistics(self, X, posteriors, cache)
+
+    monkeypatch.setattr(AutoregressiveHMM, "_emission_statistics", recording)
+    X, *_ = simulate_switching_ar2(1200, seed=14)
+    before = blas_threads()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        AutoregressiveHMM(2, n_lags=2, n_iter=2, random_state=0, n_jobs=n_jobs).fit(
+            X, lengths=[300] * 4
+        )
+    assert blas_threads() == before
+    threads = {ident for ident, _ in seen}
+    if n_jobs is None:
+        assert threads == {threading.get_ident()}
+    else:
+        assert all(all(n == 1 for n in counts) for _, counts in seen)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_squarem_extrapolates_the_regression_parameters(covariance_type):
+    model = tiny_model(covariance_type, n_lags=2, n_controls=1)
+    rng = np.random.default_rng(15)
+    X, u = rng.normal(size=(40, 2)), rng.normal(size=(40, 1))
+    with model._given_controls(u):
+        design, _ = model._prepare(X, None, None, None, reset=False)
+    coordinates = model._acceleration_coordinates(design)
+    assert {"coefs_", "intercepts_", "covars_"} <= set(coordinates.kinds)
+    parameters = model._get_parameters()
+    vector = coordinates.to_vector(parameters)
+    assert vector.size == sum(np.size(parameters[name]) for name in coordinates.kinds)
+    back = coordinates.from_vector(vector, parameters)
+    for name in ("coefs_", "intercepts_", "covars_"):
+        assert np.allclose(back[name], parameters[name], rtol=1e-10, atol=1e-12)
+    moved = coordinates.from_vector(vector + 0.1, parameters)
+    assert not np.allclose(moved["coefs_"], parameters["coefs_"])
+    X_ar, *_ = simulate_switching_ar2(600, seed=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        kwargs = dict(n_lags=2, covariance_type=covariance_type, random_state=0, tol=1e-6)
+        plain = AutoregressiveHMM(3, n_iter=500, **kwargs).fit(X_ar)
+        fast = AutoregressiveHMM(3, n_iter=500, acceleration="squarem", **kwargs).fit(X_ar)
+    assert fast.lower_bound_ >= plain.lower_bound_ - 1e-2
+    assert fast.n_iter_ <= plain.n_iter_
+
+
+@settings(max_examples=20, deadline=None)
+@given(n_lags=st.integers(1, 3), batch_rows=st.integers(1, 7))
+def test_sequence_batches_cut_anywhere_give_one_batchs_numbers(n_lags, batch_rows):
+    """skseq.streams.sequence_batches may end a batch one row into a sequence:
+    its rows wait, as lags, for the next batch."""
+    model = tiny_model("full", n_lags=n_lags, n_controls=0)
+    rng = np.random.default_rng(batch_rows)
+    lengths = [9, 5, 11]
+    X = rng.normal(size=(sum(lengths), 2))
+    with model._given_controls(None):
+        design, offsets = model._prepare(X, None, lengths, None, reset=False)
+    whole, whole_log_likelihood = model._estep(design, offsets)
+    total, log_likelihood, carried = None, 0.0, None
+    for X_batch, keywords in sequence_batches(X, lengths=lengths, batch_rows=batch_rows):
+        carried = None if keywords["new_sequence"] else carried
+        model._stream = carried
+        with model._given_controls(None):
+            batch, batch_offsets = model._validate_stream_batch(
+                X_batch,
+                None,
+                keywords["lengths"],
+                None,
+                first_call=False,
+                continues=carried is not None,
+            )
+            added, part, carried = model._stream_estep(batch, batch_offsets, carried)
+        total = added if total is None else total + added
+        log_likelihood += part
+    assert np.isclose(log_likelihood, whole_log_likelihood, rtol=1e-11)
+    for name in whole:
+        assert np.allclose(total[name], whole[name], rtol=1e-9, atol=1e-10), name
+    # and through partial_fit, learning nothing
+    model.params = ""
+    parts = []
+    for X_batch, keywords in sequence_batches(X, lengths=lengths, batch_rows=batch_rows):
+        model.partial_fit(X_batch, **keywords)
+        parts.append(model.batch_log_likelihood_)
+    assert np.isclose(sum(parts), whole_log_likelihood, rtol=1e-11)
+    last = model.filter(X[-lengths[-1] :])[-1]
+    assert np.allclose(model.filtered_state_, last, atol=1e-12)
+    # with labels on some rows: log p(X, labels) adds up the same way
+    known = np.where(rng.random(len(X)) < 0.3, rng.integers(0, 2, len(X)), -1)
+    model.partial_fit(X, lengths=lengths, known_states=known, new_sequence=True)
+    joint = model.batch_log_likelihood_
+    parts, start = [], 0
+    for X_batch, keywords in sequence_batches(X, lengths=lengths, batch_rows=batch_rows):
+        model.partial_fit(X_batch, known_states=known[start : start + len(X_batch)], **keywords)
+        parts.append(model.batch_log_likelihood_)
+        start += len(X_batch)
+    assert np.isclose(sum(parts), joint, rtol=1e-11)
