@@ -67,6 +67,7 @@ class HMMVaryingForwardBackwardResult(NamedTuple):
     log_predictive: np.ndarray
 
 
+@masked_arrays_checked()
 def input_driven_log_transmats(coefs, intercepts, controls):
     """log p(z_t = j | z_{t-1} = i, u_t) = log softmax_j(W_i u_t + b_i) of every row.
 
