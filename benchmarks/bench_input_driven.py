@@ -47,7 +47,7 @@ def measure(rng, n_states, n_rows, lengths, repeats):
     log_a = np.log(transmat)
     controls = rng.normal(size=(n_rows, 2))
     coefs = rng.normal(scale=0.5, size=(n_states, n_states, 2))
-    log_transmats = input_driven_log_transmats(coefs, log_a, controls)
+    log_transmats = input_driven_log_transmats(coefs, log_a, controls).log_transmats
     offsets = sequence_offsets(n_rows, lengths=lengths)
     startprob = np.exp(log_start)
     stationary = best_time(

@@ -36,6 +36,7 @@ __all__ = [
     "hmm_varying_viterbi",
     "HMMVaryingForwardBackwardResult",
     "HMMVaryingForwardResult",
+    "InputDrivenTransmatsResult",
 ]
 
 
@@ -67,6 +68,18 @@ class HMMVaryingForwardBackwardResult(NamedTuple):
     log_predictive: np.ndarray
 
 
+class InputDrivenTransmatsResult(NamedTuple):
+    """What :func:`input_driven_log_transmats` returns.
+
+    Attributes
+    ----------
+    log_transmats : ndarray of shape (n_samples, n_states, n_states)
+        log p(z_t = j | z_{t-1} = i, u_t) of every row.
+    """
+
+    log_transmats: np.ndarray
+
+
 @masked_arrays_checked()
 def input_driven_log_transmats(coefs, intercepts, controls):
     """log p(z_t = j | z_{t-1} = i, u_t) = log softmax_j(W_i u_t + b_i) of every row.
@@ -82,7 +95,9 @@ def input_driven_log_transmats(coefs, intercepts, controls):
 
     Returns
     -------
-    log_transmats : ndarray of shape (n_samples, n_states, n_states)
+    InputDrivenTransmatsResult
+        ``log_transmats``, (n_samples, n_states, n_states): one matrix per row,
+        what :func:`hmm_varying_forward_backward` takes.
 
     Examples
     --------
@@ -90,7 +105,7 @@ def input_driven_log_transmats(coefs, intercepts, controls):
     >>> from skseq.inference import input_driven_log_transmats
     >>> coefs = np.array([[[0.0], [2.0]], [[0.0], [0.0]]])
     >>> intercepts = np.zeros((2, 2))
-    >>> log_a = input_driven_log_transmats(coefs, intercepts, [[0.0], [1.0]])
+    >>> log_a = input_driven_log_transmats(coefs, intercepts, [[0.0], [1.0]]).log_transmats
     >>> np.exp(log_a[:, 0]).round(3)  # from state 0: leaving grows with u
     array([[0.5  , 0.5  ],
            [0.119, 0.881]])
@@ -117,7 +132,7 @@ def input_driven_log_transmats(coefs, intercepts, controls):
         raise ValueError("intercepts contains NaN or +inf.")
     if np.isneginf(intercepts).all(axis=1).any():
         raise ValueError("a row of intercepts is all -inf: that state could go nowhere.")
-    return _log_transmats(coefs, intercepts, controls)
+    return InputDrivenTransmatsResult(_log_transmats(coefs, intercepts, controls))
 
 
 def _log_transmats(coefs, intercepts, controls, buffers=None):

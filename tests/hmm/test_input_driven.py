@@ -190,7 +190,7 @@ def unflat(theta):
 def test_mstep_gradient_and_hessian_equal_finite_differences(seed):
     pairs, controls, coefs, intercepts = random_step_problem(seed)
     statistics = transition_statistics(
-        pairs, controls, input_driven_log_transmats(coefs, intercepts, controls)
+        pairs, controls, input_driven_log_transmats(coefs, intercepts, controls).log_transmats
     )
     theta = flat(coefs, intercepts)
     n_states, _, n_regressors = theta.shape
@@ -200,9 +200,9 @@ def test_mstep_gradient_and_hessian_equal_finite_differences(seed):
 
     def gradient(values):
         c, b = unflat(values)
-        return transition_statistics(pairs, controls, input_driven_log_transmats(c, b, controls))[
-            "trans_gradient"
-        ]
+        return transition_statistics(
+            pairs, controls, input_driven_log_transmats(c, b, controls).log_transmats
+        )["trans_gradient"]
 
     h = 1e-6
     numeric_gradient = np.zeros_like(theta)
@@ -228,7 +228,7 @@ def test_newton_step_never_lowers_the_penalised_objective(seed, alpha):
     coefs = 3.0 * coefs  # far from the optimum
     for _ in range(40):
         statistics = transition_statistics(
-            pairs, controls, input_driven_log_transmats(coefs, intercepts, controls)
+            pairs, controls, input_driven_log_transmats(coefs, intercepts, controls).log_transmats
         )
         before = transition_objective(coefs, intercepts, pairs, controls, alpha)
         dc, db, gains = newton_transition_step(coefs, intercepts, statistics, alpha, True, True)
@@ -238,7 +238,7 @@ def test_newton_step_never_lowers_the_penalised_objective(seed, alpha):
         assert np.all(gains >= 0)
     # the steps converge: the gradient of the penalised objective vanishes
     statistics = transition_statistics(
-        pairs, controls, input_driven_log_transmats(coefs, intercepts, controls)
+        pairs, controls, input_driven_log_transmats(coefs, intercepts, controls).log_transmats
     )
     penalised = statistics["trans_gradient"][:, :, :-1] - alpha * coefs
     assert np.abs(penalised).max() < 1e-6
