@@ -7,9 +7,9 @@ at K = 2, 4, 8, side by side in one run: ns per row of
   recursions, one matrix), as the estimators call it (validated arrays);
 - ``varying``: the core of skseq.inference.hmm_varying_forward_backward (log
   space, a matrix per row, pair posteriors of every row returned);
-- ``varying+softmax``: the same plus the matrices from 2 controls
-  (input_driven_log_transmats), what the IO-HMM's E step pays before its
-  M-step statistics;
+- ``varying+softmax``: the same plus the matrices from 2 controls (one
+  matmul and the kernel's row softmax), what the IO-HMM's E step pays before
+  its M-step statistics;
 
 and the ratio varying / stationary.  One thread.  Prints the load average.
 
@@ -27,7 +27,7 @@ from threadpoolctl import threadpool_limits
 from skseq._sequences import sequence_offsets
 from skseq.inference import input_driven_log_transmats
 from skseq.inference.hmm import _forward_backward_offsets
-from skseq.inference.hmm_varying import _log_transmats, _varying_forward_backward_offsets
+from skseq.inference.hmm_varying import _transition_matrices, _varying_forward_backward_offsets
 
 
 def best_time(function, repeats):
@@ -48,21 +48,26 @@ def measure(rng, n_states, n_rows, lengths, repeats):
     controls = rng.normal(size=(n_rows, 2))
     coefs = rng.normal(scale=0.5, size=(n_states, n_states, 2))
     log_transmats = input_driven_log_transmats(coefs, log_a, controls).log_transmats
+    transmats = np.exp(log_transmats)
     offsets = sequence_offsets(n_rows, lengths=lengths)
     startprob = np.exp(log_start)
     stationary = best_time(
         lambda: _forward_backward_offsets(startprob, transmat, log_frame, offsets), repeats
     )
     varying = best_time(
-        lambda: _varying_forward_backward_offsets(log_start, log_transmats, log_frame, offsets),
-        repeats,
-    )
-    with_softmax = best_time(
         lambda: _varying_forward_backward_offsets(
-            log_start, _log_transmats(coefs, log_a, controls), log_frame, offsets
+            log_start, log_transmats, log_frame, offsets, transmats=transmats
         ),
         repeats,
     )
+
+    def from_controls():
+        log_matrices, matrices = _transition_matrices(coefs, log_a, controls)
+        return _varying_forward_backward_offsets(
+            log_start, log_matrices, log_frame, offsets, transmats=matrices
+        )
+
+    with_softmax = best_time(from_controls, repeats)
     return stationary, varying, with_softmax
 
 

@@ -288,3 +288,37 @@ def varying_viterbi(
             states[stop - 1] = best_i
             for t in range(stop - 1, first, -1):
                 states[t - 1] = back[t, states[t]]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def log_softmax_rows(
+    double[:, :, ::1] logits,  # INOUT (T, K, K): logits in, log probabilities out
+    double[:, :, ::1] probabilities,  # OUT (T, K, K)
+):
+    """Each row ``logits[t, i]`` replaced by its log-softmax, its softmax put in
+    ``probabilities[t, i]`` (shifted by the row's largest logit; a -inf logit
+    gives -inf and 0; a row all -inf gives -inf and 0 throughout)."""
+    cdef Py_ssize_t n_rows = logits.shape[0], n_states = logits.shape[1]
+    cdef Py_ssize_t t, i, j
+    cdef double largest, total, log_total
+    with nogil:
+        for t in range(n_rows):
+            for i in range(n_states):
+                largest = -INFINITY
+                for j in range(n_states):
+                    if logits[t, i, j] > largest:
+                        largest = logits[t, i, j]
+                if largest == -INFINITY:
+                    for j in range(n_states):
+                        probabilities[t, i, j] = 0.0
+                    continue
+                total = 0.0
+                for j in range(n_states):
+                    logits[t, i, j] -= largest
+                    probabilities[t, i, j] = exp(logits[t, i, j])
+                    total += probabilities[t, i, j]
+                log_total = log(total)
+                for j in range(n_states):
+                    logits[t, i, j] -= log_total
+                    probabilities[t, i, j] /= total

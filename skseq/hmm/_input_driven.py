@@ -43,6 +43,7 @@ from .._validation import real_rule
 from ..base import SufficientStatistics
 from ..inference.hmm_varying import (
     _log_transmats,
+    _transition_matrices,
     _varying_forward_backward_offsets,
     _varying_forward_offsets,
     _varying_viterbi_offsets,
@@ -73,7 +74,7 @@ def _regressors(controls):
     return np.column_stack([controls, np.ones(controls.shape[0])])
 
 
-def transition_statistics(pair_posteriors, controls, log_transmats):
+def transition_statistics(pair_posteriors, controls, log_transmats, transmats=None):
     """The additive statistics of the transition weights' M step at the current weights.
 
     Parameters
@@ -83,6 +84,8 @@ def transition_statistics(pair_posteriors, controls, log_transmats):
     controls : ndarray of shape (n_samples, n_controls)
     log_transmats : ndarray of shape (n_samples, K, K)
         The rows' log transition matrices at the current weights.
+    transmats : ndarray of shape (n_samples, K, K), optional
+        Their exponentials, when the caller has them.
 
     Returns
     -------
@@ -95,8 +98,10 @@ def transition_statistics(pair_posteriors, controls, log_transmats):
     n_samples, n_states, _ = pair_posteriors.shape
     regressors = _regressors(controls)
     n_regressors = regressors.shape[1]
-    with np.errstate(under="ignore"):
-        probabilities = np.exp(log_transmats)
+    if transmats is None:
+        with np.errstate(under="ignore"):
+            transmats = np.exp(log_transmats)
+    probabilities = transmats
     out_counts = pair_posteriors.sum(axis=2)  # n_t(i)
     expected = out_counts[:, :, None] * probabilities
     gradient = np.einsum("tij,ta->ija", pair_posteriors - expected, regressors)
@@ -357,8 +362,9 @@ class InputDrivenTransitions(ControlsMixin):
         if np.isnan(intercepts).any() or np.isposinf(intercepts).any():
             raise ValueError("transition_intercepts_ contains NaN or +inf.")
 
-    def _log_transmats(self, controls, buffers=None):
-        return _log_transmats(
+    def _transition_matrices(self, controls, buffers=None):
+        """``(log_transmats, transmats)`` of the rows with inputs ``controls``."""
+        return _transition_matrices(
             self.transition_coefs_, self.transition_intercepts_, controls, buffers
         )
 
@@ -369,26 +375,24 @@ class InputDrivenTransitions(ControlsMixin):
     # -- the transition hooks of BaseHMM -------------------------------------------
 
     def _chain_estep(self, controls, log_frameprob, offsets, shift, buffers):
-        log_transmats = self._log_transmats(controls, buffers)
+        log_transmats, transmats = self._transition_matrices(controls, buffers)
         with np.errstate(divide="ignore"):
             log_start = np.log(self._estep_chain()[0])
         result = _varying_forward_backward_offsets(
-            log_start, log_transmats, log_frameprob, offsets, shift, buffers
+            log_start, log_transmats, log_frameprob, offsets, shift, buffers, transmats
         )
         statistics = SufficientStatistics(start=result.start_counts)
-        statistics.update(transition_statistics(result.pair_posteriors, controls, log_transmats))
+        statistics.update(
+            transition_statistics(result.pair_posteriors, controls, log_transmats, transmats)
+        )
         return result.posteriors, result.log_likelihood, statistics
 
     def _chain_posteriors(
         self, controls, log_frameprob, offsets, shift, buffers, posteriors, sequence_log_likelihood
     ):
+        log_transmats, transmats = self._transition_matrices(controls, buffers)
         result = _varying_forward_backward_offsets(
-            self._log_startprob(),
-            self._log_transmats(controls, buffers),
-            log_frameprob,
-            offsets,
-            shift,
-            buffers,
+            self._log_startprob(), log_transmats, log_frameprob, offsets, shift, buffers, transmats
         )
         posteriors[...] = result.posteriors
         sequence_log_likelihood[...] = result.sequence_log_likelihood
@@ -404,13 +408,9 @@ class InputDrivenTransitions(ControlsMixin):
         log_predictive,
         sequence_log_likelihood,
     ):
+        log_transmats, transmats = self._transition_matrices(controls, buffers)
         result = _varying_forward_offsets(
-            self._log_startprob(),
-            self._log_transmats(controls, buffers),
-            log_frameprob,
-            offsets,
-            shift,
-            buffers,
+            self._log_startprob(), log_transmats, log_frameprob, offsets, shift, buffers, transmats
         )
         for out, value in zip((filtered, log_predictive, sequence_log_likelihood), result):
             if out is not None:
@@ -418,7 +418,10 @@ class InputDrivenTransitions(ControlsMixin):
 
     def _chain_viterbi(self, controls, log_frameprob, offsets, buffers, states, sequence_log_prob):
         log_prob, path = _varying_viterbi_offsets(
-            self._log_startprob(), self._log_transmats(controls, buffers), log_frameprob, offsets
+            self._log_startprob(),
+            self._transition_matrices(controls, buffers)[0],
+            log_frameprob,
+            offsets,
         )
         states[...] = path
         sequence_log_prob[...] = log_prob
@@ -524,8 +527,7 @@ class InputDrivenTransitions(ControlsMixin):
         next_controls = check_controls(next_controls, n_rows, self._n_transition_controls)
         if emitted is not None:
             next_controls = next_controls[emitted[1]]
-        with np.errstate(under="ignore"):
-            transmats = np.exp(self._log_transmats(next_controls))
+        transmats = self._transition_matrices(next_controls)[1]
         predicted = np.einsum("ti,tij->tj", filtered, transmats)
         predicted /= predicted.sum(axis=1, keepdims=True)
         return predicted
@@ -533,8 +535,7 @@ class InputDrivenTransitions(ControlsMixin):
     def _sample_chain(self, currstate, n_samples, random_state):
         uniforms = random_state.rand(n_samples)
         controls = self._sample_controls
-        with np.errstate(under="ignore"):
-            transmats = np.exp(self._log_transmats(controls))
+        transmats = self._transition_matrices(controls)[1]
         states = np.empty(n_samples, dtype=np.intp)
         for t in range(n_samples):
             if t == 0:

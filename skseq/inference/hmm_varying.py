@@ -135,8 +135,9 @@ def input_driven_log_transmats(coefs, intercepts, controls):
     return InputDrivenTransmatsResult(_log_transmats(coefs, intercepts, controls))
 
 
-def _log_transmats(coefs, intercepts, controls, buffers=None):
-    """:func:`input_driven_log_transmats` on validated arrays (C-contiguous result)."""
+def _transition_matrices(coefs, intercepts, controls, buffers=None):
+    """``(log_transmats, transmats)`` of validated arrays: softmax_j(W_i u_t + b_i)
+    of every row and its logarithm (C-contiguous, (n_samples, K, K))."""
     n_samples, n_states = controls.shape[0], intercepts.shape[0]
     logits = np.empty((n_samples, n_states, n_states))
     flat = logits.reshape(n_samples, n_states * n_states)
@@ -145,15 +146,14 @@ def _log_transmats(coefs, intercepts, controls, buffers=None):
         flat += intercepts.reshape(-1)
     else:
         flat[...] = intercepts.reshape(-1)
-    # log softmax over j, shifted by each row's largest logit (a forbidden
-    # transition's -inf stays -inf)
-    largest = logits.max(axis=2, keepdims=True)
-    logits -= largest
-    scratch = work_array(buffers, "varying_exp", logits.shape)
-    with np.errstate(under="ignore"):
-        np.exp(logits, out=scratch)
-    logits -= np.log(scratch.sum(axis=2, keepdims=True))
-    return logits
+    transmats = np.empty_like(logits)
+    _kernel.log_softmax_rows(logits, transmats)
+    return logits, transmats
+
+
+def _log_transmats(coefs, intercepts, controls, buffers=None):
+    """:func:`input_driven_log_transmats` on validated arrays (C-contiguous result)."""
+    return _transition_matrices(coefs, intercepts, controls, buffers)[0]
 
 
 def _check_varying(log_startprob, log_transmats, log_frameprob, lengths):
@@ -212,18 +212,22 @@ def _frame(log_frameprob, shift):
     return np.ascontiguousarray(log_frameprob + shift[:, None])
 
 
-def _probabilities(log_transmats, buffers):
-    """exp(log_transmats) in a work array: the kernels' plain-arithmetic sums use them."""
-    transmats = work_array(buffers, "varying_transmats", log_transmats.shape)
+def _probabilities(log_transmats, transmats, buffers):
+    """The transition probabilities the kernels' plain-arithmetic sums use:
+    ``transmats`` when given (computed with their logarithms), else exp(log_transmats)."""
+    if transmats is not None:
+        return transmats
+    out = work_array(buffers, "varying_transmats", log_transmats.shape)
     with np.errstate(under="ignore"):
-        return np.exp(log_transmats, out=transmats)
+        return np.exp(log_transmats, out=out)
 
 
 def _varying_forward_backward_offsets(
-    log_startprob, log_transmats, log_frameprob, offsets, shift=None, buffers=None
+    log_startprob, log_transmats, log_frameprob, offsets, shift=None, buffers=None, transmats=None
 ):
     """:func:`hmm_varying_forward_backward` on validated arrays (``shift``: the
-    rows of ``log_frameprob`` come shifted by it; ``buffers`` hold work arrays)."""
+    rows of ``log_frameprob`` come shifted by it; ``buffers`` hold work arrays;
+    ``transmats``: exp(log_transmats), when the caller has it)."""
     log_frame = _frame(log_frameprob, shift)
     n_samples, n_states = log_frame.shape
     offsets = np.ascontiguousarray(offsets, dtype=np.intp)
@@ -234,7 +238,7 @@ def _varying_forward_backward_offsets(
     _kernel.varying_forward_backward(
         np.ascontiguousarray(log_startprob, dtype=np.float64),
         log_transmats,
-        _probabilities(log_transmats, buffers),
+        _probabilities(log_transmats, transmats, buffers),
         log_frame,
         offsets,
         work_array(buffers, "varying_alpha", (n_samples, n_states)),
@@ -255,7 +259,7 @@ def _varying_forward_backward_offsets(
 
 
 def _varying_forward_offsets(
-    log_startprob, log_transmats, log_frameprob, offsets, shift=None, buffers=None
+    log_startprob, log_transmats, log_frameprob, offsets, shift=None, buffers=None, transmats=None
 ):
     """``(filtered, log_predictive, sequence_log_likelihood)`` on validated arrays."""
     log_frame = _frame(log_frameprob, shift)
@@ -266,7 +270,7 @@ def _varying_forward_offsets(
     _kernel.varying_forward(
         np.ascontiguousarray(log_startprob, dtype=np.float64),
         log_transmats,
-        _probabilities(log_transmats, buffers),
+        _probabilities(log_transmats, transmats, buffers),
         log_frame,
         np.ascontiguousarray(offsets, dtype=np.intp),
         log_filtered,
