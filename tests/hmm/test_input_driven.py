@@ -147,6 +147,18 @@ def test_kernel_long_sequence_does_not_underflow():
     np.testing.assert_allclose(result.pair_posteriors[1:].sum(axis=(1, 2)), 1.0)
 
 
+def test_log_transmats_are_the_softmax_of_the_logits():
+    rng = np.random.default_rng(7)
+    coefs = rng.normal(scale=30.0, size=(3, 3, 2))  # logits far apart
+    intercepts = rng.normal(size=(3, 3))
+    intercepts[0, 2] = -np.inf  # a forbidden transition
+    controls = rng.normal(size=(50, 2))
+    logits = intercepts + np.einsum("tc,ijc->tij", controls, coefs)
+    log_transmats = input_driven_log_transmats(coefs, intercepts, controls).log_transmats
+    np.testing.assert_allclose(log_transmats, log_softmax(logits, axis=2), rtol=1e-12, atol=1e-12)
+    assert np.all(log_transmats[:, 0, 2] == -np.inf)
+
+
 def test_inference_validation():
     log_start, log_transmats, log_frame = random_chain(0, (4,), 2)
     with pytest.raises(ValueError, match="one transition matrix per row"):
