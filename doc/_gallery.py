@@ -12,7 +12,9 @@ caches its configuration by pickling it, and a class or function defined in
 READING_ORDER = [
     "plot_earthquakes.py",
     "plot_business_cycle.py",
+    "plot_regime_switching_gdp.py",
     "plot_nile.py",
+    "plot_sunspot_durations.py",
     "plot_stochastic_em.py",
     "plot_grid_search.py",
     "plot_inference_functions.py",

@@ -14,6 +14,8 @@ from .hmm import (
     LinearRegressionHMM,
     MultinomialHMM,
     PoissonHMM,
+    SemiMarkovCategoricalHMM,
+    SemiMarkovGaussianHMM,
     VariationalCategoricalHMM,
     VariationalGaussianHMM,
 )
@@ -43,6 +45,8 @@ __all__ = [
     "InputDrivenPoissonHMM",
     "InputDrivenGMMHMM",
     "InputDrivenAutoregressiveHMM",
+    "SemiMarkovGaussianHMM",
+    "SemiMarkovCategoricalHMM",
     "LinearGaussianSSM",
     "UnscentedKalmanFilter",
     "AdditiveUnscentedKalmanFilter",

@@ -30,6 +30,8 @@ from skseq import (
     S4DRegressor,
     SelectiveSSMClassifier,
     SelectiveSSMRegressor,
+    SemiMarkovCategoricalHMM,
+    SemiMarkovGaussianHMM,
     TransformerClassifier,
     TransformerRegressor,
     VariationalCategoricalHMM,
@@ -88,8 +90,16 @@ ESTIMATORS = [
     InputDrivenPoissonHMM(n_components=2, random_state=0),
     InputDrivenGMMHMM(n_components=2, n_mix=2, random_state=0),
     InputDrivenAutoregressiveHMM(n_components=2, random_state=0),
+    SemiMarkovGaussianHMM(n_components=2, max_duration=5, random_state=0),
+    SemiMarkovGaussianHMM(
+        n_components=2, max_duration=4, duration_distribution="negative_binomial", random_state=0
+    ),
+    SemiMarkovCategoricalHMM(
+        n_components=2, max_duration=4, duration_distribution="categorical", random_state=0
+    ),
     LinearGaussianSSM(),
     LinearGaussianSSM(n_components=2),
+    LinearGaussianSSM(n_components=2, fit_method="mle", cov_type="oim"),
     # Small networks trained long enough for the checks that test learning.  In
     # float64: the checks compare predictions of rows in different batches (order,
     # subsets) to 1e-7 relative, which float32 rounding of BLAS products blocked by

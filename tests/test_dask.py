@@ -14,7 +14,13 @@ import pytest
 distributed = pytest.importorskip("distributed")
 from joblib import parallel_config  # noqa: E402
 
-from skseq import AutoregressiveHMM, CategoricalHMM, GaussianHMM, PoissonHMM  # noqa: E402
+from skseq import (  # noqa: E402
+    AutoregressiveHMM,
+    CategoricalHMM,
+    GaussianHMM,
+    PoissonHMM,
+    SemiMarkovGaussianHMM,
+)
 from skseq.lds import LinearGaussianSSM  # noqa: E402
 from skseq.neural import ElmanRNNClassifier, SelectiveSSMRegressor  # noqa: E402
 
@@ -96,6 +102,29 @@ def test_hmm_fit_score_and_partial_fit_on_the_cluster_equal_threads(client, inde
     local.partial_fit(X, lengths=LENGTHS)
     on_workers(client, lambda: remote.partial_fit(X, lengths=LENGTHS))
     assert_same_parameters(local, remote)
+
+
+def test_semi_markov_hmm_on_the_cluster_equals_threads(client):
+    """The semi-Markov E step (its chain hook) goes to the workers like the HMMs'."""
+    X = sequences("real")
+
+    def model():
+        return SemiMarkovGaussianHMM(2, max_duration=8, n_iter=4, tol=-np.inf, random_state=0,
+                                     n_jobs=2)  # fmt: skip
+
+    local, remote = model(), model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local.fit(X, lengths=LENGTHS)
+        on_workers(client, lambda: remote.fit(X, lengths=LENGTHS))
+    assert_same_parameters(local, remote)
+    np.testing.assert_allclose(remote.duration_rates_, local.duration_rates_, rtol=1e-10)
+    assert on_workers(client, lambda: remote.score(X, lengths=LENGTHS)) == pytest.approx(
+        local.score(X, lengths=LENGTHS), rel=1e-12
+    )
+    local.partial_fit(X, lengths=LENGTHS)
+    on_workers(client, lambda: remote.partial_fit(X, lengths=LENGTHS))
+    np.testing.assert_allclose(remote.duration_probs_, local.duration_probs_, rtol=1e-10)
 
 
 def test_hmm_fit_with_known_states_on_the_cluster_equals_threads(client):

@@ -20,6 +20,7 @@ MODULES = [
     "skseq.inference.hmm",
     "skseq.inference.gaussian",
     "skseq.inference.kalman",
+    "skseq.inference.kalman_mle",
     "skseq.inference.scan",
     "skseq.inference.s4d",
 ]

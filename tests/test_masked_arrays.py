@@ -24,11 +24,12 @@ from skseq import (
     MultinomialHMM,
     PoissonHMM,
     SelectiveSSMRegressor,
+    SemiMarkovGaussianHMM,
     UnscentedKalmanFilter,
     inference,
 )
 from skseq.datasets import load_nile
-from skseq.inference import gaussian, kalman, nonlinear, subspace
+from skseq.inference import gaussian, kalman, kalman_mle, nonlinear, subspace
 from skseq.inference.kalman import LGSSMParameters, kalman_filter
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -55,8 +56,9 @@ def nile_versions():
         GaussianHMM(2, n_iter=20, random_state=0),
         GMMHMM(2, n_mix=2, n_iter=20, random_state=0),
         LinearGaussianSSM(n_iter=20, random_state=0),
+        SemiMarkovGaussianHMM(2, max_duration=40, n_iter=20, random_state=0),
     ],
-    ids=["GaussianHMM", "GMMHMM", "LinearGaussianSSM"],
+    ids=["GaussianHMM", "GMMHMM", "LinearGaussianSSM", "SemiMarkovGaussianHMM"],
 )
 def test_masked_nile_years_are_missing_like_nan(model):
     flow, masked, as_nan = nile_versions()
@@ -221,6 +223,12 @@ def _inference_examples():
         log_transmat=np.log([[0.7, 0.3], [0.2, 0.8]]),
         log_frameprob=log_frame,
     )
+    hsmm = dict(
+        log_startprob=np.log([0.4, 0.6]),
+        log_transmat=np.array([[-np.inf, 0.0], [0.0, -np.inf]]),
+        log_durationprob=np.log([[0.5, 0.5], [0.2, 0.8]]),
+        log_frameprob=log_frame,
+    )
     carried = inference.hmm_forward_smoothing(**hmm, features=np.ones((3, 1))).carried
     varying = dict(
         log_startprob=hmm["log_startprob"],
@@ -249,6 +257,16 @@ def _inference_examples():
     lgssm_parameters = LGSSMParameters(**lgssm)
     stream = kalman.kalman_forward_smoothing(lgssm_parameters, X, controls=controls).carried
     lgssm_rows = dict(parameters=lgssm_parameters, X=X, controls=controls, lengths=np.array([3, 2]))
+    parameterization = kalman_mle.LGSSMParameterization(
+        lgssm_parameters,
+        {
+            "transition_matrix": kalman_mle.FreeEntries(),
+            "observation_covariance": kalman_mle.LogVariances(),
+        },
+    )
+    mle_rows = dict(
+        parameterization=parameterization, X=X, controls=controls, lengths=np.array([3, 2])
+    )
     x = rng.normal(size=(2, 5, 3))
     rnn = dict(
         x=x,
@@ -371,6 +389,19 @@ def _inference_examples():
         inference.hmm_varying_forward: [varying],
         inference.hmm_varying_viterbi: [varying],
         inference.input_driven_log_transmats: [driven],
+        inference.hsmm_forward_backward: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.hsmm_forward: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.hsmm_filter: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.hsmm_viterbi: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.sample_hsmm_segments: [
+            dict(
+                startprob=np.array([0.4, 0.6]),
+                transmat=np.array([[0.0, 1.0], [1.0, 0.0]]),
+                durationprob=np.array([[0.5, 0.5], [0.2, 0.8]]),
+                n_samples=4,
+                random_state=0,
+            )
+        ],
         inference.sample_hmm_states: [
             dict(
                 startprob=np.array([0.4, 0.6]),
@@ -408,6 +439,14 @@ def _inference_examples():
         ],
         kalman.kalman_forward_smoothing: [
             dict(X=X, parameters=lgssm_parameters, controls=controls, carried=stream)
+        ],
+        kalman_mle.lgssm_log_likelihood_gradient: [lgssm_rows],
+        kalman_mle.lgssm_score_obs: [lgssm_rows],
+        kalman_mle.lgssm_maximum_likelihood: [
+            dict(**mle_rows, start=parameterization.unconstrained(), max_iter=2, tol=1e-6)
+        ],
+        kalman_mle.lgssm_parameter_covariance: [
+            dict(**mle_rows, unconstrained=parameterization.unconstrained(), cov_type="oim")
         ],
         inference.elman_rnn: [rnn],
         inference.elman_rnn_backward: [
@@ -479,6 +518,10 @@ NOT_ARRAYS = {
     "n_state",
     "n_lags",
     "n_rows",
+    "parameterization",
+    "max_iter",
+    "tol",
+    "cov_type",
     "function",
     "additive",
     "alpha",
@@ -498,6 +541,10 @@ MISSING_SUPPORTED = {
     (kalman.kalman_filter_step, "x"),
     (kalman.kalman_forecast, "X"),
     (kalman.kalman_forward_smoothing, "X"),
+    (kalman_mle.lgssm_log_likelihood_gradient, "X"),
+    (kalman_mle.lgssm_score_obs, "X"),
+    (kalman_mle.lgssm_maximum_likelihood, "X"),
+    (kalman_mle.lgssm_parameter_covariance, "X"),
     (subspace.subspace_identification, "X"),
     (nonlinear.unscented_filter, "X"),
     (nonlinear.unscented_smoother, "X"),

@@ -33,13 +33,15 @@ from skseq import (
     S4DRegressor,
     SelectiveSSMClassifier,
     SelectiveSSMRegressor,
+    SemiMarkovCategoricalHMM,
+    SemiMarkovGaussianHMM,
     TransformerClassifier,
     TransformerRegressor,
     VariationalCategoricalHMM,
     VariationalGaussianHMM,
 )
 from skseq._validation import PARAMETER_RULES, at_fit, check_parameters, prior_rule
-from skseq.hmm import BaseHMM
+from skseq.hmm import BaseHMM, SemiMarkovHMM
 from skseq.neural._trainer import BaseSequenceNetwork
 from skseq.neural._validation import NETWORK_PARAMETER_RULES
 
@@ -68,6 +70,8 @@ ESTIMATORS = [
     (InputDrivenPoissonHMM(2, random_state=0), COUNTS, None),
     (InputDrivenGMMHMM(2, n_mix=2, random_state=0), REAL_ROWS, None),
     (InputDrivenAutoregressiveHMM(2, random_state=0), REAL_ROWS, None),
+    (SemiMarkovGaussianHMM(2, max_duration=5, random_state=0), REAL_ROWS, None),
+    (SemiMarkovCategoricalHMM(2, max_duration=5, random_state=0), SYMBOLS, None),
     (LinearGaussianSSM(1, random_state=0), REAL_ROWS, None),
     (SelectiveSSMRegressor(**NETWORK_SIZES, d_state=2), SEQUENCES, TARGETS),
     (SelectiveSSMClassifier(**NETWORK_SIZES, d_state=2), SEQUENCES, TARGETS > 0),
@@ -278,7 +282,7 @@ def _public_estimator_classes():
         for name in getattr(module, "__all__", ())
         if inspect.isclass(getattr(module, name))
         and issubclass(getattr(module, name), BaseEstimator)
-    } - {BaseHMM}  # a base class, never fitted itself
+    } - {BaseHMM, SemiMarkovHMM}  # base classes, never fitted themselves
 
 
 @pytest.mark.parametrize("tol", [-1.0, -1e-3])
@@ -288,7 +292,7 @@ def test_a_negative_tol_is_refused_by_every_estimator_that_has_tol(tol):
     with_tol = {
         cls for cls in _public_estimator_classes() if "tol" in inspect.signature(cls).parameters
     }
-    assert len(with_tol) == 24
+    assert len(with_tol) == 26
     tabled = {type(estimator): (estimator, X, y) for estimator, X, y in ESTIMATORS}
     assert with_tol <= set(tabled), f"add to ESTIMATORS: {with_tol - set(tabled)}"
     expected = (ValueError, f"tol must be >= 0 (or -inf, to run every iteration), got {tol!r}.")

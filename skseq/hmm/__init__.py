@@ -1,6 +1,7 @@
 """Hidden Markov models: Gaussian, autoregressive, linear-regression, categorical,
-multinomial, Poisson and Gaussian-mixture emissions, and input-driven transitions
-for every emission model (IO-HMMs)."""
+multinomial, Poisson and Gaussian-mixture emissions, input-driven transitions
+for every emission model (IO-HMMs), and explicit-duration (semi-Markov) HMMs with
+Gaussian or categorical emissions."""
 
 from ._autoregressive import AutoregressiveHMM, LinearRegressionHMM
 from ._base import BaseHMM
@@ -14,6 +15,7 @@ from ._input_driven import (
     InputDrivenGMMHMM,
     InputDrivenPoissonHMM,
 )
+from ._semi_markov import SemiMarkovCategoricalHMM, SemiMarkovGaussianHMM, SemiMarkovHMM
 from ._variational import VariationalCategoricalHMM, VariationalGaussianHMM
 
 __all__ = [
@@ -32,4 +34,7 @@ __all__ = [
     "InputDrivenPoissonHMM",
     "InputDrivenGMMHMM",
     "InputDrivenAutoregressiveHMM",
+    "SemiMarkovHMM",
+    "SemiMarkovGaussianHMM",
+    "SemiMarkovCategoricalHMM",
 ]

@@ -40,19 +40,24 @@ random_state)`` (none: ``sample`` says so); ``_emission_coordinates(X)``
 blocks of rows; with ``shifted`` each row comes already shifted by its
 maximum ``shift`` (saves a pass), and ``buffers`` (see
 :func:`skseq._buffers.work_array`) may hold the arrays.
+The hidden chain has hooks too, whose defaults are the Markov chain's:
+``_chain_estep`` (forward-backward on a block), ``_viterbi`` and
+``_sample_path``; :class:`~skseq.hmm.SemiMarkovHMM` overrides them (and
+``_posteriors``, ``_forward``, ``_mstep``) for explicit state durations.
 ``_densities_never_zero = True`` when no emission density is ever zero
 (Gaussian): a log-likelihood of -inf is then an overflow, reported as such,
 by ``score`` too.  hmmlearn's conventions (hand-set parameters, presets,
 ``n_features``) are in :mod:`skseq.hmm._hmmlearn_compat`.
 
-The transition component has hooks too, whose defaults are the stationary
-chain of ``startprob_`` and ``transmat_``: ``_row_controls(X)`` (the inputs
-of the rows, None), ``_chain_estep``, ``_chain_posteriors``,
-``_chain_forward``, ``_chain_viterbi`` (the recursions of a block of
-sequences), ``_transition_mstep(statistics)``, ``_transition_n_parameters()``
-and ``_sample_chain``; ``_stationary_chain = False`` turns off what needs the
-one stationary matrix (the checkpointed E step and chunked scoring of one
-long sequence).  :class:`skseq.hmm._input_driven.InputDrivenTransitions`
+A transition component that keeps the chain's states but changes its
+transition matrix from row to row uses finer hooks, whose defaults are the
+stationary chain of ``startprob_`` and ``transmat_``: ``_row_controls(X)``
+(the inputs of the rows, None; ``_chain_estep`` gets them as ``controls``),
+``_chain_posteriors``, ``_chain_forward``, ``_chain_viterbi`` (the
+recursions of a block of sequences), ``_transition_mstep(statistics)`` and
+``_transition_n_parameters()``; ``_stationary_chain = False`` turns off what
+needs the one stationary matrix (the checkpointed E step and chunked scoring
+of one long sequence).  :class:`skseq.hmm._input_driven.InputDrivenTransitions`
 overrides them with transitions that depend on inputs.
 """
 
@@ -577,13 +582,16 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         X, known_states = self._split_known_states(X)
         blocks = []
 
+        chain = self._estep_chain()
+
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            posteriors, log_likelihood, statistics = self._chain_estep(
-                None if controls is None else controls[rows],
+            statistics, posteriors, log_likelihood = self._chain_estep(
+                chain,
                 log_frameprob,
-                local_offsets,
                 shift,
+                local_offsets,
                 buffers,
+                controls=None if controls is None else controls[rows],
             )
             statistics.update(self._emission_statistics(X[rows], posteriors, cache))
             blocks.append((statistics, log_likelihood))
@@ -604,6 +612,27 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             emissions=self._estep_emissions(),
         )
         return self._add_up(blocks)
+
+    def _chain_estep(self, chain, log_frameprob, shift, offsets, buffers, controls=None):
+        """The hidden chain's part of the E step on a block of whole sequences.
+
+        ``chain`` is what :meth:`_estep_chain` gives; ``log_frameprob`` and
+        ``shift`` are the block's emissions (see :meth:`_emissions`);
+        ``controls`` the block's rows' inputs (:meth:`_row_controls`, None
+        here: input-driven transitions read them).  Returns
+        ``(statistics, posteriors, log_likelihood)``: the chain's
+        :class:`~skseq.base.SufficientStatistics` (here the start and
+        transition counts of forward-backward), p(z_t = j | x) of every row
+        (from which the E step adds the emission statistics) and the block's
+        log-likelihood.  A model with another hidden chain (the semi-Markov
+        HMMs) overrides it and :meth:`_mstep`.
+        """
+        startprob, transmat = chain
+        result = _forward_backward_offsets(
+            startprob, transmat, log_frameprob, offsets, shift, buffers
+        )
+        statistics = SufficientStatistics(start=result.start_counts, trans=result.transition_counts)
+        return statistics, result.posteriors, result.log_likelihood
 
     # -- known states (semi-supervised fits) ----------------------------------
     #
@@ -793,15 +822,6 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
     def _row_controls(self, X):
         """The inputs of the rows of EM's (or prepared) data ``X``: None here."""
         return None
-
-    def _chain_estep(self, controls, log_frameprob, offsets, shift, buffers):
-        """``(posteriors, log_likelihood, statistics)`` of a block of sequences:
-        forward-backward with the E step's chain, its start and transition counts."""
-        result = _forward_backward_offsets(
-            *self._estep_chain(), log_frameprob, offsets, shift, buffers
-        )
-        statistics = SufficientStatistics(start=result.start_counts, trans=result.transition_counts)
-        return result.posteriors, result.log_likelihood, statistics
 
     def _chain_posteriors(
         self, controls, log_frameprob, offsets, shift, buffers, posteriors, sequence_log_likelihood
@@ -1386,6 +1406,13 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         if algorithm == "map":
             posteriors = self._posteriors(X, offsets)[1]
             return float(posteriors.max(axis=1).sum()), posteriors.argmax(axis=1)
+        log_probs, states = self._viterbi(X, offsets)
+        return float(log_probs.sum()), states
+
+    def _viterbi(self, X, offsets):
+        """``(sequence_log_prob, states)``: the most likely path of every sequence of
+        validated ``X`` (a model with another hidden chain overrides it; the
+        transition component's recursion is :meth:`_chain_viterbi`)."""
         controls = self._row_controls(X)
         X, _ = self._split_known_states(X)
         states = np.empty(X.shape[0], dtype=np.intp)
@@ -1403,7 +1430,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
         self._blockwise(X, offsets, block, shifted=False)
         self._require_possible(log_probs)
-        return float(log_probs.sum()), states
+        return log_probs, states
 
     def predict(self, X, lengths=None, *, sequence_ids=None):
         """Most likely state of each row, by the estimator's ``algorithm``.
@@ -1571,6 +1598,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         random_state = check_random_state(
             self.random_state if random_state is None else random_state
         )
+        start = self.startprob_
         if currstate is not None:
             if (
                 not isinstance(currstate, numbers.Integral)
@@ -1580,14 +1608,15 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
                     f"currstate must be a state index in [0, {self.n_components}), "
                     f"got {currstate!r}."
                 )
-        states = self._sample_chain(currstate, n_samples, random_state)
+            start = self.transmat_[currstate]
+        states = self._sample_path(start, n_samples, random_state)
         return self._sample_emissions(states, random_state), states
 
-    def _sample_chain(self, currstate, n_samples, random_state):
-        """A state path of ``n_samples`` rows for :meth:`sample`: the first state
-        from ``startprob_`` (or from row ``currstate`` of ``transmat_``)."""
-        start = self.startprob_ if currstate is None else self.transmat_[currstate]
-        return _sample_states(start, self.transmat_, random_state.rand(n_samples))
+    def _sample_path(self, startprob, n_samples, random_state):
+        """A path of ``n_samples`` hidden states whose first is drawn from
+        ``startprob``, for :meth:`sample` (a model with another hidden chain
+        overrides it)."""
+        return _sample_states(startprob, self.transmat_, random_state.rand(n_samples))
 
     def get_stationary_distribution(self):
         """Stationary distribution of the hidden Markov chain.

@@ -6,7 +6,7 @@ goes before an emission model in the bases (``class InputDrivenGaussianHMM(
 InputDrivenTransitions, GaussianHMM)``) and overrides BaseHMM's transition
 hooks (``_chain_estep``, ``_chain_posteriors``, ``_chain_forward``,
 ``_chain_viterbi``, ``_transition_mstep``, ``_transition_n_parameters``,
-``_sample_chain``); the recursions are those of
+``_sample_path``); the recursions are those of
 :mod:`skseq.inference.hmm_varying` (one transition matrix per row).
 
 The controls travel with the rows as extra columns of EM's data, ``[X,
@@ -374,10 +374,10 @@ class InputDrivenTransitions(ControlsMixin):
 
     # -- the transition hooks of BaseHMM -------------------------------------------
 
-    def _chain_estep(self, controls, log_frameprob, offsets, shift, buffers):
+    def _chain_estep(self, chain, log_frameprob, shift, offsets, buffers, controls=None):
         log_transmats, transmats = self._transition_matrices(controls, buffers)
         with np.errstate(divide="ignore"):
-            log_start = np.log(self._estep_chain()[0])
+            log_start = np.log(chain[0])
         result = _varying_forward_backward_offsets(
             log_start, log_transmats, log_frameprob, offsets, shift, buffers, transmats
         )
@@ -385,7 +385,7 @@ class InputDrivenTransitions(ControlsMixin):
         statistics.update(
             transition_statistics(result.pair_posteriors, controls, log_transmats, transmats)
         )
-        return result.posteriors, result.log_likelihood, statistics
+        return statistics, result.posteriors, result.log_likelihood
 
     def _chain_posteriors(
         self, controls, log_frameprob, offsets, shift, buffers, posteriors, sequence_log_likelihood
@@ -532,14 +532,16 @@ class InputDrivenTransitions(ControlsMixin):
         predicted /= predicted.sum(axis=1, keepdims=True)
         return predicted
 
-    def _sample_chain(self, currstate, n_samples, random_state):
+    def _sample_path(self, startprob, n_samples, random_state):
+        # The first state from ``startprob`` (``sample``'s currstate: its row
+        # of transmat_, the matrix at zero controls); then the rows' matrices.
         uniforms = random_state.rand(n_samples)
         controls = self._sample_controls
         transmats = self._transition_matrices(controls)[1]
         states = np.empty(n_samples, dtype=np.intp)
         for t in range(n_samples):
             if t == 0:
-                probabilities = self.startprob_ if currstate is None else transmats[0, currstate]
+                probabilities = startprob
             else:
                 probabilities = transmats[t, states[t - 1]]
             cumulative = np.cumsum(probabilities)

@@ -9,11 +9,16 @@ public name of the modules is importable from here as well:
   (``hmm_*``, ``sample_hmm_states``);
 - :mod:`~skseq.inference.hmm_varying`: the same with a transition matrix per
   row, input-driven transitions (``hmm_varying_*``, ``input_driven_log_transmats``);
+- :mod:`~skseq.inference.hsmm`: the same for explicit-duration (semi-Markov)
+  HMMs, over segmentations (``hsmm_*``, ``sample_hsmm_segments``);
 - :mod:`~skseq.inference.gaussian`: Gaussian log-densities, weighted moments
   and the covariance layouts;
 - :mod:`~skseq.inference.kalman`: the Kalman filter and smoother, one-step
   updates, forecasts, sampling and forward-only smoothing of linear-Gaussian
   state-space models (``kalman_*``, ``sample_lgssm``);
+- :mod:`~skseq.inference.kalman_mle`: their exact log-likelihood gradient (the
+  Fisher identity), per-row scores, a parameter transformation layer, maximum
+  likelihood and standard errors (``lgssm_*``);
 - :mod:`~skseq.inference.nonlinear`: sigma points, the unscented transform,
   and the unscented and extended Kalman filters, smoothers and one-step
   updates of nonlinear state-space models (``unscented_*``,
@@ -40,7 +45,9 @@ from . import (
     gaussian,
     hmm,
     hmm_varying,
+    hsmm,
     kalman,
+    kalman_mle,
     nonlinear,
     particles,
     rnn,
@@ -52,7 +59,9 @@ from .attention import *  # noqa: F403
 from .gaussian import *  # noqa: F403
 from .hmm import *  # noqa: F403
 from .hmm_varying import *  # noqa: F403
+from .hsmm import *  # noqa: F403
 from .kalman import *  # noqa: F403
+from .kalman_mle import *  # noqa: F403
 from .nonlinear import *  # noqa: F403
 from .particles import *  # noqa: F403
 from .rnn import *  # noqa: F403
@@ -63,8 +72,10 @@ from .subspace import *  # noqa: F403
 __all__ = [
     *hmm.__all__,
     *hmm_varying.__all__,
+    *hsmm.__all__,
     *gaussian.__all__,
     *kalman.__all__,
+    *kalman_mle.__all__,
     *nonlinear.__all__,
     *scan.__all__,
     *s4d.__all__,

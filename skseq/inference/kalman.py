@@ -510,9 +510,7 @@ def check_lgssm_parameters(
         "initial_state_mean": (initial_state_mean, n_state),
     }
     for name, (value, dim) in vectors.items():
-        checked[name] = (
-            np.zeros(dim) if value is None else check_matrix(value, named(name), (dim,))
-        )
+        checked[name] = np.zeros(dim) if value is None else check_matrix(value, named(name), (dim,))
     checked["initial_state_covariance"] = (
         np.eye(n_state)
         if initial_state_covariance is None
@@ -835,9 +833,7 @@ def _sample(parameters, n_samples, controls, random_state):
     state_noise = random_state.standard_normal((n_samples, k))
     observation_noise = random_state.standard_normal((n_samples, p))
     innovations = state_noise @ np.linalg.cholesky(parameters.transition_covariance).T
-    innovations[1:] += (
-        parameters.transition_offset + controls[1:] @ parameters.control_matrix.T
-    )
+    innovations[1:] += parameters.transition_offset + controls[1:] @ parameters.control_matrix.T
     innovations[0] = parameters.initial_state_mean + (
         np.linalg.cholesky(parameters.initial_state_covariance) @ state_noise[0]
     )
@@ -861,7 +857,8 @@ _SYMMETRIC_MOMENTS = (
 
 
 def _upper_mirrored(matrix):
-    return np.triu(matrix) + np.triu(matrix, 1).T
+    """The upper triangle mirrored onto the lower one (along the last two axes)."""
+    return np.triu(matrix) + np.swapaxes(np.triu(matrix, 1), -1, -2)
 
 
 @functools.lru_cache(maxsize=32)
@@ -896,8 +893,14 @@ def _stream_statistics(carried, n_obs, n_ctrl):
     first (doc/user_guide/lgssm.rst).  Returns a dict with the keys of
     :func:`_em_statistics_offsets`.
     """
+    return _statistics_from_moments(*_stream_moments(carried), n_obs, n_ctrl)
+
+
+def _stream_moments(carried):
+    """``(values, mean, second)``: the message's moments averaged over its filtered state,
+    and that state's mean and second moment (no checks)."""
     mean, covariance = carried.filtered_mean, carried.filtered_covariance
-    k, p, m = mean.shape[0], n_obs, n_ctrl
+    k = mean.shape[0]
     second = covariance + np.outer(mean, mean)
     n_moments = carried.constant.shape[0]
     values = (
@@ -905,8 +908,16 @@ def _stream_statistics(carried, n_obs, n_ctrl):
         + carried.linear @ mean
         + carried.quadratic.reshape(n_moments, k * k) @ second.ravel()
     )
+    return values, mean, second
+
+
+def _statistics_from_moments(values, mean, second, n_obs, n_ctrl):
+    """The EM statistics from :func:`_stream_moments`' arrays, which may carry a common
+    leading axis (one message per row, say): the statistics then carry it too."""
+    k, p, m = mean.shape[-1], n_obs, n_ctrl
+    lead = values.shape[:-1]
     moments = {
-        name: values[start:stop].reshape(shape)
+        name: values[..., start:stop].reshape((*lead, *shape))
         for name, start, stop, shape in _stream_blocks(k, p, m)[0]
     }
     for name in _SYMMETRIC_MOMENTS:
@@ -914,24 +925,26 @@ def _stream_statistics(carried, n_obs, n_ctrl):
     # The state moments of every row (the observation regressor leaves out the
     # rows without an observed entry).
     state_regressor = moments["state_regressor"]
-    state_outer, state_sum = state_regressor[:k, :k], state_regressor[:k, k]
+    state_outer, state_sum = state_regressor[..., :k, :k], state_regressor[..., :k, k]
     D = k + m + 1
-    transition_regressor = np.empty((D, D))
-    transition_regressor[:k, :k] = state_outer - second
-    transition_regressor[:k, k : k + m] = moments["previous_control"]
-    transition_regressor[k : k + m, :k] = moments["previous_control"].T
-    transition_regressor[:k, -1] = transition_regressor[-1, :k] = state_sum - mean
-    transition_regressor[k : k + m, k : k + m] = _upper_mirrored(moments["control_outer"])
-    transition_regressor[k : k + m, -1] = transition_regressor[-1, k : k + m] = moments[
+    previous_control = moments["previous_control"]
+    transition_regressor = np.empty((*lead, D, D))
+    transition_regressor[..., :k, :k] = state_outer - second
+    transition_regressor[..., :k, k : k + m] = previous_control
+    transition_regressor[..., k : k + m, :k] = np.swapaxes(previous_control, -1, -2)
+    transition_regressor[..., :k, -1] = transition_regressor[..., -1, :k] = state_sum - mean
+    transition_regressor[..., k : k + m, k : k + m] = _upper_mirrored(moments["control_outer"])
+    transition_regressor[..., k : k + m, -1] = transition_regressor[..., -1, k : k + m] = moments[
         "control_sum"
     ]
-    transition_regressor[-1, -1] = moments["n_transitions"]
-    transition_cross = np.hstack(
+    transition_regressor[..., -1, -1] = moments["n_transitions"]
+    transition_cross = np.concatenate(
         [
             moments["lag_outer"],
             moments["state_control"],
-            (state_sum - moments["initial_sum"])[:, None],
-        ]
+            (state_sum - moments["initial_sum"])[..., None],
+        ],
+        axis=-1,
     )
     return {
         "initial_sum": moments["initial_sum"].copy(),
@@ -1019,6 +1032,7 @@ def _check_carried(carried, n_state, n_obs, n_ctrl):
 
 
 # -- public functions ---------------------------------------------------------
+
 
 @masked_arrays_checked(missing=("X",))
 def kalman_filter(parameters, X, *, controls=None, lengths=None):
@@ -1333,4 +1347,3 @@ def kalman_forward_smoothing(parameters, X, *, controls=None, carried=None):
     result = _forward_smoothing_rows(model, X, controls, carried)
     _raise_if_failed(np.array([result.log_likelihood]))
     return result
-

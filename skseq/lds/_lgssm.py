@@ -44,7 +44,9 @@ from .._validation import (
     check_data_scale,
     check_scalar_param,
     foreign_keywords_hinted,
+    integer_rule,
     option_rule,
+    optional,
 )
 from ..base import BaseEM, ParameterCoordinates, SufficientStatistics
 from ..inference.kalman import (
@@ -71,6 +73,7 @@ from ._initialization import (
     _floor_covariance,
     _state_scale,
 )
+from ._mle import COV_TYPES, FIT_METHODS, LGSSMMaximumLikelihood
 from ._streams import LGSSMStreams
 
 __all__ = ["LinearGaussianSSM"]
@@ -189,9 +192,10 @@ class LinearGaussianSSM(
     DensityMixin,
     LGSSMStreams,
     LGSSMInitialization,
+    LGSSMMaximumLikelihood,
     BaseEM,
 ):
-    """Linear-Gaussian state-space model (Kalman filter / smoother) fitted by EM.
+    """Linear-Gaussian state-space model (Kalman filter / smoother) fitted by EM or exact MLE.
 
     The model, with ``k = n_components`` hidden states, is::
 
@@ -214,15 +218,19 @@ class LinearGaussianSSM(
         Dimension ``k`` of the hidden state.
     n_iter : int, default=100
         Maximum number of EM iterations (accepted E steps, see
-        ``acceleration``).
+        ``acceleration``); with ``fit_method="mle"``, of L-BFGS-B iterations.
     tol : float, default=1e-4
         EM stops when an iteration gains less than ``tol`` in log-likelihood
-        (with or without acceleration).  Smaller than the HMMs' 1e-2: the
+        (with or without acceleration); L-BFGS-B (``fit_method="mle"``) when
+        an iteration gains less than about ``tol`` or every coordinate of the
+        gradient of the log-likelihood in the unconstrained coordinates is
+        below ``tol``.  Smaller than the HMMs' 1e-2: the
         likelihood of a state-space model is flat along ridges (a level
         variance can be 13 % off its maximum while an iteration still gains
         1e-2 on the Nile), so a gain of 1e-2 stops short of the maximum.
     params : "all", str or collection of str, default="all"
-        The parameters EM learns; the others keep their initial value.  Names:
+        The parameters EM (or maximum likelihood) learns; the others keep
+        their initial value (``*_init``): how parameters are held fixed.  Names:
         ``transition_matrix``, ``observation_matrix``, ``transition_covariance``,
         ``observation_covariance``, ``transition_offset``, ``observation_offset``,
         ``control_matrix``, ``initial_state_mean``, ``initial_state_covariance``.
@@ -307,6 +315,27 @@ class LinearGaussianSSM(
         (None: all rows seen so far).
     batch_size : int, default=32
         Sequences per minibatch when ``learning_method="online"``.
+    fit_method : {"em", "mle"}, default="em"
+        How :meth:`fit` estimates the parameters.  "em": EM (above).  "mle":
+        exact maximum likelihood, L-BFGS-B on the exact log-likelihood with
+        its analytic gradient from one smoother pass (the Fisher identity),
+        over unconstrained coordinates: the learned matrices and offsets as
+        free entries, the learned covariances by Cholesky factors with log
+        diagonals (:mod:`skseq.inference.kalman_mle`); after ``mle_em_iter``
+        EM iterations from the initialisation.  It also sets
+        ``log_likelihood_``, ``params_``, ``mle_parameter_names_`` and, unless
+        ``cov_type`` is None, ``cov_params_`` and ``bse_``.  Batch only
+        (``learning_method="batch"``).
+    cov_type : {"opg", "oim"} or None, default="opg"
+        The standard errors of ``fit_method="mle"``: "opg", from the outer
+        product of the rows' analytic scores (statsmodels' default); "oim",
+        from the observed information, the Hessian of the log-likelihood by
+        central differences of its analytic gradient (statsmodels'
+        ``cov_type="approx"``); None: none.  By the delta method from the
+        unconstrained coordinates.
+    mle_em_iter : int, default=5
+        EM iterations (plain, unaccelerated) before L-BFGS-B when
+        ``fit_method="mle"``; 0 starts L-BFGS-B at the initialisation.
     Attributes
     ----------
     transition_matrix_ : ndarray of shape (k, k)
@@ -322,7 +351,8 @@ class LinearGaussianSSM(
     n_controls_ : int
         Number of control inputs seen in :meth:`fit`.
     n_iter_ : int
-        EM iterations run (E steps, for the best initialisation).
+        EM iterations run (E steps, for the best initialisation); L-BFGS-B
+        iterations with ``fit_method="mle"``.
     converged_ : bool
         Whether EM stopped because the gain fell below ``tol`` (rather than
         at ``n_iter``).
@@ -348,6 +378,22 @@ class LinearGaussianSSM(
     filtered_state_ : tuple of ndarray
         ``(filter_state_mean_, filter_state_covariance_)``, under the name the
         HMMs give the filtered state of a stream's last row.
+    log_likelihood_ : float
+        With ``fit_method="mle"``: the maximised exact log-likelihood.
+    mle_parameter_names_ : list of str
+        With ``fit_method="mle"``: the estimated coordinates,
+        ``"transition_covariance[0,0]"`` and so on (the free entries of each
+        learned parameter; the lower triangle of a covariance).
+    params_ : ndarray of shape (n_estimated,)
+        With ``fit_method="mle"``: their estimates.
+    cov_params_ : ndarray of shape (n_estimated, n_estimated)
+        With ``fit_method="mle"`` and a ``cov_type``: the covariance of
+        ``params_`` (the pseudo-inverse of the information where the state
+        basis leaves it singular).
+    bse_ : dict of str to ndarray
+        With ``fit_method="mle"`` and a ``cov_type``: the standard error of
+        every entry of each learned parameter, of its shape (NaN for an entry
+        held fixed).
 
     See Also
     --------
@@ -431,6 +477,9 @@ class LinearGaussianSSM(
         learning_offset=0.0,
         total_samples=None,
         batch_size=32,
+        fit_method="em",
+        cov_type="opg",
+        mle_em_iter=5,
     ):
         self.n_components = n_components
         self.n_iter = n_iter
@@ -456,6 +505,9 @@ class LinearGaussianSSM(
         self.learning_offset = learning_offset
         self.total_samples = total_samples
         self.batch_size = batch_size
+        self.fit_method = fit_method
+        self.cov_type = cov_type
+        self.mle_em_iter = mle_em_iter
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -474,6 +526,9 @@ class LinearGaussianSSM(
         return {
             "params": lambda value, name: _check_params_argument(value),
             "init": option_rule(*INIT_METHODS),
+            "fit_method": option_rule(*FIT_METHODS),
+            "cov_type": optional(option_rule(*COV_TYPES)),
+            "mle_em_iter": integer_rule(low=0),
         }
 
     def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset, method):
@@ -765,7 +820,7 @@ class LinearGaussianSSM(
     # -- fitting ------------------------------------------------------------------
 
     def fit(self, X, y=None, *, lengths=None, sequence_ids=None, controls=None):
-        """Estimate the parameters by EM.
+        """Estimate the parameters by EM, or by exact maximum likelihood (``fit_method``).
 
         A sequence whose filtered states would pass scikit-learn's
         ``working_memory`` budget (``sklearn.config_context(working_memory=MiB)``,
@@ -802,6 +857,15 @@ class LinearGaussianSSM(
         self.n_controls_ = controls.shape[1]
         self._n_features_out = self.n_components
         self._reset_stream()
+        if self.fit_method == "mle":
+            if self.learning_method != "batch":
+                raise ValueError(
+                    "fit_method='mle' maximises the log-likelihood of all the data: it takes "
+                    f"learning_method='batch', got learning_method={self.learning_method!r}."
+                )
+            return self._fit_mle(self._stack(X, controls), offsets)
+        for name in ("log_likelihood_", "mle_parameter_names_", "params_", "cov_params_", "bse_"):
+            self.__dict__.pop(name, None)
         self._fit_em(self._stack(X, controls), offsets)
         return self
 

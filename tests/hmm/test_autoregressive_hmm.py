@@ -675,3 +675,119 @@ def test_sequence_batches_cut_anywhere_give_one_batchs_numbers(n_lags, batch_row
         parts.append(model.batch_log_likelihood_)
         start += len(X_batch)
     assert np.isclose(sum(parts), joint, rtol=1e-11)
+
+
+# -- statsmodels' Markov switching models at equal parameters (issue 21) -------
+
+
+def stationary_distribution(transmat):
+    """pi with pi @ transmat = pi, summing to one."""
+    n = len(transmat)
+    system = np.vstack([transmat.T - np.eye(n), np.ones(n)])
+    return np.linalg.lstsq(system, np.r_[np.zeros(n), 1.0], rcond=None)[0]
+
+
+def univariate_series(n_rows=120, seed=3):
+    """A scalar series that switches between two AR(2) regimes (any series would do)."""
+    return simulate_switching_ar2(n_rows, seed)[0][:, :1]
+
+
+def markov_regression_values(model):
+    """statsmodels' MarkovRegression parameters, by name, of a scalar AutoregressiveHMM.
+
+    Its transition matrix is ``transmat_`` transposed: ``p[i->j]`` is ``transmat_[i, j]``.
+    """
+    values = {}
+    for i, j in itertools.product(range(model.n_components), repeat=2):
+        values[f"p[{i}->{j}]"] = model.transmat_[i, j]
+    for k in range(model.n_components):
+        values[f"const[{k}]"] = model.intercepts_[k, 0]
+        values[f"sigma2[{k}]"] = model.covars_[k, 0, 0]
+        for lag in range(model.n_lags):
+            values[f"x{lag + 1}[{k}]"] = model.coefs_[k, 0, lag]
+    return values
+
+
+@pytest.mark.parametrize("n_lags", [1, 4])
+def test_log_likelihood_equals_statsmodels_markov_regression(n_lags):
+    """The switching AR(L) is MarkovRegression on the lags (everything switching).
+
+    statsmodels is given the rows after the first L (which only condition here)
+    with their lags as exog.  Its default start is the stationary distribution of
+    the chain; ``initialize_known(q)`` puts q two transitions before the first
+    row (MarkovRegression filters on pairs of regimes): startprob = q P P.
+    """
+    markov_regression = pytest.importorskip("statsmodels.tsa.regime_switching.markov_regression")
+    x = univariate_series()
+    model = AutoregressiveHMM(2, n_lags=n_lags, covars_prior=0.0, n_iter=30, random_state=0)
+    model.fit(x)
+    lags = np.column_stack([x[n_lags - lag : len(x) - lag, 0] for lag in range(1, n_lags + 1)])
+    theirs = markov_regression.MarkovRegression(
+        x[n_lags:, 0], k_regimes=2, exog=lags, switching_variance=True
+    )
+    values = markov_regression_values(model)
+    params = np.array([values[name] for name in theirs.param_names])
+
+    model.startprob_ = stationary_distribution(model.transmat_)
+    np.testing.assert_allclose(model.score(x), theirs.loglike(params), rtol=1e-12)
+    smoothed = theirs.smooth(params).smoothed_marginal_probabilities
+    np.testing.assert_allclose(model.predict_proba(x), smoothed, atol=1e-10)
+
+    q = np.array([0.3, 0.7])
+    theirs.initialize_known(q)
+    model.startprob_ = q @ model.transmat_ @ model.transmat_
+    np.testing.assert_allclose(model.score(x), theirs.loglike(params), rtol=1e-12)
+    filtered = theirs.filter(params).filtered_marginal_probabilities
+    np.testing.assert_allclose(model.filter(x), filtered, atol=1e-10)
+
+
+@pytest.mark.parametrize(("order", "switching_variance"), [(1, False), (3, False), (1, True)])
+def test_hamilton_markov_autoregression_is_an_ar_hmm_on_tuples_of_regimes(
+    order, switching_variance
+):
+    """Hamilton's y_t - mu_{z_t} = sum_l phi_l (y_{t-l} - mu_{z_{t-l}}) + e_t, sigma_{z_t}.
+
+    statsmodels' MarkovAutoregression equals an AutoregressiveHMM on the tuples
+    (z_t, ..., z_{t-L}): K^(L+1) states, intercept mu_{z_t} - sum_l phi_l
+    mu_{z_{t-l}}, shared coefficients, a tuple moving to the K tuples that shift
+    it, started from the stationary distribution (statsmodels' default).
+    Switching variances only at order 1: with order 2, statsmodels 0.15 gives
+    each tuple the variance of z_{t-1}, not of z_t (it broadcasts them onto the
+    third axis from the end of its (z_t, ..., z_{t-L}, time) array).
+    """
+    markov_autoregression = pytest.importorskip(
+        "statsmodels.tsa.regime_switching.markov_autoregression"
+    )
+    x = univariate_series()
+    K = 2
+    transition = np.array([[0.9, 0.1], [0.3, 0.7]])
+    mu, phi = np.array([1.5, -0.5]), np.array([0.5, -0.2, 0.1])[:order]
+    sigma2 = np.array([1.2, 0.6]) if switching_variance else np.array([0.9, 0.9])
+    theirs = markov_autoregression.MarkovAutoregression(
+        x[:, 0], k_regimes=K, order=order, switching_ar=False, switching_variance=switching_variance
+    )
+    values = {f"p[{i}->{j}]": transition[i, j] for i in range(K) for j in range(K)}
+    values |= {f"const[{k}]": mu[k] for k in range(K)}
+    values |= {f"ar.L{lag + 1}": phi[lag] for lag in range(order)}
+    values |= {f"sigma2[{k}]": sigma2[k] for k in range(K)} | {"sigma2": sigma2[0]}
+    params = np.array([values[name] for name in theirs.param_names])
+
+    tuples = list(itertools.product(range(K), repeat=order + 1))
+    position = {regimes: i for i, regimes in enumerate(tuples)}
+    transmat = np.zeros((len(tuples), len(tuples)))
+    for regimes in tuples:
+        for following in range(K):
+            shifted = (following, *regimes[:-1])
+            transmat[position[regimes], position[shifted]] = transition[regimes[0], following]
+    model = AutoregressiveHMM(len(tuples), n_lags=order)
+    model.transmat_ = transmat
+    model.startprob_ = stationary_distribution(transmat)
+    model.coefs_ = np.tile(phi, (len(tuples), 1, 1))
+    model.intercepts_ = np.array([[mu[r[0]] - phi @ mu[list(r[1:])]] for r in tuples])
+    model.covars_ = sigma2[[r[0] for r in tuples]][:, None, None]
+    model.n_features_in_, model.n_controls_ = 1, 0
+
+    np.testing.assert_allclose(model.score(x), theirs.loglike(params), rtol=1e-12)
+    current = np.array([[r[0] == k for k in range(K)] for r in tuples], dtype=float)
+    smoothed = theirs.smooth(params).smoothed_marginal_probabilities
+    np.testing.assert_allclose(model.predict_proba(x) @ current, smoothed, atol=1e-10)

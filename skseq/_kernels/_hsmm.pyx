@@ -1,0 +1,386 @@
+# cython: language_level=3
+"""Explicit-duration (semi-Markov) HMM kernels: forward-backward over segments,
+filtering and Viterbi over segmentations, in log space.
+
+Pure numeric code on typed memoryviews; nothing here validates its inputs (the
+callers in :mod:`skseq.inference.hsmm` do).  Every function works on the rows
+of several sequences concatenated, split by ``offsets``, and releases the GIL
+for the whole computation.
+
+The model: a visit to state k lasts d rows, d = 1 .. D (``D = max_duration``),
+with log-probability ``log_duration[k, d - 1]``; the next visit's state is
+drawn from row k of the transition matrix, whose diagonal is zero.  The last
+visit of a sequence is right-censored: it may go on past the last row, so it
+weighs ``log_survival[k, d - 1] = log P(duration >= d)``.
+
+Indices are segment boundaries: for a sequence of n rows, ``enter[s, k]`` is
+log p(x_0..x_{s-1}, a visit to k starts at row s) and ``leave[e, k]`` is
+log p(x_0..x_{e-1}, a visit to k ends after row e - 1).  A visit covering rows
+s .. e - 1 adds the log-emissions of its rows: the inner loop over the
+duration d keeps their running sum (the segment sum of rows e - d .. e - 1
+grows by one row per step of d), which costs the same as the differences of
+cumulative sums and carries no cancellation on long sequences.  So each row
+costs O(K (K + D)): O(K D) for the durations, O(K^2) for the transitions.
+"""
+
+from libc.math cimport INFINITY, exp, log
+
+from ._common cimport longest_sequence, zeros_1d, zeros_2d, zeros_intp_1d
+
+cimport numpy as cnp
+
+cnp.import_array()  # numpy's C API, for the scratch allocators of _common
+
+
+cdef inline double _log_sum(const double* terms, Py_ssize_t n) noexcept nogil:
+    """log sum_i exp(terms[i]); -inf when every term is -inf."""
+    cdef Py_ssize_t i
+    cdef double top = -INFINITY, total = 0.0
+    for i in range(n):
+        if terms[i] > top:
+            top = terms[i]
+    if top == -INFINITY:
+        return -INFINITY
+    for i in range(n):
+        total += exp(terms[i] - top)
+    return top + log(total)
+
+
+cdef inline double _log_sum_keeping(double* terms, Py_ssize_t n, double* largest) noexcept nogil:
+    """:func:`_log_sum`, leaving exp(terms[i] - max) in ``terms`` (all 0 when the
+    result is -inf) and the max in ``largest``: the callers reuse them instead
+    of a second exp per term."""
+    cdef Py_ssize_t i
+    cdef double top = -INFINITY, total = 0.0
+    for i in range(n):
+        if terms[i] > top:
+            top = terms[i]
+    largest[0] = top
+    if top == -INFINITY:
+        for i in range(n):
+            terms[i] = 0.0
+        return -INFINITY
+    for i in range(n):
+        terms[i] = exp(terms[i] - top)
+        total += terms[i]
+    return top + log(total)
+
+
+cdef inline double _visits_ending(
+    const double* enter, const double* frame, const double* weights, Py_ssize_t e,
+    Py_ssize_t k, Py_ssize_t n_states, Py_ssize_t n_durations, double* terms,
+) noexcept nogil:
+    """log sum_d exp(enter[e - d, k] + weights[d - 1] + sum_{t = e - d}^{e - 1} frame[t, k])
+    over d = 1 .. n_durations (rows of ``enter`` and ``frame`` are n_states apart)."""
+    cdef Py_ssize_t d
+    cdef double segment = 0.0
+    for d in range(1, n_durations + 1):
+        segment += frame[(e - d) * n_states + k]
+        terms[d - 1] = enter[(e - d) * n_states + k] + weights[d - 1] + segment
+    return _log_sum(terms, n_durations)
+
+
+cdef inline double _next_entry(
+    const double* leave, const double* log_trans, Py_ssize_t k, Py_ssize_t n_states,
+    double* terms,
+) noexcept nogil:
+    """log sum_j exp(leave[j] + log_trans[j, k])."""
+    cdef Py_ssize_t j
+    for j in range(n_states):
+        terms[j] = leave[j] + log_trans[j * n_states + k]
+    return _log_sum(terms, n_states)
+
+
+cdef double _forward_one(
+    const double[::1] log_start, const double[:, ::1] log_trans,
+    const double[:, ::1] log_duration, const double[:, ::1] log_survival,
+    const double[:, ::1] log_frame, Py_ssize_t n_rows, double[:, ::1] enter,
+    double[:, ::1] leave, double[::1] terms,
+) noexcept nogil:
+    """Fill ``enter[0 .. n_rows - 1]`` and ``leave[1 .. n_rows - 1]``; return the
+    sequence's log-likelihood (last visit censored)."""
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t n_durations = log_duration.shape[1]
+    cdef Py_ssize_t e, k, reach
+    cdef const double* frame = &log_frame[0, 0]
+    for k in range(n_states):
+        enter[0, k] = log_start[k]
+    for e in range(1, n_rows):
+        reach = e if e < n_durations else n_durations
+        for k in range(n_states):
+            leave[e, k] = _visits_ending(&enter[0, 0], frame, &log_duration[k, 0], e, k,
+                                         n_states, reach, &terms[0])
+        for k in range(n_states):
+            enter[e, k] = _next_entry(&leave[e, 0], &log_trans[0, 0], k, n_states, &terms[0])
+    reach = n_rows if n_rows < n_durations else n_durations
+    for k in range(n_states):
+        leave[n_rows, k] = _visits_ending(&enter[0, 0], frame, &log_survival[k, 0], n_rows, k,
+                                          n_states, reach, &terms[0])
+    return _log_sum(&leave[n_rows, 0], n_states)
+
+
+def forward_backward(
+    const double[::1] log_start,  # IN
+    const double[:, ::1] log_trans,  # IN
+    const double[:, ::1] log_duration,  # IN
+    const double[:, ::1] log_survival,  # IN
+    const double[:, ::1] log_frame,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    double[:, ::1] posteriors,  # OUT
+    double[::1] sequence_log_likelihood,  # OUT
+    double[::1] start_counts,  # INOUT
+    double[:, ::1] transition_counts,  # INOUT
+    double[:, ::1] duration_counts,  # INOUT
+    double[:, ::1] censored_counts,  # INOUT
+):
+    """Posteriors and expected counts of a semi-Markov HMM, sequence by sequence.
+
+    Adds, for every sequence of positive probability: the posterior of the
+    first visit's state to ``start_counts``; the expected number of visits to
+    k following a visit to j to ``transition_counts[j, k]``; the expected
+    number of complete visits to k of d rows to ``duration_counts[k, d - 1]``
+    and of censored last visits to k of d rows so far (at least d rows long)
+    to ``censored_counts[k, d - 1]``.  ``posteriors[t, k]`` is p(z_t = k | x),
+    from the visits that start and end by row t (their difference, summed
+    over rows).  A sequence of probability zero gets log-likelihood -inf,
+    zero posteriors and adds nothing.
+    """
+    cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t n_durations = log_duration.shape[1]
+    cdef Py_ssize_t longest = longest_sequence(offsets)
+    cdef double[:, ::1] enter = zeros_2d(longest + 1, n_states)
+    cdef double[:, ::1] leave = zeros_2d(longest + 1, n_states)
+    cdef double[:, ::1] start_after = zeros_2d(longest + 1, n_states)  # beta of a visit start
+    cdef double[:, ::1] after_end = zeros_2d(longest + 1, n_states)  # beta after a visit end
+    cdef double[:, ::1] change = zeros_2d(longest + 1, n_states)
+    cdef double[::1] terms = zeros_1d(n_durations + n_states + 1)
+    cdef Py_ssize_t s, first, stop, n_rows, t, k, j, d, reach
+    cdef double log_likelihood, segment, top, total, weight, p, row_sum
+    cdef const double* frame
+    with nogil:
+        for s in range(n_sequences):
+            first = offsets[s]
+            stop = offsets[s + 1]
+            n_rows = stop - first
+            log_likelihood = _forward_one(log_start, log_trans, log_duration, log_survival,
+                                          log_frame[first:stop], n_rows, enter, leave, terms)
+            sequence_log_likelihood[s] = log_likelihood
+            for t in range(first, stop):
+                for k in range(n_states):
+                    posteriors[t, k] = 0.0
+            if log_likelihood == -INFINITY:
+                continue
+            frame = &log_frame[first, 0]
+            for t in range(n_rows + 1):
+                for k in range(n_states):
+                    change[t, k] = 0.0
+            for t in range(n_rows - 1, -1, -1):
+                reach = n_rows - t if n_rows - t < n_durations else n_durations
+                for k in range(n_states):
+                    # Visits to k that start at row t, of d rows: the terms of beta.
+                    segment = 0.0
+                    for d in range(1, reach + 1):
+                        segment += frame[(t + d - 1) * n_states + k]
+                        if t + d < n_rows:
+                            terms[d - 1] = (log_duration[k, d - 1] + segment
+                                            + after_end[t + d, k])
+                        else:
+                            terms[d - 1] = log_survival[k, d - 1] + segment
+                    # terms become exp(term - top), top the largest term
+                    start_after[t, k] = _log_sum_keeping(&terms[0], reach, &top)
+                    if top == -INFINITY or enter[t, k] == -INFINITY:
+                        continue
+                    weight = exp(enter[t, k] + top - log_likelihood)
+                    for d in range(1, reach + 1):
+                        p = weight * terms[d - 1]
+                        change[t, k] += p
+                        change[t + d, k] -= p
+                        if t + d < n_rows:
+                            duration_counts[k, d - 1] += p
+                        else:
+                            censored_counts[k, d - 1] += p
+                if t == 0:
+                    for k in range(n_states):
+                        start_counts[k] += exp(log_start[k] + start_after[0, k] - log_likelihood)
+                    continue
+                for j in range(n_states):
+                    for k in range(n_states):
+                        terms[k] = log_trans[j, k] + start_after[t, k]
+                    after_end[t, j] = _log_sum_keeping(&terms[0], n_states, &top)
+                    if leave[t, j] == -INFINITY or top == -INFINITY:
+                        continue
+                    weight = exp(leave[t, j] + top - log_likelihood)
+                    for k in range(n_states):
+                        transition_counts[j, k] += weight * terms[k]
+            # p(z_t = k | x): visits started by row t minus those ended by it.
+            total = 0.0
+            for k in range(n_states):
+                total = 0.0
+                for t in range(n_rows):
+                    total += change[t, k]
+                    posteriors[first + t, k] = total if total > 0.0 else 0.0
+            for t in range(first, stop):
+                row_sum = 0.0
+                for k in range(n_states):
+                    row_sum += posteriors[t, k]
+                if row_sum > 0.0:
+                    for k in range(n_states):
+                        posteriors[t, k] /= row_sum
+
+
+def forward(
+    const double[::1] log_start,  # IN
+    const double[:, ::1] log_trans,  # IN
+    const double[:, ::1] log_duration,  # IN
+    const double[:, ::1] log_survival,  # IN
+    const double[:, ::1] log_survival_next,  # IN
+    const double[:, ::1] log_frame,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    double[:, ::1] filtered,  # OUT
+    double[:, ::1] predicted,  # OUT
+    double[::1] log_predictive,  # OUT
+    double[::1] sequence_log_likelihood,  # OUT
+):
+    """Filtering: p(z_t | x_0..x_t), p(z_{t+1} | x_0..x_t) and log p(x_t | x_<t).
+
+    After row t (e = t + 1 rows seen) the state is k if a visit to k that
+    started at row e - d, d = 1 .. D, lasts at least d rows
+    (``log_survival``); the next row's state is k if that visit lasts at
+    least d + 1 rows (``log_survival_next[k, d - 1] = log P(duration >= d + 1)``)
+    or a new visit to k starts at row e.  Rows after a prefix of probability
+    zero get zero distributions and log_predictive -inf.
+    """
+    cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t n_durations = log_duration.shape[1]
+    cdef Py_ssize_t longest = longest_sequence(offsets)
+    cdef double[:, ::1] enter = zeros_2d(longest + 1, n_states)
+    cdef double[::1] leave = zeros_1d(n_states)
+    cdef double[::1] censored = zeros_1d(n_states)
+    cdef double[::1] staying = zeros_1d(n_states)
+    cdef double[::1] terms = zeros_1d(n_durations + n_states + 1)
+    cdef Py_ssize_t s, first, stop, n_rows, e, k, reach
+    cdef double before, now, entering
+    cdef const double* frame
+    with nogil:
+        for s in range(n_sequences):
+            first = offsets[s]
+            stop = offsets[s + 1]
+            n_rows = stop - first
+            frame = &log_frame[first, 0]
+            for k in range(n_states):
+                enter[0, k] = log_start[k]
+            before = 0.0
+            for e in range(1, n_rows + 1):
+                reach = e if e < n_durations else n_durations
+                for k in range(n_states):
+                    leave[k] = _visits_ending(&enter[0, 0], frame, &log_duration[k, 0], e, k,
+                                              n_states, reach, &terms[0])
+                    censored[k] = _visits_ending(&enter[0, 0], frame, &log_survival[k, 0], e,
+                                                 k, n_states, reach, &terms[0])
+                    staying[k] = _visits_ending(&enter[0, 0], frame, &log_survival_next[k, 0],
+                                                e, k, n_states, reach, &terms[0])
+                for k in range(n_states):
+                    enter[e, k] = _next_entry(&leave[0], &log_trans[0, 0], k, n_states,
+                                              &terms[0])
+                now = _log_sum(&censored[0], n_states)
+                log_predictive[first + e - 1] = now - before
+                if now == -INFINITY:
+                    for k in range(n_states):
+                        filtered[first + e - 1, k] = 0.0
+                        predicted[first + e - 1, k] = 0.0
+                else:
+                    for k in range(n_states):
+                        filtered[first + e - 1, k] = exp(censored[k] - now)
+                        entering = enter[e, k]
+                        terms[0] = staying[k]
+                        terms[1] = entering
+                        predicted[first + e - 1, k] = exp(_log_sum(&terms[0], 2) - now)
+                before = now
+            sequence_log_likelihood[s] = before if n_rows > 0 else 0.0
+
+
+def viterbi(
+    const double[::1] log_start,  # IN
+    const double[:, ::1] log_trans,  # IN
+    const double[:, ::1] log_duration,  # IN
+    const double[:, ::1] log_survival,  # IN
+    const double[:, ::1] log_frame,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    Py_ssize_t[::1] states,  # OUT
+    double[::1] sequence_log_prob,  # OUT
+):
+    """The most likely segmentation of each sequence (max-sum in log space).
+
+    Maximises log p(x, visits) over the visits' states and durations (the
+    last one censored); writes the state of every row and the maximum.
+    Ties go to the lowest state index and the shortest duration.  A sequence
+    of probability zero gets -inf and states 0.
+    """
+    cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t n_durations = log_duration.shape[1]
+    cdef Py_ssize_t longest = longest_sequence(offsets)
+    cdef double[:, ::1] enter = zeros_2d(longest + 1, n_states)
+    cdef double[:, ::1] leave = zeros_2d(longest + 1, n_states)
+    cdef Py_ssize_t[::1] best_duration = zeros_intp_1d((longest + 1) * n_states)
+    cdef Py_ssize_t[::1] best_previous = zeros_intp_1d((longest + 1) * n_states)
+    cdef Py_ssize_t s, first, stop, n_rows, e, k, j, d, reach, best_d, best_j, t
+    cdef double segment, value, best
+    cdef const double* frame
+    cdef const double* weights
+    with nogil:
+        for s in range(n_sequences):
+            first = offsets[s]
+            stop = offsets[s + 1]
+            n_rows = stop - first
+            frame = &log_frame[first, 0]
+            for k in range(n_states):
+                enter[0, k] = log_start[k]
+            for e in range(1, n_rows + 1):
+                reach = e if e < n_durations else n_durations
+                for k in range(n_states):
+                    weights = &log_survival[k, 0] if e == n_rows else &log_duration[k, 0]
+                    segment = 0.0
+                    best = -INFINITY
+                    best_d = 1
+                    for d in range(1, reach + 1):
+                        segment += frame[(e - d) * n_states + k]
+                        value = enter[e - d, k] + weights[d - 1] + segment
+                        if value > best:
+                            best = value
+                            best_d = d
+                    leave[e, k] = best
+                    best_duration[e * n_states + k] = best_d
+                if e == n_rows:
+                    break
+                for k in range(n_states):
+                    best = -INFINITY
+                    best_j = 0
+                    for j in range(n_states):
+                        value = leave[e, j] + log_trans[j, k]
+                        if value > best:
+                            best = value
+                            best_j = j
+                    enter[e, k] = best
+                    best_previous[e * n_states + k] = best_j
+            best = -INFINITY
+            k = 0
+            for j in range(n_states):
+                if leave[n_rows, j] > best:
+                    best = leave[n_rows, j]
+                    k = j
+            sequence_log_prob[s] = best
+            if best == -INFINITY:
+                for t in range(first, stop):
+                    states[t] = 0
+                continue
+            e = n_rows
+            while e > 0:
+                d = best_duration[e * n_states + k]
+                for t in range(e - d, e):
+                    states[first + t] = k
+                e -= d
+                if e > 0:
+                    k = best_previous[e * n_states + k]

@@ -1,0 +1,965 @@
+"""Exact maximum likelihood for linear-Gaussian state-space models, on plain arrays.
+
+Three reusable pieces (doc/user_guide/lgssm.rst, "Exact maximum likelihood"):
+
+- :func:`lgssm_log_likelihood_gradient`: the exact log-likelihood and its
+  analytic gradient with respect to every array of :class:`LGSSMParameters`
+  from one filter and smoother pass, by the Fisher identity: the gradient of
+  log p(x) is the expected gradient of the complete-data log-likelihood
+  under the smoothed posterior, a linear function of the smoothed
+  sufficient statistics EM sums (never finite differences over parameters);
+  :func:`lgssm_score_obs` gives the same per row (the scores of the one-step
+  predictive densities, by forward-only smoothing one row at a time);
+- :class:`LGSSMParameterization`: a declared map between an unconstrained
+  vector and the parameters (free entries, covariances by a Cholesky factor
+  with log diagonal or by log variances, everything else held fixed), with
+  the chain rule for the gradient and the Jacobian for the delta method;
+  each parameter's rule is a block (:class:`FreeEntries`,
+  :class:`CholeskyCovariance`, :class:`LogVariances`), and a model with more
+  structure declares its own blocks on the same protocol;
+- :func:`lgssm_maximum_likelihood` (L-BFGS-B on the unconstrained vector
+  with the analytic gradient) and :func:`lgssm_parameter_covariance`
+  (standard errors from the outer product of the per-row scores or from the
+  observed information, the Hessian by central differences of the analytic
+  gradient).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.linalg
+import scipy.optimize
+
+from .._kernels import _kalman
+from .._sequences import sequence_offsets
+from .._validation import check_scalar_param
+from ._checks import masked_arrays_checked
+from .kalman import (
+    LGSSMParameters,
+    _em_statistics_offsets,
+    _empty_stream_state,
+    _raise_if_failed,
+    _rows,
+    _statistics_from_moments,
+    _stream_moments,
+    check_controls,
+    check_lgssm_parameters,
+    check_observations,
+    make_model,
+)
+
+__all__ = [
+    "lgssm_log_likelihood_gradient",
+    "lgssm_score_obs",
+    "lgssm_maximum_likelihood",
+    "lgssm_parameter_covariance",
+    "LGSSMParameterization",
+    "ParameterBlock",
+    "FreeEntries",
+    "CholeskyCovariance",
+    "LogVariances",
+    "LGSSMGradient",
+    "LGSSMScoreObs",
+    "LGSSMMaximumLikelihood",
+    "LGSSMParameterCovariance",
+]
+
+COV_TYPES = ("opg", "oim")
+
+
+class LGSSMGradient(NamedTuple):
+    """What :func:`lgssm_log_likelihood_gradient` returns.
+
+    Attributes
+    ----------
+    log_likelihood : float
+        log p(X), summed over sequences.
+    gradient : LGSSMParameters
+        The partial derivatives of the log-likelihood with respect to each
+        array, of its shape.  For a covariance C it is the symmetric matrix
+        G with d log p = trace(G dC) for every symmetric dC (the derivative
+        with the entries of C taken as independent).
+    sequence_log_likelihood : ndarray of shape (n_sequences,)
+    """
+
+    log_likelihood: float
+    gradient: LGSSMParameters
+    sequence_log_likelihood: np.ndarray
+
+
+class LGSSMScoreObs(NamedTuple):
+    """What :func:`lgssm_score_obs` returns.
+
+    Attributes
+    ----------
+    log_predictive : ndarray of shape (n_samples,)
+        log p(x_t | x_1..x_{t-1}) of every row (0 for a row with no observed
+        entry).
+    scores : LGSSMParameters
+        Each array with a leading axis of n_samples: the gradient of row t's
+        log predictive density (the convention of :class:`LGSSMGradient`).
+        The rows' scores add up to the gradient of the log-likelihood.
+    """
+
+    log_predictive: np.ndarray
+    scores: LGSSMParameters
+
+
+class LGSSMMaximumLikelihood(NamedTuple):
+    """What :func:`lgssm_maximum_likelihood` returns.
+
+    Attributes
+    ----------
+    parameters : LGSSMParameters
+        The maximiser.
+    unconstrained : ndarray of shape (n_free,)
+        Its unconstrained coordinates.
+    log_likelihood : float
+        The maximised exact log-likelihood.
+    n_iter : int
+        L-BFGS-B iterations.
+    converged : bool
+        Whether L-BFGS-B met its convergence criterion.
+    message : str
+        L-BFGS-B's message.
+    history : ndarray of shape (n_iter + 1,)
+        The log-likelihood at the start and after each iteration.
+    """
+
+    parameters: LGSSMParameters
+    unconstrained: np.ndarray
+    log_likelihood: float
+    n_iter: int
+    converged: bool
+    message: str
+    history: np.ndarray
+
+
+class LGSSMParameterCovariance(NamedTuple):
+    """What :func:`lgssm_parameter_covariance` returns.
+
+    Attributes
+    ----------
+    labels : list of str
+        The names of the estimated coordinates (``"transition_covariance[0,0]"``, ...).
+    estimates : ndarray of shape (n_free,)
+        The constrained estimates (:meth:`LGSSMParameterization.reported`).
+    covariance : ndarray of shape (n_free, n_free)
+        Their covariance, by the delta method from ``unconstrained_covariance``.
+    standard_errors : ndarray of shape (n_free,)
+        The square roots of its diagonal.
+    unconstrained_covariance : ndarray of shape (n_free, n_free)
+        The covariance of the unconstrained coordinates: the (pseudo-)inverse
+        of the information matrix.
+    information : ndarray of shape (n_free, n_free)
+        The information matrix of the unconstrained coordinates (outer
+        product of the scores, or minus the Hessian).
+    """
+
+    labels: list
+    estimates: np.ndarray
+    covariance: np.ndarray
+    standard_errors: np.ndarray
+    unconstrained_covariance: np.ndarray
+    information: np.ndarray
+
+
+# -- the Fisher identity ---------------------------------------------------------
+
+
+def _symmetric_solve_both(factor, matrix):
+    """C^-1 M C^-1 for a Cholesky factor of C (M with optional leading axes)."""
+    k = factor[0].shape[0]
+    inverse = scipy.linalg.cho_solve(factor, np.eye(k))
+    return inverse @ matrix @ inverse, inverse
+
+
+def _regression_gradient(weights, covariance, cross, regressor, target):
+    """Gradient of sum_t E[log N(y_t; W phi_t, C)] in W and C from the summed moments.
+
+    With S = target - W cross^T - cross W^T + W regressor W^T and n the count
+    (the last diagonal entry of ``regressor``): d/dW = C^-1 (cross - W regressor),
+    d/dC = (C^-1 S C^-1 - n C^-1) / 2.  The moments may carry leading axes
+    (one set per row).
+    """
+    factor = scipy.linalg.cho_factor(covariance, lower=True)
+    count = regressor[..., -1, -1]
+    product = weights @ np.swapaxes(cross, -1, -2)
+    spread = target - product - np.swapaxes(product, -1, -2) + weights @ regressor @ weights.T
+    inverse_spread, inverse = _symmetric_solve_both(factor, spread)
+    d_weights = inverse @ (cross - weights @ regressor)
+    d_covariance = 0.5 * (inverse_spread - count[..., None, None] * inverse)
+    return d_weights, 0.5 * (d_covariance + np.swapaxes(d_covariance, -1, -2))
+
+
+def _gradient_from_statistics(parameters, statistics):
+    """The Fisher identity: the score from summed smoothed statistics (no checks).
+
+    ``parameters`` are validated; the statistics are those of
+    :func:`~skseq.inference.kalman._em_statistics_offsets`, possibly with a
+    leading axis (the increments of one row each).  The map is linear in the
+    statistics, so the increments' scores add up to the total score.
+    """
+    k = parameters.transition_matrix.shape[0]
+    m = parameters.control_matrix.shape[1]
+    count = np.asarray(statistics["n_sequences"], dtype=np.float64)
+    mean = parameters.initial_state_mean
+    initial_sum = statistics["initial_sum"]
+    cross = initial_sum[..., :, None] * mean
+    outer = (
+        statistics["initial_outer"]
+        - cross
+        - np.swapaxes(cross, -1, -2)
+        + count[..., None, None] * np.outer(mean, mean)
+    )
+    factor = scipy.linalg.cho_factor(parameters.initial_state_covariance, lower=True)
+    inverse_outer, inverse = _symmetric_solve_both(factor, outer)
+    d_initial_mean = (initial_sum - count[..., None] * mean) @ inverse
+    d_initial_covariance = 0.5 * (inverse_outer - count[..., None, None] * inverse)
+
+    transition_weights = np.hstack(
+        [
+            parameters.transition_matrix,
+            parameters.control_matrix,
+            parameters.transition_offset[:, None],
+        ]
+    )
+    d_transition, d_transition_covariance = _regression_gradient(
+        transition_weights,
+        parameters.transition_covariance,
+        statistics["transition_cross"],
+        statistics["transition_regressor"],
+        statistics["transition_target"],
+    )
+    observation_weights = np.hstack(
+        [parameters.observation_matrix, parameters.observation_offset[:, None]]
+    )
+    d_observation, d_observation_covariance = _regression_gradient(
+        observation_weights,
+        parameters.observation_covariance,
+        statistics["observation_cross"],
+        statistics["observation_regressor"],
+        statistics["observation_target"],
+    )
+    return LGSSMParameters(
+        transition_matrix=d_transition[..., :k],
+        observation_matrix=d_observation[..., :k],
+        transition_covariance=d_transition_covariance,
+        observation_covariance=d_observation_covariance,
+        transition_offset=d_transition[..., -1],
+        observation_offset=d_observation[..., -1],
+        control_matrix=d_transition[..., k : k + m],
+        initial_state_mean=d_initial_mean,
+        initial_state_covariance=0.5
+        * (d_initial_covariance + np.swapaxes(d_initial_covariance, -1, -2)),
+    )
+
+
+def _gradient_offsets(parameters, X, controls, offsets):
+    """``(log_likelihood, gradient, sequence_log_likelihood)`` on validated inputs (no
+    checks); a numerical failure gives NaN log-likelihood and gradient None."""
+    statistics, sequence_log_likelihood = _em_statistics_offsets(
+        make_model(parameters), X, controls, offsets
+    )
+    log_likelihood = float(sequence_log_likelihood.sum())
+    if not np.isfinite(log_likelihood):
+        return log_likelihood, None, sequence_log_likelihood
+    return (
+        log_likelihood,
+        _gradient_from_statistics(parameters, statistics),
+        sequence_log_likelihood,
+    )
+
+
+def _validated(parameters, X, controls, lengths):
+    X = check_observations(X)
+    if getattr(parameters, "control_matrix", None) is None and controls is not None:
+        raise ValueError("controls were given without a control_matrix.")
+    parameters = check_lgssm_parameters(parameters, X.shape[1])
+    controls = check_controls(controls, X.shape[0], parameters.control_matrix.shape[1])
+    return parameters, X, controls, sequence_offsets(X.shape[0], lengths=lengths)
+
+
+@masked_arrays_checked(missing=("X",))
+def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None):
+    """Exact log-likelihood and its analytic gradient, from one filter and smoother pass.
+
+    By the Fisher identity the score equals the expected score of the
+    complete data (states, missing entries and observations) under the
+    smoothed posterior, which depends on the data through the sufficient
+    statistics EM sums: the gradient is exact, with no differencing over
+    the parameters, at the cost of one E step.
+
+    Parameters
+    ----------
+    parameters : LGSSMParameters
+        The model (:func:`~skseq.inference.kalman.kalman_filter`'s).
+    X : array-like of shape (n_samples, n_features)
+        Observations, sequences concatenated; NaN marks a missing entry.
+    controls : array-like of shape (n_samples, n_controls), optional
+        Required when the model has a control matrix.
+    lengths : array-like of int, optional
+        Length of each sequence (default: one sequence).
+
+    Returns
+    -------
+    LGSSMGradient
+
+    Raises
+    ------
+    ValueError
+        On invalid parameters or observations.
+    numpy.linalg.LinAlgError
+        When a covariance loses positive definiteness in floating point.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import LGSSMParameters
+    >>> from skseq.inference.kalman_mle import lgssm_log_likelihood_gradient
+    >>> X = np.cumsum(np.random.default_rng(0).normal(size=(50, 1)), axis=0)
+    >>> parameters = LGSSMParameters(
+    ...     transition_matrix=[[1.0]], observation_matrix=[[1.0]],
+    ...     transition_covariance=[[1.0]], observation_covariance=[[0.5]])
+    >>> result = lgssm_log_likelihood_gradient(parameters, X)
+    >>> result.gradient.transition_covariance.shape
+    (1, 1)
+    """
+    parameters, X, controls, offsets = _validated(parameters, X, controls, lengths)
+    log_likelihood, gradient, sequence_log_likelihood = _gradient_offsets(
+        parameters, X, controls, offsets
+    )
+    _raise_if_failed(sequence_log_likelihood)
+    return LGSSMGradient(log_likelihood, gradient, sequence_log_likelihood)
+
+
+def _score_obs_offsets(parameters, X, controls, offsets):
+    """Per-row scores on validated inputs (no checks).
+
+    Forward-only smoothing one row at a time (the kernel's own step, its
+    message updated in place) gives, after each row, the smoothed statistics
+    of the rows so far as moments of the filtered state; the statistics of
+    all rows are then formed at once, and their increments map linearly to
+    the rows' scores.
+    """
+    model = make_model(parameters)
+    X, controls = _rows(X), _rows(controls)
+    k, p, m = model.n_state, model.n_obs, model.n_ctrl
+    n_samples = X.shape[0]
+    log_predictive = np.zeros(n_samples)
+    state = _empty_stream_state(k, p, m)
+    values = np.empty((n_samples, state.constant.shape[0]))
+    means = np.empty((n_samples, k))
+    seconds = np.empty((n_samples, k, k))
+    step_log_likelihood = np.empty(n_samples)
+    for first, stop in zip(offsets[:-1], offsets[1:]):
+        for array in state:
+            array[...] = 0.0
+        for row in range(first, stop):
+            step_log_likelihood[row] = _kalman.forward_smoothing(
+                model,
+                X[row : row + 1],
+                controls[row : row + 1],
+                row == first,
+                *state,
+                log_predictive[row : row + 1],
+            )
+            values[row], means[row], seconds[row] = _stream_moments(state)
+    _raise_if_failed(np.add.reduceat(step_log_likelihood, offsets[:-1]))
+    totals = _statistics_from_moments(values, means, seconds, p, m)
+    starts = offsets[:-1]
+    increments = {}
+    for name, total in totals.items():
+        increment = total.copy()
+        increment[1:] -= total[:-1]
+        increment[starts] = total[starts]  # a sequence starts from nothing
+        increments[name] = increment
+    return log_predictive, _gradient_from_statistics(parameters, increments)
+
+
+@masked_arrays_checked(missing=("X",))
+def lgssm_score_obs(parameters, X, *, controls=None, lengths=None):
+    """The score of every row's one-step predictive density, analytically.
+
+    Row t's score is the gradient of log p(x_t | x_1..x_{t-1}): the
+    difference of the Fisher-identity gradients given x_1..x_t and given
+    x_1..x_{t-1}, which forward-only smoothing
+    (:func:`~skseq.inference.kalman.kalman_forward_smoothing`) gives as the
+    increment of the statistics when row t arrives.  Their outer products
+    make the OPG estimate of the information (statsmodels' default).
+
+    Parameters
+    ----------
+    parameters : LGSSMParameters
+    X : array-like of shape (n_samples, n_features)
+        NaN marks a missing entry.
+    controls : array-like of shape (n_samples, n_controls), optional
+    lengths : array-like of int, optional
+
+    Returns
+    -------
+    LGSSMScoreObs
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import LGSSMParameters
+    >>> from skseq.inference.kalman_mle import lgssm_log_likelihood_gradient, lgssm_score_obs
+    >>> X = np.cumsum(np.random.default_rng(0).normal(size=(30, 1)), axis=0)
+    >>> parameters = LGSSMParameters([[1.0]], [[1.0]], [[1.0]], [[0.5]])
+    >>> scores = lgssm_score_obs(parameters, X).scores.observation_covariance
+    >>> total = lgssm_log_likelihood_gradient(parameters, X).gradient.observation_covariance
+    >>> bool(np.allclose(scores.sum(axis=0), total))
+    True
+    """
+    parameters, X, controls, offsets = _validated(parameters, X, controls, lengths)
+    return LGSSMScoreObs(*_score_obs_offsets(parameters, X, controls, offsets))
+
+
+# -- the parameter transformation layer ---------------------------------------
+
+
+def _mask(mask, shape, name):
+    if mask is None:
+        return np.ones(shape, dtype=bool)
+    mask = np.asarray(mask)
+    if mask.dtype != bool or mask.shape != tuple(shape):
+        raise ValueError(f"the mask of {name} must be a boolean array of shape {tuple(shape)}.")
+    return mask.copy()
+
+
+class ParameterBlock:
+    """The rule mapping one parameter array to unconstrained coordinates.
+
+    A block is bound to a template (the parameter's value, which supplies
+    the entries it holds fixed) by :meth:`bind`, and then maps a slice of the
+    unconstrained vector to the array (:meth:`value`), the array to the slice
+    (:meth:`unconstrained`), and gives the Jacobian of the array's entries
+    with respect to the slice (:meth:`jacobian`, for the chain rule) and the
+    indices of the entries that are the block's constrained coordinates
+    (:attr:`reported_index`, for the delta method).  A structured model
+    declares its own blocks by overriding these.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman_mle import FreeEntries
+    >>> block = FreeEntries().bind(np.array([[0.5, 0.1]]), "transition_matrix")
+    >>> block.n_free, block.value(np.array([1.0, 2.0])).tolist()
+    (2, [[1.0, 2.0]])
+    """
+
+    def bind(self, template, name):
+        """A copy of the block bound to ``template`` (the parameter ``name``'s value)."""
+        bound = object.__new__(type(self))
+        bound.__dict__.update(self.__dict__)
+        bound.template = np.array(template, dtype=np.float64)
+        bound.name = name
+        bound._bind()
+        return bound
+
+    def _bind(self):
+        raise NotImplementedError
+
+    n_free = 0
+    reported_index = np.zeros(0, dtype=np.intp)
+
+    def value(self, u):
+        """The parameter array at the block's coordinates ``u``."""
+        raise NotImplementedError
+
+    def unconstrained(self, value):
+        """The coordinates of a parameter array (the inverse of :meth:`value`)."""
+        raise NotImplementedError
+
+    def jacobian(self, u):
+        """d vec(value) / du, of shape (value.size, n_free), row-major vec."""
+        raise NotImplementedError
+
+    def labels(self):
+        """The name of each reported coordinate."""
+        return [
+            f"{self.name}[{','.join(str(i) for i in np.unravel_index(j, self.template.shape))}]"
+            for j in self.reported_index
+        ]
+
+
+class FreeEntries(ParameterBlock):
+    """Entries of an array that are free reals (the others held at the template's values).
+
+    Parameters
+    ----------
+    mask : array-like of bool, optional
+        True where the entry is free (default: every entry).
+    scale : float or array-like, default=1.0
+        The entry is ``scale * u``: the unit of the coordinate, so that the
+        optimiser's coordinates are of comparable size.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman_mle import FreeEntries
+    >>> block = FreeEntries(mask=[[True, False]]).bind([[0.5, 0.1]], "transition_matrix")
+    >>> block.value(np.array([0.9])).tolist()
+    [[0.9, 0.1]]
+    """
+
+    def __init__(self, mask=None, scale=1.0):
+        self.mask = mask
+        self.scale = scale
+
+    def _bind(self):
+        self._free = _mask(self.mask, self.template.shape, self.name)
+        self.reported_index = np.flatnonzero(self._free)
+        self.n_free = self.reported_index.size
+        scale = np.broadcast_to(np.asarray(self.scale, dtype=np.float64), self.template.shape)
+        if not np.all(np.isfinite(scale) & (scale > 0)):
+            raise ValueError(f"the scale of {self.name} must be positive and finite.")
+        self._scale = scale.ravel()[self.reported_index]
+
+    def value(self, u):
+        value = self.template.copy()
+        value.ravel()[self.reported_index] = self._scale * u
+        return value
+
+    def unconstrained(self, value):
+        return np.asarray(value, dtype=np.float64).ravel()[self.reported_index] / self._scale
+
+    def jacobian(self, u):
+        jacobian = np.zeros((self.template.size, self.n_free))
+        jacobian[self.reported_index, np.arange(self.n_free)] = self._scale
+        return jacobian
+
+
+class CholeskyCovariance(ParameterBlock):
+    """A full covariance C = L L^T, L lower triangular with a log diagonal.
+
+    The coordinates are, row by row, the entries of L's lower triangle, the
+    diagonal ones by their logarithm: any vector maps to a positive definite
+    matrix.  The reported coordinates are the lower triangle of C.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman_mle import CholeskyCovariance
+    >>> block = CholeskyCovariance().bind(np.eye(2), "transition_covariance")
+    >>> block.n_free, block.value(np.array([0.0, 0.5, 0.0])).round(2).tolist()
+    (3, [[1.0, 0.5], [0.5, 1.25]])
+    """
+
+    def _bind(self):
+        k = self.template.shape[0]
+        self._rows, self._cols = np.tril_indices(k)
+        self.n_free = self._rows.size
+        self.reported_index = self._rows * k + self._cols
+        self._diagonal = self._rows == self._cols
+
+    def _factor(self, u):
+        k = self.template.shape[0]
+        factor = np.zeros((k, k))
+        factor[self._rows, self._cols] = np.where(self._diagonal, np.exp(u), u)
+        return factor
+
+    def value(self, u):
+        factor = self._factor(u)
+        return factor @ factor.T
+
+    def unconstrained(self, value):
+        factor = np.linalg.cholesky(np.asarray(value, dtype=np.float64))
+        entries = factor[self._rows, self._cols]
+        return np.where(self._diagonal, np.log(np.where(self._diagonal, entries, 1.0)), entries)
+
+    def jacobian(self, u):
+        k = self.template.shape[0]
+        factor = self._factor(u)
+        jacobian = np.empty((k * k, self.n_free))
+        for j, (row, col) in enumerate(zip(self._rows, self._cols)):
+            d_factor = np.zeros((k, k))
+            d_factor[row, col] = factor[row, col] if self._diagonal[j] else 1.0
+            product = d_factor @ factor.T
+            jacobian[:, j] = (product + product.T).ravel()
+        return jacobian
+
+
+class LogVariances(ParameterBlock):
+    """A diagonal covariance by the logarithms of its variances.
+
+    Parameters
+    ----------
+    mask : array-like of bool of shape (k,), optional
+        True where the variance is free (default: all); the others keep the
+        template's (which may be 0 for a deterministic component, when the
+        model allows a singular covariance).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman_mle import LogVariances
+    >>> block = LogVariances().bind(np.diag([2.0, 3.0]), "observation_covariance")
+    >>> np.exp(block.unconstrained(np.diag([2.0, 3.0]))).round(12).tolist()
+    [2.0, 3.0]
+    """
+
+    def __init__(self, mask=None):
+        self.mask = mask
+
+    def _bind(self):
+        k = self.template.shape[0]
+        if np.any(self.template != np.diag(np.diag(self.template))):
+            raise ValueError(f"{self.name} must be diagonal to be parameterised by log variances.")
+        self._free = _mask(self.mask, (k,), self.name)
+        self._index = np.flatnonzero(self._free)
+        self.n_free = self._index.size
+        self.reported_index = self._index * (k + 1)
+
+    def value(self, u):
+        value = self.template.copy()
+        value[self._index, self._index] = np.exp(u)
+        return value
+
+    def unconstrained(self, value):
+        return np.log(np.diag(np.asarray(value, dtype=np.float64))[self._index])
+
+    def jacobian(self, u):
+        jacobian = np.zeros((self.template.size, self.n_free))
+        jacobian[self.reported_index, np.arange(self.n_free)] = np.exp(u)
+        return jacobian
+
+
+class LGSSMParameterization:
+    """A declared map between an unconstrained vector and :class:`LGSSMParameters`.
+
+    Parameters
+    ----------
+    parameters : LGSSMParameters
+        The template: its values are the starting point and hold every entry
+        the blocks leave fixed.  Validated (defaults filled in).
+    blocks : dict of str to ParameterBlock
+        The rule of each estimated parameter, by the field names of
+        :class:`LGSSMParameters`; a parameter not named is held at its value.
+
+    Attributes
+    ----------
+    parameters : LGSSMParameters
+        The validated template.
+    n_free : int
+        The length of the unconstrained vector.
+    labels : list of str
+        The name of each coordinate (``"observation_covariance[0,0]"``, ...).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import LGSSMParameters
+    >>> from skseq.inference.kalman_mle import LGSSMParameterization, LogVariances
+    >>> template = LGSSMParameters([[1.0]], [[1.0]], [[1.0]], [[2.0]])
+    >>> parameterization = LGSSMParameterization(
+    ...     template, {"transition_covariance": LogVariances(),
+    ...                "observation_covariance": LogVariances()})
+    >>> u = parameterization.unconstrained()
+    >>> parameterization.labels
+    ['transition_covariance[0,0]', 'observation_covariance[0,0]']
+    >>> parameterization.reported(u).tolist()
+    [1.0, 2.0]
+    """
+
+    def __init__(self, parameters, blocks):
+        self.parameters = check_lgssm_parameters(parameters)
+        unknown = sorted(set(blocks) - set(LGSSMParameters._fields))
+        if unknown:
+            raise ValueError(
+                f"blocks names unknown parameter(s) {unknown}; valid names are "
+                f"{list(LGSSMParameters._fields)}."
+            )
+        self.blocks = {}
+        self._slices = {}
+        self._rows = {}
+        start, row = 0, 0
+        for name in LGSSMParameters._fields:
+            template = getattr(self.parameters, name)
+            if name in blocks:
+                block = blocks[name]
+                if not isinstance(block, ParameterBlock):
+                    raise TypeError(
+                        f"blocks[{name!r}] must be a ParameterBlock (FreeEntries, "
+                        f"CholeskyCovariance, LogVariances), got {type(block).__name__}."
+                    )
+                block = block.bind(template, name)
+                self.blocks[name] = block
+                self._slices[name] = slice(start, start + block.n_free)
+                start += block.n_free
+            self._rows[name] = slice(row, row + template.size)
+            row += template.size
+        self.n_free = start
+        self._size = row
+        self.labels = [label for block in self.blocks.values() for label in block.labels()]
+
+    def _check(self, u):
+        u = np.asarray(u, dtype=np.float64)
+        if u.shape != (self.n_free,):
+            raise ValueError(
+                f"the unconstrained vector must have shape ({self.n_free},), got {u.shape}."
+            )
+        return u
+
+    def unconstrained(self, parameters=None):
+        """The unconstrained vector of ``parameters`` (default: the template)."""
+        if parameters is None:
+            parameters = self.parameters
+        parts = [
+            block.unconstrained(getattr(parameters, name)) for name, block in self.blocks.items()
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def constrained(self, u):
+        """The :class:`LGSSMParameters` at the unconstrained vector ``u``."""
+        u = self._check(u)
+        values = self.parameters._asdict()
+        for name, block in self.blocks.items():
+            values[name] = block.value(u[self._slices[name]])
+        return LGSSMParameters(**values)
+
+    def jacobian(self, u):
+        """d vec(parameters) / du, of shape (total size, n_free): the arrays of
+        :class:`LGSSMParameters` raveled and concatenated in field order."""
+        u = self._check(u)
+        jacobian = np.zeros((self._size, self.n_free))
+        for name, block in self.blocks.items():
+            jacobian[self._rows[name], self._slices[name]] = block.jacobian(u[self._slices[name]])
+        return jacobian
+
+    def flatten(self, gradient):
+        """The arrays of a gradient (an :class:`LGSSMParameters`, optionally with a
+        common leading axis) raveled and concatenated in field order."""
+        lead = np.shape(gradient.transition_matrix)[:-2]
+        return np.concatenate([np.reshape(value, (*lead, -1)) for value in gradient], axis=-1)
+
+    def pull_back(self, u, gradient):
+        """The chain rule: the gradient with respect to ``u`` from that with respect
+        to the parameters (leading axes kept, e.g. one per row)."""
+        return self.flatten(gradient) @ self.jacobian(u)
+
+    def reported(self, u):
+        """The constrained coordinates: the free entries of each parameter (the
+        lower triangle of a Cholesky-parameterised covariance)."""
+        u = self._check(u)
+        parts = [
+            block.value(u[self._slices[name]]).ravel()[block.reported_index]
+            for name, block in self.blocks.items()
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def reported_jacobian(self, u):
+        """d reported / du, of shape (n_free, n_free), for the delta method."""
+        jacobian = self.jacobian(u)
+        index = np.concatenate(
+            [self._rows[name].start + block.reported_index for name, block in self.blocks.items()]
+            or [np.zeros(0, dtype=np.intp)]
+        )
+        return jacobian[index]
+
+
+def _check_parameterization(parameterization):
+    if not isinstance(parameterization, LGSSMParameterization):
+        raise TypeError(
+            "parameterization must be an LGSSMParameterization, got "
+            f"{type(parameterization).__name__}."
+        )
+
+
+def _prepared(parameterization, X, controls, lengths):
+    _check_parameterization(parameterization)
+    _, X, controls, offsets = _validated(parameterization.parameters, X, controls, lengths)
+    return X, controls, offsets
+
+
+def _objective(parameterization, X, controls, offsets):
+    """f(u) = -log p(X) / n_observed and its gradient, for the optimiser."""
+    n_observed = max(int(np.count_nonzero(~np.isnan(X))), 1)
+
+    def objective(u):
+        try:
+            parameters = parameterization.constrained(u)
+            log_likelihood, gradient, _ = _gradient_offsets(parameters, X, controls, offsets)
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+            return np.inf, np.zeros_like(u)
+        if gradient is None or not np.isfinite(log_likelihood):
+            return np.inf, np.zeros_like(u)
+        return -log_likelihood / n_observed, -parameterization.pull_back(u, gradient) / n_observed
+
+    return objective, n_observed
+
+
+@masked_arrays_checked(missing=("X",))
+def lgssm_maximum_likelihood(
+    parameterization, X, *, controls=None, lengths=None, start=None, max_iter=500, tol=1e-6
+):
+    """Maximise the exact log-likelihood over a parameterization, by L-BFGS-B.
+
+    The objective is the log-likelihood per observed value, with the
+    analytic gradient of :func:`lgssm_log_likelihood_gradient` pulled back
+    to the unconstrained coordinates.
+
+    Parameters
+    ----------
+    parameterization : LGSSMParameterization
+    X : array-like of shape (n_samples, n_features)
+        NaN marks a missing entry.
+    controls : array-like of shape (n_samples, n_controls), optional
+    lengths : array-like of int, optional
+    start : array-like of shape (n_free,), optional
+        The starting point (default: the template's coordinates).
+    max_iter : int, default=500
+        L-BFGS-B iterations at most.
+    tol : float, default=1e-6
+        L-BFGS-B stops when an iteration gains less than about ``tol`` in
+        log-likelihood (its ``ftol``, relative to the starting
+        log-likelihood) or when every coordinate of the gradient of the
+        log-likelihood is below ``tol`` in absolute value (its ``gtol``); a
+        negative ``tol`` runs ``max_iter`` iterations.
+
+    Returns
+    -------
+    LGSSMMaximumLikelihood
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import LGSSMParameters, sample_lgssm
+    >>> from skseq.inference.kalman_mle import (
+    ...     LGSSMParameterization, LogVariances, lgssm_maximum_likelihood)
+    >>> truth = LGSSMParameters([[1.0]], [[1.0]], [[0.5]], [[2.0]])
+    >>> X = sample_lgssm(truth, 2000, random_state=0).observations
+    >>> parameterization = LGSSMParameterization(
+    ...     truth._replace(transition_covariance=[[1.0]], observation_covariance=[[1.0]]),
+    ...     {"transition_covariance": LogVariances(), "observation_covariance": LogVariances()})
+    >>> fit = lgssm_maximum_likelihood(parameterization, X)
+    >>> estimates = parameterization.reported(fit.unconstrained)  # Q and R
+    >>> fit.converged, bool(np.allclose(estimates, [0.5, 2.0], rtol=0.15))
+    (True, True)
+    """
+    check_scalar_param(max_iter, "max_iter", "int", low=0)
+    check_scalar_param(tol, "tol", "real", allow_inf=True)
+    X, controls, offsets = _prepared(parameterization, X, controls, lengths)
+    u = parameterization.unconstrained() if start is None else parameterization._check(start)
+    objective, n_observed = _objective(parameterization, X, controls, offsets)
+    first = objective(u)[0]
+    if not np.isfinite(first):
+        raise ValueError("the log-likelihood at the starting point is not finite.")
+    history = [-first * n_observed]
+
+    def record(intermediate_result):
+        history.append(-float(intermediate_result.fun) * n_observed)
+
+    if parameterization.n_free and max_iter > 0:
+        result = scipy.optimize.minimize(
+            objective,
+            u,
+            jac=True,
+            method="L-BFGS-B",
+            callback=record,
+            options={
+                "maxiter": max_iter,
+                "ftol": max(tol, 0.0) / max(abs(history[0]), n_observed),
+                "gtol": max(tol, 0.0) / n_observed,
+            },
+        )
+        u, value, n_iter, converged, message = (
+            result.x,
+            result.fun,
+            int(result.nit),
+            bool(result.success),
+            str(result.message),
+        )
+    elif parameterization.n_free:
+        value, n_iter, converged, message = first, 0, False, "max_iter=0: no iteration"
+    else:
+        value, n_iter, converged, message = first, 0, True, "no free parameter"
+    return LGSSMMaximumLikelihood(
+        parameterization.constrained(u),
+        u,
+        -float(value) * n_observed,
+        n_iter,
+        converged,
+        message,
+        np.asarray(history),
+    )
+
+
+@masked_arrays_checked(missing=("X",))
+def lgssm_parameter_covariance(
+    parameterization, unconstrained, X, *, controls=None, lengths=None, cov_type="opg"
+):
+    """Standard errors of maximum-likelihood estimates, with the delta method.
+
+    Parameters
+    ----------
+    parameterization : LGSSMParameterization
+    unconstrained : array-like of shape (n_free,)
+        The estimate's coordinates (:attr:`LGSSMMaximumLikelihood.unconstrained`).
+    X : array-like of shape (n_samples, n_features)
+    controls : array-like of shape (n_samples, n_controls), optional
+    lengths : array-like of int, optional
+    cov_type : {"opg", "oim"}, default="opg"
+        "opg": the information is the sum of the outer products of the rows'
+        scores (:func:`lgssm_score_obs`), statsmodels' default.  "oim": the
+        observed information, minus the Hessian of the log-likelihood by
+        central differences of its analytic gradient (symmetrised).
+
+    Returns
+    -------
+    LGSSMParameterCovariance
+        The unconstrained covariance is the pseudo-inverse of the
+        information (a model whose state basis is free has a singular one);
+        the constrained one is J cov J^T with J = d reported / du.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman import LGSSMParameters, sample_lgssm
+    >>> from skseq.inference.kalman_mle import (
+    ...     LGSSMParameterization, LogVariances, lgssm_parameter_covariance)
+    >>> truth = LGSSMParameters([[1.0]], [[1.0]], [[0.5]], [[2.0]])
+    >>> X = sample_lgssm(truth, 500, random_state=0).observations
+    >>> parameterization = LGSSMParameterization(
+    ...     truth, {"observation_covariance": LogVariances()})
+    >>> result = lgssm_parameter_covariance(
+    ...     parameterization, parameterization.unconstrained(), X, cov_type="oim")
+    >>> result.labels, bool(result.standard_errors[0] > 0)
+    (['observation_covariance[0,0]'], True)
+    """
+    if cov_type not in COV_TYPES:
+        raise ValueError(f"cov_type must be one of {list(COV_TYPES)}, got {cov_type!r}.")
+    X, controls, offsets = _prepared(parameterization, X, controls, lengths)
+    u = parameterization._check(unconstrained)
+    n = parameterization.n_free
+    if cov_type == "opg":
+        _, scores = _score_obs_offsets(parameterization.constrained(u), X, controls, offsets)
+        per_row = parameterization.pull_back(u, scores)
+        information = per_row.T @ per_row
+    else:
+
+        def gradient(point):
+            parameters = parameterization.constrained(point)
+            log_likelihood, gradient, sequence = _gradient_offsets(parameters, X, controls, offsets)
+            _raise_if_failed(sequence)
+            return parameterization.pull_back(point, gradient)
+
+        steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
+        hessian = np.empty((n, n))
+        for j in range(n):
+            shift = np.zeros(n)
+            shift[j] = steps[j]
+            hessian[:, j] = (gradient(u + shift) - gradient(u - shift)) / (2 * steps[j])
+        information = -0.5 * (hessian + hessian.T)
+    unconstrained_covariance = np.linalg.pinv(information, hermitian=True)
+    jacobian = parameterization.reported_jacobian(u)
+    covariance = jacobian @ unconstrained_covariance @ jacobian.T
+    return LGSSMParameterCovariance(
+        parameterization.labels,
+        parameterization.reported(u),
+        covariance,
+        np.sqrt(np.clip(np.diag(covariance), 0.0, None)),
+        unconstrained_covariance,
+        information,
+    )

@@ -1,0 +1,508 @@
+"""Semi-Markov (explicit-duration) HMMs: the kernel, the inference functions and
+the estimators against definitions (enumeration over segmentations, the HMM
+that geometric durations imply, recovery from simulated data)."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import logsumexp
+from sklearn.exceptions import ConvergenceWarning
+
+from skseq import CategoricalHMM, GaussianHMM, SemiMarkovCategoricalHMM, SemiMarkovGaussianHMM
+from skseq.inference import (
+    hmm_forward,
+    hmm_forward_backward,
+    hsmm_filter,
+    hsmm_forward,
+    hsmm_forward_backward,
+    hsmm_viterbi,
+    sample_hsmm_segments,
+)
+from skseq.inference.hsmm import complete_duration_counts
+
+# Short fits in the tests of the API need not converge.
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def random_model(n_states=3, max_duration=4, n_rows=6, seed=0):
+    """Log-probabilities of a random semi-Markov HMM (zero diagonal) and random log-emissions."""
+    rng = np.random.default_rng(seed)
+    log_start = np.log(rng.dirichlet(np.ones(n_states)))
+    log_trans = np.full((n_states, n_states), -np.inf)
+    for j in range(n_states):
+        others = [k for k in range(n_states) if k != j]
+        log_trans[j, others] = np.log(rng.dirichlet(np.ones(n_states - 1)))
+    log_duration = np.log(rng.dirichlet(np.ones(max_duration), size=n_states))
+    log_frame = rng.normal(scale=1.5, size=(n_rows, n_states))
+    return log_start, log_trans, log_duration, log_frame
+
+
+def segmentations(n_rows, n_states, max_duration):
+    """Every segmentation of n_rows rows: lists of (state, start, duration seen)."""
+    if n_rows == 0:
+        yield []
+        return
+
+    def extend(start, previous):
+        if start == n_rows:
+            yield []
+            return
+        for state in range(n_states):
+            for duration in range(1, min(max_duration, n_rows - start) + 1):
+                for rest in extend(start + duration, state):
+                    yield [(state, start, duration), *rest]
+
+    yield from extend(0, None)
+
+
+def enumerate_model(log_start, log_trans, log_duration, log_frame):
+    """log p(x, segmentation) of every segmentation (the last visit censored)."""
+    n_rows, n_states = log_frame.shape
+    max_duration = log_duration.shape[1]
+    with np.errstate(divide="ignore"):
+        log_survival = np.log(np.cumsum(np.exp(log_duration)[:, ::-1], axis=1)[:, ::-1])
+    found = []
+    for visits in segmentations(n_rows, n_states, max_duration):
+        value, previous = 0.0, None
+        for state, start, duration in visits:
+            value += log_start[state] if previous is None else log_trans[previous, state]
+            last = start + duration == n_rows
+            table = log_survival if last else log_duration
+            value += table[state, duration - 1] + log_frame[start : start + duration, state].sum()
+            previous = state
+        found.append((value, visits))
+    return found
+
+
+def brute_force(log_start, log_trans, log_duration, log_frame):
+    """Log-likelihood, posteriors, counts and the best segmentation by enumeration."""
+    n_rows, n_states = log_frame.shape
+    max_duration = log_duration.shape[1]
+    found = enumerate_model(log_start, log_trans, log_duration, log_frame)
+    values = np.array([value for value, _ in found])
+    log_likelihood = logsumexp(values)
+    weights = np.exp(values - log_likelihood)
+    posteriors = np.zeros((n_rows, n_states))
+    start = np.zeros(n_states)
+    trans = np.zeros((n_states, n_states))
+    complete = np.zeros((n_states, max_duration))
+    censored = np.zeros((n_states, max_duration))
+    for weight, (_, visits) in zip(weights, found):
+        start[visits[0][0]] += weight
+        for (a, _, _), (b, _, _) in zip(visits[:-1], visits[1:]):
+            trans[a, b] += weight
+        for state, first, duration in visits:
+            posteriors[first : first + duration, state] += weight
+            counts = censored if first + duration == n_rows else complete
+            counts[state, duration - 1] += weight
+    best = int(np.argmax(values))
+    best_states = np.concatenate([[s] * d for s, _, d in found[best][1]])
+    return {
+        "log_likelihood": log_likelihood,
+        "posteriors": posteriors,
+        "start": start,
+        "trans": trans,
+        "complete": complete,
+        "censored": censored,
+        "best": values[best],
+        "best_states": best_states,
+    }
+
+
+CASES = [
+    dict(n_states=2, max_duration=3, n_rows=5, seed=0),
+    dict(n_states=3, max_duration=4, n_rows=6, seed=1),
+    dict(n_states=3, max_duration=8, n_rows=5, seed=2),  # max_duration > n_rows
+    dict(n_states=2, max_duration=1, n_rows=4, seed=3),  # every visit one row
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_forward_backward_equals_enumeration(case):
+    model = random_model(**case)
+    expected = brute_force(*model)
+    result = hsmm_forward_backward(*model)
+    assert np.isclose(result.log_likelihood, expected["log_likelihood"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(result.posteriors, expected["posteriors"], atol=1e-12)
+    np.testing.assert_allclose(result.start_counts, expected["start"], atol=1e-12)
+    np.testing.assert_allclose(result.transition_counts, expected["trans"], atol=1e-12)
+    np.testing.assert_allclose(result.duration_counts, expected["complete"], atol=1e-12)
+    np.testing.assert_allclose(result.censored_counts, expected["censored"], atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_viterbi_and_forward_equal_enumeration(case):
+    model = random_model(**case)
+    expected = brute_force(*model)
+    log_prob, states = hsmm_viterbi(*model)
+    assert np.isclose(log_prob, expected["best"], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(states, expected["best_states"])
+    forward = hsmm_forward(*model)
+    assert np.isclose(forward.log_likelihood, expected["log_likelihood"], rtol=0, atol=1e-12)
+    assert np.isclose(forward.log_predictive.sum(), forward.log_likelihood, rtol=0, atol=1e-12)
+
+
+def test_filter_equals_enumeration_of_prefixes():
+    """p(z_t | x_<=t) and p(z_{t+1} | x_<=t) from the enumeration of the prefixes
+    x_0..x_t (the last visit censored) and x_0..x_{t+1} with a flat last row."""
+    log_start, log_trans, log_duration, log_frame = random_model(3, 3, 5, seed=4)
+    result = hsmm_filter(log_start, log_trans, log_duration, log_frame)
+    for t in range(len(log_frame)):
+        prefix = brute_force(log_start, log_trans, log_duration, log_frame[: t + 1])
+        np.testing.assert_allclose(result.filtered[t], prefix["posteriors"][t], atol=1e-12)
+        flat = np.vstack([log_frame[: t + 1], np.zeros((1, 3))])
+        ahead = brute_force(log_start, log_trans, log_duration, flat)
+        np.testing.assert_allclose(result.predicted[t], ahead["posteriors"][t + 1], atol=1e-12)
+
+
+def test_several_sequences_are_independent():
+    model = random_model(3, 4, 9, seed=5)
+    lengths = [4, 5]
+    result = hsmm_forward_backward(*model, lengths=lengths)
+    first = hsmm_forward_backward(*model[:3], model[3][:4])
+    second = hsmm_forward_backward(*model[:3], model[3][4:])
+    np.testing.assert_allclose(
+        result.sequence_log_likelihood, [first.log_likelihood, second.log_likelihood]
+    )
+    np.testing.assert_allclose(
+        result.posteriors, np.vstack([first.posteriors, second.posteriors]), atol=1e-14
+    )
+    np.testing.assert_allclose(
+        result.duration_counts, first.duration_counts + second.duration_counts, atol=1e-14
+    )
+    states = hsmm_viterbi(*model, lengths=lengths).states
+    np.testing.assert_array_equal(
+        states,
+        np.concatenate([hsmm_viterbi(*model[:3], model[3][:4]).states,
+                        hsmm_viterbi(*model[:3], model[3][4:]).states]),
+    )  # fmt: skip
+
+
+def test_complete_duration_counts_are_the_expected_complete_data_counts():
+    """A censored visit seen for d rows lasts d' >= d rows with p(d') / P(D >= d)."""
+    log_start, log_trans, log_duration, log_frame = random_model(2, 4, 5, seed=6)
+    durationprob = np.exp(log_duration)
+    found = enumerate_model(log_start, log_trans, log_duration, log_frame)
+    values = np.array([value for value, _ in found])
+    weights = np.exp(values - logsumexp(values))
+    expected = np.zeros_like(durationprob)
+    for weight, (_, visits) in zip(weights, found):
+        for state, first, duration in visits:
+            if first + duration < len(log_frame):
+                expected[state, duration - 1] += weight
+            else:
+                tail = durationprob[state, duration - 1 :]
+                expected[state, duration - 1 :] += weight * tail / tail.sum()
+    result = hsmm_forward_backward(log_start, log_trans, log_duration, log_frame)
+    completed = complete_duration_counts(
+        result.duration_counts, result.censored_counts, durationprob
+    )
+    np.testing.assert_allclose(completed, expected, atol=1e-12)
+
+
+def geometric(stay, max_duration):
+    """p(d) = (1 - a) a^(d - 1), d = 1 .. max_duration, the tail folded into the last."""
+    d = np.arange(1, max_duration + 1)
+    pmf = (1 - stay[:, None]) * stay[:, None] ** (d - 1)
+    pmf[:, -1] += 1 - pmf.sum(axis=1)
+    return pmf
+
+
+def implied_hmm(stay, transmat):
+    """The HMM of geometric durations: a on the diagonal, (1 - a) transmat off it."""
+    hmm = (1 - stay[:, None]) * transmat
+    np.fill_diagonal(hmm, stay)
+    return hmm
+
+
+def test_geometric_durations_equal_the_hmm_they_imply():
+    rng = np.random.default_rng(7)
+    stay = np.array([0.7, 0.5, 0.85])
+    transmat = np.array([[0.0, 0.4, 0.6], [0.3, 0.0, 0.7], [0.5, 0.5, 0.0]])
+    startprob = np.array([0.2, 0.5, 0.3])
+    log_frame = rng.normal(scale=2.0, size=(40, 3))
+    lengths = [25, 15]
+    # Rows beyond 40 of one visit cannot be seen: max_duration = 40 is exact.
+    with np.errstate(divide="ignore"):
+        semi = (np.log(startprob), np.log(transmat), np.log(geometric(stay, 40)))
+    hmm = (np.log(startprob), np.log(implied_hmm(stay, transmat)))
+    semi_result = hsmm_forward_backward(*semi, log_frame, lengths=lengths)
+    hmm_result = hmm_forward_backward(*hmm, log_frame, lengths=lengths)
+    np.testing.assert_allclose(
+        semi_result.sequence_log_likelihood, hmm_result.sequence_log_likelihood, rtol=1e-12
+    )
+    np.testing.assert_allclose(semi_result.posteriors, hmm_result.posteriors, atol=1e-12)
+    filtered = hsmm_filter(*semi, log_frame, lengths=lengths)
+    np.testing.assert_allclose(
+        filtered.filtered, hmm_forward(*hmm, log_frame, lengths=lengths).filtered, atol=1e-12
+    )
+
+
+def test_geometric_estimator_equals_gaussian_hmm():
+    """Estimators: SemiMarkovGaussianHMM with geometric categorical durations scores,
+    decodes (posteriors) and forecasts as the GaussianHMM it implies."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(60, 2))
+    stay = np.array([0.8, 0.6])
+    semi = SemiMarkovGaussianHMM(2, max_duration=60, duration_distribution="categorical")
+    semi.startprob_ = [0.4, 0.6]
+    semi.transmat_ = [[0.0, 1.0], [1.0, 0.0]]
+    semi.duration_probs_ = geometric(stay, 60)
+    hmm = GaussianHMM(2)
+    hmm.startprob_ = [0.4, 0.6]
+    hmm.transmat_ = implied_hmm(stay, np.array([[0.0, 1.0], [1.0, 0.0]]))
+    for model in (semi, hmm):
+        model.means_ = [[0.0, 0.5], [1.0, -0.5]]
+        model.covars_ = [[1.0, 2.0], [0.5, 1.0]]
+    lengths = [35, 25]
+    assert np.isclose(semi.score(X, lengths=lengths), hmm.score(X, lengths=lengths), rtol=1e-12)
+    np.testing.assert_allclose(
+        semi.predict_proba(X, lengths=lengths), hmm.predict_proba(X, lengths=lengths), atol=1e-12
+    )
+    np.testing.assert_allclose(
+        semi.predict_next_state_proba(X, lengths=lengths),
+        hmm.predict_next_state_proba(X, lengths=lengths),
+        atol=1e-12,
+    )
+    np.testing.assert_allclose(
+        semi.get_stationary_distribution(), hmm.get_stationary_distribution(), atol=1e-6
+    )
+
+
+def simulated(model, n_sequences, length, seed):
+    X, _ = zip(*(model.sample(length, random_state=seed + i) for i in range(n_sequences)))
+    return np.concatenate(X), [length] * n_sequences
+
+
+def test_recovers_poisson_duration_rates():
+    truth = SemiMarkovGaussianHMM(3, max_duration=30)
+    truth.startprob_ = [1 / 3, 1 / 3, 1 / 3]
+    truth.transmat_ = [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0]]
+    truth.duration_rates_ = np.array([3.0, 8.0, 14.0])
+    truth.duration_probs_ = _poisson(truth.duration_rates_, 30)
+    truth.means_ = [[-4.0], [0.0], [4.0]]
+    truth.covars_ = [[1.0], [1.0], [1.0]]
+    X, lengths = simulated(truth, 20, 200, seed=0)
+    model = SemiMarkovGaussianHMM(3, max_duration=30, n_iter=100, tol=1e-6, random_state=0)
+    model.fit(X, lengths=lengths)
+    order = np.argsort(model.means_.ravel())
+    np.testing.assert_allclose(model.duration_rates_[order], [3.0, 8.0, 14.0], rtol=0.12)
+    np.testing.assert_allclose(model.means_.ravel()[order], [-4.0, 0.0, 4.0], atol=0.15)
+
+
+def _poisson(rates, max_duration):
+    pmf = stats.poisson.pmf(np.arange(max_duration)[None, :], np.asarray(rates)[:, None])
+    return pmf / pmf.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("distribution", ["poisson", "negative_binomial", "categorical"])
+def test_em_is_monotone(distribution):
+    rng = np.random.default_rng(9)
+    states = np.repeat(rng.integers(0, 2, size=30), rng.integers(2, 9, size=30))
+    X = rng.normal(2.0 * states, 1.0)[:, None]
+    model = SemiMarkovGaussianHMM(
+        2,
+        max_duration=6,  # shorter than some visits: truncation and censoring matter
+        duration_distribution=distribution,
+        n_iter=40,
+        tol=1e-12,
+        random_state=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, lengths=[len(X) // 2, len(X) - len(X) // 2])
+    history = np.array(model.monitor_.history)
+    assert np.all(np.diff(history) >= -1e-8 * np.abs(history[1:])), np.diff(history)
+    np.testing.assert_allclose(model.duration_probs_.sum(axis=1), 1.0)
+    assert np.all(np.diag(model.transmat_) == 0)
+
+
+def test_negative_binomial_recovers_overdispersed_durations():
+    truth = SemiMarkovCategoricalHMM(2, max_duration=40, duration_distribution="negative_binomial")
+    truth.startprob_ = [0.5, 0.5]
+    truth.transmat_ = [[0.0, 1.0], [1.0, 0.0]]
+    shapes, means = np.array([2.0, 2.0]), np.array([5.0, 12.0])
+    steps = np.arange(40)[None, :]
+    pmf = stats.nbinom.pmf(steps, shapes[:, None], (shapes / (shapes + means))[:, None])
+    truth.duration_probs_ = pmf / pmf.sum(axis=1, keepdims=True)
+    truth.emissionprob_ = [[0.9, 0.1], [0.1, 0.9]]
+    X, lengths = simulated(truth, 30, 200, seed=1)
+    model = SemiMarkovCategoricalHMM(
+        2, max_duration=40, duration_distribution="negative_binomial", n_iter=60, random_state=0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X.astype(int), lengths=lengths)
+    order = np.argsort(model.emissionprob_[:, 1])
+    np.testing.assert_allclose(model.duration_rates_[order], means, rtol=0.15)
+    assert np.all(model.duration_shapes_ < 5)  # overdispersed, unlike a Poisson
+
+
+def test_duration_mstep_categorical_and_poisson_closed_forms():
+    model = SemiMarkovGaussianHMM(2, max_duration=200, duration_distribution="poisson")
+    model.duration_rates_ = np.array([1.0, 1.0])
+    model.duration_probs_ = _poisson(model.duration_rates_, 200)
+    counts = np.zeros((2, 200))
+    counts[0, [0, 4]] = [1.0, 3.0]  # d - 1 in {0, 4}: mean 3
+    counts[1, 9] = 2.0
+    model._duration_mstep(counts)
+    np.testing.assert_allclose(model.duration_rates_, [3.0, 9.0])
+    model.duration_distribution = "categorical"
+    model._duration_mstep(counts[:, :200])
+    np.testing.assert_allclose(model.duration_probs_[0, [0, 4]], [0.25, 0.75])
+
+
+def test_estimator_api_fit_predict_sample_partial_fit():
+    rng = np.random.default_rng(10)
+    X = np.concatenate([rng.normal(m, 0.3, size=(5, 1)) for m in [0, 3, 0, 3, 0, 3, 0, 3]])
+    model = SemiMarkovGaussianHMM(2, max_duration=8, n_iter=20, random_state=0).fit(X)
+    assert model.predict(X).shape == (40,)
+    assert model.decode(X, algorithm="map")[1].shape == (40,)
+    np.testing.assert_allclose(model.predict_proba(X).sum(axis=1), 1.0)
+    np.testing.assert_allclose(model.filter(X).sum(axis=1), 1.0)
+    np.testing.assert_allclose(model.predict_next_state_proba(X).sum(axis=1), 1.0)
+    by_sequence = model.score_sequences(X, lengths=[20, 20])
+    assert np.isclose(by_sequence.sum(), model.score(X, lengths=[20, 20]))
+    weights = np.ones(len(X))
+    assert np.isclose(model.score(X, sample_weight=weights), model.score(X))
+    assert np.isfinite(model.aic(X)) and model.bic(X) > model.aic(X) - 1e-9
+    sample, states = model.sample(30, random_state=0)
+    assert sample.shape == (30, 1) and states.shape == (30,)
+    # Each visit is at most max_duration rows long.
+    runs = np.diff(np.flatnonzero(np.diff(np.r_[-1, states, -1]) != 0))
+    assert runs.max() <= 8
+    streamed = SemiMarkovGaussianHMM(2, max_duration=8, random_state=0)
+    for chunk in np.array_split(X, 4):
+        streamed.partial_fit(chunk, new_sequence=True)
+    assert streamed.n_batch_iter_ == 4
+    np.testing.assert_allclose(streamed.duration_probs_.sum(axis=1), 1.0)
+    with pytest.raises(ValueError, match="new_sequence=True"):
+        streamed.partial_fit(X[:10])
+
+
+def test_n_jobs_and_n_init_give_the_same_fit():
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(120, 1))
+    X[40:80] += 3
+    lengths = [30, 30, 30, 30]
+    one = SemiMarkovGaussianHMM(2, max_duration=10, n_iter=5, random_state=0)
+    two = SemiMarkovGaussianHMM(2, max_duration=10, n_iter=5, random_state=0, n_jobs=2)
+    one.fit(X, lengths=lengths)
+    two.fit(X, lengths=lengths)
+    np.testing.assert_allclose(one.duration_rates_, two.duration_rates_, rtol=1e-9)
+    best = SemiMarkovGaussianHMM(2, max_duration=10, n_iter=5, n_init=3, random_state=0)
+    best.fit(X, lengths=lengths)
+    assert best.score(X, lengths=lengths) >= one.score(X, lengths=lengths) - 1e-8
+
+
+def test_categorical_emissions_with_missing_symbols():
+    X = np.array([[0], [0], [0], [1], [np.nan], [0], [0], [0], [1], [1]])
+    model = SemiMarkovCategoricalHMM(2, max_duration=4, n_iter=10, random_state=0).fit(X)
+    np.testing.assert_allclose(model.predict_proba(X).sum(axis=1), 1.0)
+    assert model.predict_next_proba(X).shape == (10, 2)
+
+
+def test_sample_hsmm_segments_durations_follow_the_pmf():
+    durationprob = np.array([[0.2, 0.3, 0.5], [1.0, 0.0, 0.0]])
+    sample = sample_hsmm_segments([1.0, 0.0], [[0.0, 1.0], [1.0, 0.0]], durationprob, 30000,
+                                  random_state=0)  # fmt: skip
+    np.testing.assert_array_equal(sample.segment_states[:4], [0, 1, 0, 1])
+    durations = sample.segment_durations[:-1][sample.segment_states[:-1] == 0]
+    frequencies = np.bincount(durations, minlength=4)[1:] / len(durations)
+    np.testing.assert_allclose(frequencies, durationprob[0], atol=0.02)
+    assert sample.segment_starts[-1] + sample.segment_durations[-1] >= 30000
+
+
+def test_errors():
+    model = random_model(2, 3, 4)
+    with pytest.raises(ValueError, match="log_durationprob must have shape"):
+        hsmm_forward_backward(*model[:2], model[2][:1], model[3])
+    with pytest.raises(ValueError, match="exp\\(log_durationprob\\) must sum to 1"):
+        hsmm_viterbi(*model[:2], model[2] - 1.0, model[3])
+    with pytest.raises(ValueError, match="log_frameprob"):
+        hsmm_forward(*model[:3], model[3][:, :1])
+    with pytest.raises(TypeError, match="log_durationprob must be real"):
+        hsmm_filter(*model[:2], model[2] + 0j, model[3])
+    with pytest.raises(ValueError, match="durationprob must sum to 1"):
+        sample_hsmm_segments([1.0, 0.0], [[0.0, 1.0], [1.0, 0.0]], [[0.5, 0.4], [1, 0]], 3)
+    X = np.random.default_rng(0).normal(size=(20, 1))
+    with pytest.raises(ValueError, match="max_duration"):
+        SemiMarkovGaussianHMM(2, max_duration=0).fit(X)
+    with pytest.raises(ValueError, match="duration_distribution"):
+        SemiMarkovGaussianHMM(2, duration_distribution="gamma").fit(X)
+    with pytest.raises(ValueError, match="zero diagonal"):
+        SemiMarkovGaussianHMM(2, transmat_init=[[0.5, 0.5], [0.5, 0.5]]).fit(X)
+    with pytest.raises(ValueError, match="known_states"):
+        SemiMarkovGaussianHMM(2).fit(X, known_states=np.zeros(20, dtype=int))
+    fitted = SemiMarkovGaussianHMM(2, max_duration=5, n_iter=2, random_state=0).fit(X)
+    with pytest.raises(NotImplementedError, match="filter"):
+        fitted.filter_stream(X)
+    by_hand = SemiMarkovGaussianHMM(2, max_duration=5)
+    for name in ("startprob_", "transmat_", "means_", "covars_"):
+        setattr(by_hand, name, getattr(fitted, name))
+    with pytest.raises(AttributeError, match="no duration_probs_"):
+        by_hand.predict(X)
+    fitted.duration_probs_ = np.full((2, 4), 0.25)
+    with pytest.raises(ValueError, match="duration_probs_ must have shape"):
+        fitted.predict(X)
+
+
+def test_same_emission_code_as_the_hmms():
+    """The emission methods are the HMMs' own, reached through the MRO."""
+    for semi, hmm in ((SemiMarkovGaussianHMM, GaussianHMM),
+                      (SemiMarkovCategoricalHMM, CategoricalHMM)):  # fmt: skip
+        for name in ("_emission_terms", "_emission_mstep", "_initialize_emissions"):
+            assert getattr(semi, name) is getattr(hmm, name)
+
+
+def test_missing_rows_are_unobserved_steps():
+    """A row missing throughout (NaN) has log-emission 0 in every state: the
+    semi-Markov posteriors there come from the durations alone."""
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(30, 1))
+    X[10:14] = np.nan
+    model = SemiMarkovGaussianHMM(2, max_duration=6, n_iter=5, random_state=0).fit(X)
+    log_frame = model._compute_log_likelihood(X)
+    np.testing.assert_array_equal(log_frame[10:14], 0.0)
+    with np.errstate(divide="ignore"):
+        logs = [np.log(p) for p in (model.startprob_, model.transmat_, model.duration_probs_)]
+    expected = hsmm_forward_backward(*logs, log_frame)
+    np.testing.assert_allclose(model.predict_proba(X), expected.posteriors, atol=1e-12)
+    assert np.isclose(model.score(X), expected.log_likelihood, rtol=1e-12)
+
+
+def test_stochastic_em_learns_the_durations():
+    truth = SemiMarkovGaussianHMM(2, max_duration=20)
+    truth.startprob_ = [0.5, 0.5]
+    truth.transmat_ = [[0.0, 1.0], [1.0, 0.0]]
+    truth.duration_probs_ = _poisson([4.0, 9.0], 20)
+    truth.means_ = [[-3.0], [3.0]]
+    truth.covars_ = [[1.0], [1.0]]
+    X, lengths = simulated(truth, 40, 100, seed=2)
+    model = SemiMarkovGaussianHMM(
+        2, max_duration=20, learning_method="online", batch_size=8, n_iter=30, random_state=0
+    ).fit(X, lengths=lengths)
+    order = np.argsort(model.means_.ravel())
+    np.testing.assert_allclose(model.duration_rates_[order], [4.0, 9.0], rtol=0.15)
+
+
+def test_duration_prior_adds_pseudo_counts():
+    counts = np.zeros((2, 5))
+    counts[0, [1, 3]] = [3.0, 1.0]
+    counts[1, 0] = 2.0
+    model = SemiMarkovGaussianHMM(
+        2, max_duration=5, duration_distribution="categorical", duration_prior=2.0, params="d"
+    )
+    model.duration_probs_ = np.full((2, 5), 0.2)
+    model._duration_map(counts)
+    np.testing.assert_allclose(model.duration_probs_, (counts + 1) / (counts + 1).sum(1)[:, None])
+    poisson = SemiMarkovGaussianHMM(2, max_duration=200, duration_prior=1.5, params="d")
+    poisson.duration_rates_ = np.ones(2)
+    poisson.duration_probs_ = _poisson(poisson.duration_rates_, 200)
+    poisson._duration_map(np.pad(counts, ((0, 0), (0, 195))))
+    pseudo = np.pad(counts, ((0, 0), (0, 195))) + 0.5  # the MAP: mean of d - 1 with them
+    np.testing.assert_allclose(poisson.duration_rates_, pseudo @ np.arange(200) / pseudo.sum(1))
+    with pytest.raises(ValueError, match="duration_prior must be > 0"):
+        SemiMarkovGaussianHMM(2, duration_prior=0.0).fit(np.zeros((10, 1)))

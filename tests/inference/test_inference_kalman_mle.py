@@ -1,0 +1,314 @@
+"""Exact maximum likelihood of linear-Gaussian SSMs: the Fisher-identity gradient against
+finite differences of the exact log-likelihood, the transformation layer's chain rule, and
+the Nile local level model against Durbin & Koopman and statsmodels."""
+
+import numpy as np
+import pytest
+from gradient_checks import numerical_gradient
+from numpy.testing import assert_allclose
+
+from skseq.datasets import load_nile
+from skseq.inference.kalman import LGSSMParameters, kalman_filter
+from skseq.inference.kalman_mle import (
+    CholeskyCovariance,
+    FreeEntries,
+    LGSSMGradient,
+    LGSSMParameterization,
+    LogVariances,
+    lgssm_log_likelihood_gradient,
+    lgssm_maximum_likelihood,
+    lgssm_parameter_covariance,
+    lgssm_score_obs,
+)
+
+COVARIANCES = ("transition_covariance", "observation_covariance", "initial_state_covariance")
+
+
+def spd(rng, n, diagonal=False):
+    if diagonal:
+        return np.diag(rng.uniform(0.5, 2.0, size=n))
+    a = rng.normal(size=(n, n))
+    return a @ a.T / n + 0.5 * np.eye(n)
+
+
+def random_parameters(rng, k, p, m, diagonal=False):
+    transition = rng.normal(size=(k, k))
+    transition *= 0.9 / np.max(np.abs(np.linalg.eigvals(transition)))
+    return LGSSMParameters(
+        transition_matrix=transition,
+        observation_matrix=rng.normal(size=(p, k)),
+        transition_covariance=spd(rng, k, diagonal),
+        observation_covariance=spd(rng, p, diagonal),
+        transition_offset=rng.normal(size=k),
+        observation_offset=rng.normal(size=p),
+        control_matrix=rng.normal(size=(k, m)) if m else None,
+        initial_state_mean=rng.normal(size=k),
+        initial_state_covariance=spd(rng, k),
+    )
+
+
+def with_missing(rng, X):
+    X = X.copy()
+    X[2] = np.nan  # a row with no observed entry
+    X[5, 0] = np.nan  # rows observed in part
+    if X.shape[1] > 2:
+        X[7, [0, 2]] = np.nan
+    return X
+
+
+def log_likelihood(parameters, X, controls, lengths):
+    return kalman_filter(parameters, X, controls=controls, lengths=lengths).log_likelihood
+
+
+@pytest.mark.parametrize(
+    "k, p, m, lengths",
+    [(1, 1, 0, None), (2, 3, 1, [9, 7]), (3, 2, 2, [5, 6, 5])],
+)
+def test_fisher_identity_gradient_equals_finite_differences_of_the_exact_log_likelihood(
+    k, p, m, lengths
+):
+    rng = np.random.default_rng(k * 10 + p)
+    parameters = random_parameters(rng, k, p, m)
+    X = with_missing(rng, rng.normal(size=(16, p)))
+    controls = rng.normal(size=(16, m)) if m else None
+    result = lgssm_log_likelihood_gradient(parameters, X, controls=controls, lengths=lengths)
+    assert isinstance(result, LGSSMGradient)
+    assert np.isclose(result.log_likelihood, log_likelihood(parameters, X, controls, lengths))
+    for name in LGSSMParameters._fields:
+        if name == "control_matrix" and not m:
+            continue
+        value = np.array(getattr(parameters, name), dtype=np.float64)
+
+        def objective(name=name, value=value):
+            # a covariance moves symmetrically: both (i, j) and (j, i) entries
+            moved = 0.5 * (value + value.T) if name in COVARIANCES else value
+            return log_likelihood(parameters._replace(**{name: moved}), X, controls, lengths)
+
+        numerical = numerical_gradient(objective, value)
+        analytic = getattr(result.gradient, name)
+        if name in COVARIANCES:  # d/dC_ij moves C_ij and C_ji: 2 G_ij off the diagonal
+            numerical = 0.5 * (numerical + numerical.T)
+        assert analytic.shape == value.shape
+        assert_allclose(analytic, numerical, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def blocks_of(kind, k, p, m):
+    """Several parameterisations of the same model."""
+    if kind == "cholesky":
+        return {
+            "transition_matrix": FreeEntries(),
+            "observation_matrix": FreeEntries(scale=2.0),
+            "transition_covariance": CholeskyCovariance(),
+            "observation_covariance": CholeskyCovariance(),
+            "initial_state_mean": FreeEntries(),
+            "initial_state_covariance": CholeskyCovariance(),
+            **({"control_matrix": FreeEntries()} if m else {}),
+        }
+    mask = np.zeros((k, k), dtype=bool)
+    mask[0, 0] = True
+    return {  # log variances, masked entries, offsets
+        "transition_matrix": FreeEntries(mask=mask),
+        "transition_covariance": LogVariances(mask=np.arange(k) == 0),
+        "observation_covariance": LogVariances(),
+        "transition_offset": FreeEntries(scale=0.5),
+        "observation_offset": FreeEntries(),
+    }
+
+
+@pytest.mark.parametrize("kind", ["cholesky", "diagonal"])
+def test_pulled_back_gradient_equals_finite_differences_in_unconstrained_coordinates(kind):
+    rng = np.random.default_rng(3)
+    k, p, m = 2, 2, 1
+    parameters = random_parameters(rng, k, p, m, diagonal=kind == "diagonal")
+    X = with_missing(rng, rng.normal(size=(14, p)))
+    controls = rng.normal(size=(14, m))
+    parameterization = LGSSMParameterization(parameters, blocks_of(kind, k, p, m))
+    u = parameterization.unconstrained() + 0.1 * rng.normal(size=parameterization.n_free)
+
+    def objective():
+        return log_likelihood(parameterization.constrained(u), X, controls, [8, 6])
+
+    gradient = lgssm_log_likelihood_gradient(
+        parameterization.constrained(u), X, controls=controls, lengths=[8, 6]
+    ).gradient
+    assert_allclose(
+        parameterization.pull_back(u, gradient),
+        numerical_gradient(objective, u),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    assert len(parameterization.labels) == parameterization.n_free
+
+
+@pytest.mark.parametrize("kind", ["cholesky", "diagonal"])
+def test_parameterization_round_trips_and_its_jacobians_are_derivatives(kind):
+    rng = np.random.default_rng(4)
+    parameters = random_parameters(rng, 2, 2, 1, diagonal=kind == "diagonal")
+    parameterization = LGSSMParameterization(parameters, blocks_of(kind, 2, 2, 1))
+    u = parameterization.unconstrained()
+    for name, value in zip(LGSSMParameters._fields, parameterization.constrained(u)):
+        assert_allclose(value, getattr(parameterization.parameters, name), err_msg=name)
+    u = u + 0.2 * rng.normal(size=u.size)
+    assert_allclose(parameterization.unconstrained(parameterization.constrained(u)), u)
+    for i in range(u.size):
+
+        def entry(i=i):
+            return parameterization.flatten(parameterization.constrained(u))[i]
+
+        def reported(i=i):
+            return parameterization.reported(u)[i]
+
+        assert_allclose(parameterization.jacobian(u)[i], numerical_gradient(entry, u), atol=1e-7)
+        assert_allclose(
+            parameterization.reported_jacobian(u)[i], numerical_gradient(reported, u), atol=1e-7
+        )
+    # a held entry keeps the template's value whatever u is
+    constrained = parameterization.constrained(u + 1.0)
+    if kind == "diagonal":
+        assert constrained.transition_matrix[1, 1] == parameters.transition_matrix[1, 1]
+        assert constrained.transition_covariance[1, 1] == parameters.transition_covariance[1, 1]
+    assert_allclose(constrained.transition_covariance, constrained.transition_covariance.T)
+    assert np.all(np.linalg.eigvalsh(constrained.transition_covariance) > 0)
+
+
+def test_row_scores_are_the_gradients_of_the_rows_log_predictive_densities():
+    rng = np.random.default_rng(5)
+    parameters = random_parameters(rng, 2, 2, 1)
+    X = with_missing(rng, rng.normal(size=(10, 2)))
+    controls = rng.normal(size=(10, 1))
+    lengths = [6, 4]
+    result = lgssm_score_obs(parameters, X, controls=controls, lengths=lengths)
+    filtered = kalman_filter(parameters, X, controls=controls, lengths=lengths)
+    assert_allclose(result.log_predictive, filtered.log_predictive, atol=1e-10)
+    total = lgssm_log_likelihood_gradient(parameters, X, controls=controls, lengths=lengths)
+    for name in LGSSMParameters._fields:
+        assert_allclose(
+            getattr(result.scores, name).sum(axis=0),
+            getattr(total.gradient, name),
+            atol=1e-9,
+            err_msg=name,
+        )
+    value = np.array(parameters.observation_offset)
+    for row in (0, 3, 6, 8):
+
+        def density(row=row):
+            moved = parameters._replace(observation_offset=value)
+            return kalman_filter(moved, X, controls=controls, lengths=lengths).log_predictive[row]
+
+        assert_allclose(
+            result.scores.observation_offset[row], numerical_gradient(density, value), atol=1e-6
+        )
+    # a row with no observed entry has log density 0 whatever the parameters: score 0
+    for name, value in zip(LGSSMParameters._fields, result.scores):
+        assert_allclose(value[2], 0.0, atol=1e-10, err_msg=name)
+
+
+def nile():
+    return load_nile().data.reshape(-1, 1).astype(np.float64)
+
+
+def local_level(diffuse_variance=1e6):
+    """A local level model; the prior N(0, 1e6) is statsmodels' approximate diffuse one."""
+    template = LGSSMParameters(
+        [[1.0]],
+        [[1.0]],
+        [[1000.0]],
+        [[10000.0]],
+        initial_state_mean=[0.0],
+        initial_state_covariance=[[diffuse_variance]],
+    )
+    blocks = {"transition_covariance": LogVariances(), "observation_covariance": LogVariances()}
+    return LGSSMParameterization(template, blocks)
+
+
+def test_nile_local_level_mle_is_durbin_and_koopmans():
+    """Durbin & Koopman's estimates are those of the exact diffuse prior: a prior of
+    variance 1e10 (1e6 times the data's variance) is as diffuse to four digits."""
+    X = nile()
+    parameterization = local_level(1e10)
+    fit = lgssm_maximum_likelihood(parameterization, X)
+    assert fit.converged, fit.message
+    eta, epsilon = parameterization.reported(fit.unconstrained)
+    assert_allclose([epsilon, eta], [15099.0, 1469.1], rtol=1e-3)
+    assert np.all(np.diff(fit.history) >= -1e-9)
+    assert np.isclose(fit.history[-1], fit.log_likelihood)
+    assert np.isclose(fit.log_likelihood, kalman_filter(fit.parameters, X).log_likelihood)
+    # the maximum: the gradient vanishes there
+    gradient = lgssm_log_likelihood_gradient(fit.parameters, X).gradient
+    assert np.max(np.abs(parameterization.pull_back(fit.unconstrained, gradient))) < 1e-4
+
+
+def test_nile_local_level_against_statsmodels():
+    sm = pytest.importorskip("statsmodels.api")
+    X = nile()
+    parameterization = local_level()
+    fit = lgssm_maximum_likelihood(parameterization, X)
+    ours = kalman_filter(fit.parameters, X)
+    model = sm.tsa.UnobservedComponents(X.ravel(), "llevel")
+    theirs = model.fit(disp=False)
+    # statsmodels' llf leaves out the first row (its approximate diffuse burn-in)
+    assert ours.log_likelihood - ours.log_predictive[0] >= theirs.llf - 1e-3
+    # at statsmodels' parameters the two likelihoods are the same function
+    at_theirs = parameterization.constrained(np.log(theirs.params[::-1]))
+    filtered = kalman_filter(at_theirs, X)
+    assert_allclose(filtered.log_likelihood - filtered.log_predictive[0], theirs.llf, atol=1e-8)
+    # standard errors at the same point: OPG against OPG, the Hessian against statsmodels'
+    # numerical Hessian ("approx"; its "oim" is Harvey's expected-information formula)
+    u = np.log(theirs.params[::-1])
+    for ours_type, their_type in (("opg", "opg"), ("oim", "approx")):
+        covariance = lgssm_parameter_covariance(parameterization, u, X, cov_type=ours_type)
+        reference = model.smooth(theirs.params, cov_type=their_type).bse[::-1]
+        assert_allclose(covariance.standard_errors, reference, rtol=0.01, err_msg=ours_type)
+        assert_allclose(covariance.covariance, covariance.covariance.T)
+    assert covariance.labels == ["transition_covariance[0,0]", "observation_covariance[0,0]"]
+
+
+def test_opg_and_oim_agree_on_a_long_correctly_specified_series():
+    from skseq.inference.kalman import sample_lgssm
+
+    truth = LGSSMParameters([[0.8]], [[1.0]], [[0.5]], [[1.0]])
+    X = sample_lgssm(truth, 3000, random_state=1).observations
+    blocks = {
+        "transition_matrix": FreeEntries(),
+        "transition_covariance": CholeskyCovariance(),
+        "observation_covariance": LogVariances(),
+    }
+    parameterization = LGSSMParameterization(truth, blocks)
+    fit = lgssm_maximum_likelihood(parameterization, X)
+    errors = {
+        cov_type: lgssm_parameter_covariance(
+            parameterization, fit.unconstrained, X, cov_type=cov_type
+        ).standard_errors
+        for cov_type in ("opg", "oim")
+    }
+    assert_allclose(errors["opg"], errors["oim"], rtol=0.15)
+    estimates = parameterization.reported(fit.unconstrained)
+    assert np.all(np.abs(estimates - [0.8, 0.5, 1.0]) < 4 * errors["oim"])
+
+
+def test_no_free_parameter_and_the_errors():
+    X = nile()
+    parameterization = LGSSMParameterization(local_level().parameters, {})
+    fit = lgssm_maximum_likelihood(parameterization, X)
+    assert fit.n_iter == 0 and fit.unconstrained.shape == (0,)
+    with pytest.raises(TypeError, match="parameterization must be an LGSSMParameterization"):
+        lgssm_maximum_likelihood(local_level().parameters, X)
+    with pytest.raises(ValueError, match="cov_type must be one of"):
+        lgssm_parameter_covariance(local_level(), np.zeros(2), X, cov_type="hessian")
+    with pytest.raises(ValueError, match=r"unconstrained vector must have shape \(2,\)"):
+        local_level().constrained(np.zeros(3))
+    with pytest.raises(ValueError, match="blocks names unknown parameter"):
+        LGSSMParameterization(local_level().parameters, {"level": FreeEntries()})
+    with pytest.raises(TypeError, match=r"blocks\['transition_matrix'\] must be a ParameterBlock"):
+        LGSSMParameterization(local_level().parameters, {"transition_matrix": "free"})
+    with pytest.raises(ValueError, match="the mask of transition_matrix must be a boolean"):
+        LGSSMParameterization(
+            local_level().parameters, {"transition_matrix": FreeEntries(mask=[True, False])}
+        )
+    full = local_level().parameters._replace(transition_covariance=[[1.0]])
+    with pytest.raises(ValueError, match="max_iter must be >= 0"):
+        lgssm_maximum_likelihood(local_level(), X, max_iter=-1)
+    two = LGSSMParameters(np.eye(2), np.ones((1, 2)), [[1.0, 0.5], [0.5, 1.0]], [[1.0]])
+    with pytest.raises(ValueError, match="must be diagonal to be parameterised by log variances"):
+        LGSSMParameterization(two, {"transition_covariance": LogVariances()})
+    assert full.transition_covariance == [[1.0]]

@@ -1,0 +1,148 @@
+"""LinearGaussianSSM(fit_method="mle"): exact maximum likelihood against EM, Durbin &
+Koopman and statsmodels; parameters held fixed; standard errors."""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.exceptions import ConvergenceWarning
+
+from skseq.datasets import load_nile
+from skseq.inference.kalman import LGSSMParameters, sample_lgssm
+from skseq.lds import LinearGaussianSSM
+
+LOCAL_LEVEL = dict(
+    transition_matrix_init=[[1.0]],
+    observation_matrix_init=[[1.0]],
+    params={"transition_covariance", "observation_covariance"},
+)
+
+
+def nile():
+    return load_nile().data.reshape(-1, 1).astype(np.float64)
+
+
+def test_nile_local_level_mle_beats_em_and_is_durbin_and_koopmans():
+    X = nile()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        em = LinearGaussianSSM(1, acceleration=None, n_iter=500, **LOCAL_LEVEL).fit(X)
+    mle = LinearGaussianSSM(1, fit_method="mle", **LOCAL_LEVEL).fit(X)
+    assert mle.converged_
+    assert mle.log_likelihood_ >= em.score(X) - 1e-9
+    assert np.isclose(mle.score(X), mle.log_likelihood_)
+    assert mle.monitor_.history[-1] == mle.lower_bound_ == mle.log_likelihood_
+    # the default prior of a random walk is diffuse: Durbin & Koopman's exact diffuse MLE
+    assert_allclose(mle.observation_covariance_[0, 0], 15099.0, rtol=1e-3)
+    assert_allclose(mle.transition_covariance_[0, 0], 1469.1, rtol=1e-3)
+    assert mle.mle_parameter_names_ == ["transition_covariance[0,0]", "observation_covariance[0,0]"]
+    assert_allclose(mle.params_, [1469.1, 15099.0], rtol=1e-3)
+    assert mle.cov_params_.shape == (2, 2)
+    assert_allclose(mle.bse_["transition_covariance"], np.sqrt(mle.cov_params_[:1, :1]))
+
+
+def test_nile_standard_errors_are_statsmodels():
+    sm = pytest.importorskip("statsmodels.api")
+    X = nile()
+    theirs = sm.tsa.UnobservedComponents(X.ravel(), "llevel")
+    for ours_type, their_type in (("opg", "opg"), ("oim", "approx")):
+        mle = LinearGaussianSSM(1, fit_method="mle", cov_type=ours_type, **LOCAL_LEVEL).fit(X)
+        reference = theirs.fit(disp=False, cov_type=their_type)
+        ours = [mle.bse_["observation_covariance"][0, 0], mle.bse_["transition_covariance"][0, 0]]
+        # statsmodels' prior N(0, 1e6) moves its estimates by ~0.5 %: a few percent
+        assert_allclose(ours, reference.bse, rtol=0.03, err_msg=ours_type)
+
+
+def test_parameters_left_out_of_params_are_held_at_their_initial_values():
+    rng = np.random.default_rng(0)
+    truth = LGSSMParameters([[0.7]], [[1.0], [0.5]], [[0.4]], np.diag([1.0, 0.5]))
+    X = sample_lgssm(truth, 300, random_state=1).observations
+    X[rng.random(X.shape) < 0.1] = np.nan
+    model = LinearGaussianSSM(
+        1,
+        fit_method="mle",
+        params={"transition_matrix", "observation_covariance", "observation_offset"},
+        transition_covariance_init=[[0.4]],
+        observation_matrix_init=[[1.0], [0.5]],
+    ).fit(X)
+    assert model.transition_covariance_[0, 0] == 0.4
+    assert_allclose(model.observation_matrix_, [[1.0], [0.5]])
+    assert model.mle_parameter_names_ == [
+        "transition_matrix[0,0]",
+        "observation_covariance[0,0]",
+        "observation_covariance[1,0]",
+        "observation_covariance[1,1]",
+        "observation_offset[0]",
+        "observation_offset[1]",
+    ]
+    bse = model.bse_["observation_covariance"]
+    assert_allclose(bse, bse.T)
+    assert set(model.bse_) == {"transition_matrix", "observation_covariance", "observation_offset"}
+    assert abs(model.transition_matrix_[0, 0] - 0.7) < 4 * model.bse_["transition_matrix"][0, 0]
+
+
+def test_mle_reaches_at_least_em_with_controls_missing_values_and_sequences():
+    rng = np.random.default_rng(2)
+    truth = LGSSMParameters(
+        [[0.8, 0.1], [0.0, 0.5]],
+        rng.normal(size=(3, 2)),
+        np.diag([0.3, 0.2]),
+        np.diag([0.5, 0.4, 0.3]),
+        control_matrix=[[1.0], [0.5]],
+    )
+    controls = rng.normal(size=(400, 1))
+    X = sample_lgssm(truth, 400, controls=controls, random_state=3).observations
+    X[rng.random(X.shape) < 0.1] = np.nan
+    lengths = [250, 150]
+    common = dict(n_components=2, random_state=0, n_iter=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        em = LinearGaussianSSM(**common, tol=1e-6).fit(X, lengths=lengths, controls=controls)
+    mle = LinearGaussianSSM(**common, fit_method="mle", cov_type=None).fit(
+        X, lengths=lengths, controls=controls
+    )
+    assert mle.converged_
+    em_log_likelihood = em.score(X, lengths=lengths, controls=controls)
+    assert mle.log_likelihood_ >= em_log_likelihood - 1e-3
+    assert np.isclose(mle.score(X, lengths=lengths, controls=controls), mle.log_likelihood_)
+    assert not hasattr(mle, "bse_") and not hasattr(mle, "cov_params_")
+
+
+def test_refitting_by_em_drops_the_mle_attributes_and_online_mle_is_refused():
+    X = nile()
+    model = LinearGaussianSSM(1, fit_method="mle", **LOCAL_LEVEL).fit(X)
+    assert hasattr(model, "bse_")
+    model.set_params(fit_method="em").fit(X)
+    for name in ("bse_", "cov_params_", "params_", "log_likelihood_", "mle_parameter_names_"):
+        assert not hasattr(model, name), name
+    with pytest.raises(ValueError, match="fit_method='mle' .* learning_method='batch'"):
+        LinearGaussianSSM(1, fit_method="mle", learning_method="online").fit(X)
+    with pytest.raises(ValueError, match="fit_method"):
+        LinearGaussianSSM(1, fit_method="newton").fit(X)
+    with pytest.raises(ValueError, match="cov_type"):
+        LinearGaussianSSM(1, fit_method="mle", cov_type="hessian").fit(X)
+    with pytest.raises(ValueError, match="mle_em_iter"):
+        LinearGaussianSSM(1, fit_method="mle", mle_em_iter=-1).fit(X)
+
+
+def test_mle_without_em_start_and_n_init_keeps_the_best():
+    X = nile()
+    once = LinearGaussianSSM(1, fit_method="mle", mle_em_iter=0, **LOCAL_LEVEL).fit(X)
+    best = LinearGaussianSSM(
+        1, fit_method="mle", mle_em_iter=0, n_init=2, random_state=0, **LOCAL_LEVEL
+    ).fit(X)
+    assert_allclose(once.params_, best.params_, rtol=1e-3)
+    assert best.log_likelihood_ >= once.log_likelihood_ - 1e-6
+
+
+def test_n_iter_zero_keeps_the_starting_point_without_a_warning():
+    X = nile()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = LinearGaussianSSM(1, fit_method="mle", n_iter=0, mle_em_iter=0, **LOCAL_LEVEL)
+        model.fit(X)
+    assert model.n_iter_ == 0 and not model.converged_
+    start = LinearGaussianSSM(1, n_iter=0, **LOCAL_LEVEL).fit(X)
+    assert_allclose(model.transition_covariance_, start.transition_covariance_)
+    assert np.isclose(model.log_likelihood_, start.score(X))
