@@ -483,21 +483,7 @@ class SemiMarkovHMM(BaseHMM):
         self.stream_log_likelihood_ = float(sequence_log_likelihood.sum())
         return filtered
 
-    def filter_update(self, x):
-        """Advance the online filter by one row: :meth:`filter_stream` on ``x`` alone.
-
-        Parameters
-        ----------
-        x : array-like of shape (n_features,)
-            The next row of the stream.
-
-        Returns
-        -------
-        filtered : ndarray of shape (n_components,)
-            p(z_t | all rows of the stream up to t), also kept in
-            ``filtered_state_``.
-        """
-        return self.filter_stream(np.reshape(x, (1, -1)))[0]
+    # filter_update is BaseHMM's: filter_stream on one row.
 
     def reset_filter(self, X=None):
         """Restart the stream of :meth:`filter_stream` and :meth:`filter_update`.
@@ -513,12 +499,9 @@ class SemiMarkovHMM(BaseHMM):
         -------
         self
         """
-        check_is_fitted(self)
         for name in self._stream_attributes:
             self.__dict__.pop(name, None)
-        if X is not None:
-            self.filter_stream(X, new_sequence=True)
-        return self
+        return super().reset_filter(X)
 
 
 _DURATION_PARAMETERS = """    max_duration : int, default=20
