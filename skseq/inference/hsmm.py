@@ -267,15 +267,15 @@ def _check_log_message(log_message, log_durationprob):
     return np.array(log_message, dtype=np.float64, order="C")
 
 
-def _carried(log_message, log_transmat, log_durationprob):
+def _carried(log_message, log_transmat, log_durationprob, survival):
     """``(carried, carried_start)`` of the kernel from a validated filter message.
 
     ``carried[k, a - 1] = log_message[k, a - 1] - log P(duration_k >= a)``
     (the visit's rows without the weight of its duration) and
     ``carried_start[k]`` the log-probability that a visit to k starts at the
-    next row: sum_j sum_a p(j, a) P(d_j = a) / P(d_j >= a) transmat[j, k].
+    next row: sum_j sum_a p(j, a) P(d_j = a) / P(d_j >= a) transmat[j, k]
+    (``survival``: ``log_survival(log_durationprob)[0]``).
     """
-    survival = log_survival(log_durationprob)[0]
     reachable = log_message > -np.inf
     carried = np.full(log_message.shape, -np.inf)
     carried[reachable] = log_message[reachable] - survival[reachable]
@@ -299,7 +299,7 @@ def _forward_offsets(
     if log_message is None:
         carried, carried_start = np.empty(log_durationprob.shape), np.empty_like(log_startprob)
     else:
-        carried, carried_start = _carried(log_message, log_transmat, log_durationprob)
+        carried, carried_start = _carried(log_message, log_transmat, log_durationprob, survival)
     _hsmm.forward(
         log_startprob,
         log_transmat,
