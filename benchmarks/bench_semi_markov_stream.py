@@ -16,35 +16,15 @@ one run, not times across runs).
 
 import argparse
 import os
-import time
 import warnings
-from functools import partial
 
 import numpy as np
+from bench_semi_markov import best_time, random_model  # this directory, on sys.path
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from skseq import GaussianHMM, SemiMarkovGaussianHMM
 from skseq.inference import hsmm_filter
-
-
-def random_chain(n_states, max_duration, rng):
-    log_start = np.log(rng.dirichlet(np.ones(n_states)))
-    log_trans = np.full((n_states, n_states), -np.inf)
-    for j in range(n_states):
-        others = [k for k in range(n_states) if k != j]
-        log_trans[j, others] = np.log(rng.dirichlet(np.ones(n_states - 1)))
-    log_duration = np.log(rng.dirichlet(np.ones(max_duration), size=n_states))
-    return log_start, log_trans, log_duration
-
-
-def best_time(function, repeats):
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def chunked(chain, log_frame, size):
@@ -83,14 +63,13 @@ def main():
     rows = []
     with threadpool_limits(1):
         for n_states, max_duration in ((3, 20), (5, 50)):
-            chain = random_chain(n_states, max_duration, rng)
-            log_frame = rng.normal(size=(n_rows, n_states))
+            *chain, log_frame = random_model(n_states, max_duration, n_rows, seed=n_states)
             whole = hsmm_filter(*chain, log_frame).filtered
             for size in (100, 1):
                 assert np.allclose(chunked(chain, log_frame, size), whole, atol=1e-10)
-            times = [best_time(partial(hsmm_filter, *chain, log_frame), repeats)]
+            times = [best_time(hsmm_filter, (*chain, log_frame), repeats)]
             for size in (100, 1):
-                times.append(best_time(partial(chunked, chain, log_frame, size), repeats))
+                times.append(best_time(chunked, (chain, log_frame, size), repeats))
             one, hundred, single = (1e6 * t / n_rows for t in times)
             print(
                 f"{n_states}  {max_duration:<3d} {one:9.2f} {hundred:9.2f} {single:9.2f}   "
@@ -98,8 +77,8 @@ def main():
             )
             semi, hmm = fitted_pair(n_states, max_duration, rng)
             X = rng.normal(size=(n_updates, 1))
-            semi_time = best_time(partial(updates, semi, X), repeats)
-            hmm_time = best_time(partial(updates, hmm, X), repeats)
+            semi_time = best_time(updates, (semi, X), repeats)
+            hmm_time = best_time(updates, (hmm, X), repeats)
             rows.append((n_states, max_duration, semi_time, hmm_time))
     print("K  D    filter_update us/row: SemiMarkovGaussianHMM  GaussianHMM  ratio")
     for n_states, max_duration, semi_time, hmm_time in rows:
