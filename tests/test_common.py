@@ -17,6 +17,11 @@ from skseq import (
     ElmanRNNClassifier,
     ElmanRNNRegressor,
     GaussianHMM,
+    InputDrivenAutoregressiveHMM,
+    InputDrivenCategoricalHMM,
+    InputDrivenGaussianHMM,
+    InputDrivenGMMHMM,
+    InputDrivenPoissonHMM,
     LinearGaussianSSM,
     LinearRegressionHMM,
     MultinomialHMM,
@@ -80,6 +85,11 @@ ESTIMATORS = [
     AutoregressiveHMM(n_components=2, random_state=0),
     AutoregressiveHMM(n_components=2, n_lags=2, covariance_type="diag", random_state=0),
     LinearRegressionHMM(n_components=2, random_state=0),
+    InputDrivenGaussianHMM(n_components=2, random_state=0),
+    InputDrivenCategoricalHMM(n_components=2, random_state=0),
+    InputDrivenPoissonHMM(n_components=2, random_state=0),
+    InputDrivenGMMHMM(n_components=2, n_mix=2, random_state=0),
+    InputDrivenAutoregressiveHMM(n_components=2, random_state=0),
     SemiMarkovGaussianHMM(n_components=2, max_duration=5, random_state=0),
     SemiMarkovGaussianHMM(
         n_components=2, max_duration=4, duration_distribution="negative_binomial", random_state=0

@@ -239,3 +239,24 @@ def test_deep_markov_model_training_on_the_cluster_equals_threads(client):
     for name, value in local.parameters_.items():
         np.testing.assert_allclose(remote.parameters_[name], value, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(remote.elbo_curve_, local.elbo_curve_, rtol=1e-5)
+
+
+def test_input_driven_hmm_on_the_cluster_equals_threads(client):
+    """The controls travel to the workers as columns of EM's data, and the
+    transition weights' statistics add up as in threads."""
+    from skseq import InputDrivenGaussianHMM
+
+    X = sequences("real")
+    controls = np.random.default_rng(4).normal(size=(len(X), 2))
+    local, remote = (
+        InputDrivenGaussianHMM(2, n_iter=5, tol=-np.inf, random_state=0, n_jobs=2) for _ in "ab"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local.fit(X, lengths=LENGTHS, controls=controls)
+        on_workers(client, lambda: remote.fit(X, lengths=LENGTHS, controls=controls))
+    assert_same_parameters(local, remote)
+    np.testing.assert_allclose(remote.transition_coefs_, local.transition_coefs_, rtol=1e-12)
+    assert on_workers(
+        client, lambda: remote.score(X, lengths=LENGTHS, controls=controls)
+    ) == pytest.approx(local.score(X, lengths=LENGTHS, controls=controls), rel=1e-12)

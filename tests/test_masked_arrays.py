@@ -230,6 +230,17 @@ def _inference_examples():
         log_frameprob=log_frame,
     )
     carried = inference.hmm_forward_smoothing(**hmm, features=np.ones((3, 1))).carried
+    varying = dict(
+        log_startprob=hmm["log_startprob"],
+        log_transmats=np.log(rng.dirichlet([1.0, 1.0], size=(3, 2))),
+        log_frameprob=log_frame,
+        lengths=np.array([2, 1]),
+    )
+    driven = dict(
+        coefs=rng.normal(size=(2, 2, 1)),
+        intercepts=np.log([[0.7, 0.3], [0.2, 0.8]]),
+        controls=rng.normal(size=(3, 1)),
+    )
     X = rng.normal(size=(5, 2))
     lgssm = dict(
         transition_matrix=np.array([[0.9]]),
@@ -374,6 +385,10 @@ def _inference_examples():
         inference.hmm_forward: [dict(**hmm, lengths=np.array([2, 1]))],
         inference.hmm_viterbi: [dict(**hmm, lengths=np.array([2, 1]))],
         inference.hmm_forward_smoothing: [dict(**hmm, features=np.ones((3, 1)), carried=carried)],
+        inference.hmm_varying_forward_backward: [varying],
+        inference.hmm_varying_forward: [varying],
+        inference.hmm_varying_viterbi: [varying],
+        inference.input_driven_log_transmats: [driven],
         inference.hsmm_forward_backward: [dict(**hsmm, lengths=np.array([2, 1]))],
         inference.hsmm_forward: [
             dict(**hsmm, lengths=np.array([2, 1])),

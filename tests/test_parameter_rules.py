@@ -20,6 +20,11 @@ from skseq import (
     ElmanRNNClassifier,
     ElmanRNNRegressor,
     GaussianHMM,
+    InputDrivenAutoregressiveHMM,
+    InputDrivenCategoricalHMM,
+    InputDrivenGaussianHMM,
+    InputDrivenGMMHMM,
+    InputDrivenPoissonHMM,
     LinearGaussianSSM,
     LinearRegressionHMM,
     MultinomialHMM,
@@ -60,6 +65,11 @@ ESTIMATORS = [
     (VariationalCategoricalHMM(2, random_state=0), SYMBOLS, None),
     (AutoregressiveHMM(2, random_state=0), REAL_ROWS, None),
     (LinearRegressionHMM(2, random_state=0), REAL_ROWS, None),
+    (InputDrivenGaussianHMM(2, random_state=0), REAL_ROWS, None),
+    (InputDrivenCategoricalHMM(2, random_state=0), SYMBOLS, None),
+    (InputDrivenPoissonHMM(2, random_state=0), COUNTS, None),
+    (InputDrivenGMMHMM(2, n_mix=2, random_state=0), REAL_ROWS, None),
+    (InputDrivenAutoregressiveHMM(2, random_state=0), REAL_ROWS, None),
     (SemiMarkovGaussianHMM(2, max_duration=5, random_state=0), REAL_ROWS, None),
     (SemiMarkovCategoricalHMM(2, max_duration=5, random_state=0), SYMBOLS, None),
     (LinearGaussianSSM(1, random_state=0), REAL_ROWS, None),
@@ -282,7 +292,7 @@ def test_a_negative_tol_is_refused_by_every_estimator_that_has_tol(tol):
     with_tol = {
         cls for cls in _public_estimator_classes() if "tol" in inspect.signature(cls).parameters
     }
-    assert len(with_tol) == 21
+    assert len(with_tol) == 26
     tabled = {type(estimator): (estimator, X, y) for estimator, X, y in ESTIMATORS}
     assert with_tol <= set(tabled), f"add to ESTIMATORS: {with_tol - set(tabled)}"
     expected = (ValueError, f"tol must be >= 0 (or -inf, to run every iteration), got {tol!r}.")

@@ -48,6 +48,17 @@ The hidden chain has hooks too, whose defaults are the Markov chain's:
 (Gaussian): a log-likelihood of -inf is then an overflow, reported as such,
 by ``score`` too.  hmmlearn's conventions (hand-set parameters, presets,
 ``n_features``) are in :mod:`skseq.hmm._hmmlearn_compat`.
+
+A transition component that keeps the chain's states but changes its
+transition matrix from row to row uses finer hooks, whose defaults are the
+stationary chain of ``startprob_`` and ``transmat_``: ``_row_controls(X)``
+(the inputs of the rows, None; ``_chain_estep`` gets them as ``controls``),
+``_chain_posteriors``, ``_chain_forward``, ``_chain_viterbi`` (the
+recursions of a block of sequences), ``_transition_mstep(statistics)`` and
+``_transition_n_parameters()``; ``_stationary_chain = False`` turns off what
+needs the one stationary matrix (the checkpointed E step and chunked scoring
+of one long sequence).  :class:`skseq.hmm._input_driven.InputDrivenTransitions`
+overrides them with transitions that depend on inputs.
 """
 
 import abc
@@ -567,6 +578,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         # ``buffers``: during a batch fit, this block's work arrays, kept from one
         # EM iteration to the next by the fit's FitContext.  Within a call, the
         # sequences go in blocks that share the arrays.
+        controls = self._row_controls(X)
         X, known_states = self._split_known_states(X)
         blocks = []
 
@@ -574,7 +586,12 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
             statistics, posteriors, log_likelihood = self._chain_estep(
-                chain, log_frameprob, shift, local_offsets, buffers
+                chain,
+                log_frameprob,
+                shift,
+                local_offsets,
+                buffers,
+                controls=None if controls is None else controls[rows],
             )
             statistics.update(self._emission_statistics(X[rows], posteriors, cache))
             blocks.append((statistics, log_likelihood))
@@ -590,17 +607,19 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             cells=_ESTEP_BLOCK_CELLS,
             buffers=buffers,
             long_rows=self._checkpoint_threshold(X.shape[1]),
-            run_long=long_sequence,
+            run_long=long_sequence if self._stationary_chain else None,
             known_states=known_states,
             emissions=self._estep_emissions(),
         )
         return self._add_up(blocks)
 
-    def _chain_estep(self, chain, log_frameprob, shift, offsets, buffers):
+    def _chain_estep(self, chain, log_frameprob, shift, offsets, buffers, controls=None):
         """The hidden chain's part of the E step on a block of whole sequences.
 
         ``chain`` is what :meth:`_estep_chain` gives; ``log_frameprob`` and
-        ``shift`` are the block's emissions (see :meth:`_emissions`).  Returns
+        ``shift`` are the block's emissions (see :meth:`_emissions`);
+        ``controls`` the block's rows' inputs (:meth:`_row_controls`, None
+        here: input-driven transitions read them).  Returns
         ``(statistics, posteriors, log_likelihood)``: the chain's
         :class:`~skseq.base.SufficientStatistics` (here the start and
         transition counts of forward-backward), p(z_t = j | x) of every row
@@ -789,6 +808,79 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         statistics.update(emission_statistics[0])
         return statistics, log_likelihood
 
+    # -- the transition component's hooks ----------------------------------------
+    #
+    # A transition component (a mixin before the emission model in the bases,
+    # skseq.hmm._input_driven.InputDrivenTransitions) overrides these; the
+    # defaults are the stationary chain of startprob_ and transmat_.  ``controls``
+    # are the inputs of the rows (``_row_controls``; None here).
+
+    # Whether the chain is the stationary one of transmat_: the checkpointed
+    # E step, chunked scoring and streams of one long sequence need it.
+    _stationary_chain = True
+
+    def _row_controls(self, X):
+        """The inputs of the rows of EM's (or prepared) data ``X``: None here."""
+        return None
+
+    def _chain_posteriors(
+        self, controls, log_frameprob, offsets, shift, buffers, posteriors, sequence_log_likelihood
+    ):
+        """Fill ``posteriors`` and ``sequence_log_likelihood`` of a block (fitted parameters)."""
+        _forward_backward_offsets(
+            self.startprob_,
+            self.transmat_,
+            log_frameprob,
+            offsets,
+            shift,
+            buffers,
+            posteriors=posteriors,
+            sequence_log_likelihood=sequence_log_likelihood,
+        )
+
+    def _chain_forward(
+        self,
+        controls,
+        log_frameprob,
+        offsets,
+        shift,
+        buffers,
+        filtered,
+        log_predictive,
+        sequence_log_likelihood,
+    ):
+        """Fill ``filtered`` and ``log_predictive`` (each may be None) and
+        ``sequence_log_likelihood`` of a block by the forward pass."""
+        _forward_offsets(
+            self.startprob_,
+            self.transmat_,
+            log_frameprob,
+            offsets,
+            shift,
+            buffers,
+            filtered=filtered,
+            log_predictive=log_predictive,
+            sequence_log_likelihood=sequence_log_likelihood,
+        )
+
+    def _chain_viterbi(self, controls, log_frameprob, offsets, buffers, states, sequence_log_prob):
+        """Fill ``states`` and ``sequence_log_prob`` of a block (unshifted emissions)."""
+        with np.errstate(divide="ignore"):
+            log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
+        _viterbi_offsets(
+            log_start,
+            log_trans,
+            log_frameprob,
+            offsets,
+            buffers,
+            states=states,
+            sequence_log_prob=sequence_log_prob,
+        )
+
+    def _transition_n_parameters(self):
+        """``{letter: free parameters}`` of the transition component."""
+        return {"t": self.n_components * (self.n_components - 1)}
+
     def _emissions(self, shifted=True):
         """A function ``(X, buffers=None) -> (log_frameprob, shift, cache)``.
 
@@ -901,12 +993,18 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             self.startprob_ = dirichlet_map(
                 statistics["start"], prior, self.startprob_, support=self.startprob_ != 0
             )[0]
+        self._transition_mstep(statistics)
+        self._emission_mstep(statistics)
+
+    def _transition_mstep(self, statistics):
+        """The M step of the transition component: ``transmat_`` (letter "t"), the
+        MAP under the Dirichlet prior ``transmat_prior``."""
         if "t" in self.params:
+            n_components = self.n_components
             prior = self._prior("transmat_prior", (n_components, n_components))
             self.transmat_ = dirichlet_map(
                 statistics["trans"], prior, self.transmat_, support=self.transmat_ != 0
             )
-        self._emission_mstep(statistics)
 
     # -- SQUAREM ----------------------------------------------------------------
 
@@ -936,8 +1034,8 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         return {}
 
     def _n_parameters(self):
-        n_components = self.n_components
-        counts = {"s": n_components - 1, "t": n_components * (n_components - 1)}
+        counts = {"s": self.n_components - 1}
+        counts.update(self._transition_n_parameters())
         counts.update(self._emission_n_parameters())
         return sum(counts[letter] for letter in self.params)
 
@@ -1249,19 +1347,20 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
     def _posteriors(self, X, offsets):
         """Per-sequence log-likelihoods and posteriors, block by block."""
+        controls = self._row_controls(X)
+        X, _ = self._split_known_states(X)
         posteriors = np.empty((X.shape[0], self.n_components))
         sequence_log_likelihood = np.empty(len(offsets) - 1)
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            _forward_backward_offsets(
-                self.startprob_,
-                self.transmat_,
+            self._chain_posteriors(
+                None if controls is None else controls[rows],
                 log_frameprob,
                 local_offsets,
                 shift,
                 buffers,
-                posteriors=posteriors[rows],
-                sequence_log_likelihood=sequence_log_likelihood[sequences],
+                posteriors[rows],
+                sequence_log_likelihood[sequences],
             )
 
         self._blockwise(X, offsets, block)
@@ -1312,21 +1411,21 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
     def _viterbi(self, X, offsets):
         """``(sequence_log_prob, states)``: the most likely path of every sequence of
-        validated ``X`` (a model with another hidden chain overrides it)."""
-        with np.errstate(divide="ignore"):
-            log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
+        validated ``X`` (a model with another hidden chain overrides it; the
+        transition component's recursion is :meth:`_chain_viterbi`)."""
+        controls = self._row_controls(X)
+        X, _ = self._split_known_states(X)
         states = np.empty(X.shape[0], dtype=np.intp)
         log_probs = np.empty(len(offsets) - 1)
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            _viterbi_offsets(
-                log_start,
-                log_trans,
+            self._chain_viterbi(
+                None if controls is None else controls[rows],
                 log_frameprob,
                 local_offsets,
                 buffers,
-                states=states[rows],
-                sequence_log_prob=log_probs[sequences],
+                states[rows],
+                log_probs[sequences],
             )
 
         self._blockwise(X, offsets, block, shifted=False)
@@ -1414,21 +1513,22 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         (:func:`~skseq.inference.hmm._chunked_forward`): the working memory
         does not grow with the length of a sequence.
         """
+        controls = self._row_controls(X)
+        X, _ = self._split_known_states(X)
         filtered = np.empty((X.shape[0], self.n_components)) if keep_filtered else None
         log_predictive = np.empty(X.shape[0]) if keep_log_predictive else None
         sequence_log_likelihood = np.empty(len(offsets) - 1)
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
-            _forward_offsets(
-                self.startprob_,
-                self.transmat_,
+            self._chain_forward(
+                None if controls is None else controls[rows],
                 log_frameprob,
                 local_offsets,
                 shift,
                 buffers,
-                filtered=None if filtered is None else filtered[rows],
-                log_predictive=None if log_predictive is None else log_predictive[rows],
-                sequence_log_likelihood=sequence_log_likelihood[sequences],
+                None if filtered is None else filtered[rows],
+                None if log_predictive is None else log_predictive[rows],
+                sequence_log_likelihood[sequences],
             )
 
         def long_sequence(X, emissions, buffers, sequences, rows):
@@ -1451,7 +1551,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             offsets,
             block,
             long_rows=max(1, _LONG_SEQUENCE_CELLS // self.n_components),
-            run_long=None if keep_filtered else long_sequence,
+            run_long=None if keep_filtered or not self._stationary_chain else long_sequence,
         )
         return HMMForwardResult(
             float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive

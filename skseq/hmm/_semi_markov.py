@@ -219,7 +219,7 @@ class SemiMarkovHMM(BaseHMM):
     def _checkpoint_threshold(self, n_features):
         return None  # the whole-sequence E step for every sequence
 
-    def _chain_estep(self, chain, log_frameprob, shift, offsets, buffers):
+    def _chain_estep(self, chain, log_frameprob, shift, offsets, buffers, controls=None):
         result = _forward_backward_offsets(*chain, _unshifted(log_frameprob, shift), offsets)
         durations = complete_duration_counts(
             result.duration_counts, result.censored_counts, self.duration_probs_

@@ -7,6 +7,8 @@ public name of the modules is importable from here as well:
 - :mod:`~skseq.inference.hmm`: forward-backward, forward filtering, Viterbi,
   forward-only smoothing and state sampling of hidden Markov models
   (``hmm_*``, ``sample_hmm_states``);
+- :mod:`~skseq.inference.hmm_varying`: the same with a transition matrix per
+  row, input-driven transitions (``hmm_varying_*``, ``input_driven_log_transmats``);
 - :mod:`~skseq.inference.hsmm`: the same for explicit-duration (semi-Markov)
   HMMs, over segmentations (``hsmm_*``, ``sample_hsmm_segments``);
 - :mod:`~skseq.inference.gaussian`: Gaussian log-densities, weighted moments
@@ -42,6 +44,7 @@ from . import (
     attention,
     gaussian,
     hmm,
+    hmm_varying,
     hsmm,
     kalman,
     kalman_mle,
@@ -55,6 +58,7 @@ from . import (
 from .attention import *  # noqa: F403
 from .gaussian import *  # noqa: F403
 from .hmm import *  # noqa: F403
+from .hmm_varying import *  # noqa: F403
 from .hsmm import *  # noqa: F403
 from .kalman import *  # noqa: F403
 from .kalman_mle import *  # noqa: F403
@@ -67,6 +71,7 @@ from .subspace import *  # noqa: F403
 
 __all__ = [
     *hmm.__all__,
+    *hmm_varying.__all__,
     *hsmm.__all__,
     *gaussian.__all__,
     *kalman.__all__,

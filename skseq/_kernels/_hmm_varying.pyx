@@ -1,0 +1,324 @@
+# cython: language_level=3
+"""Hidden Markov model kernels with a transition matrix per row (input-driven HMMs).
+
+Pure numeric code on typed memoryviews, in log space, without validation (the
+callers in :mod:`skseq.inference.hmm_varying` validate).  As the kernels of
+``_hmm.pyx`` they work on the rows of several sequences concatenated, split by
+``offsets`` (sequence ``s`` is rows ``offsets[s]:offsets[s + 1]``), and
+release the GIL for the whole computation.
+
+``log_trans[t, i, j]`` is log p(z_t = j | z_{t-1} = i) of the step into row
+``t``; the entries of the first row of each sequence are not read.  The
+forward message is kept normalised, log alpha_t = log p(z_t | x_1..x_t), with
+its log normaliser log c_t = log p(x_t | x_<t); the backward message is scaled
+by the same c_t, so gamma_t = exp(log alpha_t + log beta_t).
+
+Each sum over states is taken in plain arithmetic on the transition
+probabilities ``trans = exp(log_trans)`` (given by the caller, who
+exponentiates with numpy's vectorised exp) times the other factor shifted by
+its largest log term, so each row costs K exponentials and K logarithms per
+pass instead of K^2.  What that can lose: a term whose shifted factor or
+whose transition probability underflowed, each below 2^-1022 of the largest
+possible term (1).  Whenever such a sum is below 2^-800 (``_EXACT_FLOOR``)
+it is computed again as a log-sum-exp of the logarithms, term by term;
+above it, what underflowed is below 2^-222 of the sum: the results are
+those of the log-space recursion to rounding, however long the sequence or
+however far apart the emissions.
+"""
+
+from libc.math cimport INFINITY, exp, log
+
+cimport cython
+
+# 2^-800: below it, a sum over states is redone term by term in log space.
+cdef double _EXACT_FLOOR = 1.4996968138956309e-241
+
+
+cdef inline double _log_sum_exp(const double* values, Py_ssize_t n) noexcept nogil:
+    """log sum_i exp(values[i]), -inf when every value is -inf."""
+    cdef Py_ssize_t i
+    cdef double largest = -INFINITY, total = 0.0
+    for i in range(n):
+        if values[i] > largest:
+            largest = values[i]
+    if largest == -INFINITY:
+        return -INFINITY
+    for i in range(n):
+        total += exp(values[i] - largest)
+    return largest + log(total)
+
+
+cdef double[::1] _scratch(Py_ssize_t n):
+    """A work vector of ``n`` doubles (at least one)."""
+    return cython.view.array(shape=(max(n, 1),), itemsize=sizeof(double), format="d")
+
+
+cdef inline double _shifted_exps(
+    const double* values, Py_ssize_t n, double* out
+) noexcept nogil:
+    """out[i] = exp(values[i] - max); returns the max (-inf: out all zero)."""
+    cdef Py_ssize_t i
+    cdef double largest = -INFINITY
+    for i in range(n):
+        if values[i] > largest:
+            largest = values[i]
+    for i in range(n):
+        out[i] = 0.0 if largest == -INFINITY else exp(values[i] - largest)
+    return largest
+
+
+cdef inline double _forward_rows(
+    const double[::1] log_start,
+    const double[:, :, ::1] log_trans,
+    const double[:, :, ::1] trans,
+    const double[:, ::1] log_frame,
+    Py_ssize_t first,
+    Py_ssize_t stop,
+    double[:, ::1] log_alpha,
+    double[::1] log_scale,
+    double[::1] terms,
+    double[::1] shifted,
+) noexcept nogil:
+    """The normalised forward pass over rows ``first:stop``; returns the
+    sequence's log-likelihood (-inf, and ``log_alpha`` undefined, when zero)."""
+    cdef Py_ssize_t n_states = log_frame.shape[1]
+    cdef Py_ssize_t t, i, j
+    cdef double c, total, largest, log_likelihood = 0.0
+    for t in range(first, stop):
+        if t == first:
+            for j in range(n_states):
+                log_alpha[t, j] = log_start[j] + log_frame[t, j]
+        else:
+            largest = _shifted_exps(&log_alpha[t - 1, 0], n_states, &shifted[0])
+            for j in range(n_states):
+                total = 0.0
+                for i in range(n_states):
+                    total += shifted[i] * trans[t, i, j]
+                if total >= _EXACT_FLOOR:
+                    log_alpha[t, j] = log(total) + largest + log_frame[t, j]
+                else:
+                    for i in range(n_states):
+                        terms[i] = log_alpha[t - 1, i] + log_trans[t, i, j]
+                    log_alpha[t, j] = _log_sum_exp(&terms[0], n_states) + log_frame[t, j]
+        c = _log_sum_exp(&log_alpha[t, 0], n_states)
+        log_scale[t] = c
+        if c == -INFINITY or c != c:
+            return -INFINITY
+        for j in range(n_states):
+            log_alpha[t, j] -= c
+        log_likelihood += c
+    return log_likelihood
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def varying_forward(
+    const double[::1] log_start,  # IN (K,)
+    const double[:, :, ::1] log_trans,  # IN (T, K, K)
+    const double[:, :, ::1] trans,  # IN (T, K, K), exp(log_trans)
+    const double[:, ::1] log_frame,  # IN (T, K)
+    const Py_ssize_t[::1] offsets,  # IN (S + 1,)
+    double[:, ::1] log_filtered,  # OUT (T, K)
+    double[::1] log_predictive,  # OUT (T,)
+    double[::1] sequence_log_likelihood,  # OUT (S,)
+):
+    """Forward filtering: log p(z_t | x_1..x_t), log p(x_t | x_<t) and each
+    sequence's log-likelihood.  A sequence of probability zero gets
+    log-likelihood -inf and its rows -inf filtered and predictive values."""
+    cdef Py_ssize_t n_states = log_frame.shape[1]
+    cdef Py_ssize_t s, t, j
+    cdef double[::1] terms = _scratch(n_states), shifted = _scratch(n_states)
+    with nogil:
+        for s in range(offsets.shape[0] - 1):
+            sequence_log_likelihood[s] = _forward_rows(
+                log_start, log_trans, trans, log_frame, offsets[s], offsets[s + 1],
+                log_filtered, log_predictive, terms, shifted,
+            )
+            if sequence_log_likelihood[s] == -INFINITY:
+                for t in range(offsets[s], offsets[s + 1]):
+                    log_predictive[t] = -INFINITY
+                    for j in range(n_states):
+                        log_filtered[t, j] = -INFINITY
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def varying_forward_backward(
+    const double[::1] log_start,  # IN (K,)
+    const double[:, :, ::1] log_trans,  # IN (T, K, K)
+    const double[:, :, ::1] trans,  # IN (T, K, K), exp(log_trans)
+    const double[:, ::1] log_frame,  # IN (T, K)
+    const Py_ssize_t[::1] offsets,  # IN (S + 1,)
+    double[:, ::1] log_alpha,  # INOUT (T, K), work
+    double[:, ::1] log_beta,  # INOUT (T, K), work
+    double[:, ::1] posteriors,  # OUT (T, K)
+    double[:, :, ::1] pair_posteriors,  # OUT (T, K, K)
+    double[::1] log_predictive,  # OUT (T,)
+    double[::1] sequence_log_likelihood,  # OUT (S,)
+):
+    """Forward-backward: the posteriors p(z_t | x) of every row, the pair
+    posteriors ``pair_posteriors[t, i, j]`` = p(z_{t-1} = i, z_t = j | x) of
+    the step into every row (zero at the first row of a sequence), each row's
+    log p(x_t | x_<t) and each sequence's log-likelihood.  Each row's
+    posteriors and pair posteriors are normalised to sum to one (removing
+    rounding only).  A sequence of probability zero gets log-likelihood -inf,
+    zero posteriors and pair posteriors."""
+    cdef Py_ssize_t n_states = log_frame.shape[1]
+    cdef Py_ssize_t s, t, i, j, first, stop
+    cdef double total, value, largest
+    cdef double[::1] terms = _scratch(n_states), shifted = _scratch(n_states)
+    cdef double[::1] shifted_next = _scratch(n_states)
+    with nogil:
+        for s in range(offsets.shape[0] - 1):
+            first, stop = offsets[s], offsets[s + 1]
+            sequence_log_likelihood[s] = _forward_rows(
+                log_start, log_trans, trans, log_frame, first, stop, log_alpha, log_predictive,
+                terms, shifted,
+            )
+            if sequence_log_likelihood[s] == -INFINITY:
+                for t in range(first, stop):
+                    log_predictive[t] = -INFINITY
+                    for i in range(n_states):
+                        posteriors[t, i] = 0.0
+                        for j in range(n_states):
+                            pair_posteriors[t, i, j] = 0.0
+                continue
+            for i in range(n_states):
+                log_beta[stop - 1, i] = 0.0
+            for t in range(stop - 2, first - 1, -1):
+                for j in range(n_states):
+                    terms[j] = log_frame[t + 1, j] + log_beta[t + 1, j]
+                largest = _shifted_exps(&terms[0], n_states, &shifted_next[0])
+                for i in range(n_states):
+                    total = 0.0
+                    for j in range(n_states):
+                        total += trans[t + 1, i, j] * shifted_next[j]
+                    if total >= _EXACT_FLOOR:
+                        log_beta[t, i] = log(total) + largest - log_predictive[t + 1]
+                    else:
+                        for j in range(n_states):
+                            shifted[j] = log_trans[t + 1, i, j] + terms[j]
+                        log_beta[t, i] = (
+                            _log_sum_exp(&shifted[0], n_states) - log_predictive[t + 1]
+                        )
+            for t in range(first, stop):
+                total = 0.0
+                for i in range(n_states):
+                    value = exp(log_alpha[t, i] + log_beta[t, i])
+                    posteriors[t, i] = value
+                    total += value
+                for i in range(n_states):
+                    posteriors[t, i] /= total
+                if t == first:
+                    for i in range(n_states):
+                        for j in range(n_states):
+                            pair_posteriors[t, i, j] = 0.0
+                    continue
+                # xi_t(i, j) is proportional to alpha_{t-1}(i) A_t(i, j) b_t(j) beta_t(j)
+                _shifted_exps(&log_alpha[t - 1, 0], n_states, &shifted[0])
+                for j in range(n_states):
+                    terms[j] = log_frame[t, j] + log_beta[t, j]
+                _shifted_exps(&terms[0], n_states, &shifted_next[0])
+                total = 0.0
+                for i in range(n_states):
+                    for j in range(n_states):
+                        value = shifted[i] * trans[t, i, j] * shifted_next[j]
+                        pair_posteriors[t, i, j] = value
+                        total += value
+                if not total >= _EXACT_FLOOR:
+                    largest = -INFINITY
+                    for i in range(n_states):
+                        for j in range(n_states):
+                            value = log_alpha[t - 1, i] + log_trans[t, i, j] + terms[j]
+                            pair_posteriors[t, i, j] = value
+                            if value > largest:
+                                largest = value
+                    total = 0.0
+                    for i in range(n_states):
+                        for j in range(n_states):
+                            value = exp(pair_posteriors[t, i, j] - largest)
+                            pair_posteriors[t, i, j] = value
+                            total += value
+                for i in range(n_states):
+                    for j in range(n_states):
+                        pair_posteriors[t, i, j] /= total
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def varying_viterbi(
+    const double[::1] log_start,  # IN (K,)
+    const double[:, :, ::1] log_trans,  # IN (T, K, K)
+    const double[:, ::1] log_frame,  # IN (T, K)
+    const Py_ssize_t[::1] offsets,  # IN (S + 1,)
+    double[:, ::1] log_delta,  # INOUT (T, K), work
+    Py_ssize_t[:, ::1] back,  # INOUT (T, K), work
+    Py_ssize_t[::1] states,  # OUT (T,)
+    double[::1] sequence_log_prob,  # OUT (S,)
+):
+    """The most likely state path of each sequence and its log p(x, path)
+    (-inf, and states 0, for a sequence of probability zero).  Ties go to
+    the lowest state index."""
+    cdef Py_ssize_t n_states = log_frame.shape[1]
+    cdef Py_ssize_t s, t, i, j, first, stop, best_i
+    cdef double best, value
+    with nogil:
+        for s in range(offsets.shape[0] - 1):
+            first, stop = offsets[s], offsets[s + 1]
+            for j in range(n_states):
+                log_delta[first, j] = log_start[j] + log_frame[first, j]
+            for t in range(first + 1, stop):
+                for j in range(n_states):
+                    best, best_i = -INFINITY, 0
+                    for i in range(n_states):
+                        value = log_delta[t - 1, i] + log_trans[t, i, j]
+                        if value > best:
+                            best, best_i = value, i
+                    log_delta[t, j] = best + log_frame[t, j]
+                    back[t, j] = best_i
+            best, best_i = -INFINITY, 0
+            for j in range(n_states):
+                if log_delta[stop - 1, j] > best:
+                    best, best_i = log_delta[stop - 1, j], j
+            sequence_log_prob[s] = best
+            if best == -INFINITY:
+                for t in range(first, stop):
+                    states[t] = 0
+                continue
+            states[stop - 1] = best_i
+            for t in range(stop - 1, first, -1):
+                states[t - 1] = back[t, states[t]]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def log_softmax_rows(
+    double[:, :, ::1] logits,  # INOUT (T, K, K): logits in, log probabilities out
+    double[:, :, ::1] probabilities,  # OUT (T, K, K)
+):
+    """Each row ``logits[t, i]`` replaced by its log-softmax, its softmax put in
+    ``probabilities[t, i]`` (shifted by the row's largest logit; a -inf logit
+    gives -inf and 0; a row all -inf gives -inf and 0 throughout)."""
+    cdef Py_ssize_t n_rows = logits.shape[0], n_states = logits.shape[1]
+    cdef Py_ssize_t t, i, j
+    cdef double largest, total, log_total
+    with nogil:
+        for t in range(n_rows):
+            for i in range(n_states):
+                largest = -INFINITY
+                for j in range(n_states):
+                    if logits[t, i, j] > largest:
+                        largest = logits[t, i, j]
+                if largest == -INFINITY:
+                    for j in range(n_states):
+                        probabilities[t, i, j] = 0.0
+                    continue
+                total = 0.0
+                for j in range(n_states):
+                    logits[t, i, j] -= largest
+                    probabilities[t, i, j] = exp(logits[t, i, j])
+                    total += probabilities[t, i, j]
+                log_total = log(total)
+                for j in range(n_states):
+                    logits[t, i, j] -= log_total
+                    probabilities[t, i, j] /= total

@@ -1,0 +1,734 @@
+"""Input-driven transitions (IO-HMMs) for every emission model.
+
+p(z_t = j | z_{t-1} = i, u_t) = softmax_j(W_i u_t + b_i), the inputs u_t given as
+``controls=``.  :class:`InputDrivenTransitions` is a transition component: it
+goes before an emission model in the bases (``class InputDrivenGaussianHMM(
+InputDrivenTransitions, GaussianHMM)``) and overrides BaseHMM's transition
+hooks (``_chain_estep``, ``_chain_posteriors``, ``_chain_forward``,
+``_chain_viterbi``, ``_transition_mstep``, ``_transition_n_parameters``,
+``_sample_path``); the recursions are those of
+:mod:`skseq.inference.hmm_varying` (one transition matrix per row).
+
+The controls travel with the rows as extra columns of EM's data, ``[X,
+controls]`` (then the known states), so every path that splits, batches or
+threads rows carries them; ``_split_known_states`` gives the emission model
+its own columns back.  The autoregressive emissions already carry the controls
+as the last columns of their regressors (``_controls_in_emission_rows``).
+
+The M step of the transition weights.  The expected complete-data
+log-likelihood of the weights of source state i is
+
+    Q_i(theta_i) = sum_t sum_j xi_t(i, j) log softmax_j(theta_i v_t) - alpha / 2 ||W_i||^2,
+
+v_t = [u_t, 1], theta_i = [W_i, b_i] (K x P), xi_t the pair posteriors of the
+step into row t, alpha = ``transition_alpha`` (the intercepts are not
+penalised).  Its gradient and Hessian at the E step's weights are sums over
+rows (:func:`transition_statistics`), so they add over blocks, threads and
+workers as the other statistics do.  The step is Newton's, d = (-H)^+ g,
+with an Armijo backtracking line search on a quadratic lower bound of Q_i
+(Boehning's bound: diag(p) - p p^T <= (I - 1 1^T / K) / 2, so
+Q_i(theta + D) >= Q_i(theta) + <g, D> - D^T B D / 2 with
+B = (I - 1 1^T / K) / 2 (x) sum_t n_t(i) v_t v_t^T + alpha I on W).  A step
+accepted on the bound raises Q_i by at least as much: a generalised EM step
+that never lowers the penalised objective, from the additive statistics
+alone.
+"""
+
+import inspect
+
+import numpy as np
+from scipy.special import softmax
+
+from .._validation import real_rule
+from ..base import SufficientStatistics
+from ..inference.hmm_varying import (
+    _log_transmats,
+    _transition_matrices,
+    _varying_forward_backward_offsets,
+    _varying_forward_offsets,
+    _varying_viterbi_offsets,
+)
+from ..inference.kalman import check_controls
+from ._autoregressive import AutoregressiveHMM
+from ._base import check_probability_vector
+from ._controls import ControlsMixin
+from ._discrete import CategoricalHMM, PoissonHMM
+from ._gaussian import GaussianHMM
+from ._gmm import GMMHMM
+
+__all__ = [
+    "InputDrivenTransitions",
+    "InputDrivenGaussianHMM",
+    "InputDrivenCategoricalHMM",
+    "InputDrivenPoissonHMM",
+    "InputDrivenGMMHMM",
+    "InputDrivenAutoregressiveHMM",
+]
+
+_TRANSITION_KEYS = ("trans_gradient", "trans_hessian", "trans_scatter", "trans_objective")
+_ARMIJO = 1e-4
+
+
+def _regressors(controls):
+    """v_t = [u_t, 1], (n_samples, n_controls + 1)."""
+    return np.column_stack([controls, np.ones(controls.shape[0])])
+
+
+def transition_statistics(pair_posteriors, controls, log_transmats, transmats=None):
+    """The additive statistics of the transition weights' M step at the current weights.
+
+    Parameters
+    ----------
+    pair_posteriors : ndarray of shape (n_samples, K, K)
+        xi_t(i, j) of the step into every row (zero at sequence starts).
+    controls : ndarray of shape (n_samples, n_controls)
+    log_transmats : ndarray of shape (n_samples, K, K)
+        The rows' log transition matrices at the current weights.
+    transmats : ndarray of shape (n_samples, K, K), optional
+        Their exponentials, when the caller has them.
+
+    Returns
+    -------
+    dict
+        ``trans`` (K, K) the expected counts; ``trans_gradient`` (K, K, P) the
+        gradient of the unpenalised Q_i in theta_i; ``trans_hessian``
+        (K, K P, K P) minus its Hessian; ``trans_scatter`` (K, P, P)
+        sum_t n_t(i) v_t v_t^T; ``trans_objective`` (K,) the unpenalised Q_i.
+    """
+    n_samples, n_states, _ = pair_posteriors.shape
+    regressors = _regressors(controls)
+    n_regressors = regressors.shape[1]
+    if transmats is None:
+        with np.errstate(under="ignore"):
+            transmats = np.exp(log_transmats)
+    probabilities = transmats
+    out_counts = pair_posteriors.sum(axis=2)  # n_t(i)
+    expected = out_counts[:, :, None] * probabilities
+    gradient = np.einsum("tij,ta->ija", pair_posteriors - expected, regressors)
+    outer = (regressors[:, :, None] * regressors[:, None, :]).reshape(n_samples, -1)
+    # -H_i = sum_t n_t(i) (diag(p_ti) - p_ti p_ti^T) (x) v_t v_t^T
+    diagonal = (expected.reshape(n_samples, -1).T @ outer).reshape(
+        n_states, n_states, n_regressors, n_regressors
+    )
+    hessian = np.zeros((n_states, n_states, n_regressors, n_states, n_regressors))
+    for i in range(n_states):
+        for j in range(n_states):
+            hessian[i, j, :, j, :] = diagonal[i, j]
+        weighted = (
+            np.sqrt(out_counts[:, i])[:, None, None]
+            * probabilities[:, i, :, None]
+            * regressors[:, None, :]
+        ).reshape(n_samples, -1)
+        hessian[i] -= (weighted.T @ weighted).reshape(
+            n_states, n_regressors, n_states, n_regressors
+        )
+    scatter = (out_counts.T @ outer).reshape(n_states, n_regressors, n_regressors)
+    objective = np.where(pair_posteriors > 0, pair_posteriors * log_transmats, 0.0).sum(axis=(0, 2))
+    return {
+        "trans": pair_posteriors.sum(axis=0),
+        "trans_gradient": gradient,
+        "trans_hessian": hessian.reshape(n_states, n_states * n_regressors, -1),
+        "trans_scatter": scatter,
+        "trans_objective": objective,
+    }
+
+
+def transition_objective(coefs, intercepts, pair_posteriors, controls, alpha):
+    """The penalised objective sum_i Q_i of the M step, from the rows themselves.
+
+    ``sum_t sum_ij xi_t(i, j) log softmax_j(W_i u_t + b_i) - alpha / 2 ||W||^2``
+    (the tests' reference for :func:`transition_statistics`).
+    """
+    log_transmats = _log_transmats(coefs, intercepts, controls)
+    value = np.where(pair_posteriors > 0, pair_posteriors * log_transmats, 0.0).sum()
+    return float(value - 0.5 * alpha * np.sum(coefs**2))
+
+
+def newton_transition_step(coefs, intercepts, statistics, alpha, learn_coefs, learn_intercepts):
+    """The GEM step of the transition weights: ``(coefs, intercepts, gains)``.
+
+    Newton's direction on each source state's weights (the entries learned,
+    transitions whose intercept is -inf left out), the step halved from 1
+    until it raises the quadratic lower bound of Q_i by at least 1e-4 of its
+    first-order gain (Armijo), which guarantees Q_i rises by at least that.
+    ``gains`` (K,): the lower bound's rise of each source state.
+    """
+    n_states, _, n_controls = coefs.shape
+    n_regressors = n_controls + 1
+    theta = np.concatenate([coefs, intercepts[:, :, None]], axis=2)  # (K, K, P)
+    steps = np.zeros_like(theta)
+    gains = np.zeros(n_states)
+    learned_columns = np.zeros(n_regressors, dtype=bool)
+    learned_columns[:-1] = learn_coefs
+    learned_columns[-1] = learn_intercepts
+    penalised = np.zeros(n_regressors)
+    penalised[:-1] = alpha
+    centring = np.eye(n_states) - 1.0 / n_states
+    for i in range(n_states):
+        possible = np.isfinite(intercepts[i])
+        free = (possible[:, None] & learned_columns[None, :]).ravel()
+        if not free.any():
+            continue
+        finite_theta = np.where(np.isfinite(theta[i]), theta[i], 0.0)
+        gradient = (statistics["trans_gradient"][i] - penalised * finite_theta).ravel()[free]
+        ridge = np.tile(penalised, n_states)[free]
+        curvature = statistics["trans_hessian"][i][np.ix_(free, free)] + np.diag(ridge)
+        bound = np.kron(0.5 * centring, statistics["trans_scatter"][i])[np.ix_(free, free)]
+        bound += np.diag(ridge)
+        direction = np.linalg.lstsq(curvature, gradient, rcond=None)[0]
+        slope = float(gradient @ direction)
+        if not np.isfinite(slope) or slope <= 0:
+            direction = np.linalg.lstsq(bound, gradient, rcond=None)[0]
+            slope = float(gradient @ direction)
+            if not np.isfinite(slope) or slope <= 0:
+                continue
+        quadratic = float(direction @ bound @ direction)
+        size = 1.0
+        for _ in range(60):
+            gain = size * slope - 0.5 * size**2 * quadratic
+            if gain >= _ARMIJO * size * slope:
+                break
+            size *= 0.5
+        else:
+            continue
+        step = np.zeros(n_states * n_regressors)
+        step[free] = size * direction
+        steps[i] = step.reshape(n_states, n_regressors)
+        gains[i] = gain
+    return steps[:, :, :-1], steps[:, :, -1], gains
+
+
+def _input_driven_init(emission_class):
+    """``__init__`` of an input-driven model: ``emission_class``'s parameters (its
+    ``params`` / ``init_params`` defaults with "u" added), then ``transition_alpha``
+    and ``transition_coefs_init`` (keyword-only); the signature scikit-learn reads."""
+    signature = inspect.signature(emission_class.__init__)
+    parameters = [
+        parameter.replace(default=parameter.default + "u")
+        if parameter.name in ("params", "init_params")
+        else parameter
+        for parameter in signature.parameters.values()
+    ]
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters += [
+        inspect.Parameter("transition_alpha", keyword, default=1.0),
+        inspect.Parameter("transition_coefs_init", keyword, default=None),
+    ]
+    full = signature.replace(parameters=parameters)
+
+    def __init__(self, *args, **kwargs):
+        arguments = full.bind(self, *args, **kwargs)
+        arguments.apply_defaults()
+        values = dict(arguments.arguments)
+        del values["self"]
+        transition_alpha = values.pop("transition_alpha")
+        transition_coefs_init = values.pop("transition_coefs_init")
+        emission_class.__init__(self, **values)
+        self.transition_alpha = transition_alpha
+        self.transition_coefs_init = transition_coefs_init
+
+    __init__.__signature__ = full
+    __init__.__doc__ = (
+        f"Parameters as documented on the class (those of {emission_class.__name__})."
+    )
+    return __init__
+
+
+class InputDrivenTransitions(ControlsMixin):
+    """Transition component: p(z_t = j | z_{t-1} = i, u_t) = softmax_j(W_i u_t + b_i).
+
+    Put it before an emission model in the bases.  Fitted attributes:
+    ``transition_coefs_`` (K, K, n_controls) the W_i as rows ``[i, j]``,
+    ``transition_intercepts_`` (K, K) the b_i, and ``transmat_``, the
+    transition matrix at zero controls (a property: softmax of the
+    intercepts; assigning it sets the intercepts to its logarithm).  Letters:
+    "t" the intercepts (through ``transmat_``), "u" the coefficients.
+    ``transition_alpha`` is the L2 penalty on the coefficients.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.hmm import InputDrivenGaussianHMM  # InputDrivenTransitions, GaussianHMM
+    >>> rng = np.random.default_rng(0)
+    >>> u = rng.normal(size=(300, 1))
+    >>> X = rng.normal(size=(300, 1))
+    >>> model = InputDrivenGaussianHMM(2, n_iter=3, random_state=0).fit(X, controls=u)
+    >>> model.transition_coefs_.shape, model.transmat_.shape
+    ((2, 2, 1), (2, 2))
+    """
+
+    _stationary_chain = False
+    # The autoregressive emissions keep the controls as their rows' last columns.
+    _controls_in_emission_rows = False
+
+    @property
+    def _all_letters(self):
+        letters = dict(super()._all_letters)
+        letters["u"] = "transition_coefs_"
+        return letters
+
+    def _parameter_rules(self):
+        return {**super()._parameter_rules(), "transition_alpha": real_rule(low=0.0)}
+
+    # -- transmat_ at zero controls ---------------------------------------------
+
+    @property
+    def transmat_(self):
+        """The transition matrix at zero controls, softmax of ``transition_intercepts_``."""
+        intercepts = self.__dict__.get("transition_intercepts_")
+        if intercepts is None:
+            raise AttributeError(f"{type(self).__name__} has no transmat_ yet.")
+        return softmax(intercepts, axis=1)
+
+    @transmat_.setter
+    def transmat_(self, value):
+        value = np.asarray(value, dtype=np.float64)
+        if value.ndim == 2 and value.shape[0] == value.shape[1]:
+            value = check_probability_vector(value, "transmat_", value.shape)
+        else:
+            raise ValueError(f"transmat_ must be a square matrix, got shape {value.shape}.")
+        with np.errstate(divide="ignore"):
+            self.transition_intercepts_ = np.log(value)
+
+    # -- the controls with the rows ------------------------------------------------
+
+    @property
+    def _n_transition_controls(self):
+        return self.__dict__.get("n_controls_", 0)
+
+    def _forget_call_state(self):
+        super()._forget_call_state()
+        for name in ("_call_controls", "_next_controls"):
+            self.__dict__.pop(name, None)
+
+    def _prepare(self, X, y, lengths, sequence_ids, *, reset, method="fit"):
+        X, offsets = super()._prepare(X, y, lengths, sequence_ids, reset=reset, method=method)
+        if not self._controls_in_emission_rows:
+            self._call_controls = self._checked_controls(X.shape[0], reset)
+        return X, offsets
+
+    def _with_controls(self, X):
+        if self._controls_in_emission_rows:
+            return X
+        return np.column_stack([X, self._call_controls])
+
+    def _prepare_fitted(self, X, lengths, sequence_ids, y=None, method=None):
+        X, offsets = super()._prepare_fitted(X, lengths, sequence_ids, y=y, method=method)
+        return self._with_controls(X), offsets
+
+    def _stack_known_states(self, X, known_states):
+        return super()._stack_known_states(self._with_controls(X), known_states)
+
+    def _split_known_states(self, X):
+        X, known_states = super()._split_known_states(X)
+        if not self._controls_in_emission_rows:
+            X = np.ascontiguousarray(X[:, : X.shape[1] - self._n_transition_controls])
+        return X, known_states
+
+    def _row_controls(self, X):
+        width = X.shape[1] - (1 if self.__dict__.get("_known_states_stacked") else 0)
+        return np.ascontiguousarray(X[:, width - self._n_transition_controls : width])
+
+    # -- parameters -------------------------------------------------------------
+
+    def _initialize(self, X, offsets, random_state):
+        super()._initialize(X, offsets, random_state)
+        shape = (self.n_components, self.n_components, self._n_transition_controls)
+        coefs = self._initial_value("transition_coefs_")
+        self.transition_coefs_ = np.zeros(shape) if coefs is None else coefs
+        self._check_transition_parameters()
+
+    def _check_fitted_parameters(self, n_features=None):
+        super()._check_fitted_parameters(n_features)
+        self._check_transition_parameters()
+
+    def _check_transition_parameters(self):
+        n_components = self.n_components
+        intercepts = np.asarray(self.transition_intercepts_)
+        coefs = np.asarray(self.transition_coefs_)
+        if intercepts.shape != (n_components, n_components):
+            raise ValueError(
+                f"transition_intercepts_ must have shape ({n_components}, {n_components}), got "
+                f"{intercepts.shape}."
+            )
+        shape = (n_components, n_components, self._n_transition_controls)
+        if coefs.shape != shape:
+            raise ValueError(
+                f"transition_coefs_ must have shape {shape} (n_components, n_components, "
+                f"n_controls), got {coefs.shape}."
+            )
+        if not np.all(np.isfinite(coefs)):
+            raise ValueError("transition_coefs_ contains NaN or inf.")
+        if np.isnan(intercepts).any() or np.isposinf(intercepts).any():
+            raise ValueError("transition_intercepts_ contains NaN or +inf.")
+
+    def _transition_matrices(self, controls, buffers=None):
+        """``(log_transmats, transmats)`` of the rows with inputs ``controls``."""
+        return _transition_matrices(
+            self.transition_coefs_, self.transition_intercepts_, controls, buffers
+        )
+
+    def _log_startprob(self):
+        with np.errstate(divide="ignore"):
+            return np.log(self.startprob_)
+
+    # -- the transition hooks of BaseHMM -------------------------------------------
+
+    def _chain_estep(self, chain, log_frameprob, shift, offsets, buffers, controls=None):
+        log_transmats, transmats = self._transition_matrices(controls, buffers)
+        with np.errstate(divide="ignore"):
+            log_start = np.log(chain[0])
+        result = _varying_forward_backward_offsets(
+            log_start, log_transmats, log_frameprob, offsets, shift, buffers, transmats
+        )
+        statistics = SufficientStatistics(start=result.start_counts)
+        statistics.update(
+            transition_statistics(result.pair_posteriors, controls, log_transmats, transmats)
+        )
+        return statistics, result.posteriors, result.log_likelihood
+
+    def _chain_posteriors(
+        self, controls, log_frameprob, offsets, shift, buffers, posteriors, sequence_log_likelihood
+    ):
+        log_transmats, transmats = self._transition_matrices(controls, buffers)
+        result = _varying_forward_backward_offsets(
+            self._log_startprob(), log_transmats, log_frameprob, offsets, shift, buffers, transmats
+        )
+        posteriors[...] = result.posteriors
+        sequence_log_likelihood[...] = result.sequence_log_likelihood
+
+    def _chain_forward(
+        self,
+        controls,
+        log_frameprob,
+        offsets,
+        shift,
+        buffers,
+        filtered,
+        log_predictive,
+        sequence_log_likelihood,
+    ):
+        log_transmats, transmats = self._transition_matrices(controls, buffers)
+        result = _varying_forward_offsets(
+            self._log_startprob(), log_transmats, log_frameprob, offsets, shift, buffers, transmats
+        )
+        for out, value in zip((filtered, log_predictive, sequence_log_likelihood), result):
+            if out is not None:
+                out[...] = value
+
+    def _chain_viterbi(self, controls, log_frameprob, offsets, buffers, states, sequence_log_prob):
+        log_prob, path = _varying_viterbi_offsets(
+            self._log_startprob(),
+            self._transition_matrices(controls, buffers)[0],
+            log_frameprob,
+            offsets,
+        )
+        states[...] = path
+        sequence_log_prob[...] = log_prob
+
+    def _transition_mstep(self, statistics):
+        learn_coefs, learn_intercepts = "u" in self.params, "t" in self.params
+        if not (learn_coefs or learn_intercepts):
+            return
+        step_size = 1.0
+        pending = self.__dict__.get("_stochastic_transition")
+        if pending is not None:  # partial_fit: one Newton step on the batch, times rho
+            statistics, step_size = pending
+        coefs, intercepts, _ = newton_transition_step(
+            self.transition_coefs_,
+            self.transition_intercepts_,
+            statistics,
+            float(self.transition_alpha),
+            learn_coefs,
+            learn_intercepts,
+        )
+        self.transition_coefs_ = self.transition_coefs_ + step_size * coefs
+        self.transition_intercepts_ = self.transition_intercepts_ + step_size * intercepts
+
+    def _transition_n_parameters(self):
+        free = self.n_components * (self.n_components - 1)
+        return {"t": free, "u": free * self._n_transition_controls}
+
+    # -- partial_fit: a stochastic Newton step, whole sequences per batch -----------
+
+    def _stochastic_step(self, statistics, n_rows, reference_rows):
+        iteration = getattr(self, "n_batch_iter_", 0) + 1
+        rho = (self.learning_offset + iteration) ** (-self.learning_decay)
+        batch = SufficientStatistics({key: statistics[key] for key in _TRANSITION_KEYS}) * (
+            reference_rows / n_rows
+        )
+        self._stochastic_transition = (batch, rho)
+        try:
+            super()._stochastic_step(statistics, n_rows, reference_rows)
+        finally:
+            del self._stochastic_transition
+
+    def _stream_estep(self, X, offsets, carried):
+        # Every sequence of a batch is taken whole: the stream's forward-only
+        # smoother needs the one stationary transition matrix.
+        statistics, log_likelihood = self._estep_parallel(X, offsets)
+        return statistics, log_likelihood, None
+
+    def _publish_stream(self, carried):
+        self.__dict__.pop("filtered_state_", None)
+
+    def filter_stream(self, X, *, new_sequence=False):
+        """Not available for input-driven transitions: use :meth:`filter` on whole sequences."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not filter streams (filter_stream, filter_update): its "
+            "transitions depend on the controls; call filter(X, controls=...) on the sequence."
+        )
+
+    def filter_update(self, x):
+        """Not available for input-driven transitions; see :meth:`filter_stream`."""
+        return self.filter_stream(x)
+
+    # -- forecasting and sampling ---------------------------------------------------
+
+    def predict_next_state_proba(
+        self, X, *, lengths=None, sequence_ids=None, controls=None, next_controls=None
+    ):
+        """One-step predictive state probabilities p(z_{t+1} | x_1..x_t, u_1..u_{t+1}).
+
+        Row ``t`` is the filtered distribution of row ``t`` times the
+        transition matrix of the step after it, at the inputs
+        ``next_controls[t]`` (u_{t+1}: for the last row of a sequence, the
+        input of the step beyond its end).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        lengths, sequence_ids : see :meth:`fit`.
+        controls : array-like of shape (n_samples, n_controls)
+            The inputs of the rows of ``X``.
+        next_controls : array-like of shape (n_samples, n_controls)
+            The inputs of the step after each row (required when the model
+            has controls).
+
+        Returns
+        -------
+        predicted : ndarray of shape (n_samples, n_components)
+        """
+        self._next_controls = next_controls
+        try:
+            return super().predict_next_state_proba(
+                X, lengths=lengths, sequence_ids=sequence_ids, controls=controls
+            )
+        finally:
+            self.__dict__.pop("_next_controls", None)
+
+    def _predicted_states(self, X, offsets):
+        result = self._forward(X, offsets)
+        self._require_possible(result.sequence_log_likelihood)
+        filtered = result.filtered
+        next_controls = self.__dict__.get("_next_controls")
+        emitted = self.__dict__.get("_emitted_rows")
+        n_rows = filtered.shape[0] if emitted is None else emitted[0]
+        next_controls = check_controls(next_controls, n_rows, self._n_transition_controls)
+        if emitted is not None:
+            next_controls = next_controls[emitted[1]]
+        transmats = self._transition_matrices(next_controls)[1]
+        predicted = np.einsum("ti,tij->tj", filtered, transmats)
+        predicted /= predicted.sum(axis=1, keepdims=True)
+        return predicted
+
+    def _sample_path(self, startprob, n_samples, random_state):
+        # The first state from ``startprob`` (``sample``'s currstate: its row
+        # of transmat_, the matrix at zero controls); then the rows' matrices.
+        uniforms = random_state.rand(n_samples)
+        controls = self._sample_controls
+        transmats = self._transition_matrices(controls)[1]
+        states = np.empty(n_samples, dtype=np.intp)
+        for t in range(n_samples):
+            if t == 0:
+                probabilities = startprob
+            else:
+                probabilities = transmats[t, states[t - 1]]
+            cumulative = np.cumsum(probabilities)
+            drawn = np.searchsorted(cumulative, uniforms[t] * cumulative[-1], side="right")
+            states[t] = min(int(drawn), len(cumulative) - 1)
+        return states
+
+
+_SHARED_DOC = """
+    Transitions depend on inputs u_t (``controls=``, one row per row of ``X``,
+    on every method): p(z_t = j | z_{{t-1}} = i, u_t) = softmax_j(W_i u_t + b_i)
+    (:class:`~skseq.hmm._input_driven.InputDrivenTransitions`); the emissions
+    are :class:`~skseq.{emission}`'s.  With zero ``transition_coefs_`` it is
+    that model with ``transmat_`` = softmax(``transition_intercepts_``).
+    The M step of the transition weights is a Newton step with an Armijo line
+    search on the expected complete-data log-likelihood (user guide,
+    "Input-driven transitions"), which never lowers the penalised objective.
+
+    Parameters
+    ----------
+    n_components, ... : as in :class:`~skseq.{emission}`, whose parameters
+        these are (the same names, order and defaults; ``params`` and
+        ``init_params`` have "u" too).  Letters: "s" start, "t" the transition
+        intercepts (``transmat_``), "u" the transition coefficients, and the
+        emission letters.  ``transmat_prior`` is not used (the transition
+        weights have the L2 penalty instead).
+    transition_alpha : float, default=1.0
+        L2 penalty alpha / 2 ||W||^2 on ``transition_coefs_`` (not on the
+        intercepts).
+    transition_coefs_init : array-like of shape (n_components, n_components, \
+n_controls), optional
+        Initial coefficients (default zero: the plain HMM).
+
+    Attributes
+    ----------
+    transition_coefs_ : ndarray of shape (n_components, n_components, n_controls)
+        ``transition_coefs_[i, j]`` weighs u_t in the logit of i -> j.
+    transition_intercepts_ : ndarray of shape (n_components, n_components)
+    transmat_ : ndarray of shape (n_components, n_components)
+        The transition matrix at zero controls (a property).
+    n_controls_ : int
+        Number of control columns seen at fit (0: none).
+    startprob_, monitor_, n_features_in_, and the emission parameters
+        As in :class:`~skseq.{emission}`.
+
+    Notes
+    -----
+    :meth:`partial_fit` takes each batch's sequences whole (a batch does not
+    continue the previous batch's last sequence) and moves the transition
+    weights by one Newton step on the batch, scaled by the Robbins-Monro step
+    ``(learning_offset + n_batch_iter_) ** -learning_decay``; ``filter_stream``
+    and ``filter_update`` are not available.  One long sequence is not
+    checkpointed: its E step holds (n_samples, n_components, n_components)
+    arrays.
+"""
+
+
+def _documented(cls, emission, example):
+    cls.__doc__ = cls.__doc__ + _SHARED_DOC.format(emission=emission) + example
+    return cls
+
+
+class InputDrivenGaussianHMM(InputDrivenTransitions, GaussianHMM):
+    """Gaussian HMM whose transitions depend on inputs (an IO-HMM)."""
+
+    __init__ = _input_driven_init(GaussianHMM)
+
+
+_documented(
+    InputDrivenGaussianHMM,
+    "GaussianHMM",
+    """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.hmm import InputDrivenGaussianHMM
+    >>> rng = np.random.default_rng(0)
+    >>> u = rng.normal(size=(2000, 1))
+    >>> states = np.zeros(2000, dtype=int)
+    >>> for t in range(1, 2000):  # u > 0 sends the chain to state 1, u < 0 to 0
+    ...     states[t] = rng.random() < 1 / (1 + np.exp(-4 * u[t, 0]))
+    >>> X = np.where(states == 1, 3.0, -3.0)[:, None] + rng.normal(size=(2000, 1))
+    >>> model = InputDrivenGaussianHMM(2, n_iter=30, random_state=0).fit(X, controls=u)
+    >>> high = int(np.argmax(model.means_[:, 0]))
+    >>> bool(model.transition_coefs_[0, high, 0] - model.transition_coefs_[0, 1 - high, 0] > 2)
+    True
+""",
+)
+
+
+class InputDrivenCategoricalHMM(InputDrivenTransitions, CategoricalHMM):
+    """Categorical HMM whose transitions depend on inputs (an IO-HMM)."""
+
+    __init__ = _input_driven_init(CategoricalHMM)
+
+
+_documented(
+    InputDrivenCategoricalHMM,
+    "CategoricalHMM",
+    """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.hmm import InputDrivenCategoricalHMM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.integers(0, 3, size=(200, 1))
+    >>> u = rng.normal(size=(200, 2))
+    >>> model = InputDrivenCategoricalHMM(2, n_iter=5, random_state=0).fit(X, controls=u)
+    >>> model.predict_proba(X, controls=u).shape
+    (200, 2)
+""",
+)
+
+
+class InputDrivenPoissonHMM(InputDrivenTransitions, PoissonHMM):
+    """Poisson HMM whose transitions depend on inputs (an IO-HMM)."""
+
+    __init__ = _input_driven_init(PoissonHMM)
+
+
+_documented(
+    InputDrivenPoissonHMM,
+    "PoissonHMM",
+    """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.hmm import InputDrivenPoissonHMM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.poisson(3.0, size=(200, 1))
+    >>> u = rng.normal(size=(200, 1))
+    >>> model = InputDrivenPoissonHMM(2, n_iter=5, random_state=0).fit(X, controls=u)
+    >>> model.predict(X, controls=u).shape
+    (200,)
+""",
+)
+
+
+class InputDrivenGMMHMM(InputDrivenTransitions, GMMHMM):
+    """Gaussian-mixture HMM whose transitions depend on inputs (an IO-HMM)."""
+
+    __init__ = _input_driven_init(GMMHMM)
+
+
+_documented(
+    InputDrivenGMMHMM,
+    "GMMHMM",
+    """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.hmm import InputDrivenGMMHMM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2))
+    >>> u = rng.normal(size=(300, 1))
+    >>> model = InputDrivenGMMHMM(2, n_mix=2, n_iter=5, random_state=0).fit(X, controls=u)
+    >>> round(model.score(X, controls=u) / 300, 1) < 0
+    True
+""",
+)
+
+
+class InputDrivenAutoregressiveHMM(InputDrivenTransitions, AutoregressiveHMM):
+    """Switching vector autoregression whose transitions depend on inputs (an IO-HMM).
+
+    The inputs enter both the emissions (``coefs_``'s last columns, as in
+    :class:`~skseq.hmm.AutoregressiveHMM`) and the transitions; the
+    transitions into the ``n_lags`` conditioning rows are not modelled.
+    """
+
+    _controls_in_emission_rows = True
+    __init__ = _input_driven_init(AutoregressiveHMM)
+
+
+_documented(
+    InputDrivenAutoregressiveHMM,
+    "hmm.AutoregressiveHMM",
+    """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.hmm import InputDrivenAutoregressiveHMM
+    >>> rng = np.random.default_rng(0)
+    >>> u = rng.normal(size=(300, 1))
+    >>> x = np.cumsum(rng.normal(size=(300, 1)), axis=0)
+    >>> model = InputDrivenAutoregressiveHMM(2, n_lags=1, n_iter=5, random_state=0)
+    >>> model.fit(x, controls=u).transition_coefs_.shape
+    (2, 2, 1)
+""",
+)

@@ -1,0 +1,499 @@
+"""Input-driven transitions (IO-HMMs): the kernel, the M step and the estimators against
+enumeration, finite differences, the plain HMMs and simulated data."""
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import log_softmax, logsumexp
+from sklearn.exceptions import ConvergenceWarning
+
+from skseq import (
+    GMMHMM,
+    AutoregressiveHMM,
+    CategoricalHMM,
+    GaussianHMM,
+    InputDrivenAutoregressiveHMM,
+    InputDrivenCategoricalHMM,
+    InputDrivenGaussianHMM,
+    InputDrivenGMMHMM,
+    InputDrivenPoissonHMM,
+    PoissonHMM,
+)
+from skseq.hmm._input_driven import (
+    newton_transition_step,
+    transition_objective,
+    transition_statistics,
+)
+from skseq.inference import (
+    hmm_forward_backward,
+    hmm_varying_forward,
+    hmm_varying_forward_backward,
+    hmm_varying_viterbi,
+    input_driven_log_transmats,
+)
+
+
+def quiet_fit(model, X, **kwargs):
+    """``model.fit(X, **kwargs)``, a ConvergenceWarning of few iterations silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.fit(X, **kwargs)
+
+
+def enumerate_paths(log_start, log_transmats, log_frame):
+    """log p(x), posteriors, pair posteriors and the best path of one sequence, by
+    summing over every state path."""
+    n_rows, n_states = log_frame.shape
+    paths = np.array(list(itertools.product(range(n_states), repeat=n_rows)))
+    log_joint = log_start[paths[:, 0]] + log_frame[0, paths[:, 0]]
+    for t in range(1, n_rows):
+        log_joint = (
+            log_joint + log_transmats[t, paths[:, t - 1], paths[:, t]] + log_frame[t, paths[:, t]]
+        )
+    log_likelihood = logsumexp(log_joint)
+    weights = np.exp(log_joint - log_likelihood)
+    posteriors = np.zeros((n_rows, n_states))
+    pairs = np.zeros((n_rows, n_states, n_states))
+    for t in range(n_rows):
+        np.add.at(posteriors[t], paths[:, t], weights)
+        if t:
+            np.add.at(pairs[t], (paths[:, t - 1], paths[:, t]), weights)
+    best = int(np.argmax(log_joint))
+    return log_likelihood, posteriors, pairs, paths[best], log_joint[best]
+
+
+def random_chain(seed, lengths=(3, 4), n_states=3):
+    rng = np.random.default_rng(seed)
+    n_rows = sum(lengths)
+    log_start = np.log(rng.dirichlet(np.ones(n_states)))
+    log_transmats = np.log(rng.dirichlet(np.ones(n_states), size=(n_rows, n_states)))
+    log_frame = rng.normal(scale=2.0, size=(n_rows, n_states))
+    return log_start, log_transmats, log_frame
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kernel_equals_enumeration(seed):
+    lengths = [3, 1, 4]
+    log_start, log_transmats, log_frame = random_chain(seed, lengths)
+    result = hmm_varying_forward_backward(log_start, log_transmats, log_frame, lengths=lengths)
+    forward = hmm_varying_forward(log_start, log_transmats, log_frame, lengths=lengths)
+    viterbi = hmm_varying_viterbi(log_start, log_transmats, log_frame, lengths=lengths)
+    first = 0
+    best_total = 0.0
+    for s, length in enumerate(lengths):
+        rows = slice(first, first + length)
+        expected = enumerate_paths(log_start, log_transmats[rows], log_frame[rows])
+        log_likelihood, posteriors, pairs, path, best = expected
+        np.testing.assert_allclose(result.sequence_log_likelihood[s], log_likelihood, rtol=1e-12)
+        np.testing.assert_allclose(result.posteriors[rows], posteriors, atol=1e-12)
+        np.testing.assert_allclose(result.pair_posteriors[rows], pairs, atol=1e-12)
+        np.testing.assert_array_equal(viterbi.states[rows], path)
+        # filtered at the last row of a sequence = its smoothed posterior
+        np.testing.assert_allclose(forward.filtered[rows][-1], posteriors[-1], atol=1e-12)
+        best_total += best
+        first += length
+    np.testing.assert_allclose(viterbi.log_prob, best_total, rtol=1e-12)
+    np.testing.assert_allclose(forward.log_predictive, result.log_predictive, rtol=1e-12)
+    np.testing.assert_allclose(forward.log_likelihood, result.log_likelihood, rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_kernel_exact_where_plain_sums_underflow(seed):
+    """Transitions of probability e^-900 and emissions hundreds of nats apart: the
+    kernel's sums in plain arithmetic underflow and are redone in log space."""
+    rng = np.random.default_rng(seed)
+    log_start, log_transmats, log_frame = random_chain(seed, (6,), 3)
+    tiny = rng.random(log_transmats.shape) < 0.5
+    log_transmats = np.where(tiny, -900.0 - 50 * rng.random(log_transmats.shape), 0.0)
+    log_transmats = log_softmax(log_transmats, axis=2)
+    log_frame = 400.0 * log_frame
+    result = hmm_varying_forward_backward(log_start, log_transmats, log_frame)
+    log_likelihood, posteriors, pairs, path, best = enumerate_paths(
+        log_start, log_transmats, log_frame
+    )
+    np.testing.assert_allclose(result.log_likelihood, log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
+    np.testing.assert_allclose(result.pair_posteriors, pairs, atol=1e-12)
+    forward = hmm_varying_forward(log_start, log_transmats, log_frame)
+    np.testing.assert_allclose(forward.filtered[-1], posteriors[-1], atol=1e-12)
+    viterbi = hmm_varying_viterbi(log_start, log_transmats, log_frame)
+    np.testing.assert_array_equal(viterbi.states, path)
+
+
+def test_constant_matrices_equal_the_stationary_kernel():
+    rng = np.random.default_rng(3)
+    log_start, log_transmats, log_frame = random_chain(3, (50, 70), 4)
+    log_a = np.log(rng.dirichlet(np.ones(4), size=4))
+    stacked = np.broadcast_to(log_a, log_transmats.shape)
+    varying = hmm_varying_forward_backward(log_start, stacked, log_frame, lengths=[50, 70])
+    fixed = hmm_forward_backward(log_start, log_a, log_frame, lengths=[50, 70])
+    np.testing.assert_allclose(varying.log_likelihood, fixed.log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(varying.posteriors, fixed.posteriors, atol=1e-10)
+    np.testing.assert_allclose(
+        varying.pair_posteriors.sum(axis=0), fixed.transition_counts, rtol=1e-9
+    )
+    np.testing.assert_allclose(varying.start_counts, fixed.start_counts, atol=1e-12)
+
+
+def test_kernel_long_sequence_does_not_underflow():
+    rng = np.random.default_rng(4)
+    log_start, log_transmats, _ = random_chain(4, (20000,), 3)
+    log_frame = rng.normal(scale=300.0, size=(20000, 3))  # emissions hundreds of nats apart
+    result = hmm_varying_forward_backward(log_start, log_transmats, log_frame)
+    assert np.isfinite(result.log_likelihood)
+    np.testing.assert_allclose(result.posteriors.sum(axis=1), 1.0)
+    np.testing.assert_allclose(result.pair_posteriors[1:].sum(axis=(1, 2)), 1.0)
+
+
+def test_log_transmats_are_the_softmax_of_the_logits():
+    rng = np.random.default_rng(7)
+    coefs = rng.normal(scale=30.0, size=(3, 3, 2))  # logits far apart
+    intercepts = rng.normal(size=(3, 3))
+    intercepts[0, 2] = -np.inf  # a forbidden transition
+    controls = rng.normal(size=(50, 2))
+    logits = intercepts + np.einsum("tc,ijc->tij", controls, coefs)
+    log_transmats = input_driven_log_transmats(coefs, intercepts, controls).log_transmats
+    np.testing.assert_allclose(log_transmats, log_softmax(logits, axis=2), rtol=1e-12, atol=1e-12)
+    assert np.all(log_transmats[:, 0, 2] == -np.inf)
+
+
+def test_inference_validation():
+    log_start, log_transmats, log_frame = random_chain(0, (4,), 2)
+    with pytest.raises(ValueError, match="one transition matrix per row"):
+        hmm_varying_forward_backward(log_start, log_transmats[:3], log_frame)
+    bad = log_transmats.copy()
+    bad[2, 1, 0] = np.nan
+    with pytest.raises(ValueError, match="log_transmats contains NaN"):
+        hmm_varying_forward(log_start, bad, log_frame)
+    bad = log_transmats.copy()
+    bad[2, 1] += 1.0
+    with pytest.raises(ValueError, match=r"row 1 of log_transmats\[2\]"):
+        hmm_varying_viterbi(log_start, bad, log_frame)
+    with pytest.raises(ValueError, match="controls contains NaN"):
+        input_driven_log_transmats(np.zeros((2, 2, 1)), np.zeros((2, 2)), [[np.nan]])
+    with pytest.raises(ValueError, match="coefs must have shape"):
+        input_driven_log_transmats(np.zeros((2, 2, 2)), np.zeros((2, 2)), [[1.0]])
+
+
+# -- the M step --------------------------------------------------------------------
+
+
+def random_step_problem(seed, n_states=3, n_controls=2, n_rows=40):
+    rng = np.random.default_rng(seed)
+    pairs = rng.dirichlet(np.ones(n_states**2), size=n_rows).reshape(n_rows, n_states, n_states)
+    pairs[0] = 0.0  # a sequence start
+    controls = rng.normal(size=(n_rows, n_controls))
+    coefs = rng.normal(scale=0.5, size=(n_states, n_states, n_controls))
+    intercepts = rng.normal(size=(n_states, n_states))
+    return pairs, controls, coefs, intercepts
+
+
+def flat(coefs, intercepts):
+    return np.concatenate([coefs, intercepts[:, :, None]], axis=2)
+
+
+def unflat(theta):
+    return theta[:, :, :-1], theta[:, :, -1]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mstep_gradient_and_hessian_equal_finite_differences(seed):
+    pairs, controls, coefs, intercepts = random_step_problem(seed)
+    statistics = transition_statistics(
+        pairs, controls, input_driven_log_transmats(coefs, intercepts, controls).log_transmats
+    )
+    theta = flat(coefs, intercepts)
+    n_states, _, n_regressors = theta.shape
+
+    def objective(values):
+        return transition_objective(*unflat(values), pairs, controls, 0.0)
+
+    def gradient(values):
+        c, b = unflat(values)
+        return transition_statistics(
+            pairs, controls, input_driven_log_transmats(c, b, controls).log_transmats
+        )["trans_gradient"]
+
+    h = 1e-6
+    numeric_gradient = np.zeros_like(theta)
+    numeric_hessian = np.zeros((n_states, n_states * n_regressors, n_states * n_regressors))
+    for index in np.ndindex(theta.shape):
+        step = np.zeros_like(theta)
+        step[index] = h
+        numeric_gradient[index] = (objective(theta + step) - objective(theta - step)) / (2 * h)
+        # minus the derivative of the (analytic) gradient of source i
+        i, j, a = index
+        column = (gradient(theta + step) - gradient(theta - step))[i].ravel() / (2 * h)
+        numeric_hessian[i, :, j * n_regressors + a] = -column
+    np.testing.assert_allclose(statistics["trans_gradient"], numeric_gradient, atol=1e-6)
+    np.testing.assert_allclose(statistics["trans_hessian"], numeric_hessian, atol=1e-6)
+    np.testing.assert_allclose(statistics["trans_objective"].sum(), objective(theta), rtol=1e-12)
+    np.testing.assert_allclose(statistics["trans"], pairs.sum(axis=0))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 10.0])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_newton_step_never_lowers_the_penalised_objective(seed, alpha):
+    pairs, controls, coefs, intercepts = random_step_problem(seed)
+    coefs = 3.0 * coefs  # far from the optimum
+    for _ in range(40):
+        statistics = transition_statistics(
+            pairs, controls, input_driven_log_transmats(coefs, intercepts, controls).log_transmats
+        )
+        before = transition_objective(coefs, intercepts, pairs, controls, alpha)
+        dc, db, gains = newton_transition_step(coefs, intercepts, statistics, alpha, True, True)
+        coefs, intercepts = coefs + dc, intercepts + db
+        after = transition_objective(coefs, intercepts, pairs, controls, alpha)
+        assert after >= before + gains.sum() - 1e-9 * abs(before)
+        assert np.all(gains >= 0)
+    # the steps converge: the gradient of the penalised objective vanishes
+    statistics = transition_statistics(
+        pairs, controls, input_driven_log_transmats(coefs, intercepts, controls).log_transmats
+    )
+    penalised = statistics["trans_gradient"][:, :, :-1] - alpha * coefs
+    assert np.abs(penalised).max() < 1e-6
+
+
+# -- the estimators ------------------------------------------------------------------
+
+
+def tiny_gaussian(seed=0, n_controls=2):
+    rng = np.random.default_rng(seed)
+    model = InputDrivenGaussianHMM(2, covariance_type="diag")
+    model.startprob_ = np.array([0.3, 0.7])
+    model.transmat_ = np.array([[0.8, 0.2], [0.35, 0.65]])
+    model.transition_coefs_ = rng.normal(size=(2, 2, n_controls))
+    model.means_ = np.array([[0.0, 1.0], [2.0, -1.0]])
+    model.covars_ = np.array([[1.0, 0.5], [0.7, 2.0]])
+    model.n_controls_ = n_controls
+    return model
+
+
+def test_estimator_equals_enumeration():
+    rng = np.random.default_rng(5)
+    model = tiny_gaussian()
+    X, u = rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
+    log_transmats = log_softmax(
+        model.transition_intercepts_ + np.einsum("tc,ijc->tij", u, model.transition_coefs_),
+        axis=2,
+    )
+    log_frame = model._compute_log_likelihood(X)
+    log_likelihood, posteriors, _, path, best = enumerate_paths(
+        np.log(model.startprob_), log_transmats, log_frame
+    )
+    np.testing.assert_allclose(model.score(X, controls=u), log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(model.predict_proba(X, controls=u), posteriors, atol=1e-12)
+    log_prob, states = model.decode(X, controls=u)
+    np.testing.assert_array_equal(states, path)
+    np.testing.assert_allclose(log_prob, best, rtol=1e-12)
+    filtered = model.filter(X, controls=u)
+    np.testing.assert_allclose(filtered[-1], posteriors[-1], atol=1e-12)
+    # one step ahead at the next inputs
+    next_u = rng.normal(size=(5, 2))
+    predicted = model.predict_next_state_proba(X, controls=u, next_controls=next_u)
+    next_log = log_softmax(
+        model.transition_intercepts_ + np.einsum("tc,ijc->tij", next_u, model.transition_coefs_),
+        axis=2,
+    )
+    np.testing.assert_allclose(
+        predicted, np.einsum("ti,tij->tj", filtered, np.exp(next_log)), atol=1e-12
+    )
+
+
+def plain_and_input_driven(plain_class, driven_class, X, **kwargs):
+    plain = plain_class(2, n_iter=3, random_state=0, **kwargs)
+    quiet_fit(plain, X)
+    driven = driven_class(2, **kwargs)
+    for name in plain._all_letters.values():
+        setattr(driven, name, getattr(plain, name))
+    driven.n_features_in_ = plain.n_features_in_
+    driven.n_controls_ = 2
+    driven.transition_coefs_ = np.zeros((2, 2, 2))
+    return plain, driven
+
+
+RNG = np.random.default_rng(0)
+CASES = [
+    (GaussianHMM, InputDrivenGaussianHMM, RNG.normal(size=(60, 2)), {}),
+    (CategoricalHMM, InputDrivenCategoricalHMM, RNG.integers(0, 3, size=(60, 1)), {}),
+    (PoissonHMM, InputDrivenPoissonHMM, RNG.poisson(3.0, size=(60, 2)), {}),
+    (GMMHMM, InputDrivenGMMHMM, RNG.normal(size=(60, 2)), {"n_mix": 2}),
+]
+
+
+@pytest.mark.parametrize(("plain_class", "driven_class", "X", "kwargs"), CASES)
+def test_zero_weights_equal_the_plain_hmm(plain_class, driven_class, X, kwargs):
+    plain, driven = plain_and_input_driven(plain_class, driven_class, X, **kwargs)
+    u = np.random.default_rng(1).normal(size=(60, 2))
+    lengths = [25, 35]
+    np.testing.assert_allclose(
+        driven.score(X, lengths=lengths, controls=u), plain.score(X, lengths=lengths), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        driven.predict_proba(X, lengths=lengths, controls=u),
+        plain.predict_proba(X, lengths=lengths),
+        atol=1e-10,
+    )
+    np.testing.assert_array_equal(
+        driven.predict(X, lengths=lengths, controls=u), plain.predict(X, lengths=lengths)
+    )
+    np.testing.assert_allclose(
+        driven.predict_next_state_proba(X, controls=u, next_controls=u),
+        plain.predict_next_state_proba(X),
+        atol=1e-10,
+    )
+    # EM of the emissions and the start alone: the same fit
+    letters = plain.params.replace("t", "")
+    plain_fit = plain_class(2, n_iter=4, params=letters, random_state=0, **kwargs)
+    driven_fit = driven_class(2, n_iter=4, params=letters, random_state=0, **kwargs)
+    quiet_fit(plain_fit, X, lengths=lengths)
+    quiet_fit(driven_fit, X, lengths=lengths, controls=u)
+    for name in plain_fit._all_letters.values():
+        np.testing.assert_allclose(getattr(driven_fit, name), getattr(plain_fit, name), atol=1e-9)
+    np.testing.assert_allclose(driven_fit.monitor_.history, plain_fit.monitor_.history, rtol=1e-10)
+
+
+def test_zero_weights_equal_the_autoregressive_hmm():
+    rng = np.random.default_rng(2)
+    x, u = rng.normal(size=(80, 2)), rng.normal(size=(80, 1))
+    plain = AutoregressiveHMM(2, n_lags=1, n_iter=3, random_state=0)
+    quiet_fit(plain, x, controls=u)
+    driven = InputDrivenAutoregressiveHMM(2, n_lags=1)
+    for name in plain._all_letters.values():
+        setattr(driven, name, getattr(plain, name))
+    driven.n_features_in_, driven.n_controls_ = 2, 1
+    driven.transition_coefs_ = np.zeros((2, 2, 1))
+    np.testing.assert_allclose(driven.score(x, controls=u), plain.score(x, controls=u))
+    np.testing.assert_allclose(
+        driven.predict_proba(x, controls=u), plain.predict_proba(x, controls=u), atol=1e-10
+    )
+
+
+def simulate_io_hmm(seed, n_rows=3000, strength=4.0):
+    """Two Gaussian regimes (means -3, 3): the input u_t pushes the chain to regime 1
+    (logit of regime 1 = strength * u_t, whatever the previous regime)."""
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(n_rows, 1))
+    states = np.zeros(n_rows, dtype=int)
+    for t in range(1, n_rows):
+        states[t] = rng.random() < 1.0 / (1.0 + np.exp(-strength * u[t, 0]))
+    X = np.where(states == 1, 3.0, -3.0)[:, None] + rng.normal(size=(n_rows, 1))
+    return X, u, states
+
+
+def test_em_is_monotone():
+    X, u, _ = simulate_io_hmm(0, n_rows=1500)
+    model = InputDrivenGaussianHMM(2, n_iter=25, tol=-np.inf, transition_alpha=0.0, random_state=0)
+    quiet_fit(model, X, lengths=[700, 800], controls=u)
+    history = np.array(model.monitor_.history)
+    assert len(history) == 25
+    assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:]))
+
+
+def test_recovers_input_driven_switching():
+    X, u, states = simulate_io_hmm(1)
+    model = InputDrivenGaussianHMM(2, n_iter=100, transition_alpha=0.1, random_state=0)
+    quiet_fit(model, X, controls=u)
+    high = int(np.argmax(model.means_[:, 0]))
+    order = [1 - high, high]
+    np.testing.assert_allclose(model.means_[order, 0], [-3.0, 3.0], atol=0.1)
+    # the logit of "high" against "low" is 4 u from either state, the intercepts 0
+    coefs = model.transition_coefs_[..., 0]
+    slopes = coefs[:, high] - coefs[:, 1 - high]
+    np.testing.assert_allclose(slopes, 4.0, atol=0.6)
+    intercepts = model.transition_intercepts_
+    np.testing.assert_allclose(intercepts[:, high] - intercepts[:, 1 - high], 0.0, atol=0.3)
+    accuracy = np.mean((model.predict(X, controls=u) == high) == (states == 1))
+    assert accuracy > 0.97
+    # a plain HMM cannot see the inputs: lower likelihood
+    plain = GaussianHMM(2, n_iter=100, random_state=0).fit(X)
+    assert model.score(X, controls=u) > plain.score(X) + 100
+
+
+def test_partial_fit_learns_the_weights():
+    X, u, _ = simulate_io_hmm(2, n_rows=4000)
+    model = InputDrivenGaussianHMM(2, random_state=0, learning_decay=0.6)
+    for start in range(0, 4000, 500):
+        rows = slice(start, start + 500)
+        model.partial_fit(X[rows], controls=u[rows], new_sequence=True)
+    high = int(np.argmax(model.means_[:, 0]))
+    slopes = model.transition_coefs_[:, high, 0] - model.transition_coefs_[:, 1 - high, 0]
+    assert np.all(slopes > 2.0)
+    assert model.n_batch_iter_ == 8
+    assert not hasattr(model, "filtered_state_")
+
+
+def test_sample_follows_the_inputs():
+    model = tiny_gaussian(n_controls=1)
+    model.transition_coefs_ = np.array([[[-8.0], [8.0]], [[-8.0], [8.0]]])
+    model.transition_intercepts_ = np.zeros((2, 2))
+    u = np.where(np.arange(400) % 100 < 50, 1.0, -1.0)[:, None]
+    X, states = model.sample(400, random_state=0, controls=u)
+    assert X.shape == (400, 2)
+    assert np.mean(states[1:] == (u[1:, 0] > 0)) > 0.99
+    with pytest.raises(ValueError, match="controls"):
+        model.sample(10, random_state=0)
+
+
+def test_information_criteria_count_the_transition_weights():
+    X, u, _ = simulate_io_hmm(3, n_rows=300)
+    model = InputDrivenGaussianHMM(2, n_iter=3, random_state=0)
+    quiet_fit(model, X, controls=u)
+    # s: 1, t: 2, u: 2 * 1, means 2, covars 2
+    assert model._n_parameters() == 9
+    np.testing.assert_allclose(
+        model.bic(X, controls=u), -2 * model.score(X, controls=u) + 9 * np.log(300)
+    )
+
+
+def test_errors():
+    X, u, _ = simulate_io_hmm(4, n_rows=100)
+    model = InputDrivenGaussianHMM(2, n_iter=2, random_state=0)
+    quiet_fit(model, X, controls=u)
+    with pytest.raises(ValueError, match="controls"):
+        model.predict(X)
+    with pytest.raises(ValueError, match="controls"):
+        model.score(X, controls=u[:50])
+    with pytest.raises(ValueError, match="controls"):
+        model.score(X, controls=np.column_stack([u, u]))
+    bad = u.copy()
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match="NaN|finite"):
+        model.predict_proba(X, controls=bad)
+    with pytest.raises(ValueError, match="NaN|finite"):
+        InputDrivenGaussianHMM(2).fit(X, controls=bad)
+    with pytest.raises(ValueError, match="controls"):
+        model.predict_next_state_proba(X, controls=u)  # no next_controls
+    with pytest.raises(NotImplementedError, match="filter_stream"):
+        model.filter_stream(X)
+    with pytest.raises(ValueError, match="transition_alpha"):
+        InputDrivenGaussianHMM(2, transition_alpha=-1.0).fit(X, controls=u)
+    model.transition_coefs_ = np.zeros((2, 2, 3))
+    with pytest.raises(ValueError, match="transition_coefs_ must have shape"):
+        model.score(X, controls=u)
+    plain = InputDrivenGaussianHMM(2, n_iter=2, random_state=0)
+    quiet_fit(plain, X)
+    with pytest.raises(ValueError, match="without controls"):
+        plain.score(X, controls=u)
+
+
+def test_n_jobs_and_threads_give_the_same_fit():
+    X, u, _ = simulate_io_hmm(5, n_rows=900)
+    lengths = [300, 300, 300]
+    fits = []
+    for n_jobs in (None, 2):
+        model = InputDrivenGaussianHMM(2, n_iter=5, n_jobs=n_jobs, random_state=0)
+        fits.append(quiet_fit(model, X, lengths=lengths, controls=u))
+    np.testing.assert_allclose(fits[0].transition_coefs_, fits[1].transition_coefs_, rtol=1e-9)
+    np.testing.assert_allclose(fits[0].means_, fits[1].means_, rtol=1e-9)
+
+
+def test_known_states_with_controls():
+    X, u, states = simulate_io_hmm(6, n_rows=400)
+    known = np.full(400, -1)
+    known[::10] = states[::10]
+    model = InputDrivenGaussianHMM(2, n_iter=5, random_state=0)
+    quiet_fit(model, X, controls=u, known_states=known)
+    assert model.means_[1, 0] > model.means_[0, 0]  # the labels name the states
