@@ -390,8 +390,14 @@ def _inference_examples():
         inference.hmm_varying_viterbi: [varying],
         inference.input_driven_log_transmats: [driven],
         inference.hsmm_forward_backward: [dict(**hsmm, lengths=np.array([2, 1]))],
-        inference.hsmm_forward: [dict(**hsmm, lengths=np.array([2, 1]))],
-        inference.hsmm_filter: [dict(**hsmm, lengths=np.array([2, 1]))],
+        inference.hsmm_forward: [
+            dict(**hsmm, lengths=np.array([2, 1])),
+            dict(**hsmm, log_message=np.log([[0.1, 0.2], [0.3, 0.4]])),
+        ],
+        inference.hsmm_filter: [
+            dict(**hsmm, lengths=np.array([2, 1])),
+            dict(**hsmm, log_message=np.log([[0.1, 0.2], [0.3, 0.4]])),
+        ],
         inference.hsmm_viterbi: [dict(**hsmm, lengths=np.array([2, 1]))],
         inference.sample_hsmm_segments: [
             dict(

@@ -91,6 +91,35 @@ cdef inline double _next_entry(
     return _log_sum(terms, n_states)
 
 
+cdef inline double _carried_ending(
+    const double* carried, const double* frame, const double* weights, Py_ssize_t e,
+    Py_ssize_t k, Py_ssize_t n_states, Py_ssize_t n_durations, double* terms,
+) noexcept nogil:
+    """log sum_a exp(carried[k, a - 1] + weights[a + e - 1] + sum_{t = 0}^{e - 1} frame[t, k])
+    over a = 1 .. n_durations - e: the visits carried in at age a that reach boundary e
+    (``carried`` is (n_states, n_durations), C order); -inf when none can."""
+    cdef Py_ssize_t a, t
+    cdef double segment = 0.0
+    if e >= n_durations:
+        return -INFINITY
+    for t in range(e):
+        segment += frame[t * n_states + k]
+    for a in range(1, n_durations - e + 1):
+        terms[a - 1] = carried[k * n_durations + a - 1] + weights[a + e - 1] + segment
+    return _log_sum(terms, n_durations - e)
+
+
+cdef inline double _log_add(double a, double b) noexcept nogil:
+    """log(exp(a) + exp(b))."""
+    if a == -INFINITY:
+        return b
+    if b == -INFINITY:
+        return a
+    if a > b:
+        return a + log(1.0 + exp(b - a))
+    return b + log(1.0 + exp(a - b))
+
+
 cdef double _forward_one(
     const double[::1] log_start, const double[:, ::1] log_trans,
     const double[:, ::1] log_duration, const double[:, ::1] log_survival,
@@ -237,10 +266,14 @@ def forward(
     const double[:, ::1] log_survival_next,  # IN
     const double[:, ::1] log_frame,  # IN
     const Py_ssize_t[::1] offsets,  # IN
+    bint carry,  # IN
+    const double[::1] carried_start,  # IN
+    const double[:, ::1] carried,  # IN
     double[:, ::1] filtered,  # OUT
     double[:, ::1] predicted,  # OUT
     double[::1] log_predictive,  # OUT
     double[::1] sequence_log_likelihood,  # OUT
+    double[:, ::1] final,  # OUT
 ):
     """Filtering: p(z_t | x_0..x_t), p(z_{t+1} | x_0..x_t) and log p(x_t | x_<t).
 
@@ -250,6 +283,17 @@ def forward(
     least d + 1 rows (``log_survival_next[k, d - 1] = log P(duration >= d + 1)``)
     or a new visit to k starts at row e.  Rows after a prefix of probability
     zero get zero distributions and log_predictive -inf.
+
+    With ``carry``, the first sequence continues earlier rows: ``carried[k, a - 1]``
+    is log p(earlier rows, a visit to k started a rows before the first row,
+    with the emissions of its rows so far; its duration not yet weighed),
+    normalised so that the earlier rows have probability one, and
+    ``carried_start[k]`` the log-probability that a visit to k starts at the
+    first row (the visits that end with the earlier rows, moved by the
+    transitions); it replaces ``log_start`` for that sequence.  ``final``
+    gets the same message after the last row of the last sequence:
+    ``final[k, a - 1]`` for the visit to k started a rows before its end
+    (-inf for an age the sequence and the carried message cannot reach).
     """
     cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
     cdef Py_ssize_t n_states = log_trans.shape[0]
@@ -260,8 +304,9 @@ def forward(
     cdef double[::1] censored = zeros_1d(n_states)
     cdef double[::1] staying = zeros_1d(n_states)
     cdef double[::1] terms = zeros_1d(n_durations + n_states + 1)
-    cdef Py_ssize_t s, first, stop, n_rows, e, k, reach
-    cdef double before, now, entering
+    cdef Py_ssize_t s, first, stop, n_rows, e, k, reach, a
+    cdef double before, now, entering, segment
+    cdef bint continues
     cdef const double* frame
     with nogil:
         for s in range(n_sequences):
@@ -269,8 +314,9 @@ def forward(
             stop = offsets[s + 1]
             n_rows = stop - first
             frame = &log_frame[first, 0]
+            continues = carry and s == 0
             for k in range(n_states):
-                enter[0, k] = log_start[k]
+                enter[0, k] = carried_start[k] if continues else log_start[k]
             before = 0.0
             for e in range(1, n_rows + 1):
                 reach = e if e < n_durations else n_durations
@@ -281,6 +327,16 @@ def forward(
                                                  k, n_states, reach, &terms[0])
                     staying[k] = _visits_ending(&enter[0, 0], frame, &log_survival_next[k, 0],
                                                 e, k, n_states, reach, &terms[0])
+                    if continues and e < n_durations:
+                        leave[k] = _log_add(leave[k], _carried_ending(
+                            &carried[0, 0], frame, &log_duration[k, 0], e, k, n_states,
+                            n_durations, &terms[0]))
+                        censored[k] = _log_add(censored[k], _carried_ending(
+                            &carried[0, 0], frame, &log_survival[k, 0], e, k, n_states,
+                            n_durations, &terms[0]))
+                        staying[k] = _log_add(staying[k], _carried_ending(
+                            &carried[0, 0], frame, &log_survival_next[k, 0], e, k, n_states,
+                            n_durations, &terms[0]))
                 for k in range(n_states):
                     enter[e, k] = _next_entry(&leave[0], &log_trans[0, 0], k, n_states,
                                               &terms[0])
@@ -299,6 +355,18 @@ def forward(
                         predicted[first + e - 1, k] = exp(_log_sum(&terms[0], 2) - now)
                 before = now
             sequence_log_likelihood[s] = before if n_rows > 0 else 0.0
+            if s != n_sequences - 1:
+                continue
+            for k in range(n_states):
+                segment = 0.0
+                for a in range(1, n_durations + 1):
+                    if a <= n_rows:
+                        segment += frame[(n_rows - a) * n_states + k]
+                        final[k, a - 1] = enter[n_rows - a, k] + segment
+                    elif continues:
+                        final[k, a - 1] = carried[k, a - n_rows - 1] + segment
+                    else:
+                        final[k, a - 1] = -INFINITY
 
 
 def viterbi(

@@ -18,10 +18,11 @@ import numpy as np
 from scipy import optimize, stats
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import integer_rule, option_rule, prior_rule
+from .._validation import check_bool_param, integer_rule, option_rule, prior_rule
 from ..base import SufficientStatistics
 from ..inference.hmm import HMMForwardResult
 from ..inference.hsmm import (
+    _check_log_message,
     _forward_backward_offsets,
     _forward_offsets,
     _sample_segments,
@@ -408,57 +409,99 @@ class SemiMarkovHMM(BaseHMM):
     def _stream_estep(self, X, offsets, carried):
         """E step of a ``partial_fit`` batch of whole sequences.
 
-        A semi-Markov message across a chunk boundary would carry the age of
-        the current visit: not implemented, so every batch holds whole
-        sequences, and a later call must say so with ``new_sequence=True``.
+        Continuing a sequence across ``partial_fit`` calls would need the E
+        step of a batch given the carried (state, age) message, with the
+        revision of the earlier batches' statistics: not implemented, so
+        every batch holds whole sequences, and a later call must say so with
+        ``new_sequence=True`` (the online filter, :meth:`filter_stream`, does
+        continue sequences).
         """
         if carried is not None:
             raise ValueError(
                 f"{type(self).__name__}.partial_fit takes batches of whole sequences: pass "
                 "new_sequence=True on every call after the first (continuing a sequence "
-                "across calls, a stream, is not implemented for semi-Markov HMMs)."
+                "across partial_fit calls is not implemented for semi-Markov HMMs; "
+                "filter_stream continues one without learning)."
             )
         statistics, log_likelihood = self._estep_parallel(X, offsets)
         return statistics, log_likelihood, True
 
-    _stream_attributes = ()
+    _stream_attributes = ("filtered_state_", "filter_message_", "stream_log_likelihood_")
 
     def _publish_stream(self, carried):
-        """Nothing: a semi-Markov model has no stream state (see :meth:`filter_stream`)."""
+        """Forget the online filter's state: the parameters it was computed under changed."""
+        for name in self._stream_attributes:
+            self.__dict__.pop(name, None)
 
     def filter_stream(self, X, *, new_sequence=False):
-        """Not implemented for semi-Markov HMMs: use :meth:`filter` on whole sequences.
+        """Filtered state probabilities of new rows of a stream, without learning.
 
-        Raises
-        ------
-        NotImplementedError
-            Always: the online filter would carry the age of the current visit.
+        Continues from ``filter_message_``, the joint distribution of the
+        state and the age of its visit after the last row seen by
+        :meth:`filter_update`, :meth:`reset_filter` or the previous call, and
+        updates it (and ``filtered_state_``, its marginal over the state).
+        The continuation is exact: at fixed parameters, a sequence fed in
+        chunks cut anywhere gets the filtered probabilities of :meth:`filter`
+        on the whole sequence, and the chunks' log-likelihoods (each given
+        the rows before it, ``stream_log_likelihood_``) add up to its
+        log-likelihood.  With no such state (after :meth:`fit`,
+        :meth:`partial_fit` or ``reset_filter()``) ``X[0]`` starts a
+        sequence.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The next rows of one sequence.
+        new_sequence : bool, default=False
+            Start a new sequence at ``X[0]`` (from ``startprob_``).
+
+        Returns
+        -------
+        filtered : ndarray of shape (n_samples, n_components)
+            p(z_t | all rows of the stream up to t).
         """
-        raise NotImplementedError(
-            f"{type(self).__name__} has no online filter (filter_stream, filter_update): "
-            "the message would carry the age of the current visit, which is not "
-            "implemented; call filter(X) on whole sequences."
+        check_bool_param(new_sequence, "new_sequence")
+        X, offsets = self._prepare_fitted(X, None, None)
+        if offsets.shape[0] != 2:
+            raise ValueError("filter_stream takes the next rows of one sequence.")
+        chain = self._log_chain()
+        message = None if new_sequence else getattr(self, "filter_message_", None)
+        if message is not None:
+            try:
+                message = _check_log_message(message, chain[2])
+            except ValueError as error:
+                raise ValueError(
+                    f"filter_message_ does not fit the model ({error}); call reset_filter()."
+                ) from None
+        log_frameprob = np.ascontiguousarray(self._compute_log_likelihood(X), dtype=np.float64)
+        filtered, _, _, sequence_log_likelihood, message = _forward_offsets(
+            *chain, log_frameprob, offsets, message
         )
+        self._check_log_likelihood(sequence_log_likelihood.sum())
+        self.filter_message_ = message
+        self.filtered_state_ = np.exp(message).sum(axis=1)
+        self.stream_log_likelihood_ = float(sequence_log_likelihood.sum())
+        return filtered
 
-    def filter_update(self, x):
-        """Not implemented for semi-Markov HMMs (see :meth:`filter_stream`).
-
-        Raises
-        ------
-        NotImplementedError
-            Always.
-        """
-        return self.filter_stream(np.reshape(x, (1, -1)))
+    # filter_update is BaseHMM's: filter_stream on one row.
 
     def reset_filter(self, X=None):
-        """Not implemented for semi-Markov HMMs (see :meth:`filter_stream`).
+        """Restart the stream of :meth:`filter_stream` and :meth:`filter_update`.
 
-        Raises
-        ------
-        NotImplementedError
-            Always.
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), optional
+            A history, taken as one sequence: the stream continues from the
+            (state, age) distribution after its last row.  None: the next row
+            starts a sequence (from ``startprob_``).
+
+        Returns
+        -------
+        self
         """
-        return self.filter_stream(X)
+        for name in self._stream_attributes:
+            self.__dict__.pop(name, None)
+        return super().reset_filter(X)
 
 
 _DURATION_PARAMETERS = """    max_duration : int, default=20
@@ -484,7 +527,15 @@ _DURATION_ATTRIBUTES = """    transmat_ : ndarray of shape (n_components, n_comp
     duration_rates_ : ndarray of shape (n_components,)
         Mean of d - 1 ("poisson", "negative_binomial" only).
     duration_shapes_ : ndarray of shape (n_components,)
-        Shape of the negative binomial ("negative_binomial" only)."""
+        Shape of the negative binomial ("negative_binomial" only).
+    filter_message_ : ndarray of shape (n_components, max_duration)
+        After :meth:`filter_stream`: log p(z_t = k, the visit has lasted a
+        rows | the stream's rows up to its last, t) in column a - 1.
+    filtered_state_ : ndarray of shape (n_components,)
+        After :meth:`filter_stream`: p(z_t | the stream's rows up to t).
+    stream_log_likelihood_ : float
+        After :meth:`filter_stream`: the log-likelihood of its last call's
+        rows given the stream's earlier rows."""
 
 _DURATION_NOTES = """    The model: the first visit's state is drawn from ``startprob_``; a
     visit to state k lasts d rows with probability ``duration_probs_[k, d -
@@ -498,11 +549,14 @@ _DURATION_NOTES = """    The model: the first visit's state is drawn from ``star
     also the mean when the truncation at ``max_duration`` matters), a step
     being kept only when it raises the expected log-likelihood.
 
+    The online filter (``filter_stream``, ``filter_update``,
+    ``reset_filter``) carries ``filter_message_``, the joint distribution of
+    the current state and the age of its visit (n_components x
+    max_duration), from which the next rows continue exactly.
     ``partial_fit`` takes batches of whole sequences (pass
     ``new_sequence=True`` on every call after the first): continuing a
-    sequence across calls, and so the online filter (``filter_stream``,
-    ``filter_update``), is not implemented; nor are ``known_states`` and
-    ``acceleration``."""
+    sequence across ``partial_fit`` calls is not implemented; nor are
+    ``known_states`` and ``acceleration``."""
 
 
 def _unshifted(log_frameprob, shift):

@@ -89,12 +89,16 @@ class HSMMForwardResult(NamedTuple):
     sequence_log_likelihood : ndarray of shape (n_sequences,)
     log_predictive : ndarray of shape (n_samples,)
         log p(x_t | x_1..x_{t-1}); per sequence these sum to its log-likelihood.
+    log_message : ndarray of shape (n_states, max_duration)
+        The filter's message after the last row of the last sequence (see
+        :func:`hsmm_filter`).
     """
 
     log_likelihood: float
     filtered: np.ndarray
     sequence_log_likelihood: np.ndarray
     log_predictive: np.ndarray
+    log_message: np.ndarray
 
 
 class HSMMFilterResult(NamedTuple):
@@ -108,12 +112,19 @@ class HSMMFilterResult(NamedTuple):
         p(z_{t+1} = k | x_1..x_t): the current visit goes on, or a new one
         starts.
     log_likelihood : float
-        log p(x) summed over sequences.
+        log p(x) summed over sequences (the first one's given the rows of
+        ``log_message`` when it is passed).
+    log_message : ndarray of shape (n_states, max_duration)
+        log p(z_t = k, the current visit has lasted a rows | x_1..x_t) in
+        column a - 1, at the last row t of the last sequence: the filter's
+        joint distribution over (state, age of the current visit), which sums
+        to one.  Passing it as ``log_message`` continues that sequence exactly.
     """
 
     filtered: np.ndarray
     predicted: np.ndarray
     log_likelihood: float
+    log_message: np.ndarray
 
 
 class HSMMViterbiResult(NamedTuple):
@@ -227,13 +238,68 @@ def _forward_backward_offsets(
     )
 
 
-def _forward_offsets(log_startprob, log_transmat, log_durationprob, log_frameprob, offsets):
-    """``(filtered, predicted, log_predictive, sequence_log_likelihood)`` on validated arrays."""
+def _check_log_message(log_message, log_durationprob):
+    """The validated filter message ``log_message`` (a copy, C-contiguous float64)."""
+    if log_message is None:
+        return None
+    n_states, n_durations = log_durationprob.shape
+    log_message = _real_array(log_message, "log_message")
+    if log_message.shape != (n_states, n_durations):
+        raise ValueError(
+            f"log_message must have shape (n_states, max_duration) = ({n_states}, "
+            f"{n_durations}), got {log_message.shape}."
+        )
+    if np.isnan(log_message).any() or np.isposinf(log_message).any():
+        raise ValueError("log_message contains NaN or +inf.")
+    with np.errstate(under="ignore"):
+        total = float(np.exp(log_message).sum())
+    if not np.isclose(total, 1.0, rtol=0, atol=1e-6):
+        raise ValueError(
+            f"exp(log_message) must sum to 1 (a distribution over state and age); it sums "
+            f"to {total}."
+        )
+    survival = log_survival(log_durationprob)[0]
+    if np.any((log_message > -np.inf) & (survival == -np.inf)):
+        raise ValueError(
+            "log_message puts probability on a (state, age) that no visit reaches: "
+            "P(duration >= age) is zero there."
+        )
+    return np.array(log_message, dtype=np.float64, order="C")
+
+
+def _carried(log_message, log_transmat, log_durationprob, survival):
+    """``(carried, carried_start)`` of the kernel from a validated filter message.
+
+    ``carried[k, a - 1] = log_message[k, a - 1] - log P(duration_k >= a)``
+    (the visit's rows without the weight of its duration) and
+    ``carried_start[k]`` the log-probability that a visit to k starts at the
+    next row: sum_j sum_a p(j, a) P(d_j = a) / P(d_j >= a) transmat[j, k]
+    (``survival``: ``log_survival(log_durationprob)[0]``).
+    """
+    reachable = log_message > -np.inf
+    carried = np.full(log_message.shape, -np.inf)
+    carried[reachable] = log_message[reachable] - survival[reachable]
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+        ending = np.logaddexp.reduce(carried + log_durationprob, axis=1)
+        carried_start = np.logaddexp.reduce(ending[:, None] + log_transmat, axis=0)
+    return np.ascontiguousarray(carried), np.ascontiguousarray(carried_start)
+
+
+def _forward_offsets(
+    log_startprob, log_transmat, log_durationprob, log_frameprob, offsets, log_message=None
+):
+    """``(filtered, predicted, log_predictive, sequence_log_likelihood, log_message)`` on
+    validated arrays (``log_message`` too, or None: the first sequence starts afresh)."""
     survival, following = log_survival(log_durationprob)
     filtered = np.empty(log_frameprob.shape)
     predicted = np.empty(log_frameprob.shape)
     log_predictive = np.empty(log_frameprob.shape[0])
     sequence_log_likelihood = np.empty(len(offsets) - 1)
+    final = np.empty(log_durationprob.shape)
+    if log_message is None:
+        carried, carried_start = np.empty(log_durationprob.shape), np.empty_like(log_startprob)
+    else:
+        carried, carried_start = _carried(log_message, log_transmat, log_durationprob, survival)
     _hsmm.forward(
         log_startprob,
         log_transmat,
@@ -242,12 +308,24 @@ def _forward_offsets(log_startprob, log_transmat, log_durationprob, log_framepro
         following,
         log_frameprob,
         np.asarray(offsets, dtype=np.intp),
+        log_message is not None,
+        carried_start,
+        carried,
         filtered,
         predicted,
         log_predictive,
         sequence_log_likelihood,
+        final,
     )
-    return filtered, predicted, log_predictive, sequence_log_likelihood
+    with np.errstate(invalid="ignore"):
+        joint = final + survival  # -inf + -inf: unreachable ages
+    with np.errstate(divide="ignore", under="ignore"):
+        total = np.logaddexp.reduce(joint, axis=None)
+    if np.isfinite(sequence_log_likelihood[-1]) and np.isfinite(total):
+        log_message_out = joint - total
+    else:  # the last sequence is impossible: no distribution to carry
+        log_message_out = np.full(joint.shape, -np.inf)
+    return filtered, predicted, log_predictive, sequence_log_likelihood, log_message_out
 
 
 def _viterbi_offsets(log_startprob, log_transmat, log_durationprob, log_frameprob, offsets):
@@ -292,6 +370,17 @@ _DOC_MODEL = """    log_startprob : array-like of shape (n_states,)
     lengths : array-like of int, optional
         Lengths of the concatenated sequences; one sequence if omitted."""
 
+_DOC_MESSAGE = """    log_message : array-like of shape (n_states, max_duration), optional
+        Continue earlier rows: the ``log_message`` of the result of this
+        function (or of :func:`hsmm_forward`) on them, log p(state k, current
+        visit a rows old | earlier rows) in column a - 1.  The first sequence
+        then continues them exactly: its first row's state is that visit's
+        (going on with probability P(d >= a + 1) / P(d >= a)) or the next
+        visit's (``log_startprob`` is not used for it), and its log-likelihood
+        is given the earlier rows.  Cutting a sequence anywhere and passing
+        the message gives the filtered distributions and the total
+        log-likelihood of one pass.  None: every sequence starts afresh."""
+
 
 @masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
 def hsmm_forward_backward(
@@ -329,18 +418,27 @@ def hsmm_forward_backward(
 
 
 @masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
-def hsmm_forward(log_startprob, log_transmat, log_durationprob, log_frameprob, *, lengths=None):
+def hsmm_forward(
+    log_startprob,
+    log_transmat,
+    log_durationprob,
+    log_frameprob,
+    *,
+    lengths=None,
+    log_message=None,
+):
     """Log-likelihood, filtered distributions and log predictive densities.
 
     Parameters
     ----------
     {model}
+    {message}
 
     Returns
     -------
     HSMMForwardResult
         ``log_likelihood``, ``filtered``, ``sequence_log_likelihood``,
-        ``log_predictive``.
+        ``log_predictive``, ``log_message`` (after the last row).
 
     Examples
     --------
@@ -354,25 +452,42 @@ def hsmm_forward(log_startprob, log_transmat, log_durationprob, log_frameprob, *
            [0., 1.]])
     """
     arrays = _check_model(log_startprob, log_transmat, log_durationprob, log_frameprob, lengths)
-    filtered, _, log_predictive, sequence_log_likelihood = _forward_offsets(*arrays)
+    log_message = _check_log_message(log_message, arrays[2])
+    filtered, _, log_predictive, sequence_log_likelihood, message = _forward_offsets(
+        *arrays, log_message
+    )
     return HSMMForwardResult(
-        float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive
+        float(sequence_log_likelihood.sum()),
+        filtered,
+        sequence_log_likelihood,
+        log_predictive,
+        message,
     )
 
 
 @masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
-def hsmm_filter(log_startprob, log_transmat, log_durationprob, log_frameprob, *, lengths=None):
+def hsmm_filter(
+    log_startprob,
+    log_transmat,
+    log_durationprob,
+    log_frameprob,
+    *,
+    lengths=None,
+    log_message=None,
+):
     """Filtered and one-step predicted state distributions of a semi-Markov HMM.
 
     Parameters
     ----------
     {model}
+    {message}
 
     Returns
     -------
     HSMMFilterResult
-        ``filtered`` p(z_t | x_1..x_t), ``predicted`` p(z_(t+1) | x_1..x_t)
-        and ``log_likelihood``.
+        ``filtered`` p(z_t | x_1..x_t), ``predicted`` p(z_(t+1) | x_1..x_t),
+        ``log_likelihood`` and ``log_message`` (the joint distribution of the
+        state and the age of its visit after the last row, to continue from).
 
     Examples
     --------
@@ -383,10 +498,21 @@ def hsmm_filter(log_startprob, log_transmat, log_durationprob, log_frameprob, *,
     >>> result.predicted  # after two rows of state 0, a visit to 1 starts
     array([[1., 0.],
            [0., 1.]])
+    >>> np.exp(result.log_message)  # state 0, its visit 2 rows old
+    array([[0., 1.],
+           [0., 0.]])
+    >>> first = hsmm_filter(alternate[1], alternate, alternate, np.zeros((1, 2)))
+    >>> rest = hsmm_filter(alternate[1], alternate, alternate, np.zeros((1, 2)),
+    ...                    log_message=first.log_message)
+    >>> rest.predicted  # the row cut off continues the same visit
+    array([[0., 1.]])
     """
     arrays = _check_model(log_startprob, log_transmat, log_durationprob, log_frameprob, lengths)
-    filtered, predicted, _, sequence_log_likelihood = _forward_offsets(*arrays)
-    return HSMMFilterResult(filtered, predicted, float(sequence_log_likelihood.sum()))
+    log_message = _check_log_message(log_message, arrays[2])
+    filtered, predicted, _, sequence_log_likelihood, message = _forward_offsets(
+        *arrays, log_message
+    )
+    return HSMMFilterResult(filtered, predicted, float(sequence_log_likelihood.sum()), message)
 
 
 @masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
@@ -418,7 +544,9 @@ def hsmm_viterbi(log_startprob, log_transmat, log_durationprob, log_frameprob, *
 
 
 for _function in (hsmm_forward_backward, hsmm_forward, hsmm_filter, hsmm_viterbi):
-    _function.__doc__ = _function.__doc__.replace("    {model}", _DOC_MODEL)
+    _function.__doc__ = _function.__doc__.replace("    {model}", _DOC_MODEL).replace(
+        "    {message}", _DOC_MESSAGE
+    )
 del _function
 
 

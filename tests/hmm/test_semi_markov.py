@@ -6,6 +6,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 from scipy.special import logsumexp
 from sklearn.exceptions import ConvergenceWarning
@@ -437,8 +439,12 @@ def test_errors():
     with pytest.raises(ValueError, match="known_states"):
         SemiMarkovGaussianHMM(2).fit(X, known_states=np.zeros(20, dtype=int))
     fitted = SemiMarkovGaussianHMM(2, max_duration=5, n_iter=2, random_state=0).fit(X)
-    with pytest.raises(NotImplementedError, match="filter"):
-        fitted.filter_stream(X)
+    with pytest.raises(TypeError, match="new_sequence must be a bool"):
+        fitted.filter_stream(X, new_sequence="yes")
+    fitted.filter_stream(X[:3])
+    fitted.filter_message_ = fitted.filter_message_[:, :2]
+    with pytest.raises(ValueError, match="filter_message_ does not fit the model"):
+        fitted.filter_stream(X[3:5])
     by_hand = SemiMarkovGaussianHMM(2, max_duration=5)
     for name in ("startprob_", "transmat_", "means_", "covars_"):
         setattr(by_hand, name, getattr(fitted, name))
@@ -506,3 +512,129 @@ def test_duration_prior_adds_pseudo_counts():
     np.testing.assert_allclose(poisson.duration_rates_, pseudo @ np.arange(200) / pseudo.sum(1))
     with pytest.raises(ValueError, match="duration_prior must be > 0"):
         SemiMarkovGaussianHMM(2, duration_prior=0.0).fit(np.zeros((10, 1)))
+
+
+# -- streams: the (state, age) message carried across chunks -------------------
+
+
+def prefix_message(log_start, log_trans, log_duration, log_frame):
+    """p(state, age of its visit | x_0..x_{n-1}) by enumeration of the segmentations."""
+    n_states, max_duration = log_duration.shape
+    found = enumerate_model(log_start, log_trans, log_duration, log_frame)
+    values = np.array([value for value, _ in found])
+    weights = np.exp(values - logsumexp(values))
+    message = np.zeros((n_states, max_duration))
+    for weight, (_, visits) in zip(weights, found):
+        state, _, seen = visits[-1]
+        message[state, seen - 1] += weight
+    return message
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_filter_message_equals_enumeration(case):
+    """After every prefix, ``log_message`` is the joint law of (state, visit age), and
+    continuing from it gives the next row's filtered and predicted distributions."""
+    log_start, log_trans, log_duration, log_frame = random_model(**case)
+    whole = hsmm_filter(log_start, log_trans, log_duration, log_frame)
+    for t in range(1, len(log_frame)):
+        head = hsmm_filter(log_start, log_trans, log_duration, log_frame[:t])
+        expected = prefix_message(log_start, log_trans, log_duration, log_frame[:t])
+        np.testing.assert_allclose(np.exp(head.log_message), expected, atol=1e-12)
+        tail = hsmm_filter(
+            log_start, log_trans, log_duration, log_frame[t:], log_message=head.log_message
+        )
+        np.testing.assert_allclose(tail.filtered, whole.filtered[t:], atol=1e-12)
+        np.testing.assert_allclose(tail.predicted, whole.predicted[t:], atol=1e-12)
+        assert np.isclose(head.log_likelihood + tail.log_likelihood, whole.log_likelihood)
+
+
+def test_filter_message_with_impossible_durations():
+    """Durations of probability zero (and a max_duration longer than the chunks)."""
+    log_start, log_trans, _, log_frame = random_model(2, 5, 9, seed=7)
+    with np.errstate(divide="ignore"):
+        log_duration = np.log([[0.0, 0.5, 0.0, 0.5, 0.0], [0.3, 0.0, 0.7, 0.0, 0.0]])
+    whole = hsmm_forward(log_start, log_trans, log_duration, log_frame)
+    message, filtered, log_likelihood = None, [], 0.0
+    for chunk in np.split(log_frame, [1, 2, 4, 7]):
+        part = hsmm_forward(log_start, log_trans, log_duration, chunk, log_message=message)
+        message = part.log_message
+        filtered.append(part.filtered)
+        log_likelihood += part.log_likelihood
+    np.testing.assert_allclose(np.vstack(filtered), whole.filtered, atol=1e-12)
+    assert np.isclose(log_likelihood, whole.log_likelihood, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(message == -np.inf, whole.log_message == -np.inf)
+    expected = prefix_message(log_start, log_trans, log_duration, log_frame)
+    np.testing.assert_allclose(np.exp(message), expected, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    cuts=st.lists(st.integers(1, 39), max_size=8, unique=True),
+    max_duration=st.integers(1, 9),
+    seed=st.integers(0, 2**16),
+)
+def test_filter_stream_in_chunks_equals_one_pass(cuts, max_duration, seed):
+    """At fixed parameters, a sequence cut anywhere into filter_stream calls gets the
+    filtered probabilities and the total log-likelihood of one pass."""
+    rng = np.random.default_rng(seed)
+    model = SemiMarkovGaussianHMM(3, max_duration=max_duration)
+    model.startprob_ = rng.dirichlet(np.ones(3))
+    transmat = rng.dirichlet(np.ones(2), size=3)
+    model.transmat_ = np.array(
+        [[0, transmat[0, 0], transmat[0, 1]],
+         [transmat[1, 0], 0, transmat[1, 1]],
+         [transmat[2, 0], transmat[2, 1], 0]]
+    )  # fmt: skip
+    model.duration_probs_ = rng.dirichlet(np.ones(max_duration), size=3)
+    model.means_ = np.array([[-2.0], [0.0], [2.0]])
+    model.covars_ = np.ones((3, 1))
+    model.n_features_in_ = 1
+    X = rng.normal(scale=2.0, size=(40, 1))
+    chunks = np.split(X, sorted(cuts))
+    model.reset_filter()
+    filtered, log_likelihood = [], 0.0
+    for chunk in chunks:
+        filtered.append(model.filter_stream(chunk))
+        log_likelihood += model.stream_log_likelihood_
+    np.testing.assert_allclose(np.vstack(filtered), model.filter(X), atol=1e-10)
+    assert np.isclose(log_likelihood, model.score(X), rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(model.filtered_state_, model.filter(X)[-1], atol=1e-10)
+
+
+def test_filter_update_reset_filter_and_fit_forget_the_stream():
+    X = np.random.default_rng(3).normal(size=(30, 1))
+    X[10:20] += 3
+    model = SemiMarkovGaussianHMM(2, max_duration=6, n_iter=3, random_state=0).fit(X)
+    model.reset_filter(X[:12])
+    np.testing.assert_allclose(model.filter_update(X[12]), model.filter(X[:13])[-1])
+    np.testing.assert_allclose(model.filter_stream(X[:4], new_sequence=True), model.filter(X[:4]))
+    assert model.reset_filter() is model and not hasattr(model, "filter_message_")
+    np.testing.assert_allclose(model.filter_update(X[0]), model.filter(X[:1])[0])
+    model.fit(X)
+    assert not hasattr(model, "filter_message_") and not hasattr(model, "filtered_state_")
+    model.filter_stream(X[:5])
+    model.partial_fit(X, new_sequence=True)
+    assert not hasattr(model, "filter_message_")  # computed under the old parameters
+
+
+def test_log_message_errors():
+    log_start, log_trans, log_duration, log_frame = random_model(2, 3, 4)
+    message = hsmm_filter(log_start, log_trans, log_duration, log_frame).log_message
+    with pytest.raises(ValueError, match="log_message must have shape"):
+        hsmm_filter(log_start, log_trans, log_duration, log_frame, log_message=message[:, :2])
+    with pytest.raises(ValueError, match="must sum to 1"):
+        hsmm_forward(log_start, log_trans, log_duration, log_frame, log_message=message - 1)
+    with pytest.raises(ValueError, match="NaN"):
+        hsmm_filter(
+            log_start, log_trans, log_duration, log_frame, log_message=np.full((2, 3), np.nan)
+        )
+    with pytest.raises(TypeError, match="log_message must be real"):
+        hsmm_filter(log_start, log_trans, log_duration, log_frame, log_message=message + 0j)
+    with np.errstate(divide="ignore"):
+        short = np.log([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]])
+        unreachable = np.log([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match="no visit reaches"):
+        hsmm_filter(log_start, log_trans, short, log_frame, log_message=unreachable)
+    before = message.copy()
+    hsmm_filter(log_start, log_trans, log_duration, log_frame, log_message=message)
+    np.testing.assert_array_equal(message, before)
