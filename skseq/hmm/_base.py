@@ -1177,12 +1177,22 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             p(z_t | all rows of the stream up to t).
         """
         X, offsets = self._prepare_fitted(X, None, None)
-        state = getattr(self, "filtered_state_", None)
-        start = self.startprob_ if new_sequence or state is None else state @ self.transmat_
+        state = None if new_sequence else getattr(self, "filtered_state_", None)
+        filtered, log_likelihood = self._stream_forward(X, offsets, state)
+        self._check_log_likelihood(log_likelihood)
+        self.filtered_state_ = filtered[-1].copy()
+        return filtered
+
+    def _stream_forward(self, X, offsets, state):
+        """``(filtered, log_likelihood)`` of the rows of :meth:`filter_stream`.
+
+        ``state``: the filtered distribution after the stream's previous row,
+        or None when ``X[0]`` starts a sequence.  Transition components with
+        other chains override it (input-driven transitions).
+        """
+        start = self.startprob_ if state is None else state @ self.transmat_
         result = _forward_offsets(start, self.transmat_, self._compute_log_likelihood(X), offsets)
-        self._check_log_likelihood(result.log_likelihood)
-        self.filtered_state_ = result.filtered[-1].copy()
-        return result.filtered
+        return result.filtered, result.log_likelihood
 
     def filter_update(self, x):
         """Advance the online filter by one row: :meth:`filter_stream` on ``x`` alone.

@@ -469,19 +469,64 @@ class InputDrivenTransitions(ControlsMixin):
         statistics, log_likelihood = self._estep_parallel(X, offsets)
         return statistics, log_likelihood, None
 
+    # -- the online filter: the carried message is filtered_state_ ------------------
+
+    _stream_attributes = ("filtered_state_", "stream_log_likelihood_")
+
     def _publish_stream(self, carried):
-        self.__dict__.pop("filtered_state_", None)
+        # partial_fit changed the weights the filtered state was computed under.
+        for name in self._stream_attributes:
+            self.__dict__.pop(name, None)
 
-    def filter_stream(self, X, *, new_sequence=False):
-        """Not available for input-driven transitions: use :meth:`filter` on whole sequences."""
-        raise NotImplementedError(
-            f"{type(self).__name__} does not filter streams (filter_stream, filter_update): its "
-            "transitions depend on the controls; call filter(X, controls=...) on the sequence."
+    def _stream_forward(self, X, offsets, state):
+        """The rows of :meth:`filter_stream` through their own transition matrices.
+
+        A continued stream's first row is predicted from ``state`` (the
+        filtered distribution after the previous row) through the matrix of
+        that row's controls, which is what the forward recursion over the
+        whole sequence does at that row: the continuation is exact.
+        """
+        controls = self._row_controls(X)
+        X, _ = self._split_known_states(X)
+        log_frameprob = self._compute_log_likelihood(X)
+        log_transmats, transmats = self._transition_matrices(controls)
+        if state is None:
+            log_start = self._log_startprob()
+        else:
+            shape = (self.n_components,)
+            try:
+                state = check_probability_vector(state, "filtered_state_", shape)
+            except (TypeError, ValueError) as error:
+                raise ValueError(
+                    f"filtered_state_ does not fit the model ({error}); call reset_filter()."
+                ) from None
+            with np.errstate(divide="ignore"):
+                log_start = np.log(state @ transmats[0])
+        filtered, _, sequence_log_likelihood = _varying_forward_offsets(
+            log_start, log_transmats, log_frameprob, offsets, transmats=transmats
         )
+        self.stream_log_likelihood_ = float(sequence_log_likelihood.sum())
+        return filtered, self.stream_log_likelihood_
 
-    def filter_update(self, x):
-        """Not available for input-driven transitions; see :meth:`filter_stream`."""
-        return self.filter_stream(x)
+    def reset_filter(self, X=None, *, controls=None):
+        """Restart the online filter, from the history ``X`` (with its ``controls``)
+        when given; see :meth:`skseq.GaussianHMM.reset_filter`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), optional
+            A history, taken as one sequence: the stream continues from its
+            last filtered state.  None: the next row starts a sequence.
+        controls : array-like of shape (n_samples, n_controls), optional
+            The inputs of the rows of ``X`` (required with ``X`` when the
+            model has controls).
+
+        Returns
+        -------
+        self
+        """
+        self.__dict__.pop("stream_log_likelihood_", None)
+        return super().reset_filter(X, controls=controls)
 
     # -- forecasting and sampling ---------------------------------------------------
 

@@ -6,6 +6,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.special import log_softmax, logsumexp
 from sklearn.exceptions import ConvergenceWarning
 
@@ -466,8 +468,6 @@ def test_errors():
         InputDrivenGaussianHMM(2).fit(X, controls=bad)
     with pytest.raises(ValueError, match="controls"):
         model.predict_next_state_proba(X, controls=u)  # no next_controls
-    with pytest.raises(NotImplementedError, match="filter_stream"):
-        model.filter_stream(X)
     with pytest.raises(ValueError, match="transition_alpha"):
         InputDrivenGaussianHMM(2, transition_alpha=-1.0).fit(X, controls=u)
     model.transition_coefs_ = np.zeros((2, 2, 3))
@@ -497,3 +497,145 @@ def test_known_states_with_controls():
     model = InputDrivenGaussianHMM(2, n_iter=5, random_state=0)
     quiet_fit(model, X, controls=u, known_states=known)
     assert model.means_[1, 0] > model.means_[0, 0]  # the labels name the states
+
+
+# -- the online filter ---------------------------------------------------------------
+
+
+def streaming_model(cls=InputDrivenGaussianHMM, n_rows=60, **kwargs):
+    """A fitted model whose transitions depend strongly on the inputs, with its data."""
+    X, u, _ = simulate_io_hmm(7, n_rows=n_rows)
+    model = quiet_fit(cls(2, n_iter=2, random_state=0, **kwargs), X, controls=u)
+    model.transition_coefs_ = np.array([[[0.0], [3.0]], [[-2.0], [1.0]]])
+    return model, X, u
+
+
+def chunks(n_rows, cuts):
+    bounds = [0, *sorted(c for c in cuts if 0 < c < n_rows), n_rows]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+@settings(max_examples=10, deadline=None)
+@given(cuts=st.lists(st.integers(1, 59), max_size=6, unique=True))
+def test_filter_stream_in_chunks_is_filter_of_the_whole_sequence(cuts):
+    model, X, u = streaming_model()
+    model.reset_filter()
+    filtered, log_likelihood = [], 0.0
+    for start, stop in chunks(X.shape[0], cuts):
+        filtered.append(model.filter_stream(X[start:stop], controls=u[start:stop]))
+        log_likelihood += model.stream_log_likelihood_
+    whole = model.filter(X, controls=u)
+    np.testing.assert_allclose(np.concatenate(filtered), whole, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model.filtered_state_, whole[-1], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(log_likelihood, model.score(X, controls=u), rtol=1e-10)
+
+
+def test_the_next_rows_transition_uses_its_own_controls():
+    """The continued row's prediction is filtered_state_ times that row's matrix."""
+    model, X, u = streaming_model()
+    model.reset_filter(X[:10], controls=u[:10])
+    state = model.filtered_state_.copy()
+    filtered = model.filter_update(X[10], controls=u[10])
+    transmat = np.exp(
+        input_driven_log_transmats(
+            model.transition_coefs_, model.transition_intercepts_, u[10:11]
+        ).log_transmats[0]
+    )
+    joint = (state @ transmat) * np.exp(model._compute_log_likelihood(X[10:11])[0])
+    np.testing.assert_allclose(filtered, joint / joint.sum(), rtol=1e-10)
+    np.testing.assert_allclose(model.stream_log_likelihood_, np.log(joint.sum()), rtol=1e-10)
+    # through transmat_ (the matrix at zero controls) it would differ: the inputs matter
+    stationary = (state @ model.transmat_) * np.exp(model._compute_log_likelihood(X[10:11])[0])
+    assert not np.allclose(filtered, stationary / stationary.sum(), rtol=1e-3)
+
+
+def test_filter_update_row_by_row_is_filter():
+    model, X, u = streaming_model()
+    model.reset_filter()
+    rows = [model.filter_update(X[t], controls=u[t]) for t in range(X.shape[0])]
+    np.testing.assert_allclose(np.array(rows), model.filter(X, controls=u), rtol=1e-9, atol=1e-12)
+
+
+def test_reset_filter_with_a_history_and_new_sequence():
+    model, X, u = streaming_model()
+    whole = model.filter(X, controls=u)
+    model.reset_filter(X[:25], controls=u[:25])
+    np.testing.assert_allclose(model.filtered_state_, whole[24], rtol=1e-9)
+    np.testing.assert_allclose(model.filter_stream(X[25:], controls=u[25:]), whole[25:], rtol=1e-9)
+    restarted = model.filter_stream(X[25:], new_sequence=True, controls=u[25:])
+    np.testing.assert_allclose(restarted, model.filter(X[25:], controls=u[25:]), rtol=1e-9)
+    model.reset_filter()
+    assert not hasattr(model, "filtered_state_") and not hasattr(model, "stream_log_likelihood_")
+
+
+@pytest.mark.parametrize(
+    "cls", [InputDrivenCategoricalHMM, InputDrivenPoissonHMM, InputDrivenGMMHMM]
+)
+def test_filter_stream_of_every_emission_model(cls):
+    rng = np.random.default_rng(3)
+    X = rng.poisson(2.0, size=(40, 1)) if cls is not InputDrivenGMMHMM else rng.normal(size=(40, 1))
+    if cls is InputDrivenCategoricalHMM:
+        X = np.minimum(X, 2)
+    u = rng.normal(size=(40, 1))
+    kwargs = {"n_mix": 2} if cls is InputDrivenGMMHMM else {}
+    model = quiet_fit(cls(2, n_iter=2, random_state=0, **kwargs), X, controls=u)
+    model.transition_coefs_ = np.array([[[0.0], [2.0]], [[-1.0], [0.5]]])
+    first = model.filter_stream(X[:17], new_sequence=True, controls=u[:17])
+    log_likelihood = model.stream_log_likelihood_
+    second = model.filter_stream(X[17:], controls=u[17:])
+    log_likelihood += model.stream_log_likelihood_
+    np.testing.assert_allclose(
+        np.concatenate([first, second]), model.filter(X, controls=u), rtol=1e-9, atol=1e-12
+    )
+    np.testing.assert_allclose(log_likelihood, model.score(X, controls=u), rtol=1e-10)
+
+
+def test_autoregressive_filter_stream_carries_lags_and_state():
+    rng = np.random.default_rng(4)
+    u = rng.normal(size=(50, 1))
+    x = np.cumsum(rng.normal(size=(50, 1)), axis=0)
+    model = quiet_fit(
+        InputDrivenAutoregressiveHMM(2, n_lags=2, n_iter=2, random_state=0), x, controls=u
+    )
+    model.transition_coefs_ = np.array([[[0.0], [2.0]], [[-1.0], [0.5]]])
+    first = model.filter_stream(x[:20], new_sequence=True, controls=u[:20])
+    log_likelihood = model.stream_log_likelihood_
+    second = model.filter_stream(x[20:], controls=u[20:])
+    log_likelihood += model.stream_log_likelihood_
+    assert first.shape == (18, 2) and second.shape == (30, 2)
+    np.testing.assert_allclose(
+        np.concatenate([first, second]), model.filter(x, controls=u), rtol=1e-9, atol=1e-12
+    )
+    np.testing.assert_allclose(log_likelihood, model.score(x, controls=u), rtol=1e-10)
+
+
+def test_filter_stream_errors():
+    model, X, u = streaming_model()
+    model.reset_filter()
+    with pytest.raises(ValueError, match="controls"):
+        model.filter_stream(X)
+    with pytest.raises(ValueError, match="controls"):
+        model.filter_stream(X, controls=u[:10])
+    with pytest.raises(ValueError, match="controls"):
+        model.filter_stream(X, controls=np.column_stack([u, u]))
+    with pytest.raises(ValueError, match="controls"):
+        model.filter_update(X[0])
+    with pytest.raises(ValueError, match="controls"):
+        model.filter_update(X[0], controls=[1.0, 2.0])
+    with pytest.raises(ValueError, match="controls"):
+        model.reset_filter(X[:5])
+    assert not hasattr(model, "filtered_state_")  # nothing advanced by the failed calls
+    model.filter_stream(X[:5], controls=u[:5])
+    model.filtered_state_ = np.ones(3) / 3
+    with pytest.raises(ValueError, match="filtered_state_ does not fit the model"):
+        model.filter_stream(X[5:], controls=u[5:])
+    controls = u.copy()
+    model.reset_filter(X[:5], controls=controls[:5])
+    np.testing.assert_array_equal(controls, u)  # the inputs are not changed
+
+
+def test_partial_fit_forgets_the_filter_state():
+    model, X, u = streaming_model()
+    model.filter_stream(X[:10], new_sequence=True, controls=u[:10])
+    model.partial_fit(X[10:], controls=u[10:], new_sequence=True)
+    assert not hasattr(model, "filtered_state_") and not hasattr(model, "stream_log_likelihood_")
