@@ -54,7 +54,9 @@ transition matrix from row to row uses finer hooks, whose defaults are the
 stationary chain of ``startprob_`` and ``transmat_``: ``_row_controls(X)``
 (the inputs of the rows, None; ``_chain_estep`` gets them as ``controls``),
 ``_chain_posteriors``, ``_chain_forward``, ``_chain_viterbi`` (the
-recursions of a block of sequences), ``_transition_mstep(statistics)`` and
+recursions of a block of sequences), ``_stream_forward`` (the online
+filter's rows given the carried ``filtered_state_``),
+``_transition_mstep(statistics)`` and
 ``_transition_n_parameters()``; ``_stationary_chain = False`` turns off what
 needs the one stationary matrix (the checkpointed E step and chunked scoring
 of one long sequence).  :class:`skseq.hmm._input_driven.InputDrivenTransitions`

@@ -629,18 +629,32 @@ n_controls), optional
         The transition matrix at zero controls (a property).
     n_controls_ : int
         Number of control columns seen at fit (0: none).
+    filtered_state_ : ndarray of shape (n_components,)
+        After :meth:`filter_stream`, :meth:`filter_update` or
+        :meth:`reset_filter` with a history: p(z_t | the stream's rows up to
+        its last, t), the message the online filter carries.
+    stream_log_likelihood_ : float
+        After :meth:`filter_stream`: the log-likelihood of its last call's
+        rows given the stream's earlier rows (and all their inputs).
     startprob_, monitor_, n_features_in_, and the emission parameters
         As in :class:`~skseq.{emission}`.
 
     Notes
     -----
+    The online filter (``filter_stream(X, controls=)``, ``filter_update(x,
+    controls=)``, ``reset_filter(X, controls=)``) continues a sequence across
+    calls exactly: the carried message is ``filtered_state_``, and the first
+    row of a call is predicted from it through the transition matrix of that
+    row's own inputs; at fixed parameters, chunks cut anywhere give the
+    filtered probabilities of :meth:`filter` on the whole sequence and their
+    ``stream_log_likelihood_`` add up to :meth:`score`.
     :meth:`partial_fit` takes each batch's sequences whole (a batch does not
-    continue the previous batch's last sequence) and moves the transition
-    weights by one Newton step on the batch, scaled by the Robbins-Monro step
-    ``(learning_offset + n_batch_iter_) ** -learning_decay``; ``filter_stream``
-    and ``filter_update`` are not available.  One long sequence is not
-    checkpointed: its E step holds (n_samples, n_components, n_components)
-    arrays.
+    continue the previous batch's last sequence), forgets the online filter's
+    state, and moves the transition weights by one Newton step on the batch,
+    scaled by the Robbins-Monro step
+    ``(learning_offset + n_batch_iter_) ** -learning_decay``.  One long
+    sequence is not checkpointed: its E step holds (n_samples, n_components,
+    n_components) arrays.
 """
 
 
