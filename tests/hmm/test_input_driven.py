@@ -510,22 +510,27 @@ def streaming_model(cls=InputDrivenGaussianHMM, n_rows=60, **kwargs):
     return model, X, u
 
 
-def chunks(n_rows, cuts):
-    bounds = [0, *sorted(c for c in cuts if 0 < c < n_rows), n_rows]
-    return list(zip(bounds[:-1], bounds[1:]))
+def filter_in_chunks(model, X, u, cuts):
+    """``filter_stream`` over ``X`` cut at ``cuts`` (a new sequence at ``X[0]``):
+    the filtered rows of all chunks and the sum of their log-likelihoods."""
+    bounds = [0, *sorted(c for c in cuts if 0 < c < X.shape[0]), X.shape[0]]
+    filtered, log_likelihood = [], 0.0
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        new_sequence = start == 0
+        filtered.append(
+            model.filter_stream(X[start:stop], new_sequence=new_sequence, controls=u[start:stop])
+        )
+        log_likelihood += model.stream_log_likelihood_
+    return np.concatenate(filtered), log_likelihood
 
 
 @settings(max_examples=10, deadline=None)
 @given(cuts=st.lists(st.integers(1, 59), max_size=6, unique=True))
 def test_filter_stream_in_chunks_is_filter_of_the_whole_sequence(cuts):
     model, X, u = streaming_model()
-    model.reset_filter()
-    filtered, log_likelihood = [], 0.0
-    for start, stop in chunks(X.shape[0], cuts):
-        filtered.append(model.filter_stream(X[start:stop], controls=u[start:stop]))
-        log_likelihood += model.stream_log_likelihood_
+    filtered, log_likelihood = filter_in_chunks(model, X, u, cuts)
     whole = model.filter(X, controls=u)
-    np.testing.assert_allclose(np.concatenate(filtered), whole, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(filtered, whole, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(model.filtered_state_, whole[-1], rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(log_likelihood, model.score(X, controls=u), rtol=1e-10)
 
@@ -580,13 +585,8 @@ def test_filter_stream_of_every_emission_model(cls):
     kwargs = {"n_mix": 2} if cls is InputDrivenGMMHMM else {}
     model = quiet_fit(cls(2, n_iter=2, random_state=0, **kwargs), X, controls=u)
     model.transition_coefs_ = np.array([[[0.0], [2.0]], [[-1.0], [0.5]]])
-    first = model.filter_stream(X[:17], new_sequence=True, controls=u[:17])
-    log_likelihood = model.stream_log_likelihood_
-    second = model.filter_stream(X[17:], controls=u[17:])
-    log_likelihood += model.stream_log_likelihood_
-    np.testing.assert_allclose(
-        np.concatenate([first, second]), model.filter(X, controls=u), rtol=1e-9, atol=1e-12
-    )
+    filtered, log_likelihood = filter_in_chunks(model, X, u, [17])
+    np.testing.assert_allclose(filtered, model.filter(X, controls=u), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(log_likelihood, model.score(X, controls=u), rtol=1e-10)
 
 
@@ -598,32 +598,26 @@ def test_autoregressive_filter_stream_carries_lags_and_state():
         InputDrivenAutoregressiveHMM(2, n_lags=2, n_iter=2, random_state=0), x, controls=u
     )
     model.transition_coefs_ = np.array([[[0.0], [2.0]], [[-1.0], [0.5]]])
-    first = model.filter_stream(x[:20], new_sequence=True, controls=u[:20])
-    log_likelihood = model.stream_log_likelihood_
-    second = model.filter_stream(x[20:], controls=u[20:])
-    log_likelihood += model.stream_log_likelihood_
-    assert first.shape == (18, 2) and second.shape == (30, 2)
-    np.testing.assert_allclose(
-        np.concatenate([first, second]), model.filter(x, controls=u), rtol=1e-9, atol=1e-12
-    )
+    filtered, log_likelihood = filter_in_chunks(model, x, u, [20, 33])
+    assert filtered.shape == (48, 2)  # the first n_lags rows only condition
+    np.testing.assert_allclose(filtered, model.filter(x, controls=u), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(log_likelihood, model.score(x, controls=u), rtol=1e-10)
 
 
 def test_filter_stream_errors():
     model, X, u = streaming_model()
     model.reset_filter()
-    with pytest.raises(ValueError, match="controls"):
-        model.filter_stream(X)
-    with pytest.raises(ValueError, match="controls"):
-        model.filter_stream(X, controls=u[:10])
-    with pytest.raises(ValueError, match="controls"):
-        model.filter_stream(X, controls=np.column_stack([u, u]))
-    with pytest.raises(ValueError, match="controls"):
-        model.filter_update(X[0])
-    with pytest.raises(ValueError, match="controls"):
-        model.filter_update(X[0], controls=[1.0, 2.0])
-    with pytest.raises(ValueError, match="controls"):
-        model.reset_filter(X[:5])
+    calls = [
+        lambda: model.filter_stream(X),  # controls missing
+        lambda: model.filter_stream(X, controls=u[:10]),  # too few rows
+        lambda: model.filter_stream(X, controls=np.column_stack([u, u])),  # too many columns
+        lambda: model.filter_update(X[0]),
+        lambda: model.filter_update(X[0], controls=[1.0, 2.0]),
+        lambda: model.reset_filter(X[:5]),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match="controls"):
+            call()
     assert not hasattr(model, "filtered_state_")  # nothing advanced by the failed calls
     model.filter_stream(X[:5], controls=u[:5])
     model.filtered_state_ = np.ones(3) / 3
