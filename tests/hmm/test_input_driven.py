@@ -604,6 +604,15 @@ def test_autoregressive_filter_stream_carries_lags_and_state():
     np.testing.assert_allclose(log_likelihood, model.score(x, controls=u), rtol=1e-10)
 
 
+def test_filter_stream_of_a_model_fitted_without_controls():
+    X, _, _ = simulate_io_hmm(8, n_rows=40)
+    model = quiet_fit(InputDrivenGaussianHMM(2, n_iter=2, random_state=0), X)
+    model.reset_filter(X[:13])
+    np.testing.assert_allclose(model.filter_stream(X[13:]), model.filter(X)[13:], rtol=1e-9)
+    with pytest.raises(ValueError, match="without controls"):
+        model.filter_update(X[0], controls=[1.0])
+
+
 def test_filter_stream_errors():
     model, X, u = streaming_model()
     model.reset_filter()
