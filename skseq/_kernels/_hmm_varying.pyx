@@ -28,24 +28,12 @@ however far apart the emissions.
 
 from libc.math cimport INFINITY, exp, log
 
+from ._log_space cimport log_sum_exp
+
 cimport cython
 
 # 2^-800: below it, a sum over states is redone term by term in log space.
 cdef double _EXACT_FLOOR = 1.4996968138956309e-241
-
-
-cdef inline double _log_sum_exp(const double* values, Py_ssize_t n) noexcept nogil:
-    """log sum_i exp(values[i]), -inf when every value is -inf."""
-    cdef Py_ssize_t i
-    cdef double largest = -INFINITY, total = 0.0
-    for i in range(n):
-        if values[i] > largest:
-            largest = values[i]
-    if largest == -INFINITY:
-        return -INFINITY
-    for i in range(n):
-        total += exp(values[i] - largest)
-    return largest + log(total)
 
 
 cdef double[::1] _scratch(Py_ssize_t n):
@@ -99,8 +87,8 @@ cdef inline double _forward_rows(
                 else:
                     for i in range(n_states):
                         terms[i] = log_alpha[t - 1, i] + log_trans[t, i, j]
-                    log_alpha[t, j] = _log_sum_exp(&terms[0], n_states) + log_frame[t, j]
-        c = _log_sum_exp(&log_alpha[t, 0], n_states)
+                    log_alpha[t, j] = log_sum_exp(&terms[0], n_states) + log_frame[t, j]
+        c = log_sum_exp(&log_alpha[t, 0], n_states)
         log_scale[t] = c
         if c == -INFINITY or c != c:
             return -INFINITY
@@ -199,7 +187,7 @@ def varying_forward_backward(
                         for j in range(n_states):
                             shifted[j] = log_trans[t + 1, i, j] + terms[j]
                         log_beta[t, i] = (
-                            _log_sum_exp(&shifted[0], n_states) - log_predictive[t + 1]
+                            log_sum_exp(&shifted[0], n_states) - log_predictive[t + 1]
                         )
             for t in range(first, stop):
                 total = 0.0
@@ -322,3 +310,4 @@ def log_softmax_rows(
                 for j in range(n_states):
                     logits[t, i, j] -= log_total
                     probabilities[t, i, j] /= total
+

@@ -26,28 +26,15 @@ costs O(K (K + D)): O(K D) for the durations, O(K^2) for the transitions.
 from libc.math cimport INFINITY, exp, log
 
 from ._common cimport longest_sequence, zeros_1d, zeros_2d, zeros_intp_1d
+from ._log_space cimport log_sum_exp
 
 cimport numpy as cnp
 
 cnp.import_array()  # numpy's C API, for the scratch allocators of _common
 
 
-cdef inline double _log_sum(const double* terms, Py_ssize_t n) noexcept nogil:
-    """log sum_i exp(terms[i]); -inf when every term is -inf."""
-    cdef Py_ssize_t i
-    cdef double top = -INFINITY, total = 0.0
-    for i in range(n):
-        if terms[i] > top:
-            top = terms[i]
-    if top == -INFINITY:
-        return -INFINITY
-    for i in range(n):
-        total += exp(terms[i] - top)
-    return top + log(total)
-
-
 cdef inline double _log_sum_keeping(double* terms, Py_ssize_t n, double* largest) noexcept nogil:
-    """:func:`_log_sum`, leaving exp(terms[i] - max) in ``terms`` (all 0 when the
+    """:func:`log_sum_exp`, leaving exp(terms[i] - max) in ``terms`` (all 0 when the
     result is -inf) and the max in ``largest``: the callers reuse them instead
     of a second exp per term."""
     cdef Py_ssize_t i
@@ -77,7 +64,7 @@ cdef inline double _visits_ending(
     for d in range(1, n_durations + 1):
         segment += frame[(e - d) * n_states + k]
         terms[d - 1] = enter[(e - d) * n_states + k] + weights[d - 1] + segment
-    return _log_sum(terms, n_durations)
+    return log_sum_exp(terms, n_durations)
 
 
 cdef inline double _next_entry(
@@ -88,7 +75,7 @@ cdef inline double _next_entry(
     cdef Py_ssize_t j
     for j in range(n_states):
         terms[j] = leave[j] + log_trans[j * n_states + k]
-    return _log_sum(terms, n_states)
+    return log_sum_exp(terms, n_states)
 
 
 cdef inline double _carried_ending(
@@ -106,7 +93,7 @@ cdef inline double _carried_ending(
         segment += frame[t * n_states + k]
     for a in range(1, n_durations - e + 1):
         terms[a - 1] = carried[k * n_durations + a - 1] + weights[a + e - 1] + segment
-    return _log_sum(terms, n_durations - e)
+    return log_sum_exp(terms, n_durations - e)
 
 
 cdef inline double _log_add(double a, double b) noexcept nogil:
@@ -145,7 +132,7 @@ cdef double _forward_one(
     for k in range(n_states):
         leave[n_rows, k] = _visits_ending(&enter[0, 0], frame, &log_survival[k, 0], n_rows, k,
                                           n_states, reach, &terms[0])
-    return _log_sum(&leave[n_rows, 0], n_states)
+    return log_sum_exp(&leave[n_rows, 0], n_states)
 
 
 def forward_backward(
@@ -340,7 +327,7 @@ def forward(
                 for k in range(n_states):
                     enter[e, k] = _next_entry(&leave[0], &log_trans[0, 0], k, n_states,
                                               &terms[0])
-                now = _log_sum(&censored[0], n_states)
+                now = log_sum_exp(&censored[0], n_states)
                 log_predictive[first + e - 1] = now - before
                 if now == -INFINITY:
                     for k in range(n_states):
@@ -352,7 +339,7 @@ def forward(
                         entering = enter[e, k]
                         terms[0] = staying[k]
                         terms[1] = entering
-                        predicted[first + e - 1, k] = exp(_log_sum(&terms[0], 2) - now)
+                        predicted[first + e - 1, k] = exp(log_sum_exp(&terms[0], 2) - now)
                 before = now
             sequence_log_likelihood[s] = before if n_rows > 0 else 0.0
             if s != n_sequences - 1:
