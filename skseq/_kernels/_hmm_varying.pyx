@@ -311,3 +311,30 @@ def log_softmax_rows(
                     logits[t, i, j] -= log_total
                     probabilities[t, i, j] /= total
 
+
+def varying_sample_states(
+    const double[::1] start_cdf,  # IN
+    const double[:, :, ::1] trans_cdf,  # IN
+    const double[::1] uniforms,  # IN
+    Py_ssize_t[::1] states,  # OUT
+):
+    """Draw a state path by inverse-CDF sampling, with a transition matrix per row.
+
+    ``start_cdf`` and the rows of ``trans_cdf[t]`` are cumulative sums of
+    (possibly unnormalised) probability vectors; ``states[0]`` is drawn from
+    ``start_cdf`` and ``states[t]`` from row ``states[t - 1]`` of
+    ``trans_cdf[t]``: the first j with ``uniforms[t] * total < cdf[j]``.
+    """
+    cdef Py_ssize_t n_samples = states.shape[0]
+    cdef Py_ssize_t n_states = start_cdf.shape[0]
+    cdef Py_ssize_t t, j, state
+    cdef const double* cdf
+    with nogil:
+        for t in range(n_samples):
+            cdf = &start_cdf[0] if t == 0 else &trans_cdf[t, states[t - 1], 0]
+            state = n_states - 1
+            for j in range(n_states):
+                if uniforms[t] * cdf[n_states - 1] < cdf[j]:
+                    state = j
+                    break
+            states[t] = state

@@ -43,6 +43,7 @@ from .._validation import real_rule
 from ..base import SufficientStatistics
 from ..inference.hmm_varying import (
     _log_transmats,
+    _sample_varying_states,
     _transition_matrices,
     _varying_forward_backward_offsets,
     _varying_forward_offsets,
@@ -581,18 +582,8 @@ class InputDrivenTransitions(ControlsMixin):
         # The first state from ``startprob`` (``sample``'s currstate: its row
         # of transmat_, the matrix at zero controls); then the rows' matrices.
         uniforms = random_state.rand(n_samples)
-        controls = self._sample_controls
-        transmats = self._transition_matrices(controls)[1]
-        states = np.empty(n_samples, dtype=np.intp)
-        for t in range(n_samples):
-            if t == 0:
-                probabilities = startprob
-            else:
-                probabilities = transmats[t, states[t - 1]]
-            cumulative = np.cumsum(probabilities)
-            drawn = np.searchsorted(cumulative, uniforms[t] * cumulative[-1], side="right")
-            states[t] = min(int(drawn), len(cumulative) - 1)
-        return states
+        transmats = self._transition_matrices(self._sample_controls)[1]
+        return _sample_varying_states(startprob, transmats, uniforms)
 
 
 _SHARED_DOC = """

@@ -300,6 +300,19 @@ def _varying_viterbi_offsets(log_startprob, log_transmats, log_frameprob, offset
     return sequence_log_prob, states
 
 
+def _sample_varying_states(startprob, transmats, uniforms):
+    """A state path from uniform variates by inverse-CDF sampling with the
+    transition matrix ``transmats[t]`` into row ``t`` (no checks)."""
+    states = np.empty(len(uniforms), dtype=np.intp)
+    _kernel.varying_sample_states(
+        np.cumsum(startprob, dtype=np.float64),
+        np.ascontiguousarray(np.cumsum(transmats, axis=2, dtype=np.float64)),
+        np.ascontiguousarray(uniforms, dtype=np.float64),
+        states,
+    )
+    return states
+
+
 @masked_arrays_checked(hints=_LOG_FRAMEPROB_HINT)
 def hmm_varying_forward_backward(log_startprob, log_transmats, log_frameprob, *, lengths=None):
     """Posteriors, pair posteriors and log-likelihood of an HMM with a transition matrix per row.
