@@ -51,6 +51,15 @@ import math
 import time
 
 import numpy as np
+from study_harness import (  # this directory, on sys.path
+    FINAL_SEEDS,
+    SEARCH_SEED,
+    Study,
+    add_arguments,
+    print_status,
+    search_space,
+    summarize,
+)
 
 from skseq.neural import (
     ElmanRNNClassifier,
@@ -133,12 +142,15 @@ def train_on_stream(
     warmup_fraction,
     validation,
     seed,
+    validate_every=1,
     log=None,
 ):
     """Train ``model`` by ``partial_fit`` on ``passes`` batches of fresh sequences.
 
     Every model given the same ``task``, ``passes``, ``sequences_per_pass``
-    and ``seed`` sees the same sequences in the same order.
+    and ``seed`` sees the same sequences in the same order.  The validation
+    accuracy is measured after every ``validate_every``-th pass and after
+    the last one.
 
     Returns
     -------
@@ -161,6 +173,8 @@ def train_on_stream(
         model.partial_fit(X, y, classes=classes, sample_weight=mask)
         wall += time.perf_counter() - wall_started
         cpu += time.process_time() - cpu_started
+        if (index + 1) % validate_every and index + 1 < passes:
+            continue
         sequences_seen.append(int(model.t_))
         accuracies.append(float(marker_accuracy(model, *validation)))
         if log is not None:
@@ -280,6 +294,153 @@ def format_table(results):
     return "\n".join([*lines, rule])
 
 
+# -- the tuned protocol (one record per run, through study_harness) --------------------------
+
+#: The search space: peak learning rate x clipping for all, and each model's own knob.
+LEARNING_RATES = (3e-3, 1e-2, 3e-2)
+EXTRA_SEARCH = {
+    "elman_rnn": {"init_spectral_radius": [0.8, 1.0, 1.25]},
+    "transformer": {"warmup_fraction": [0.05, 0.25]},
+}
+
+#: Lengths of the final runs; the search runs at the first (``n_data`` 8: ``n_noise = L - 16``).
+LENGTHS = (80, 160, 320)
+
+#: The training settings of every tuned run: today's budget (61 440 sequences, 1920 Adam steps).
+TRAINING = dict(
+    passes=60,
+    sequences_per_pass=1024,
+    batch_size=32,
+    beta_2=0.95,
+    warmup_fraction=0.05,
+    n_validation=256,
+    n_test=2000,
+    validate_every=4,
+)
+
+#: Measured CPU milliseconds per training sequence (one ``partial_fit`` pass on 128 sequences,
+#: ``OMP_NUM_THREADS=1``, load average 0.2-0.3), by model and length; :func:`estimated_cpu`.
+CPU_MS_PER_SEQUENCE = {
+    "selective_ssm": {80: 1.18, 160: 3.01, 320: 5.34},
+    "s4d": {80: 0.97, 160: 2.01, 320: 3.35},
+    "elman_rnn": {80: 0.37, 160: 0.71, 320: 1.41},
+    "transformer": {80: 0.63, 160: 1.28, 320: 3.01},
+}
+
+DEFAULT_RESULTS = "doc/gallery/data/studies/selective_copying"
+
+
+def tuned_config(name, hyperparameters, seq_len, seed, training=None, architecture=None):
+    """The configuration of one tuned run (what its record's key hashes)."""
+    n_data, n_symbols = 8, 8
+    return dict(
+        study="selective_copying",
+        model=name,
+        architecture=dict(MODELS[name][1] if architecture is None else architecture),
+        task=dict(n_noise=seq_len - 2 * n_data, n_data=n_data, n_symbols=n_symbols),
+        axis=dict(name="seq_len", value=seq_len),
+        training=dict(TRAINING if training is None else training),
+        hyperparameters=dict(hyperparameters),
+        seed=seed,
+    )
+
+
+def run_tuned(config):
+    """Train and score one configuration of :func:`tuned_config`; its metrics."""
+    estimator = MODELS[config["model"]][0]
+    task, training, seed = config["task"], config["training"], config["seed"]
+    hyperparameters = dict(config["hyperparameters"])
+    learning_rate = hyperparameters.pop("learning_rate")
+    warmup_fraction = hyperparameters.pop("warmup_fraction", training["warmup_fraction"])
+    model = estimator(
+        **config["architecture"],
+        **hyperparameters,
+        batch_size=training["batch_size"],
+        beta_2=training["beta_2"],
+        random_state=seed,
+    )
+    validation = make_selective_copying(
+        training["n_validation"], **task, random_state=10_000 + seed
+    )
+    curve = train_on_stream(
+        model,
+        task,
+        passes=training["passes"],
+        sequences_per_pass=training["sequences_per_pass"],
+        learning_rate=learning_rate,
+        warmup_fraction=warmup_fraction,
+        validation=validation,
+        seed=seed,
+        validate_every=training["validate_every"],
+    )
+    test = make_selective_copying(training["n_test"], **task, random_state=20_000 + seed)
+    batches = math.ceil(training["sequences_per_pass"] / training["batch_size"])
+    return dict(
+        validation=curve["validation_accuracy"][-1],
+        test=float(marker_accuracy(model, *test)),
+        n_weights=n_weights(model),
+        steps=training["passes"] * batches,
+        **curve,
+    )
+
+
+def tuned_study(results_dir=DEFAULT_RESULTS, models=tuple(MODELS), lengths=LENGTHS, **overrides):
+    """The :class:`study_harness.Study` of the tuned protocol.
+
+    The search runs at ``lengths[0]`` with :data:`study_harness.SEARCH_SEED`;
+    each model's chosen point then runs at every length with
+    :data:`study_harness.FINAL_SEEDS`.  ``overrides`` (``training``,
+    ``architectures``, ``learning_rates``, ``extra``, ``seeds``) shrink it
+    for tests.
+    """
+    training = overrides.get("training")
+    architectures = overrides.get("architectures", {})
+    learning_rates = overrides.get("learning_rates", LEARNING_RATES)
+    extra = overrides.get("extra", EXTRA_SEARCH)
+    seeds = overrides.get("seeds", FINAL_SEEDS)
+
+    def config(name, hyperparameters, seq_len, seed):
+        return tuned_config(name, hyperparameters, seq_len, seed, training, architectures.get(name))
+
+    search = {
+        name: [
+            config(name, point, lengths[0], SEARCH_SEED)
+            for point in search_space(name, learning_rates, extra)
+        ]
+        for name in models
+    }
+
+    def final(name, chosen):
+        return [config(name, chosen, length, seed) for length in lengths for seed in seeds]
+
+    return Study(results_dir, search, final, run_tuned, metric="validation", maximize=True)
+
+
+def estimated_cpu(config):
+    """CPU seconds of a tuned run from :data:`CPU_MS_PER_SEQUENCE` (training only, +10 %)."""
+    training = config["training"]
+    sequences = training["passes"] * training["sequences_per_pass"]
+    per_sequence = CPU_MS_PER_SEQUENCE[config["model"]][config["axis"]["value"]] / 1000
+    return 1.1 * sequences * per_sequence
+
+
+def tuned_table(study):
+    """Test accuracy (mean ± std over the final seeds) of each model at each length, so far."""
+    lengths = sorted({c["axis"]["value"] for m in study.search for c in study.final(m, {})})
+    lines = ["model          " + "".join(f"{f'L = {length}':>22s}" for length in lengths)]
+    for name in study.search:
+        finals = study.final_configs(name) or []
+        cells = []
+        for length in lengths:
+            records = study.records([c for c in finals if c["axis"]["value"] == length])
+            cell = summarize(records)
+            cells.append(
+                f"{cell['mean']:.3f} ± {cell['std']:.3f} ({cell['n']})" if cell["n"] else "-"
+            )
+        lines.append(f"{LABELS[name]:15s}" + "".join(f"{cell:>22s}" for cell in cells))
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
@@ -297,7 +458,22 @@ def main():
     parser.add_argument("--n-jobs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save", metavar="PATH", help="write the results as JSON to PATH")
+    parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="the tuned protocol: search, then final runs at every length, cached per run",
+    )
+    parser.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
+    add_arguments(parser, DEFAULT_RESULTS)
     args = parser.parse_args()
+
+    if args.tune or args.status:
+        study = tuned_study(args.results_dir, args.models, tuple(args.lengths))
+        if not args.status:
+            study.run_all(log=lambda line: print(line, flush=True), max_runs=args.max_runs)
+        print_status(study, estimated_cpu)
+        print(tuned_table(study))
+        return
 
     started = time.perf_counter()
     results = run_study(

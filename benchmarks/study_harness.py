@@ -1,0 +1,374 @@
+"""The tuning harness shared by the two studies: search, selection, final runs, one record per run.
+
+Both studies (``selective_copying.py`` and ``inductive_bias.py``, in this
+directory) give every model the same protocol:
+
+1. a small search space declared per model (:func:`search_space`: the peak
+   learning rate over three values and gradient clipping at norm 1 or none
+   for every model, plus the knob that matters most for some: the Elman
+   RNN's initial spectral radius, the Transformer's warm-up or a smaller
+   learning rate), each point trained once (the search seed, 0) with the
+   study's budget;
+2. the point with the best metric on a validation split chosen per model
+   (:func:`select`);
+3. the final runs of the chosen point over several other seeds, whose test
+   metric is reported as mean and standard deviation (:func:`summarize`).
+
+Every run is cached in its own small JSON record, ``<model>-<key>.json`` in
+the study's results directory, where ``key`` hashes the run's whole
+configuration (:func:`config_key`): the model, its architecture, the task,
+the training settings, the hyperparameters and the seed.  A rerun skips the
+finished records, so a study interrupted at any point resumes where it
+stopped, and the records committed to the repository are the results.  A
+record holds the configuration, the metrics (validation, test, the
+number of epochs or optimiser steps), the CPU seconds (``time.process_time``
+of the process: the run alone, not the machine) and the wall seconds, the
+load average and the date.
+
+Several workers may run the same plan side by side (``--workers``): each
+claims a run with a ``.lock`` file (created exclusively, holding its pid;
+a lock whose process is gone is taken over), so no run is done twice.
+"""
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import socket
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+#: Seed of the search runs; the final runs use :data:`FINAL_SEEDS`, so the
+#: reported numbers never reuse the run a configuration was selected on.
+SEARCH_SEED = 0
+FINAL_SEEDS = (1, 2, 3)
+
+
+def search_space(model, learning_rates, extra=None):
+    """The declared grid of one model: learning rate x clipping (x the model's own knobs).
+
+    Parameters
+    ----------
+    model : str
+        Model name (only used to pick its entry of ``extra``).
+    learning_rates : sequence of float
+        The three learning rates (peak rates under a schedule) of the study.
+    extra : dict or None
+        Maps a model name to ``{hyperparameter: values}`` added to its grid.
+        A ``learning_rate`` entry there replaces ``learning_rates``.
+
+    Returns
+    -------
+    points : list of dict
+        Every combination, in a fixed order; clipping is ``max_grad_norm``
+        (1.0, or None for no clipping).
+
+    Examples
+    --------
+    >>> [p["max_grad_norm"] for p in search_space("rnn", [1e-3, 1e-2, 1e-1])][:2]
+    [1.0, None]
+    >>> len(search_space("rnn", [1e-3, 1e-2, 1e-1], {"rnn": {"init_spectral_radius": [0.8, 1]}}))
+    12
+    """
+    axes = dict(learning_rate=list(learning_rates), max_grad_norm=[1.0, None])
+    axes.update((extra or {}).get(model, {}))
+    names = list(axes)
+    return [dict(zip(names, values)) for values in itertools.product(*axes.values())]
+
+
+def config_key(config):
+    """A short hash of a JSON-serialisable configuration (independent of key order).
+
+    Examples
+    --------
+    >>> config_key({"a": 1, "b": None}) == config_key({"b": None, "a": 1})
+    True
+    >>> len(config_key({"a": 1}))
+    16
+    """
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def record_path(results_dir, config):
+    """Where the record of ``config`` lives: ``results_dir/<model>-<key>.json``."""
+    return Path(results_dir) / f"{config['model']}-{config_key(config)}.json"
+
+
+def load_record(results_dir, config):
+    """The finished record of ``config``, or None if it has not been run."""
+    path = record_path(results_dir, config)
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if record["config"] != json.loads(json.dumps(config)):
+        raise ValueError(f"{path} holds another configuration (hash collision or edited file)")
+    return record
+
+
+def _claim(path):
+    """Create ``path`` (a lock) exclusively; take over a lock whose process has gone."""
+    for _ in range(2):
+        try:
+            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                host, pid = path.read_text(encoding="utf-8").split()
+                os.kill(int(pid), 0)
+                return False  # a live worker holds it
+            except ProcessLookupError:
+                path.unlink(missing_ok=True)  # its worker died: take it over
+                continue
+            except (ValueError, OSError):
+                return False  # being written, or not ours to judge
+        with os.fdopen(descriptor, "w") as file:
+            file.write(f"{socket.gethostname()} {os.getpid()}\n")
+        return True
+    return False
+
+
+def run_cached(results_dir, config, run, log=None):
+    """The record of ``config``: loaded if finished, else computed by ``run(config)`` and saved.
+
+    ``run(config)`` returns a JSON-serialisable dict of metrics.  Returns
+    None if another live worker holds the run's lock.
+    """
+    record = load_record(results_dir, config)
+    if record is not None:
+        return record
+    path = record_path(results_dir, config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_suffix(".lock")
+    if not _claim(lock):
+        return None
+    try:
+        if log is not None:
+            log(f"run {path.name}: {describe(config)}")
+        wall, cpu = time.perf_counter(), time.process_time()
+        metrics = run(config)
+        record = dict(
+            config=config,
+            metrics=metrics,
+            cpu_seconds=time.process_time() - cpu,
+            wall_seconds=time.perf_counter() - wall,
+            load_average=list(os.getloadavg()),
+            finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        temporary = path.with_suffix(".json.tmp")
+        temporary.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        os.replace(temporary, path)
+        if log is not None:
+            log(f"  done in {record['cpu_seconds']:.0f} CPU s: {summary_line(metrics)}")
+        return record
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def describe(config):
+    """One line naming a run: model, hyperparameters, seed and the ``axis`` it varies along."""
+    axis = config.get("axis")
+    where = "" if axis is None else f" {axis['name']} {axis['value']}"
+    return f"{config['model']}{where} seed {config['seed']} {config['hyperparameters']}"
+
+
+def summary_line(metrics):
+    return "  ".join(
+        f"{name} {value:.4f}" for name, value in metrics.items() if isinstance(value, float)
+    )
+
+
+def select(records, metric="validation", maximize=True):
+    """The hyperparameters of the best record on ``metrics[metric]`` (the first on ties)."""
+    best = None
+    for record in records:
+        value = record["metrics"][metric]
+        if best is None or (value > best[0] if maximize else value < best[0]):
+            best = (value, record["config"]["hyperparameters"])
+    return None if best is None else best[1]
+
+
+def summarize(records, metric="test"):
+    """Mean, standard deviation, count and CPU seconds of ``metric`` over the records."""
+    values = np.array([record["metrics"][metric] for record in records], dtype=float)
+    return dict(
+        mean=float(values.mean()) if values.size else math.nan,
+        std=float(values.std()) if values.size else math.nan,
+        n=int(values.size),
+        cpu_seconds=float(sum(record["cpu_seconds"] for record in records)),
+    )
+
+
+class Study:
+    """The plan of one study: the search and final configurations, run through the cache.
+
+    Parameters
+    ----------
+    results_dir : path
+        The study's directory of records.
+    search : dict
+        Maps a model name to the list of its search configurations (each a
+        dict with ``model``, ``hyperparameters``, ``seed`` and whatever else
+        fixes the run).
+    final : callable
+        ``final(model, hyperparameters)`` gives the list of final
+        configurations of ``model`` once its search chose ``hyperparameters``.
+    run : callable
+        ``run(config)`` trains and scores one configuration; a dict of metrics.
+    metric, maximize
+        The validation metric of the selection and its direction.
+    group : callable or None
+        ``group(config)`` splits a model's search into groups selected
+        separately (the inductive-bias study selects per training-set size);
+        ``final`` then receives ``{group: hyperparameters}``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> search = {"m": [dict(model="m", hyperparameters=dict(lr=lr), seed=0) for lr in (1, 2)]}
+    >>> final = lambda model, chosen: [dict(model=model, hyperparameters=chosen, seed=1)]
+    >>> run = lambda config: dict(validation=-abs(config["hyperparameters"]["lr"] - 2.0),
+    ...                           test=float(config["seed"]))
+    >>> with tempfile.TemporaryDirectory() as directory:
+    ...     study = Study(directory, search, final, run)
+    ...     _ = study.run_all()
+    ...     study.chosen("m"), study.status()["pending"]
+    ({'lr': 2}, 0)
+    """
+
+    def __init__(self, results_dir, search, final, run, *, metric="validation", maximize=True,
+                 group=None):  # fmt: skip
+        self.results_dir = Path(results_dir)
+        self.search = search
+        self.final = final
+        self.run = run
+        self.metric = metric
+        self.maximize = maximize
+        self.group = group
+
+    def records(self, configs):
+        """The finished records of ``configs`` (the missing ones left out)."""
+        found = (load_record(self.results_dir, config) for config in configs)
+        return [record for record in found if record is not None]
+
+    def chosen(self, model):
+        """The selected hyperparameters of ``model`` (per group), or None while its search runs."""
+        configs = self.search[model]
+        records = self.records(configs)
+        if len(records) < len(configs):
+            return None
+        if self.group is None:
+            return select(records, self.metric, self.maximize)
+        groups = {}
+        for record in records:
+            groups.setdefault(json.dumps(self.group(record["config"])), []).append(record)
+        return {
+            json.loads(key): select(members, self.metric, self.maximize)
+            for key, members in groups.items()
+        }
+
+    def final_configs(self, model):
+        chosen = self.chosen(model)
+        return None if chosen is None else self.final(model, chosen)
+
+    def plan(self):
+        """Every configuration plannable now: the searches, and the finals of finished searches."""
+        configs = [config for model in self.search for config in self.search[model]]
+        for model in self.search:
+            configs += self.final_configs(model) or []
+        return configs
+
+    def run_all(self, log=None, max_runs=None, poll_seconds=30):
+        """Run every pending configuration (searches first); returns the number run here.
+
+        When the runs left are held by other workers, waits for them (their
+        searches may unlock final runs), polling every ``poll_seconds``.
+        """
+        done = 0
+        while max_runs is None or done < max_runs:
+            pending = [c for c in self.plan() if load_record(self.results_dir, c) is None]
+            if not pending:
+                return done
+            progressed = False
+            for config in pending:
+                if run_cached(self.results_dir, config, self.run, log) is not None:
+                    done += 1
+                    progressed = True
+                    break
+            if not progressed:
+                time.sleep(poll_seconds)
+        return done
+
+    def status(self, cost=None):
+        """Counts and CPU of the finished runs; the estimated CPU of the pending ones.
+
+        ``cost(config)`` estimates a pending run's CPU seconds; without it,
+        the mean CPU of the model's finished runs on the same axis value.
+        Final runs of searches not yet complete are estimated too (with the
+        search's first point standing in for the choice).
+        """
+        finished, pending = [], []
+        for model in self.search:
+            configs = list(self.search[model])
+            finals = self.final_configs(model)
+            if finals is None:
+                first = self.search[model][0]["hyperparameters"]
+                if self.group is not None:
+                    first = {
+                        json.loads(key): first
+                        for key in {json.dumps(self.group(c)) for c in self.search[model]}
+                    }
+                finals = self.final(model, first)
+            for config in configs + finals:
+                record = load_record(self.results_dir, config)
+                (pending if record is None else finished).append(record or config)
+        measured = {}
+        for record in finished:
+            measured.setdefault(_cost_key(record["config"]), []).append(record["cpu_seconds"])
+
+        def estimate(config):
+            if cost is not None:
+                return cost(config)
+            seconds = measured.get(_cost_key(config))
+            return float(np.mean(seconds)) if seconds else math.nan
+
+        return dict(
+            finished=len(finished),
+            pending=len(pending),
+            cpu_seconds=float(sum(record["cpu_seconds"] for record in finished)),
+            estimated_cpu_seconds_left=float(sum(estimate(config) for config in pending)),
+        )
+
+
+def _cost_key(config):
+    axis = config.get("axis")
+    return config["model"], None if axis is None else axis["value"]
+
+
+def add_arguments(parser, default_dir):
+    """The harness's command-line options, shared by both study scripts."""
+    parser.add_argument(
+        "--results-dir",
+        default=default_dir,
+        help=f"directory of the run records (default {default_dir})",
+    )
+    parser.add_argument(
+        "--status", action="store_true", help="print what is finished and what is left; run nothing"
+    )
+    parser.add_argument("--max-runs", type=int, default=None, help="stop after this many runs")
+
+
+def print_status(study, cost=None):
+    """Print the study's progress and its estimated CPU left."""
+    status = study.status(cost)
+    print(
+        f"{status['finished']} runs finished ({status['cpu_seconds']:.0f} CPU s), "
+        f"{status['pending']} pending (about {status['estimated_cpu_seconds_left']:.0f} CPU s); "
+        f"load average {os.getloadavg()}"
+    )
+    for model in study.search:
+        print(f"  {model}: chosen {study.chosen(model)}")
+    return status
