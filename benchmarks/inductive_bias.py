@@ -37,10 +37,30 @@ top end, 10 000, is cut: a neural fit there would see no more sequences
 than at 3000 within the budget of 30 000 sequences seen per fit, and would
 double the run); 3 seeds.  ``--sizes`` and ``--n-seeds`` change them.
 
+The run above (``--save``) is the untuned protocol: one recipe for all.
+``--tune`` runs the tuned protocol, through ``study_harness.py`` (shared with
+``selective_copying.py``): at every size, each neural model's grid is fitted
+with seed 0 (the same training sample for all) and scored on 500 validation
+sequences drawn apart from the training and test sets: the learning rate
+over :data:`LEARNING_RATES` (1e-3, 3e-3, 1e-2) times gradient clipping (norm
+1 or none); times the initial spectral radius (0.8, 1.0, 1.25) for the Elman
+RNN; for the Transformer a smaller learning rate (its grid is 3e-4, 1e-3,
+3e-3, 1e-2; ``fit`` has no warm-up).  The point of least validation log-loss
+is chosen per model and size and fitted again with seeds 1, 2 and 3 (new
+training samples and initial weights); those give the test log-loss, mean
+and standard deviation.  The HMM is not searched (EM with 3 restarts is its
+own tuning): it runs the final seeds.  The budget, the early stopping and
+the weights are those above.  228 search fits and 90 final fits; estimated
+from the untuned run's fit times (:data:`UNTUNED_FIT_SECONDS`), about
+2 550 CPU seconds.  Each fit is one JSON record in
+``doc/gallery/data/studies/inductive_bias/``; a rerun skips the finished ones.
+
 Run from the repository root (with skseq importable)::
 
     python benchmarks/inductive_bias.py
     python benchmarks/inductive_bias.py --save doc/gallery/data/inductive_bias.json
+    OMP_NUM_THREADS=1 nice -n 19 python benchmarks/inductive_bias.py --tune
+    python benchmarks/inductive_bias.py --status
 """
 
 import argparse
@@ -49,6 +69,15 @@ import math
 import time
 
 import numpy as np
+from study_harness import (  # this directory, on sys.path
+    FINAL_SEEDS,
+    SEARCH_SEED,
+    Study,
+    add_arguments,
+    print_status,
+    search_space,
+    summarize,
+)
 
 from skseq.hmm import CategoricalHMM
 from skseq.neural import (
@@ -135,25 +164,33 @@ def fit_model(
     learning_rate=3e-3,
     batch_size=32,
     architectures=None,
+    extra=None,
 ):
-    """Fit model ``name`` on the training sequences; return ``(predict_log_proba, n_weights)``.
+    """Fit model ``name`` on the training sequences.
 
-    ``predict_log_proba(symbols)`` gives log p(x_{t+1} | x_1..x_t) for every
-    sequence and step, (n_sequences, T - 1 or T, n_symbols).
+    ``extra`` holds further keywords of the estimator (``max_grad_norm``,
+    ``init_spectral_radius``; for the HMM ``n_init``, ``n_iter``, ``tol``).
+
+    Returns
+    -------
+    predict_log_proba : callable
+        ``predict_log_proba(symbols)`` gives log p(x_{t+1} | x_1..x_t) for
+        every sequence and step, (n_sequences, T - 1 or T, n_symbols).
+    n_weights : int
+    fitted : estimator
+        The fitted model (its ``n_iter_`` counts the epochs or EM iterations).
     """
     if name == "hmm":
         model = CategoricalHMM(
             n_components=len(TRUE_HMM["startprob"]),
-            n_iter=200,
-            tol=1e-4,
-            n_init=3,
+            **{**dict(n_iter=200, tol=1e-4, n_init=3), **(extra or {})},
             random_state=seed,
             n_features=n_symbols,
         )
         model.fit(train.reshape(-1, 1), lengths=np.full(len(train), train.shape[1]))
         n_states = model.n_components  # free parameters: start, transition and emission rows
         n_weights = (n_states - 1) + n_states * (n_states - 1) + n_states * (n_symbols - 1)
-        return (lambda symbols: hmm_log_proba(model, symbols)), n_weights
+        return (lambda symbols: hmm_log_proba(model, symbols)), n_weights, model
     estimator, defaults = NEURAL_MODELS[name]
     hyperparameters = (architectures or {}).get(name, defaults)
     n_train = len(train) - max(1, round(0.2 * len(train)))  # what early stopping trains on
@@ -166,6 +203,7 @@ def fit_model(
         validation_fraction=0.2,
         n_iter_no_change=5,
         random_state=seed,
+        **(extra or {}),
     )
     targets = train[:, 1:]
     missing = np.setdiff1d(np.arange(n_symbols), targets)
@@ -173,7 +211,8 @@ def fit_model(
         raise ValueError(f"symbols {missing.tolist()} never occur as a target in the training set")
     model.fit(one_hot_inputs(train, n_symbols), targets)
     n_weights = int(sum(value.size for value in model.parameters_.values()))
-    return (lambda symbols: model.predict_log_proba(one_hot_inputs(symbols, n_symbols))), n_weights
+    predict = lambda symbols: model.predict_log_proba(one_hot_inputs(symbols, n_symbols))  # noqa: E731
+    return predict, n_weights, model
 
 
 def run_study(
@@ -234,7 +273,7 @@ def run_study(
             for name in models:
                 entry = results["models"][name]
                 started = time.perf_counter()
-                predict_log_proba, entry["n_weights"] = fit_model(
+                predict_log_proba, entry["n_weights"], _ = fit_model(
                     name,
                     train,
                     seed=seed,
@@ -275,6 +314,158 @@ def format_table(results):
     return "\n".join([*lines, rule])
 
 
+# -- the tuned protocol (one record per run, through study_harness) --------------------------
+
+#: The search space: learning rate x clipping for all, and each model's own knob; the
+#: Transformer's is a smaller learning rate (its grid starts at 3e-4; ``fit`` has no warm-up).
+LEARNING_RATES = (1e-3, 3e-3, 1e-2)
+EXTRA_SEARCH = {
+    "elman_rnn": {"init_spectral_radius": [0.8, 1.0, 1.25]},
+    "transformer": {"learning_rate": [3e-4, 1e-3, 3e-3, 1e-2]},
+}
+
+#: The HMM is not searched: EM with ``n_init`` restarts is its own tuning.
+HMM_HYPERPARAMETERS = dict(n_init=3, n_iter=200, tol=1e-4)
+
+SIZES = (10, 30, 100, 300, 1000, 3000)
+
+#: The settings of every tuned run (today's: the same budget and early stopping).
+TRAINING = dict(
+    seq_len=50,
+    n_test=500,
+    n_validation=500,
+    sequence_budget=30_000,
+    max_epochs=200,
+    batch_size=32,
+)
+
+DEFAULT_RESULTS = "doc/gallery/data/studies/inductive_bias"
+
+#: Mean seconds of a fit in the untuned run (``doc/gallery/data/inductive_bias.json``, wall
+#: time on shared cores), by model and size: the estimate of a run not yet measured.
+UNTUNED_FIT_SECONDS = {
+    "hmm": {10: 0.3, 30: 0.3, 100: 0.5, 300: 2.4, 1000: 7.4, 3000: 21.3},
+    "selective_ssm": {10: 0.1, 30: 0.5, 100: 1.4, 300: 5.4, 1000: 19.6, 3000: 38.5},
+    "s4d": {10: 0.4, 30: 0.5, 100: 1.9, 300: 3.6, 1000: 16.2, 3000: 36.4},
+    "elman_rnn": {10: 0.1, 30: 0.2, 100: 0.4, 300: 1.0, 1000: 4.8, 3000: 12.4},
+    "transformer": {10: 0.1, 30: 0.2, 100: 1.2, 300: 3.7, 1000: 15.5, 3000: 35.5},
+}
+
+
+def estimated_cpu(config):
+    """Seconds of a tuned run not yet measured, from :data:`UNTUNED_FIT_SECONDS` (+1 s scoring)."""
+    return UNTUNED_FIT_SECONDS[config["model"]].get(config["axis"]["value"], math.nan) + 1.0
+
+
+def tuned_config(name, hyperparameters, n_train, seed, training=None, architecture=None):
+    """The configuration of one tuned run (what its record's key hashes)."""
+    if architecture is None:
+        architecture = {} if name == "hmm" else NEURAL_MODELS[name][1]
+    return dict(
+        study="inductive_bias",
+        model=name,
+        architecture=dict(architecture),
+        axis=dict(name="n_train", value=n_train),
+        training=dict(TRAINING if training is None else training),
+        hyperparameters=dict(hyperparameters),
+        seed=seed,
+    )
+
+
+def run_tuned(config):
+    """Fit and score one configuration of :func:`tuned_config`; its metrics.
+
+    ``validation`` is the next-symbol log-loss on sequences drawn apart from
+    the training and the test sets (the selection's metric), ``test`` the
+    log-loss on the study's test sequences.
+    """
+    training, seed, size = config["training"], config["seed"], config["axis"]["value"]
+    n_symbols = len(TRUE_HMM["emissionprob"][0])
+    hyperparameters = dict(config["hyperparameters"])
+    learning_rate = hyperparameters.pop("learning_rate", None)
+    train = sample_sequences(size, training["seq_len"], random_state=seed * 1_000_003 + size)
+    predict_log_proba, weights, model = fit_model(
+        config["model"],
+        train,
+        seed=seed,
+        n_symbols=n_symbols,
+        sequence_budget=training["sequence_budget"],
+        max_epochs=training["max_epochs"],
+        learning_rate=learning_rate,
+        batch_size=training["batch_size"],
+        architectures={config["model"]: config["architecture"]},
+        extra=hyperparameters,
+    )
+    validation = sample_sequences(training["n_validation"], training["seq_len"], 654_321)
+    test = sample_sequences(training["n_test"], training["seq_len"], random_state=123_456)
+    return dict(
+        validation=next_symbol_log_loss(predict_log_proba(validation), validation),
+        test=next_symbol_log_loss(predict_log_proba(test), test),
+        n_weights=weights,
+        epochs=int(model.n_iter_),
+    )
+
+
+def tuned_study(results_dir=DEFAULT_RESULTS, models=MODELS, sizes=SIZES, **overrides):
+    """The :class:`study_harness.Study` of the tuned protocol.
+
+    Each neural model's grid runs at every size with
+    :data:`study_harness.SEARCH_SEED`; the point of least validation
+    log-loss is chosen per size, and runs at that size with
+    :data:`study_harness.FINAL_SEEDS`.  The HMM runs the final seeds only.
+    ``overrides`` (``training``, ``architectures``, ``learning_rates``,
+    ``extra``, ``seeds``) shrink it for tests.
+    """
+    training = overrides.get("training")
+    architectures = overrides.get("architectures", {})
+    learning_rates = overrides.get("learning_rates", LEARNING_RATES)
+    extra = overrides.get("extra", EXTRA_SEARCH)
+    seeds = overrides.get("seeds", FINAL_SEEDS)
+
+    def config(name, hyperparameters, size, seed):
+        return tuned_config(name, hyperparameters, size, seed, training, architectures.get(name))
+
+    search = {
+        name: [
+            config(name, point, size, SEARCH_SEED)
+            for size in sizes
+            for point in search_space(name, learning_rates, extra)
+        ]
+        for name in models
+        if name != "hmm"
+    }
+    fixed = {"hmm": {size: HMM_HYPERPARAMETERS for size in sizes}} if "hmm" in models else {}
+
+    def final(name, chosen):
+        return [config(name, chosen[size], size, seed) for size in sizes for seed in seeds]
+
+    return Study(
+        results_dir,
+        search,
+        final,
+        run_tuned,
+        metric="validation",
+        maximize=False,
+        group=lambda config: config["axis"]["value"],
+        fixed=fixed,
+    )
+
+
+def tuned_table(study, sizes=SIZES):
+    """Test log-loss (mean ± std over the final seeds) of each model at each size, so far."""
+    lines = ["model               " + "".join(f"{f'n = {size}':>22s}" for size in sizes)]
+    for name in study.models:
+        finals = study.final_configs(name) or []
+        cells = []
+        for size in sizes:
+            cell = summarize(study.records([c for c in finals if c["axis"]["value"] == size]))
+            cells.append(
+                f"{cell['mean']:.3f} ± {cell['std']:.3f} ({cell['n']})" if cell["n"] else "-"
+            )
+        lines.append(f"{LABELS[name]:20s}" + "".join(f"{cell:>22s}" for cell in cells))
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
@@ -286,7 +477,21 @@ def main():
     parser.add_argument("--max-epochs", type=int, default=200)
     parser.add_argument("--learning-rate", type=float, default=3e-3)
     parser.add_argument("--save", metavar="PATH", help="write the results as JSON to PATH")
+    parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="the tuned protocol: search per size, then final seeds, cached per run",
+    )
+    add_arguments(parser, DEFAULT_RESULTS)
     args = parser.parse_args()
+
+    if args.tune or args.status:
+        study = tuned_study(args.results_dir, args.models, tuple(args.sizes))
+        if not args.status:
+            study.run_all(log=lambda line: print(line, flush=True), max_runs=args.max_runs)
+        print_status(study, estimated_cpu)
+        print(tuned_table(study, args.sizes))
+        return
 
     started = time.perf_counter()
     results = run_study(

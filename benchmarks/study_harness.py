@@ -224,6 +224,9 @@ class Study:
         ``group(config)`` splits a model's search into groups selected
         separately (the inductive-bias study selects per training-set size);
         ``final`` then receives ``{group: hyperparameters}``.
+    fixed : dict or None
+        Models that are not searched, mapped to what ``final`` receives for
+        them (the HMM: EM with ``n_init`` restarts is its own tuning).
 
     Examples
     --------
@@ -240,7 +243,7 @@ class Study:
     """
 
     def __init__(self, results_dir, search, final, run, *, metric="validation", maximize=True,
-                 group=None):  # fmt: skip
+                 group=None, fixed=None):  # fmt: skip
         self.results_dir = Path(results_dir)
         self.search = search
         self.final = final
@@ -248,6 +251,8 @@ class Study:
         self.metric = metric
         self.maximize = maximize
         self.group = group
+        self.fixed = {} if fixed is None else fixed
+        self.models = [*search, *(name for name in self.fixed if name not in search)]
 
     def records(self, configs):
         """The finished records of ``configs`` (the missing ones left out)."""
@@ -256,6 +261,8 @@ class Study:
 
     def chosen(self, model):
         """The selected hyperparameters of ``model`` (per group), or None while its search runs."""
+        if model in self.fixed:
+            return self.fixed[model]
         configs = self.search[model]
         records = self.records(configs)
         if len(records) < len(configs):
@@ -277,7 +284,7 @@ class Study:
     def plan(self):
         """Every configuration plannable now: the searches, and the finals of finished searches."""
         configs = [config for model in self.search for config in self.search[model]]
-        for model in self.search:
+        for model in self.models:
             configs += self.final_configs(model) or []
         return configs
 
@@ -305,14 +312,14 @@ class Study:
     def status(self, cost=None):
         """Counts and CPU of the finished runs; the estimated CPU of the pending ones.
 
-        ``cost(config)`` estimates a pending run's CPU seconds; without it,
-        the mean CPU of the model's finished runs on the same axis value.
+        A pending run is estimated by the mean CPU of the model's finished
+        runs at the same axis value, else by ``cost(config)`` (NaN without).
         Final runs of searches not yet complete are estimated too (with the
         search's first point standing in for the choice).
         """
         finished, pending = [], []
-        for model in self.search:
-            configs = list(self.search[model])
+        for model in self.models:
+            configs = list(self.search.get(model, []))
             finals = self.final_configs(model)
             if finals is None:
                 first = self.search[model][0]["hyperparameters"]
@@ -330,10 +337,10 @@ class Study:
             measured.setdefault(_cost_key(record["config"]), []).append(record["cpu_seconds"])
 
         def estimate(config):
-            if cost is not None:
-                return cost(config)
             seconds = measured.get(_cost_key(config))
-            return float(np.mean(seconds)) if seconds else math.nan
+            if seconds:
+                return float(np.mean(seconds))
+            return math.nan if cost is None else cost(config)
 
         return dict(
             finished=len(finished),
@@ -369,6 +376,6 @@ def print_status(study, cost=None):
         f"{status['pending']} pending (about {status['estimated_cpu_seconds_left']:.0f} CPU s); "
         f"load average {os.getloadavg()}"
     )
-    for model in study.search:
+    for model in study.models:
         print(f"  {model}: chosen {study.chosen(model)}")
     return status

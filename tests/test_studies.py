@@ -5,8 +5,12 @@ scripts, not modules of the package; their core functions are loaded from
 the files so that the scripts cannot rot unnoticed.
 """
 
+import importlib
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -18,6 +22,8 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def load_script(name):
+    if str(BENCHMARKS) not in sys.path:  # the study scripts import study_harness from there
+        sys.path.insert(0, str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location(f"_study_{name}", BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -129,3 +135,241 @@ def test_inductive_bias_study_runs_every_model(inductive_bias):
         assert losses.shape == (2, 2) and np.all(np.isfinite(losses)) and np.all(losses > 0)
     assert "True model" in inductive_bias.format_table(results)
     json.dumps(results)
+
+
+# -- the tuning harness (benchmarks/study_harness.py) -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def harness(selective_copying):
+    return importlib.import_module("study_harness")  # the module the scripts import
+
+
+TINY = {
+    "selective_ssm": dict(d_model=4, n_layers=1, d_state=2),
+    "s4d": dict(d_model=4, n_layers=1, d_state=2),
+    "elman_rnn": dict(d_model=4, n_layers=1),
+    "transformer": dict(d_model=4, n_layers=1, n_heads=1, d_ff=4),
+}
+
+
+def counting(run):
+    """``run`` that also counts its calls (in ``.calls``)."""
+
+    def counted(config):
+        counted.calls += 1
+        return run(config)
+
+    counted.calls = 0
+    return counted
+
+
+def test_search_space_is_learning_rate_times_clipping_and_the_models_own_knob(harness):
+    plain = harness.search_space("s4d", [1e-3, 1e-2, 1e-1])
+    assert len(plain) == 6
+    assert {(p["learning_rate"], p["max_grad_norm"]) for p in plain} == {
+        (rate, clip) for rate in (1e-3, 1e-2, 1e-1) for clip in (1.0, None)
+    }
+    extra = {"elman_rnn": {"init_spectral_radius": [0.8, 1.0, 1.25]}}
+    elman = harness.search_space("elman_rnn", [1e-3, 1e-2, 1e-1], extra)
+    assert len(elman) == 18 and {p["init_spectral_radius"] for p in elman} == {0.8, 1.0, 1.25}
+    # a learning_rate entry replaces the study's rates (the Transformer's smaller rates)
+    smaller = harness.search_space("t", [1e-2, 1e-1, 1.0], {"t": {"learning_rate": [1e-4, 1e-3]}})
+    assert sorted({p["learning_rate"] for p in smaller}) == [1e-4, 1e-3] and len(smaller) == 4
+
+
+def test_both_studies_declare_the_same_protocol(selective_copying, inductive_bias, harness):
+    for study in (selective_copying, inductive_bias):
+        assert len(study.LEARNING_RATES) == 3
+        assert set(study.EXTRA_SEARCH) == {"elman_rnn", "transformer"}
+        assert study.EXTRA_SEARCH["elman_rnn"] == {"init_spectral_radius": [0.8, 1.0, 1.25]}
+        assert study.search_space is harness.search_space  # one harness, not two copies
+    # the Transformer's extra knob: a longer warm-up on the stream, smaller rates under fit
+    assert "warmup_fraction" in selective_copying.EXTRA_SEARCH["transformer"]
+    assert min(inductive_bias.EXTRA_SEARCH["transformer"]["learning_rate"]) < min(
+        inductive_bias.LEARNING_RATES
+    )
+    assert harness.SEARCH_SEED not in harness.FINAL_SEEDS and len(harness.FINAL_SEEDS) >= 3
+
+
+def test_config_key_ignores_key_order_and_sees_every_value(harness):
+    config = dict(model="m", hyperparameters=dict(learning_rate=0.01, max_grad_norm=None), seed=1)
+    same = dict(seed=1, hyperparameters=dict(max_grad_norm=None, learning_rate=0.01), model="m")
+    assert harness.config_key(config) == harness.config_key(same)
+    assert harness.config_key(config) != harness.config_key(dict(config, seed=2))
+    other = dict(config, hyperparameters=dict(learning_rate=0.01, max_grad_norm=1.0))
+    assert harness.config_key(config) != harness.config_key(other)
+
+
+def test_run_cached_runs_once_and_then_reads_the_record(harness, tmp_path):
+    config = dict(model="m", hyperparameters=dict(learning_rate=0.1), seed=0)
+    run = counting(lambda config: dict(validation=0.5, test=0.25))
+    first = harness.run_cached(tmp_path, config, run)
+    again = harness.run_cached(tmp_path, config, run)
+    assert run.calls == 1 and first == again
+    assert first["config"] == config and first["metrics"] == dict(validation=0.5, test=0.25)
+    assert first["cpu_seconds"] >= 0 and len(first["load_average"]) == 3
+    path = harness.record_path(tmp_path, config)
+    assert path.name == f"m-{harness.config_key(config)}.json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no lock left behind
+    record = json.loads(path.read_text())
+    record["config"]["seed"] = 5  # an edited record no longer matches its key
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="another configuration"):
+        harness.load_record(tmp_path, config)
+
+
+def test_a_run_held_by_a_live_worker_is_skipped_and_a_dead_workers_is_taken_over(harness, tmp_path):
+    config = dict(model="m", hyperparameters={}, seed=0)
+    run = counting(lambda config: dict(validation=1.0))
+    lock = harness.record_path(tmp_path, config).with_suffix(".lock")
+    lock.write_text(f"host {os.getpid()}\n")  # this process: alive
+    assert harness.run_cached(tmp_path, config, run) is None and run.calls == 0
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+    lock.write_text(f"host {finished.stdout.strip()}\n")  # a process that has exited
+    assert harness.run_cached(tmp_path, config, run)["metrics"] == dict(validation=1.0)
+    assert run.calls == 1 and not lock.exists()
+
+
+def test_select_takes_the_best_validation_and_the_first_on_ties(harness):
+    records = [
+        dict(config=dict(hyperparameters=dict(p=index)), metrics=dict(validation=value))
+        for index, value in enumerate([0.3, 0.7, 0.7, 0.1])
+    ]
+    assert harness.select(records) == dict(p=1)
+    assert harness.select(records, maximize=False) == dict(p=3)
+    summary = harness.summarize([dict(metrics=dict(test=v), cpu_seconds=2.0) for v in (1.0, 3.0)])
+    assert summary == dict(mean=2.0, std=1.0, n=2, cpu_seconds=4.0)
+
+
+def test_a_study_stopped_midway_resumes_without_rerunning(harness, tmp_path):
+    search = {
+        "m": [dict(model="m", hyperparameters=dict(lr=lr), seed=0) for lr in (1, 2, 3)],
+        "n": [dict(model="n", hyperparameters=dict(lr=lr), seed=0) for lr in (1, 2)],
+    }
+
+    def final(model, chosen):
+        return [dict(model=model, hyperparameters=chosen, seed=seed) for seed in (1, 2)]
+
+    def score(config):  # best at lr 2 on validation; the test metric shows the seed
+        lr = config["hyperparameters"]["lr"]
+        return dict(validation=-abs(lr - 2.0), test=float(config["seed"]))
+
+    run = counting(score)
+    first = harness.Study(tmp_path, search, final, run)
+    assert first.run_all(max_runs=4) == 4  # stopped: m's search done, n's half done
+    assert first.chosen("m") == dict(lr=2) and first.chosen("n") is None
+    status = first.status(cost=lambda config: 10.0)
+    assert status["finished"] == 4 and status["pending"] == 5
+    later = harness.Study(tmp_path, search, final, run)  # a new session
+    assert later.run_all() == 5 and run.calls == 9  # 5 search + 4 final runs in all
+    assert later.status()["pending"] == 0 and later.run_all() == 0 and run.calls == 9
+    for model in search:
+        records = later.records(later.final_configs(model))
+        assert [r["config"]["hyperparameters"] for r in records] == [dict(lr=2)] * 2
+        assert harness.summarize(records)["mean"] == 1.5
+
+
+def test_tuned_selective_copying_searches_short_and_runs_the_choice_at_every_length(
+    selective_copying, tmp_path
+):
+    training = dict(
+        selective_copying.TRAINING,
+        passes=2,
+        sequences_per_pass=8,
+        batch_size=4,
+        n_validation=8,
+        n_test=8,
+        validate_every=2,
+    )
+    study = selective_copying.tuned_study(
+        tmp_path,
+        lengths=(20, 24),
+        training=training,
+        architectures=TINY,
+        learning_rates=(1e-2,),
+        seeds=(1,),
+    )
+    # the declared extras stay: 2 clip values, x3 radii for Elman, x2 warm-ups for the Transformer
+    assert {name: len(configs) for name, configs in study.search.items()} == {
+        "selective_ssm": 2,
+        "s4d": 2,
+        "elman_rnn": 6,
+        "transformer": 4,
+    }
+    assert study.run_all() == 14 + 4 * 2
+    for name, configs in study.search.items():
+        records = study.records(configs)
+        assert {r["config"]["axis"]["value"] for r in records} == {20}
+        best = max(r["metrics"]["validation"] for r in records)
+        chosen = study.chosen(name)
+        assert any(
+            r["metrics"]["validation"] == best and r["config"]["hyperparameters"] == chosen
+            for r in records
+        )
+        finals = study.records(study.final_configs(name))
+        assert [r["config"]["axis"]["value"] for r in finals] == [20, 24]
+        for record in finals:
+            assert record["config"]["hyperparameters"] == chosen
+            assert record["config"]["task"]["n_noise"] == record["config"]["axis"]["value"] - 16
+            assert record["config"]["seed"] == 1
+            metrics = record["metrics"]
+            assert metrics["sequences_seen"] == [16] and metrics["steps"] == 4
+            assert 0.0 <= metrics["test"] <= 1.0 and metrics["n_weights"] > 0
+    assert "L = 24" in selective_copying.tuned_table(study)
+
+
+def test_tuned_inductive_bias_selects_per_size_and_keeps_em_for_the_hmm(inductive_bias, tmp_path):
+    training = dict(
+        inductive_bias.TRAINING,
+        seq_len=12,
+        n_test=10,
+        n_validation=10,
+        sequence_budget=40,
+        max_epochs=2,
+    )
+    study = inductive_bias.tuned_study(
+        tmp_path,
+        sizes=(10, 20),
+        training=training,
+        architectures=TINY,
+        learning_rates=(1e-2,),
+        extra={},
+        seeds=(1, 2),
+    )
+    assert "hmm" not in study.search and study.models[-1] == "hmm"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert study.run_all() == 4 * 2 * 2 + 5 * 2 * 2
+    for name in study.models:
+        chosen = study.chosen(name)
+        assert set(chosen) == {10, 20}
+        if name == "hmm":
+            assert chosen[10] == dict(n_init=3, n_iter=200, tol=1e-4)
+        else:  # least validation log-loss at each size
+            for size in (10, 20):
+                records = [
+                    r
+                    for r in study.records(study.search[name])
+                    if r["config"]["axis"]["value"] == size
+                ]
+                best = min(records, key=lambda r: r["metrics"]["validation"])
+                assert best["config"]["hyperparameters"] == chosen[size]
+        for record in study.records(study.final_configs(name)):
+            assert record["config"]["seed"] in (1, 2)
+            assert np.isfinite(record["metrics"]["test"]) and record["metrics"]["test"] > 0
+            assert record["metrics"]["epochs"] >= 1
+    assert "CategoricalHMM" in inductive_bias.tuned_table(study, (10, 20))
+
+
+@pytest.mark.parametrize("name", ["selective_copying", "inductive_bias"])
+def test_committed_records_match_their_keys_and_the_current_plan(name, request, harness):
+    script = request.getfixturevalue(name)
+    study = script.tuned_study(Path(__file__).resolve().parent.parent / script.DEFAULT_RESULTS)
+    planned = {json.dumps(config, sort_keys=True) for config in study.plan()}
+    for path in sorted(study.results_dir.glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        assert path.name == harness.record_path(study.results_dir, record["config"]).name
+        assert json.dumps(record["config"], sort_keys=True) in planned, path.name
+        assert record["cpu_seconds"] > 0 and "test" in record["metrics"]
