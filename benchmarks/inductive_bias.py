@@ -74,7 +74,7 @@ from study_harness import (  # this directory, on sys.path
     SEARCH_SEED,
     Study,
     add_arguments,
-    print_status,
+    finish,
     search_space,
     summarize,
 )
@@ -487,9 +487,7 @@ def main():
 
     if args.tune or args.status:
         study = tuned_study(args.results_dir, args.models, tuple(args.sizes))
-        if not args.status:
-            study.run_all(log=lambda line: print(line, flush=True), max_runs=args.max_runs)
-        print_status(study, estimated_cpu)
+        finish(study, args, estimated_cpu)
         print(tuned_table(study, args.sizes))
         return
 

@@ -350,9 +350,63 @@ class Study:
         )
 
 
-def _cost_key(config):
+def study_summary(study):
+    """What the pages need from a study's records: the search, the choice, the final metrics.
+
+    Returns
+    -------
+    summary : dict
+        ``complete`` (every search and final run finished) and, per model,
+        ``search`` (each point's hyperparameters, axis value, validation and
+        test metric and CPU seconds), ``chosen``, ``final`` (per axis value:
+        the test metric's ``mean``, ``std``, ``n``, ``values`` and
+        ``cpu_seconds``) and ``cpu_seconds`` (search and final together).
+    """
+    models, complete = {}, True
+    for model in study.models:
+        search = study.records(study.search.get(model, []))
+        finals = study.final_configs(model)
+        complete &= finals is not None and len(search) == len(study.search.get(model, []))
+        final_records = study.records(finals or [])
+        complete &= finals is not None and len(final_records) == len(finals)
+        by_axis = {}
+        for record in final_records:
+            by_axis.setdefault(axis_value(record["config"]), []).append(record)
+        models[model] = dict(
+            search=[
+                dict(
+                    hyperparameters=r["config"]["hyperparameters"],
+                    axis=axis_value(r["config"]),
+                    validation=r["metrics"]["validation"],
+                    test=r["metrics"]["test"],
+                    cpu_seconds=r["cpu_seconds"],
+                )
+                for r in search
+            ],
+            chosen=study.chosen(model),
+            final={
+                value: dict(
+                    summarize(records),
+                    values=[r["metrics"]["test"] for r in records],
+                    seeds=[r["config"]["seed"] for r in records],
+                )
+                for value, records in sorted(
+                    by_axis.items(), key=lambda item: (item[0] is not None, item[0] or 0)
+                )
+            },
+            cpu_seconds=float(sum(r["cpu_seconds"] for r in search + final_records)),
+        )
+    return dict(complete=bool(complete), models=models)
+
+
+def axis_value(config):
+    """The value of the axis a run varies along (length, training-set size), or None."""
     axis = config.get("axis")
-    return config["model"], None if axis is None else axis["value"]
+    return None if axis is None else axis["value"]
+
+
+def _cost_key(config):
+    return config["model"], axis_value(config)
 
 
 def add_arguments(parser, default_dir):
@@ -366,6 +420,11 @@ def add_arguments(parser, default_dir):
         "--status", action="store_true", help="print what is finished and what is left; run nothing"
     )
     parser.add_argument("--max-runs", type=int, default=None, help="stop after this many runs")
+    parser.add_argument(
+        "--summary",
+        metavar="PATH",
+        help="write study_summary (search, choice, final mean and std) as JSON to PATH",
+    )
 
 
 def print_status(study, cost=None):
@@ -379,3 +438,14 @@ def print_status(study, cost=None):
     for model in study.models:
         print(f"  {model}: chosen {study.chosen(model)}")
     return status
+
+
+def finish(study, args, cost=None):
+    """The end of a ``--tune`` or ``--status`` call: run, print the status, write the summary."""
+    if not args.status:
+        study.run_all(log=lambda line: print(line, flush=True), max_runs=args.max_runs)
+    print_status(study, cost)
+    if args.summary:
+        summary = study_summary(study)
+        Path(args.summary).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+        print(f"summary ({'complete' if summary['complete'] else 'INCOMPLETE'}) in {args.summary}")

@@ -262,6 +262,7 @@ def test_a_study_stopped_midway_resumes_without_rerunning(harness, tmp_path):
     assert first.chosen("m") == dict(lr=2) and first.chosen("n") is None
     status = first.status(cost=lambda config: 10.0)
     assert status["finished"] == 4 and status["pending"] == 5
+    assert not harness.study_summary(first)["complete"]
     later = harness.Study(tmp_path, search, final, run)  # a new session
     assert later.run_all() == 5 and run.calls == 9  # 5 search + 4 final runs in all
     assert later.status()["pending"] == 0 and later.run_all() == 0 and run.calls == 9
@@ -269,6 +270,15 @@ def test_a_study_stopped_midway_resumes_without_rerunning(harness, tmp_path):
         records = later.records(later.final_configs(model))
         assert [r["config"]["hyperparameters"] for r in records] == [dict(lr=2)] * 2
         assert harness.summarize(records)["mean"] == 1.5
+    summary = harness.study_summary(later)
+    assert summary["complete"] and summary["models"]["m"]["chosen"] == dict(lr=2)
+    assert [point["validation"] for point in summary["models"]["m"]["search"]] == [-1.0, 0.0, -1.0]
+    assert summary["models"]["n"]["final"] == {
+        None: dict(mean=1.5, std=0.5, n=2, cpu_seconds=pytest.approx(
+            sum(r["cpu_seconds"] for r in later.records(later.final_configs("n")))
+        ), values=[1.0, 2.0], seeds=[1, 2])
+    }  # fmt: skip
+    json.dumps(summary)
 
 
 def test_tuned_selective_copying_searches_short_and_runs_the_choice_at_every_length(
