@@ -383,3 +383,10 @@ def test_committed_records_match_their_keys_and_the_current_plan(name, request, 
         assert path.name == harness.record_path(study.results_dir, record["config"]).name
         assert json.dumps(record["config"], sort_keys=True) in planned, path.name
         assert record["cpu_seconds"] > 0 and "test" in record["metrics"]
+
+
+def test_the_harness_examples_run(harness):
+    import doctest
+
+    failures, tried = doctest.testmod(harness, optionflags=doctest.ELLIPSIS)
+    assert tried >= 5 and failures == 0
