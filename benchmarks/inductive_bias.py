@@ -71,12 +71,10 @@ import time
 import numpy as np
 from study_harness import (  # this directory, on sys.path
     FINAL_SEEDS,
-    SEARCH_SEED,
-    Study,
     add_arguments,
     finish,
-    search_space,
-    summarize,
+    grid_study,
+    results_table,
 )
 
 from skseq.hmm import CategoricalHMM
@@ -407,7 +405,7 @@ def run_tuned(config):
 
 
 def tuned_study(results_dir=DEFAULT_RESULTS, models=MODELS, sizes=SIZES, **overrides):
-    """The :class:`study_harness.Study` of the tuned protocol.
+    """The :func:`study_harness.grid_study` of the tuned protocol.
 
     Each neural model's grid runs at every size with
     :data:`study_harness.SEARCH_SEED`; the point of least validation
@@ -418,52 +416,27 @@ def tuned_study(results_dir=DEFAULT_RESULTS, models=MODELS, sizes=SIZES, **overr
     """
     training = overrides.get("training")
     architectures = overrides.get("architectures", {})
-    learning_rates = overrides.get("learning_rates", LEARNING_RATES)
-    extra = overrides.get("extra", EXTRA_SEARCH)
-    seeds = overrides.get("seeds", FINAL_SEEDS)
-
-    def config(name, hyperparameters, size, seed):
-        return tuned_config(name, hyperparameters, size, seed, training, architectures.get(name))
-
-    search = {
-        name: [
-            config(name, point, size, SEARCH_SEED)
-            for size in sizes
-            for point in search_space(name, learning_rates, extra)
-        ]
-        for name in models
-        if name != "hmm"
-    }
-    fixed = {"hmm": {size: HMM_HYPERPARAMETERS for size in sizes}} if "hmm" in models else {}
-
-    def final(name, chosen):
-        return [config(name, chosen[size], size, seed) for size in sizes for seed in seeds]
-
-    return Study(
+    return grid_study(
         results_dir,
-        search,
-        final,
         run_tuned,
-        metric="validation",
+        lambda name, point, size, seed: tuned_config(
+            name, point, size, seed, training, architectures.get(name)
+        ),
+        models,
+        search_axis=sizes,
+        final_axis=sizes,
+        learning_rates=overrides.get("learning_rates", LEARNING_RATES),
+        extra=overrides.get("extra", EXTRA_SEARCH),
+        seeds=overrides.get("seeds", FINAL_SEEDS),
+        per_axis=True,
+        fixed={"hmm": HMM_HYPERPARAMETERS} if "hmm" in models else None,
         maximize=False,
-        group=lambda config: config["axis"]["value"],
-        fixed=fixed,
     )
 
 
-def tuned_table(study, sizes=SIZES):
+def tuned_table(study):
     """Test log-loss (mean ± std over the final seeds) of each model at each size, so far."""
-    lines = ["model               " + "".join(f"{f'n = {size}':>22s}" for size in sizes)]
-    for name in study.models:
-        finals = study.final_configs(name) or []
-        cells = []
-        for size in sizes:
-            cell = summarize(study.records([c for c in finals if c["axis"]["value"] == size]))
-            cells.append(
-                f"{cell['mean']:.3f} ± {cell['std']:.3f} ({cell['n']})" if cell["n"] else "-"
-            )
-        lines.append(f"{LABELS[name]:20s}" + "".join(f"{cell:>22s}" for cell in cells))
-    return "\n".join(lines)
+    return results_table(study, LABELS, "n")
 
 
 def main():
@@ -488,7 +461,7 @@ def main():
     if args.tune or args.status:
         study = tuned_study(args.results_dir, args.models, tuple(args.sizes))
         finish(study, args, estimated_cpu)
-        print(tuned_table(study, args.sizes))
+        print(tuned_table(study))
         return
 
     started = time.perf_counter()

@@ -99,12 +99,10 @@ import time
 import numpy as np
 from study_harness import (  # this directory, on sys.path
     FINAL_SEEDS,
-    SEARCH_SEED,
-    Study,
     add_arguments,
     finish,
-    search_space,
-    summarize,
+    grid_study,
+    results_table,
 )
 
 from skseq.neural import (
@@ -431,7 +429,7 @@ def run_tuned(config):
 
 
 def tuned_study(results_dir=DEFAULT_RESULTS, models=tuple(MODELS), lengths=LENGTHS, **overrides):
-    """The :class:`study_harness.Study` of the tuned protocol.
+    """The :func:`study_harness.grid_study` of the tuned protocol.
 
     The search runs at ``lengths[0]`` with :data:`study_harness.SEARCH_SEED`;
     each model's chosen point then runs at every length with
@@ -441,25 +439,19 @@ def tuned_study(results_dir=DEFAULT_RESULTS, models=tuple(MODELS), lengths=LENGT
     """
     training = overrides.get("training")
     architectures = overrides.get("architectures", {})
-    learning_rates = overrides.get("learning_rates", LEARNING_RATES)
-    extra = overrides.get("extra", EXTRA_SEARCH)
-    seeds = overrides.get("seeds", FINAL_SEEDS)
-
-    def config(name, hyperparameters, seq_len, seed):
-        return tuned_config(name, hyperparameters, seq_len, seed, training, architectures.get(name))
-
-    search = {
-        name: [
-            config(name, point, lengths[0], SEARCH_SEED)
-            for point in search_space(name, learning_rates, extra)
-        ]
-        for name in models
-    }
-
-    def final(name, chosen):
-        return [config(name, chosen, length, seed) for length in lengths for seed in seeds]
-
-    return Study(results_dir, search, final, run_tuned, metric="validation", maximize=True)
+    return grid_study(
+        results_dir,
+        run_tuned,
+        lambda name, point, length, seed: tuned_config(
+            name, point, length, seed, training, architectures.get(name)
+        ),
+        models,
+        search_axis=lengths[:1],
+        final_axis=lengths,
+        learning_rates=overrides.get("learning_rates", LEARNING_RATES),
+        extra=overrides.get("extra", EXTRA_SEARCH),
+        seeds=overrides.get("seeds", FINAL_SEEDS),
+    )
 
 
 def estimated_cpu(config):
@@ -472,19 +464,7 @@ def estimated_cpu(config):
 
 def tuned_table(study):
     """Test accuracy (mean ± std over the final seeds) of each model at each length, so far."""
-    lengths = sorted({c["axis"]["value"] for m in study.search for c in study.final(m, {})})
-    lines = ["model          " + "".join(f"{f'L = {length}':>22s}" for length in lengths)]
-    for name in study.search:
-        finals = study.final_configs(name) or []
-        cells = []
-        for length in lengths:
-            records = study.records([c for c in finals if c["axis"]["value"] == length])
-            cell = summarize(records)
-            cells.append(
-                f"{cell['mean']:.3f} ± {cell['std']:.3f} ({cell['n']})" if cell["n"] else "-"
-            )
-        lines.append(f"{LABELS[name]:15s}" + "".join(f"{cell:>22s}" for cell in cells))
-    return "\n".join(lines)
+    return results_table(study, LABELS, "L")
 
 
 def main():

@@ -350,6 +350,92 @@ class Study:
         )
 
 
+def grid_study(
+    results_dir,
+    run,
+    make_config,
+    models,
+    *,
+    search_axis,
+    final_axis,
+    learning_rates,
+    extra=None,
+    seeds=FINAL_SEEDS,
+    per_axis=False,
+    fixed=None,
+    metric="validation",
+    maximize=True,
+):
+    """The :class:`Study` of both scripts: every model's grid searched, the choice run on seeds.
+
+    ``make_config(model, hyperparameters, axis_value, seed)`` builds one
+    run's configuration.  Each searched model's :func:`search_space` runs at
+    every value of ``search_axis`` with :data:`SEARCH_SEED`; the chosen point
+    then runs at every value of ``final_axis`` with ``seeds``.  With
+    ``per_axis`` the choice is made separately at each axis value (the
+    search must then cover the final axis).  ``fixed`` maps the models that
+    are not searched to their hyperparameters.
+
+    Examples
+    --------
+    >>> make = lambda m, h, value, seed: dict(model=m, hyperparameters=h, axis=dict(
+    ...     name="n", value=value), seed=seed)
+    >>> study = grid_study("unused", None, make, ["a", "b"], search_axis=[10], final_axis=[10, 20],
+    ...                    learning_rates=[0.1, 1.0, 10.0], fixed={"b": {"n_init": 3}})
+    >>> len(study.search["a"]), study.models, len(study.final("b", {"n_init": 3}))
+    (6, ['a', 'b'], 6)
+    """
+    fixed = dict(fixed or {})
+    search = {
+        name: [
+            make_config(name, point, value, SEARCH_SEED)
+            for value in search_axis
+            for point in search_space(name, learning_rates, extra)
+        ]
+        for name in models
+        if name not in fixed
+    }
+
+    def final(name, chosen):
+        return [
+            make_config(name, chosen[value] if per_axis else chosen, value, seed)
+            for value in final_axis
+            for seed in seeds
+        ]
+
+    if per_axis:
+        fixed = {name: {value: point for value in final_axis} for name, point in fixed.items()}
+    study = Study(
+        results_dir,
+        search,
+        final,
+        run,
+        metric=metric,
+        maximize=maximize,
+        group=axis_value if per_axis else None,
+        fixed=fixed,
+    )
+    study.models = [name for name in models if name in search or name in fixed]
+    study.final_axis = list(final_axis)
+    return study
+
+
+def results_table(study, labels, header):
+    """The final test metric, mean ± std (number of seeds), per model and final axis value."""
+    values = study.final_axis
+    lines = [f"{'model':20s}" + "".join(f"{f'{header} = {value}':>22s}" for value in values)]
+    for name in study.models:
+        finals = study.final_configs(name) or []
+        cells = []
+        for value in values:
+            cell = summarize(study.records([c for c in finals if axis_value(c) == value]))
+            cells.append(
+                f"{cell['mean']:.3f} ± {cell['std']:.3f} ({cell['n']})" if cell["n"] else "-"
+            )
+        lines.append(f"{labels[name]:20s}" + "".join(f"{cell:>22s}" for cell in cells))
+    return "\n".join(lines)
+
+
 def study_summary(study):
     """What the pages need from a study's records: the search, the choice, the final metrics.
 

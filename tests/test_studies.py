@@ -183,7 +183,7 @@ def test_both_studies_declare_the_same_protocol(selective_copying, inductive_bia
         assert len(study.LEARNING_RATES) == 3
         assert set(study.EXTRA_SEARCH) == {"elman_rnn", "transformer"}
         assert study.EXTRA_SEARCH["elman_rnn"] == {"init_spectral_radius": [0.8, 1.0, 1.25]}
-        assert study.search_space is harness.search_space  # one harness, not two copies
+        assert study.grid_study is harness.grid_study  # one harness, not two copies
     # the Transformer's extra knob: a longer warm-up on the stream, smaller rates under fit
     assert "warmup_fraction" in selective_copying.EXTRA_SEARCH["transformer"]
     assert min(inductive_bias.EXTRA_SEARCH["transformer"]["learning_rate"]) < min(
@@ -348,7 +348,7 @@ def test_tuned_inductive_bias_selects_per_size_and_keeps_em_for_the_hmm(inductiv
         extra={},
         seeds=(1, 2),
     )
-    assert "hmm" not in study.search and study.models[-1] == "hmm"
+    assert "hmm" not in study.search and study.models == list(inductive_bias.MODELS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         assert study.run_all() == 4 * 2 * 2 + 5 * 2 * 2
@@ -370,7 +370,7 @@ def test_tuned_inductive_bias_selects_per_size_and_keeps_em_for_the_hmm(inductiv
             assert record["config"]["seed"] in (1, 2)
             assert np.isfinite(record["metrics"]["test"]) and record["metrics"]["test"] > 0
             assert record["metrics"]["epochs"] >= 1
-    assert "CategoricalHMM" in inductive_bias.tuned_table(study, (10, 20))
+    assert "CategoricalHMM" in inductive_bias.tuned_table(study)
 
 
 @pytest.mark.parametrize("name", ["selective_copying", "inductive_bias"])
