@@ -282,10 +282,16 @@ class Study:
         return None if chosen is None else self.final(model, chosen)
 
     def plan(self):
-        """Every configuration plannable now: the searches, and the finals of finished searches."""
+        """Every configuration plannable now: the searches, and the finals of finished searches.
+
+        The final runs of the models alternate (the first of each model, then
+        the second of each...), so that a study stopped midway has every
+        model at the first axis values rather than one model at all of them.
+        """
         configs = [config for model in self.search for config in self.search[model]]
-        for model in self.models:
-            configs += self.final_configs(model) or []
+        finals = [self.final_configs(model) or [] for model in self.models]
+        for round_ in itertools.zip_longest(*finals):
+            configs += [config for config in round_ if config is not None]
         return configs
 
     def run_all(self, log=None, max_runs=None, poll_seconds=30):

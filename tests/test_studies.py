@@ -263,8 +263,12 @@ def test_a_study_stopped_midway_resumes_without_rerunning(harness, tmp_path):
     status = first.status(cost=lambda config: 10.0)
     assert status["finished"] == 4 and status["pending"] == 5
     assert not harness.study_summary(first)["complete"]
+    order = [(c["model"], c["seed"]) for c in first.plan()[5:]]  # m's finals once n's are due
+    assert order == [("m", 1), ("m", 2)]
     later = harness.Study(tmp_path, search, final, run)  # a new session
     assert later.run_all() == 5 and run.calls == 9  # 5 search + 4 final runs in all
+    order = [(c["model"], c["seed"]) for c in later.plan()[5:]]
+    assert order == [("m", 1), ("n", 1), ("m", 2), ("n", 2)]  # the models alternate
     assert later.status()["pending"] == 0 and later.run_all() == 0 and run.calls == 9
     for model in search:
         records = later.records(later.final_configs(model))
