@@ -25,9 +25,16 @@ number of epochs or optimiser steps), the CPU seconds (``time.process_time``
 of the process: the run alone, not the machine) and the wall seconds, the
 load average and the date.
 
-Several workers may run the same plan side by side (``--workers``): each
-claims a run with a ``.lock`` file (created exclusively, holding its pid;
-a lock whose process is gone is taken over), so no run is done twice.
+Several processes may run the same study side by side (start the same
+command twice, each with one thread and ``nice -n 19`` on shared cores):
+each claims a run with a ``.lock`` file next to its record (created
+exclusively, holding its pid; a lock whose process is gone is taken over;
+locks are not committed), so no run is done twice.  The searches come
+first; a model's final runs are planned once its search is complete, and
+the models' final runs alternate so that a study stopped midway has every
+model at the first axis values.  ``--status`` prints the runs finished,
+their CPU seconds and the estimated CPU left; ``--summary PATH`` writes
+:func:`study_summary` (what the pages report) once the runs are in.
 """
 
 import hashlib
