@@ -1055,6 +1055,7 @@ cdef int _smooth_and_accumulate(const ModelView* model, Workspace* w, Statistics
 
 
 include "_kalman_stream.pxi"
+include "_kalman_diffuse.pxi"
 
 
 def filter_step(

@@ -145,6 +145,13 @@ class KalmanFilterResult(NamedTuple):
     log_predictive : ndarray of shape (n_samples,)
         log p(x_t | x_1..x_{t-1}) of each row's observed entries (0 for a row
         with none); per sequence these sum to its log-likelihood.
+    predicted_diffuse_covariances : ndarray of shape (n_samples, n_state, n_state) or None
+        With ``diffuse=``: P_inf of each row's predicted state (zero from the
+        first non-diffuse row of its sequence on); the covariances above are
+        then the P_* parts of the diffuse rows.  None without ``diffuse=``.
+    n_diffuse : ndarray of shape (n_sequences,) or None
+        With ``diffuse=``: the number of diffuse rows at the start of each
+        sequence (statsmodels' ``nobs_diffuse``).  None without.
     """
 
     filtered_means: np.ndarray
@@ -154,6 +161,8 @@ class KalmanFilterResult(NamedTuple):
     log_likelihood: float
     sequence_log_likelihood: np.ndarray
     log_predictive: np.ndarray
+    predicted_diffuse_covariances: np.ndarray = None
+    n_diffuse: np.ndarray = None
 
 
 class KalmanSmootherResult(NamedTuple):
@@ -744,11 +753,61 @@ def make_model(parameters):
     )
 
 
-def _check_inputs(parameters, X, controls, lengths, constant_only=None, chunk=False):
+def check_diffuse_parameters(parameters, diffuse, n_features=None):
+    """Validate the parameters and an exact diffuse initial state together.
+
+    ``diffuse`` is None (no diffuse part: the parameters as
+    :func:`check_lgssm_parameters` validates them), True (every state
+    coordinate diffuse), a boolean mask of shape (n_state,) of the diffuse
+    coordinates (P_inf the diagonal matrix of the mask), or a symmetric
+    positive semi-definite P_inf of shape (n_state, n_state).  The
+    parameters' ``initial_state_covariance`` is then P_*, which may be
+    singular (positive semi-definite); with True or a mask its diffuse rows
+    and columns are set to zero (statsmodels' convention; the exact limit
+    does not depend on them).
+
+    Returns
+    -------
+    parameters : LGSSMParameters
+        Validated, ``initial_state_covariance`` holding P_* when diffuse.
+    diffuse_covariance : ndarray of shape (n_state, n_state) or None
+        P_inf, None without ``diffuse``.
+    """
+    if diffuse is None or diffuse is False:
+        return check_lgssm_parameters(parameters, n_features), None
+    if not isinstance(parameters, LGSSMParameters):
+        check_lgssm_parameters(parameters, n_features)  # raises the TypeError
+    given = parameters.initial_state_covariance
+    checked = check_lgssm_parameters(parameters._replace(initial_state_covariance=None), n_features)
+    k = checked.transition_matrix.shape[-1]
+    if diffuse is True:
+        diffuse = np.ones(k, dtype=bool)
+    array = np.asarray(diffuse)
+    if array.dtype == np.bool_:
+        if array.shape != (k,):
+            raise ValueError(
+                f"diffuse as a boolean mask must have shape ({k},) (one entry per state "
+                f"coordinate), got {array.shape}."
+            )
+        diffuse_covariance = np.diag(array.astype(np.float64))
+    else:
+        diffuse_covariance = check_state_covariance(array, "diffuse", k)
+    if given is None:
+        star = np.eye(k)
+    else:
+        star = check_state_covariance(given, "initial_state_covariance", k)
+    if array.dtype == np.bool_:
+        star = star.copy()
+        star[array, :] = 0.0
+        star[:, array] = 0.0
+    return checked._replace(initial_state_covariance=star), diffuse_covariance
+
+
+def _check_inputs(parameters, X, controls, lengths, constant_only=None, chunk=False, diffuse=None):
     X = check_observations(X)
     if getattr(parameters, "control_matrix", None) is None and controls is not None:
         raise ValueError("controls were given without a control_matrix.")
-    parameters = check_lgssm_parameters(parameters, X.shape[1])
+    parameters, diffuse_covariance = check_diffuse_parameters(parameters, diffuse, X.shape[1])
     if constant_only:
         refuse_time_varying(parameters, constant_only)
     model = make_model(parameters)
@@ -756,6 +815,8 @@ def _check_inputs(parameters, X, controls, lengths, constant_only=None, chunk=Fa
     offsets = sequence_offsets(X.shape[0], lengths=lengths)
     if not chunk:  # a chunk is checked against the time axis by its start
         check_time_axis(parameters, offsets)
+    if diffuse is not None:
+        return X, model, controls, offsets, diffuse_covariance
     return X, model, controls, offsets
 
 
@@ -827,8 +888,12 @@ def _rows(X):
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
-def _filter_offsets(model, X, controls, offsets):
-    """Kalman filter on validated inputs (no checks); offsets split the rows."""
+def _filter_offsets(model, X, controls, offsets, diffuse_covariance=None):
+    """Kalman filter on validated inputs (no checks); offsets split the rows.
+
+    With ``diffuse_covariance`` (P_inf; the model's initial covariance is
+    then P_*) the exact diffuse filter.
+    """
     X, controls = _rows(X), _rows(controls)
     n_samples, k = X.shape[0], model.n_state
     predicted_means = np.empty((n_samples, k))
@@ -837,6 +902,35 @@ def _filter_offsets(model, X, controls, offsets):
     filtered_covariances = np.empty((n_samples, k, k))
     log_predictive = np.zeros(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
+    if diffuse_covariance is not None:
+        predicted_diffuse = np.empty((n_samples, k, k))
+        n_diffuse = np.zeros(len(offsets) - 1, dtype=np.intp)
+        _kalman.kalman_filter_diffuse(
+            model,
+            _rows(diffuse_covariance),
+            X,
+            controls,
+            offsets,
+            predicted_means,
+            predicted_covariances,
+            predicted_diffuse,
+            filtered_means,
+            filtered_covariances,
+            log_predictive,
+            sequence_log_likelihood,
+            n_diffuse,
+        )
+        return KalmanFilterResult(
+            filtered_means,
+            filtered_covariances,
+            predicted_means,
+            predicted_covariances,
+            float(sequence_log_likelihood.sum()),
+            sequence_log_likelihood,
+            log_predictive,
+            predicted_diffuse,
+            n_diffuse,
+        )
     _kalman.kalman_filter(
         model,
         X,
@@ -1304,7 +1398,7 @@ def _check_carried(carried, n_state, n_obs, n_ctrl):
 
 
 @masked_arrays_checked(missing=("X",))
-def kalman_filter(parameters, X, *, controls=None, lengths=None):
+def kalman_filter(parameters, X, *, controls=None, lengths=None, diffuse=None):
     """Kalman filter: the state given the past, E[z_t | x_1..x_t], and the log-likelihood.
 
     Parameters
@@ -1322,13 +1416,25 @@ def kalman_filter(parameters, X, *, controls=None, lengths=None):
         u_t, one row per row of X; the first row of each sequence is unused.
     lengths : array-like of int, optional
         Lengths of the concatenated sequences; one sequence if omitted.
+    diffuse : None, True, array-like of bool of shape (n_state,) or of shape (n_state, n_state)
+        The exact diffuse initial state (Koopman's exact diffuse filter):
+        z_1 ~ N(mu0, P_* + kappa P_inf) with kappa -> infinity, the
+        parameters' ``initial_state_covariance`` being P_* (positive
+        semi-definite).  True makes every state coordinate diffuse, a
+        boolean mask the coordinates it marks (P_inf their indicator on the
+        diagonal; P_*'s rows and columns of them are set to zero), a matrix
+        is P_inf itself (symmetric positive semi-definite).  The
+        log-likelihood is then the diffuse log-likelihood, statsmodels'
+        definition (doc/user_guide/lgssm.rst, "Exact diffuse
+        initialisation").  None (default): the proper prior N(mu0, Sigma0).
 
     Returns
     -------
     KalmanFilterResult
         ``filtered_means``, ``filtered_covariances``, ``predicted_means``,
         ``predicted_covariances``, ``log_likelihood``,
-        ``sequence_log_likelihood``, ``log_predictive``.
+        ``sequence_log_likelihood``, ``log_predictive``, and with
+        ``diffuse=`` ``predicted_diffuse_covariances`` and ``n_diffuse``.
 
     Raises
     ------
@@ -1349,9 +1455,19 @@ def kalman_filter(parameters, X, *, controls=None, lengths=None):
     ((4, 1), (4, 1, 1))
     >>> bool(np.isclose(result.log_predictive.sum(), result.log_likelihood))
     True
+
+    The local level with an exact diffuse first state: the first row is
+    diffuse, its filtered level is the first observation.
+
+    >>> exact = kalman_filter(
+    ...     LGSSMParameters([[1.0]], [[1.0]], [[0.1]], [[0.5]]), X, diffuse=True)
+    >>> exact.n_diffuse, exact.filtered_means[0, 0]
+    (array([1]), np.float64(1.0))
     """
-    X, model, controls, offsets = _check_inputs(parameters, X, controls, lengths)
-    result = _filter_offsets(model, X, controls, offsets)
+    X, model, controls, offsets, *diffuse_covariance = _check_inputs(
+        parameters, X, controls, lengths, diffuse=diffuse
+    )
+    result = _filter_offsets(model, X, controls, offsets, *diffuse_covariance)
     _raise_if_failed(result.sequence_log_likelihood)
     return result
 

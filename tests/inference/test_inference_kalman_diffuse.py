@@ -1,0 +1,248 @@
+"""The exact diffuse initial state (Koopman's exact diffuse filter and smoother)
+against statsmodels' exact diffuse filter and the limit of a huge prior variance."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from skseq.datasets import load_nile
+from skseq.inference.kalman import LGSSMParameters, kalman_filter
+
+sm = pytest.importorskip("statsmodels.api")
+pytestmark = pytest.mark.filterwarnings("ignore:The univariate filtering approach")
+from statsmodels.tsa.statespace.initialization import Initialization  # noqa: E402
+from statsmodels.tsa.statespace.kalman_smoother import KalmanSmoother  # noqa: E402
+
+
+def nile():
+    return load_nile().data[:, 0].astype(float)
+
+
+def system(ssm):
+    """A statsmodels state-space representation as LGSSMParameters (P_* zero)."""
+    selection = ssm["selection"]
+    k = ssm["transition"].shape[0]
+    return LGSSMParameters(
+        transition_matrix=ssm["transition"][:, :, 0]
+        if ssm["transition"].ndim == 3
+        else ssm["transition"],
+        observation_matrix=ssm["design"],
+        transition_covariance=selection @ ssm["state_cov"] @ selection.T,
+        observation_covariance=ssm["obs_cov"],
+        initial_state_covariance=np.zeros((k, k)),
+    )
+
+
+def unobserved_components(y, params, **specification):
+    """statsmodels' exact diffuse smoother of an UnobservedComponents model at params."""
+    model = sm.tsa.UnobservedComponents(y, use_exact_diffuse=True, **specification)
+    return model, model.smooth(params)
+
+
+def assert_matches_statsmodels(ours, theirs, *, atol=1e-7):
+    """Our filter result against statsmodels' filter results (states scaled to the data)."""
+    filtered = getattr(theirs, "filter_results", theirs)  # a model's results or a smoother's
+    assert_allclose(ours.log_likelihood, theirs.llf, rtol=1e-10)
+    assert_allclose(ours.log_predictive, theirs.llf_obs, atol=1e-8)
+    assert ours.n_diffuse[0] == filtered.nobs_diffuse
+    n = ours.filtered_means.shape[0]
+    scale = 1.0 + np.abs(theirs.filtered_state).max()
+    assert_allclose(ours.filtered_means, theirs.filtered_state.T, atol=atol * scale)
+    assert_allclose(ours.predicted_means, theirs.predicted_state[:, :n].T, atol=atol * scale)
+    variance = theirs.filtered_state_cov.transpose(2, 0, 1)
+    scale = 1.0 + np.abs(variance).max()
+    assert_allclose(ours.filtered_covariances, variance, atol=atol * scale)
+    assert_allclose(
+        ours.predicted_covariances,
+        theirs.predicted_state_cov[..., :n].transpose(2, 0, 1),
+        atol=atol * scale,
+    )
+    assert_allclose(
+        ours.predicted_diffuse_covariances,
+        filtered.predicted_diffuse_state_cov[..., :n].transpose(2, 0, 1),
+        atol=1e-10,
+    )
+
+
+def test_nile_local_level_equals_statsmodels_exact_diffuse_filter():
+    y = nile()
+    model, theirs = unobserved_components(y, [15099.0, 1469.1], level="llevel")
+    ours = kalman_filter(system(model.ssm), y[:, None], diffuse=True)
+    assert_matches_statsmodels(ours, theirs)
+    # the first row is diffuse: its level is the first observation
+    assert ours.n_diffuse.tolist() == [1] and ours.filtered_means[0, 0] == y[0]
+
+
+def statsmodels_smoother(parameters, y, initialization):
+    """statsmodels' smoother of the model (a selection of identity) and its initialization."""
+    smoother = KalmanSmoother(
+        y.shape[1],
+        parameters.transition_matrix.shape[0],
+        design=parameters.observation_matrix,
+        obs_cov=parameters.observation_covariance,
+        transition=parameters.transition_matrix,
+        selection=np.eye(parameters.transition_matrix.shape[0]),
+        state_cov=parameters.transition_covariance,
+    )
+    smoother.bind(y)
+    smoother.initialization = initialization
+    return smoother.smooth()
+
+
+def test_local_linear_trend_with_a_seasonal_and_missing_rows_in_the_diffuse_period():
+    y = nile()
+    y[[1, 2, 40]] = np.nan  # two rows of the diffuse period missing
+    model = sm.tsa.UnobservedComponents(y, level="lltrend", seasonal=4)
+    model.update([15000.0, 1400.0, 10.0, 50.0])
+    parameters = system(model.ssm)
+    # skseq's transition covariance is positive definite: a small shock on the
+    # seasonal's lagged states too (the same model for both libraries)
+    parameters = parameters._replace(
+        transition_covariance=parameters.transition_covariance + np.diag([0, 0, 0, 5.0, 5.0])
+    )
+    initialization = Initialization(5, "diffuse")
+    theirs = statsmodels_smoother(parameters, y[:, None], initialization)
+    ours = kalman_filter(parameters, y[:, None], diffuse=True)
+    assert ours.n_diffuse[0] == 7  # five diffuse states, two rows missing among them
+    assert_matches_statsmodels(ours, theirs)
+
+
+def partly_diffuse_bivariate(y):
+    """Two series: a common random walk (diffuse) and a stationary AR(1) state each."""
+    transition = np.diag([1.0, 0.6, -0.3])
+    observation = np.array([[1.0, 1.0, 0.0], [0.7, 0.0, 1.0]])
+    transition_covariance = np.diag([0.3, 0.5, 0.8])
+    observation_covariance = np.array([[1.0, 0.4], [0.4, 0.7]])
+    stationary = np.diag([0.5 / (1 - 0.36), 0.8 / (1 - 0.09)])
+    initialization = Initialization(3)
+    initialization.set(0, "diffuse")
+    initialization.set((1, 3), "known", constant=np.zeros(2), stationary_cov=stationary)
+    star = np.zeros((3, 3))
+    star[1:, 1:] = stationary
+    parameters = LGSSMParameters(
+        transition,
+        observation,
+        transition_covariance,
+        observation_covariance,
+        initial_state_covariance=star,
+    )
+    return parameters, statsmodels_smoother(parameters, y, initialization)
+
+
+def bivariate_data(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.normal(size=(n, 2)).cumsum(axis=0) * 0.3 + rng.normal(size=(n, 2))
+    y[0, 1] = np.nan  # a row partly missing, in the diffuse period
+    y[5] = np.nan
+    y[9, 0] = np.nan
+    return y
+
+
+def test_multivariate_partly_diffuse_state_with_correlated_noise_and_partly_missing_rows():
+    y = bivariate_data()
+    parameters, theirs = partly_diffuse_bivariate(y)
+    mask = np.array([True, False, False])
+    ours = kalman_filter(parameters, y, diffuse=mask)
+    assert ours.n_diffuse[0] == 1
+    assert_matches_statsmodels(ours, theirs)
+    # the mask is the diagonal P_inf with P_*'s diffuse row and column ignored
+    star = parameters.initial_state_covariance.copy()
+    star[0, 0], star[0, 1], star[1, 0] = 5.0, 0.3, 0.3
+    given = parameters._replace(initial_state_covariance=star)
+    as_matrix = kalman_filter(given, y, diffuse=np.diag(mask.astype(float)))
+    as_mask = kalman_filter(given, y, diffuse=mask)
+    assert_allclose(as_mask.log_likelihood, ours.log_likelihood, rtol=1e-12)
+    # P_*'s diffuse entries drop out of the exact limit, up to rounding
+    assert_allclose(as_matrix.log_likelihood, ours.log_likelihood, rtol=1e-9)
+    assert_allclose(as_matrix.filtered_means, ours.filtered_means, atol=1e-8)
+
+
+def random_model(rng, k=3, p=2):
+    transition = rng.normal(size=(k, k)) * 0.4 + np.eye(k) * 0.6
+    a = rng.normal(size=(k, k))
+    b = rng.normal(size=(p, p))
+    return LGSSMParameters(
+        transition,
+        rng.normal(size=(p, k)),
+        a @ a.T / k + 0.1 * np.eye(k),
+        b @ b.T / p + 0.2 * np.eye(p),
+        transition_offset=rng.normal(size=k) * 0.1,
+        observation_offset=rng.normal(size=p),
+        initial_state_mean=rng.normal(size=k),
+    )
+
+
+def test_the_limit_of_a_huge_prior_variance_without_its_kappa_terms():
+    rng = np.random.default_rng(3)
+    parameters = random_model(rng)
+    y = rng.normal(size=(25, 2))
+    y[1, 0] = np.nan  # partly missing in the diffuse period
+    y[3] = np.nan
+    basis = rng.normal(size=(3, 2))
+    diffuse = basis @ basis.T  # rank 2
+    star = 0.5 * np.eye(3)
+    exact = kalman_filter(parameters._replace(initial_state_covariance=star), y, diffuse=diffuse)
+    kappa = 1e7
+    approximate = kalman_filter(
+        parameters._replace(initial_state_covariance=star + kappa * diffuse), y
+    )
+    # each of the rank(P_inf) = 2 diffuse entries adds -log(kappa) / 2
+    assert_allclose(approximate.log_likelihood + np.log(kappa), exact.log_likelihood, rtol=1e-5)
+    d = exact.n_diffuse[0]
+    assert_allclose(approximate.filtered_means[d:], exact.filtered_means[d:], atol=1e-4)
+    assert_allclose(approximate.filtered_covariances[d:], exact.filtered_covariances[d:], atol=1e-4)
+
+
+def test_each_sequence_starts_diffuse_and_the_inputs_are_not_changed():
+    rng = np.random.default_rng(4)
+    parameters = random_model(rng)
+    y = rng.normal(size=(30, 2))
+    diffuse = np.array([True, False, True])
+    copies = y.copy(), diffuse.copy()
+    both = kalman_filter(parameters, y, lengths=[12, 18], diffuse=diffuse)
+    first = kalman_filter(parameters, y[:12], diffuse=diffuse)
+    second = kalman_filter(parameters, y[12:], diffuse=diffuse)
+    assert_allclose(both.sequence_log_likelihood, [first.log_likelihood, second.log_likelihood])
+    assert_allclose(both.filtered_means, np.vstack([first.filtered_means, second.filtered_means]))
+    assert both.n_diffuse.tolist() == [first.n_diffuse[0], second.n_diffuse[0]]
+    assert_allclose(y, copies[0])
+    assert_allclose(diffuse, copies[1])
+
+
+def test_no_diffuse_part_is_the_ordinary_filter():
+    rng = np.random.default_rng(5)
+    parameters = random_model(rng)
+    y = rng.normal(size=(20, 2))
+    ordinary = kalman_filter(parameters, y)
+    none_diffuse = kalman_filter(parameters, y, diffuse=np.zeros((3, 3)))
+    assert none_diffuse.n_diffuse.tolist() == [0]
+    assert_allclose(none_diffuse.log_likelihood, ordinary.log_likelihood, rtol=1e-12)
+    assert_allclose(none_diffuse.filtered_covariances, ordinary.filtered_covariances)
+
+
+@pytest.mark.parametrize(
+    ("diffuse", "message"),
+    [
+        (np.array([True, False]), r"diffuse as a boolean mask must have shape \(3,\)"),
+        (-np.eye(3), "diffuse must be positive semi-definite"),
+        (np.ones((2, 2)), r"diffuse must have shape \(3, 3\)"),
+        (
+            np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]),
+            "diffuse must be symmetric",
+        ),
+    ],
+)
+def test_invalid_diffuse_is_refused(diffuse, message):
+    parameters = random_model(np.random.default_rng(6))
+    with pytest.raises(ValueError, match=message):
+        kalman_filter(parameters, np.zeros((5, 2)), diffuse=diffuse)
+
+
+def test_p_star_may_be_singular_but_not_indefinite():
+    parameters = random_model(np.random.default_rng(7))
+    y = np.random.default_rng(8).normal(size=(10, 2))
+    zero = parameters._replace(initial_state_covariance=np.zeros((3, 3)))
+    assert np.isfinite(kalman_filter(zero, y, diffuse=True).log_likelihood)
+    indefinite = parameters._replace(initial_state_covariance=-np.eye(3))
+    with pytest.raises(ValueError, match="initial_state_covariance must be positive semi-definite"):
+        kalman_filter(indefinite, y, diffuse=np.eye(3))
