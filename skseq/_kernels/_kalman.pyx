@@ -52,7 +52,7 @@ O(k^3 + k^2 p + k p^2 + p^3):
   the memory traffic, and F P_f(t) comes out of it for the smoother gain.
 """
 
-from libc.math cimport NAN, isnan, log
+from libc.math cimport NAN, isnan, log, sqrt
 
 from ._blas cimport GEMM_PIECE_WORK
 # The shared helpers under the names this module has always used for them.

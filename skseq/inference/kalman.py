@@ -185,6 +185,9 @@ class KalmanSmootherResult(NamedTuple):
     sequence_log_likelihood : ndarray of shape (n_sequences,)
     log_predictive : ndarray of shape (n_samples,)
         log p(x_t | x_1..x_{t-1}) of each row.
+    n_diffuse : ndarray of shape (n_sequences,) or None
+        With ``diffuse=``: the number of diffuse rows at the start of each
+        sequence.  None without.
     """
 
     smoothed_means: np.ndarray
@@ -193,6 +196,7 @@ class KalmanSmootherResult(NamedTuple):
     log_likelihood: float
     sequence_log_likelihood: np.ndarray
     log_predictive: np.ndarray
+    n_diffuse: np.ndarray = None
 
 
 class KalmanFilterStep(NamedTuple):
@@ -851,8 +855,15 @@ def _check_chunk_start(parameters, n_rows, carried, start, varying):
     return start
 
 
-def _raise_if_failed(sequence_log_likelihood, name="X"):
+def _raise_if_failed(sequence_log_likelihood, name="X", diffuse=False):
     failed = np.flatnonzero(np.isnan(sequence_log_likelihood))
+    if failed.size and diffuse:
+        raise np.linalg.LinAlgError(
+            f"The exact diffuse smoother failed in sequence(s) {failed[:5].tolist()}: a "
+            "covariance lost positive definiteness in floating point, or a diffuse direction "
+            "of the state is reached by no observation (the sequence is too short, or ends "
+            "inside its diffuse period), so that the data do not determine the state."
+        )
     if failed.size:
         raise np.linalg.LinAlgError(
             f"A covariance lost positive definiteness in floating point in sequence(s) "
@@ -979,14 +990,47 @@ def _filter_last_offsets(model, X, controls, offsets):
     return KalmanLastStates(last_means, last_covariances, sequence_log_likelihood, log_predictive)
 
 
-def _smoother_offsets(model, X, controls, offsets, *, with_covariances=True):
+def _smoother_offsets(
+    model, X, controls, offsets, diffuse_covariance=None, *, with_covariances=True
+):
     """RTS smoother on validated inputs (no checks); offsets split the rows.
 
     With ``with_covariances=False`` only the smoothed means are computed
-    (``smoothed_covariances`` and ``cross_covariances`` are then None).
+    (``smoothed_covariances`` and ``cross_covariances`` are then None).  With
+    ``diffuse_covariance`` (P_inf) the exact diffuse smoother, which always
+    computes the covariances.
     """
     X, controls = _rows(X), _rows(controls)
     n_samples, k = X.shape[0], model.n_state
+    if diffuse_covariance is not None:
+        smoothed_means = np.empty((n_samples, k))
+        smoothed_covariances = np.empty((n_samples, k, k))
+        cross_covariances = np.empty((n_samples, k, k))
+        log_predictive = np.zeros(n_samples)
+        sequence_log_likelihood = np.empty(len(offsets) - 1)
+        n_diffuse = np.zeros(len(offsets) - 1, dtype=np.intp)
+        _kalman.kalman_smoother_diffuse(
+            model,
+            _rows(diffuse_covariance),
+            X,
+            controls,
+            offsets,
+            smoothed_means,
+            smoothed_covariances,
+            cross_covariances,
+            log_predictive,
+            sequence_log_likelihood,
+            n_diffuse,
+        )
+        return KalmanSmootherResult(
+            smoothed_means,
+            smoothed_covariances,
+            cross_covariances,
+            float(sequence_log_likelihood.sum()),
+            sequence_log_likelihood,
+            log_predictive,
+            n_diffuse,
+        )
     smoothed_means = np.empty((n_samples, k))
     smoothed_covariances = np.empty((n_samples, k, k)) if with_covariances else None
     cross_covariances = np.empty((n_samples, k, k)) if with_covariances else None
@@ -1473,10 +1517,14 @@ def kalman_filter(parameters, X, *, controls=None, lengths=None, diffuse=None):
 
 
 @masked_arrays_checked(missing=("X",))
-def kalman_smoother(parameters, X, *, controls=None, lengths=None):
+def kalman_smoother(parameters, X, *, controls=None, lengths=None, diffuse=None):
     """Rauch-Tung-Striebel smoother: the state given the whole sequence, E[z_t | x].
 
-    Parameters are those of :func:`kalman_filter`.
+    Parameters are those of :func:`kalman_filter`; with ``diffuse=`` the
+    exact diffuse smoother (the exact limits of the smoother gain and of the
+    conditional covariances on the diffuse rows: doc/user_guide/lgssm.rst,
+    "Exact diffuse initialisation"), whose smoothed means, covariances and
+    cross-covariances are those of the exact diffuse posterior.
 
     Returns
     -------
@@ -1484,7 +1532,7 @@ def kalman_smoother(parameters, X, *, controls=None, lengths=None):
         ``smoothed_means``, ``smoothed_covariances``, ``cross_covariances``
         (``cross_covariances[t] = Cov(z_t, z_{t-1} | x)``, zero on the first
         row of each sequence), ``log_likelihood``, ``sequence_log_likelihood``,
-        ``log_predictive``.
+        ``log_predictive``, and with ``diffuse=`` ``n_diffuse``.
 
     Examples
     --------
@@ -1499,10 +1547,19 @@ def kalman_smoother(parameters, X, *, controls=None, lengths=None):
     ((4, 1), (4, 1, 1))
     >>> result.cross_covariances[[0, 2], 0, 0]  # first rows of the two sequences
     array([0., 0.])
+
+    A random walk observed with noise, its first state exactly diffuse:
+
+    >>> walk = LGSSMParameters([[1.0]], [[1.0]], [[0.2]], [[0.1]])
+    >>> exact = kalman_smoother(walk, X[:, :1], lengths=[2, 2], diffuse=True)
+    >>> exact.n_diffuse
+    array([1, 1])
     """
-    X, model, controls, offsets = _check_inputs(parameters, X, controls, lengths)
-    result = _smoother_offsets(model, X, controls, offsets)
-    _raise_if_failed(result.sequence_log_likelihood)
+    X, model, controls, offsets, *diffuse_covariance = _check_inputs(
+        parameters, X, controls, lengths, diffuse=diffuse
+    )
+    result = _smoother_offsets(model, X, controls, offsets, *diffuse_covariance)
+    _raise_if_failed(result.sequence_log_likelihood, diffuse=diffuse is not None)
     return result
 
 

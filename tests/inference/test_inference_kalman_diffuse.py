@@ -246,3 +246,150 @@ def test_p_star_may_be_singular_but_not_indefinite():
     indefinite = parameters._replace(initial_state_covariance=-np.eye(3))
     with pytest.raises(ValueError, match="initial_state_covariance must be positive semi-definite"):
         kalman_filter(indefinite, y, diffuse=np.eye(3))
+
+
+# -- the exact diffuse smoother ---------------------------------------------------
+
+
+def dense_posterior(parameters, y, diffuse_mask):
+    """The exact posterior of all states with a flat prior on the masked coordinates.
+
+    Information form over the stacked states (n k unknowns): the prior
+    precision of z_1 is zero on the diffuse coordinates and P_*^-1 on the
+    others, each transition and each row's observed entries add their
+    quadratic; the posterior is Gaussian with covariance Lambda^-1.
+    """
+    n, k = y.shape[0], parameters.transition_matrix.shape[0]
+    F = np.asarray(parameters.transition_matrix, dtype=float)
+    H = np.asarray(parameters.observation_matrix, dtype=float)
+    Q = np.asarray(parameters.transition_covariance, dtype=float)
+    R = np.asarray(parameters.observation_covariance, dtype=float)
+    b = np.zeros(k) if parameters.transition_offset is None else parameters.transition_offset
+    d = (
+        np.zeros(H.shape[0])
+        if parameters.observation_offset is None
+        else parameters.observation_offset
+    )
+    mu0 = np.zeros(k) if parameters.initial_state_mean is None else parameters.initial_state_mean
+    precision = np.zeros((n * k, n * k))
+    shift = np.zeros(n * k)
+    keep = ~diffuse_mask
+    star = np.asarray(parameters.initial_state_covariance, dtype=float)
+    prior = np.zeros((k, k))
+    prior[np.ix_(keep, keep)] = np.linalg.inv(star[np.ix_(keep, keep)])
+    precision[:k, :k] += prior
+    shift[:k] += prior @ mu0
+    Qi = np.linalg.inv(Q)
+    for t in range(1, n):
+        # (z_t - F z_{t-1} - b)^T Q^-1 (...), in the unknowns (z_{t-1}, z_t)
+        A = np.hstack([-F, np.eye(k)])
+        rows = slice((t - 1) * k, (t + 1) * k)
+        precision[rows, rows] += A.T @ Qi @ A
+        shift[rows] += A.T @ Qi @ b
+    for t in range(n):
+        observed = ~np.isnan(y[t])
+        if not observed.any():
+            continue
+        Ho = H[observed]
+        Ri = np.linalg.inv(R[np.ix_(observed, observed)])
+        rows = slice(t * k, (t + 1) * k)
+        precision[rows, rows] += Ho.T @ Ri @ Ho
+        shift[rows] += Ho.T @ Ri @ (y[t, observed] - d[observed])
+    covariance = np.linalg.inv(precision)
+    mean = covariance @ shift
+    blocks = covariance.reshape(n, k, n, k)
+    covariances = np.array([blocks[t, :, t] for t in range(n)])
+    cross = np.zeros((n, k, k))
+    for t in range(1, n):
+        cross[t] = blocks[t, :, t - 1]  # Cov(z_t, z_{t-1})
+    return mean.reshape(n, k), covariances, cross
+
+
+@pytest.mark.parametrize("mask", [[True, True, True], [True, False, True], [False, True, False]])
+def test_smoother_equals_the_dense_flat_prior_posterior(mask):
+    from skseq.inference.kalman import kalman_smoother
+
+    rng = np.random.default_rng(11)
+    parameters = random_model(rng)
+    parameters = parameters._replace(initial_state_covariance=np.diag([0.5, 0.8, 1.3]))
+    y = rng.normal(size=(12, 2))
+    y[0, 1] = np.nan  # partly missing, in the diffuse period
+    y[1] = np.nan  # wholly missing, in the diffuse period
+    y[7, 0] = np.nan
+    mask = np.array(mask)
+    ours = kalman_smoother(parameters, y, diffuse=mask)
+    # three diffuse coordinates need three observed entries: rows 0, 2 (and 3)
+    assert ours.n_diffuse[0] == {3: 3, 2: 3, 1: 1}[int(mask.sum())]
+    mean, covariances, cross = dense_posterior(parameters, y, mask)
+    assert_allclose(ours.smoothed_means, mean, atol=1e-9)
+    assert_allclose(ours.smoothed_covariances, covariances, atol=1e-9)
+    assert_allclose(ours.cross_covariances, cross, atol=1e-9)
+
+
+def test_smoother_equals_statsmodels_on_the_nile_and_a_seasonal_trend():
+    from skseq.inference.kalman import kalman_smoother
+
+    y = nile()
+    model, theirs = unobserved_components(y, [15099.0, 1469.1], level="llevel")
+    ours = kalman_smoother(system(model.ssm), y[:, None], diffuse=True)
+    assert_allclose(ours.smoothed_means, theirs.smoothed_state.T, atol=1e-7)
+    assert_allclose(
+        ours.smoothed_covariances, theirs.smoothed_state_cov.transpose(2, 0, 1), rtol=1e-8
+    )
+    y[[1, 2, 40]] = np.nan
+    model = sm.tsa.UnobservedComponents(y, level="lltrend", seasonal=4)
+    model.update([15000.0, 1400.0, 10.0, 50.0])
+    parameters = system(model.ssm)
+    parameters = parameters._replace(
+        transition_covariance=parameters.transition_covariance + np.diag([0, 0, 0, 5.0, 5.0])
+    )
+    theirs = statsmodels_smoother(parameters, y[:, None], Initialization(5, "diffuse"))
+    ours = kalman_smoother(parameters, y[:, None], diffuse=True)
+    scale = np.abs(theirs.smoothed_state).max()
+    assert_allclose(ours.smoothed_means, theirs.smoothed_state.T, atol=1e-9 * scale)
+    variance = theirs.smoothed_state_cov.transpose(2, 0, 1)
+    assert_allclose(ours.smoothed_covariances, variance, atol=1e-9 * np.abs(variance).max())
+
+
+def test_smoother_equals_statsmodels_on_the_partly_diffuse_bivariate_model():
+    from skseq.inference.kalman import kalman_smoother
+
+    y = bivariate_data()
+    parameters, theirs = partly_diffuse_bivariate(y)
+    ours = kalman_smoother(parameters, y, diffuse=np.array([True, False, False]))
+    assert_allclose(ours.smoothed_means, theirs.smoothed_state.T, atol=1e-9)
+    assert_allclose(
+        ours.smoothed_covariances, theirs.smoothed_state_cov.transpose(2, 0, 1), atol=1e-9
+    )
+    assert_allclose(ours.log_likelihood, theirs.llf, rtol=1e-12)
+
+
+def test_smoother_with_a_general_p_inf_is_the_limit_of_a_huge_prior_variance():
+    from skseq.inference.kalman import kalman_smoother
+
+    rng = np.random.default_rng(12)
+    parameters = random_model(rng)
+    y = rng.normal(size=(15, 2))
+    y[0, 0] = np.nan
+    basis = rng.normal(size=(3, 2))
+    star = 0.4 * np.eye(3)
+    exact = kalman_smoother(
+        parameters._replace(initial_state_covariance=star), y, diffuse=basis @ basis.T
+    )
+    huge = kalman_smoother(
+        parameters._replace(initial_state_covariance=star + 1e7 * basis @ basis.T), y
+    )
+    for ours, limit in zip(exact[:3], huge[:3]):
+        assert_allclose(ours, limit, atol=1e-4 * (1 + np.abs(limit).max()))
+
+
+def test_smoother_refuses_a_sequence_that_ends_in_its_diffuse_period():
+    from skseq.inference.kalman import kalman_smoother
+
+    parameters = random_model(np.random.default_rng(13))
+    y = np.random.default_rng(14).normal(size=(3, 2))
+    y[1:, :] = np.nan  # two observed entries for three diffuse coordinates
+    with pytest.raises(np.linalg.LinAlgError, match="the data do not determine the state"):
+        kalman_smoother(parameters, y, diffuse=True)
+    # the filter's diffuse log-likelihood is still defined
+    assert np.isfinite(kalman_filter(parameters, y, diffuse=True).log_likelihood)
