@@ -525,3 +525,74 @@ def kalman_smoother_diffuse(
                     sequence_log_likelihood[s] = NAN
                     break
                 _copy(scratch.w.cross, &cross_cov[first + t + 1, 0, 0], kk)
+
+
+def em_statistics_diffuse(
+    LinearGaussianModel model,
+    const double[:, ::1] diffuse_cov,  # IN: P_inf
+    const double[:, ::1] X,  # IN
+    const double[:, ::1] controls,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    double[::1] initial_sum,  # INOUT
+    double[:, ::1] initial_outer,  # INOUT
+    double[:, ::1] transition_regressor,  # INOUT
+    double[:, ::1] transition_cross,  # INOUT
+    double[:, ::1] transition_target,  # INOUT
+    double[:, ::1] observation_regressor,  # INOUT
+    double[:, ::1] observation_cross,  # INOUT
+    double[:, ::1] observation_target,  # INOUT
+    double[::1] n_sequences_seen,  # INOUT
+    double[::1] sequence_log_likelihood,  # OUT
+):
+    """:func:`em_statistics` under the exact diffuse initial state: the smoothed
+    moments are the exact diffuse smoother's, the log-likelihood the diffuse one."""
+    cdef ModelView* view = &model.view
+    cdef Py_ssize_t k = view.n_state
+    cdef _Scratch scratch = _Scratch(k, view.n_obs)
+    cdef _DiffuseScratch diffuse = _DiffuseScratch(k, view.n_obs)
+    cdef Workspace* w = &scratch.w
+    cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
+    cdef Py_ssize_t longest = max(_longest(offsets), 1)
+    cdef Py_ssize_t s, first, stop, n_rows, n_diffuse = 0
+    cdef Py_ssize_t x_stride = X.strides[0] // sizeof(double)
+    cdef Py_ssize_t u_stride = controls.strides[0] // sizeof(double)
+    cdef const double* x
+    cdef const double* u
+    cdef double[:, ::1] predicted_mean = _zeros2(longest, k)
+    cdef double[:, :, ::1] predicted_cov = _zeros3(longest, k, k)
+    cdef double[:, :, ::1] predicted_inf = _zeros3(longest, k, k)
+    cdef double[:, :, ::1] filtered_inf = _zeros3(longest, k, k)
+    cdef double[:, ::1] mean = _zeros2(longest, k)
+    cdef double[:, :, ::1] cov = _zeros3(longest, k, k)
+    cdef double[::1] log_predictive = zeros_1d(longest)
+    cdef Statistics stats
+    stats.initial_sum = &initial_sum[0]
+    stats.initial_outer = &initial_outer[0, 0]
+    stats.transition_regressor = &transition_regressor[0, 0]
+    stats.transition_cross = &transition_cross[0, 0]
+    stats.transition_target = &transition_target[0, 0]
+    stats.observation_regressor = &observation_regressor[0, 0]
+    stats.observation_cross = &observation_cross[0, 0]
+    stats.observation_target = &observation_target[0, 0]
+    stats.n_sequences = &n_sequences_seen[0]
+    with nogil:
+        for s in range(n_sequences):
+            first = offsets[s]
+            stop = offsets[s + 1]
+            n_rows = stop - first
+            if n_rows == 0:
+                sequence_log_likelihood[s] = 0.0
+                continue
+            x = &X[first, 0]
+            u = _row_pointer(controls, first)
+            sequence_log_likelihood[s] = _filter_sequence_diffuse(
+                view, w, &diffuse.d, &diffuse_cov[0, 0], x, x_stride, u, u_stride, n_rows,
+                &predicted_mean[0, 0], &predicted_cov[0, 0, 0], &predicted_inf[0, 0, 0],
+                &mean[0, 0], &cov[0, 0, 0], &log_predictive[0], &n_diffuse,
+                &filtered_inf[0, 0, 0])
+            if isnan(sequence_log_likelihood[s]):
+                continue
+            if _smooth_and_accumulate(view, w, &stats, x, x_stride, u, u_stride, n_rows,
+                                      &mean[0, 0], &cov[0, 0, 0], &diffuse.d,
+                                      &filtered_inf[0, 0, 0], n_diffuse) != 0:
+                sequence_log_likelihood[s] = NAN

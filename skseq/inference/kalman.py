@@ -443,7 +443,13 @@ def check_controls(controls, n_samples, n_controls, name="controls"):
 
 
 def check_lgssm_parameters(
-    parameters, n_features=None, *, n_state=None, n_controls=None, suffix=""
+    parameters,
+    n_features=None,
+    *,
+    n_state=None,
+    n_controls=None,
+    suffix="",
+    semidefinite_initial=False,
 ):
     """Validate the parameters of a linear-Gaussian SSM against each other.
 
@@ -462,6 +468,9 @@ def check_lgssm_parameters(
     parameters : LGSSMParameters
     n_features, n_state, n_controls : int, optional
     suffix : str, default=""
+    semidefinite_initial : bool, default=False
+        Accept a singular (positive semi-definite) ``initial_state_covariance``:
+        the P_* of an exact diffuse initial state (:func:`check_diffuse_parameters`).
 
     Returns
     -------
@@ -556,7 +565,9 @@ def check_lgssm_parameters(
     checked["initial_state_covariance"] = (
         np.eye(n_state)
         if initial_state_covariance is None
-        else check_covariance(initial_state_covariance, named("initial_state_covariance"), n_state)
+        else (check_state_covariance if semidefinite_initial else check_covariance)(
+            initial_state_covariance, named("initial_state_covariance"), n_state
+        )
     )
     if control_matrix is None:
         control_matrix = np.zeros((n_state, 0 if n_controls is None else n_controls))
@@ -779,10 +790,7 @@ def check_diffuse_parameters(parameters, diffuse, n_features=None):
     """
     if diffuse is None or diffuse is False:
         return check_lgssm_parameters(parameters, n_features), None
-    if not isinstance(parameters, LGSSMParameters):
-        check_lgssm_parameters(parameters, n_features)  # raises the TypeError
-    given = parameters.initial_state_covariance
-    checked = check_lgssm_parameters(parameters._replace(initial_state_covariance=None), n_features)
+    checked = check_lgssm_parameters(parameters, n_features, semidefinite_initial=True)
     k = checked.transition_matrix.shape[-1]
     if diffuse is True:
         diffuse = np.ones(k, dtype=bool)
@@ -796,10 +804,7 @@ def check_diffuse_parameters(parameters, diffuse, n_features=None):
         diffuse_covariance = np.diag(array.astype(np.float64))
     else:
         diffuse_covariance = check_state_covariance(array, "diffuse", k)
-    if given is None:
-        star = np.eye(k)
-    else:
-        star = check_state_covariance(given, "initial_state_covariance", k)
+    star = checked.initial_state_covariance
     if array.dtype == np.bool_:
         star = star.copy()
         star[array, :] = 0.0
@@ -1057,8 +1062,12 @@ def _smoother_offsets(
     )
 
 
-def _em_statistics_offsets(model, X, controls, offsets):
+def _em_statistics_offsets(model, X, controls, offsets, diffuse_covariance=None):
     """E step on validated inputs (no checks): summed sufficient statistics.
+
+    With ``diffuse_covariance`` (P_inf; the model's initial covariance is
+    then P_*) the moments are the exact diffuse smoother's and the
+    log-likelihood is the diffuse one.
 
     Returns ``(statistics, sequence_log_likelihood)`` where ``statistics`` is a
     dict of arrays that add up over disjoint blocks of sequences:
@@ -1102,9 +1111,21 @@ def _em_statistics_offsets(model, X, controls, offsets):
     }
     n_sequences = np.zeros(1)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
-    _kalman.em_statistics(
-        model, X, controls, offsets, *statistics.values(), n_sequences, sequence_log_likelihood
-    )
+    if diffuse_covariance is None:
+        _kalman.em_statistics(
+            model, X, controls, offsets, *statistics.values(), n_sequences, sequence_log_likelihood
+        )
+    else:
+        _kalman.em_statistics_diffuse(
+            model,
+            _rows(diffuse_covariance),
+            X,
+            controls,
+            offsets,
+            *statistics.values(),
+            n_sequences,
+            sequence_log_likelihood,
+        )
     statistics["n_sequences"] = n_sequences.reshape(())
     return statistics, sequence_log_likelihood
 

@@ -393,3 +393,94 @@ def test_smoother_refuses_a_sequence_that_ends_in_its_diffuse_period():
         kalman_smoother(parameters, y, diffuse=True)
     # the filter's diffuse log-likelihood is still defined
     assert np.isfinite(kalman_filter(parameters, y, diffuse=True).log_likelihood)
+
+
+# -- the gradient and maximum likelihood ---------------------------------------------
+
+COVARIANCES = ("transition_covariance", "observation_covariance", "initial_state_covariance")
+
+
+def diffuse_forms(rng, k):
+    basis = rng.normal(size=(k, 2))
+    return {
+        "all": True,
+        "mask": np.array([True, False, True]),
+        "matrix": basis @ basis.T,
+    }
+
+
+@pytest.mark.parametrize("form", ["all", "mask", "matrix"])
+def test_gradient_equals_finite_differences_of_the_diffuse_log_likelihood(form):
+    from gradient_checks import numerical_gradient
+
+    from skseq.inference.kalman_mle import lgssm_log_likelihood_gradient
+
+    rng = np.random.default_rng(21)
+    parameters = random_model(rng)._replace(
+        control_matrix=rng.normal(size=(3, 1)),
+        initial_state_covariance=np.array([[1.0, 0.2, 0.1], [0.2, 0.8, 0.0], [0.1, 0.0, 0.6]]),
+    )
+    diffuse = diffuse_forms(rng, 3)[form]
+    X = rng.normal(size=(14, 2))
+    X[0, 1] = np.nan  # partly missing in the diffuse period
+    X[1] = np.nan
+    X[6, 0] = np.nan
+    controls = rng.normal(size=(14, 1))
+    lengths = [8, 6]
+
+    def log_likelihood(moved):
+        return kalman_filter(
+            moved, X, controls=controls, lengths=lengths, diffuse=diffuse
+        ).log_likelihood
+
+    result = lgssm_log_likelihood_gradient(
+        parameters, X, controls=controls, lengths=lengths, diffuse=diffuse
+    )
+    assert_allclose(result.log_likelihood, log_likelihood(parameters), rtol=1e-12)
+    for name in LGSSMParameters._fields:
+        value = np.array(getattr(parameters, name), dtype=np.float64)
+
+        def objective(name=name, value=value):
+            moved = 0.5 * (value + value.T) if name in COVARIANCES else value
+            return log_likelihood(parameters._replace(**{name: moved}))
+
+        numerical = numerical_gradient(objective, value)
+        if name in COVARIANCES:
+            numerical = 0.5 * (numerical + numerical.T)
+        assert_allclose(
+            getattr(result.gradient, name), numerical, rtol=1e-5, atol=1e-6, err_msg=name
+        )
+
+
+def test_nile_maximum_likelihood_equals_statsmodels_exact_diffuse_fit():
+    from skseq.inference.kalman_mle import (
+        LGSSMParameterization,
+        LogVariances,
+        lgssm_maximum_likelihood,
+        lgssm_parameter_covariance,
+    )
+
+    y = nile()
+    theirs = sm.tsa.UnobservedComponents(y, "llevel", use_exact_diffuse=True).fit(disp=False)
+    template = LGSSMParameters(
+        [[1.0]], [[1.0]], [[1000.0]], [[10000.0]], initial_state_covariance=[[0.0]]
+    )
+    parameterization = LGSSMParameterization(
+        template,
+        {"observation_covariance": LogVariances(), "transition_covariance": LogVariances()},
+    )
+    fit = lgssm_maximum_likelihood(parameterization, y[:, None], diffuse=True)
+    assert fit.converged
+    assert fit.log_likelihood >= theirs.llf - 1e-3
+    assert_allclose(fit.log_likelihood, theirs.llf, atol=1e-3)
+    # Durbin & Koopman's estimates (their exact diffuse likelihood): 15 099 and 1 469.1
+    estimates = parameterization.reported(fit.unconstrained)
+    assert_allclose(estimates, [1469.1, 15099.0], rtol=1e-2)
+    # statsmodels' optimiser stops earlier on this flat likelihood (within 1 %)
+    assert_allclose(estimates, theirs.params[::-1], rtol=2e-2)
+    covariance = lgssm_parameter_covariance(
+        parameterization, fit.unconstrained, y[:, None], cov_type="oim", diffuse=True
+    )
+    assert np.all(covariance.standard_errors > 0)
+    with pytest.raises(ValueError, match="use cov_type='oim'"):
+        lgssm_parameter_covariance(parameterization, fit.unconstrained, y[:, None], diffuse=True)
