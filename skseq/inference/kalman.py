@@ -1569,12 +1569,14 @@ def kalman_smoother(parameters, X, *, controls=None, lengths=None, diffuse=None)
     >>> result.cross_covariances[[0, 2], 0, 0]  # first rows of the two sequences
     array([0., 0.])
 
-    A random walk observed with noise, its first state exactly diffuse:
+    A random walk observed with noise, its first state exactly diffuse: the
+    first row of the second sequence is missing, so its first two rows are
+    diffuse.
 
     >>> walk = LGSSMParameters([[1.0]], [[1.0]], [[0.2]], [[0.1]])
     >>> exact = kalman_smoother(walk, X[:, :1], lengths=[2, 2], diffuse=True)
     >>> exact.n_diffuse
-    array([1, 1])
+    array([1, 2])
     """
     X, model, controls, offsets, *diffuse_covariance = _check_inputs(
         parameters, X, controls, lengths, diffuse=diffuse
