@@ -475,10 +475,21 @@ class LinearGaussianSSM(
 
     # Gaussian densities are never zero: a log-likelihood of -inf is an overflow.
     _densities_never_zero = True
-    _numerical_failure = (
+    _proper_failure = (
         "a covariance of the Kalman recursions lost positive definiteness in floating "
         "point (the parameters are too ill-conditioned for these data)"
     )
+
+    @property
+    def _numerical_failure(self):
+        """What a NaN log-likelihood means (BaseEM's message)."""
+        if self.initial_state != "diffuse":
+            return self._proper_failure
+        return (
+            f"{self._proper_failure}, or, with initial_state='diffuse', the observations of "
+            "a sequence do not determine its state (too few observed rows, or an "
+            "observation matrix that leaves a state direction unobserved)"
+        )
 
     __metadata_request__fit = {"sequence_ids": True, "controls": True}
     __metadata_request__score = {"sequence_ids": True, "sample_weight": True, "controls": True}

@@ -484,3 +484,32 @@ def test_nile_maximum_likelihood_equals_statsmodels_exact_diffuse_fit():
     assert np.all(covariance.standard_errors > 0)
     with pytest.raises(ValueError, match="use cov_type='oim'"):
         lgssm_parameter_covariance(parameterization, fit.unconstrained, y[:, None], diffuse=True)
+
+
+def test_a_time_varying_system_is_the_limit_of_a_huge_prior_variance():
+    from skseq.inference.kalman import kalman_smoother
+
+    rng = np.random.default_rng(31)
+    parameters = random_model(rng)
+    n = 12
+    transitions = parameters.transition_matrix + 0.1 * rng.normal(size=(n - 1, 3, 3))
+    observations = parameters.observation_matrix + 0.2 * rng.normal(size=(n, 2, 3))
+    varying = parameters._replace(
+        transition_matrix=transitions,
+        observation_matrix=observations,
+        initial_state_covariance=0.3 * np.eye(3),
+    )
+    y = rng.normal(size=(n, 2))
+    y[1, 1] = np.nan
+    exact_filter = kalman_filter(varying, y, diffuse=True)
+    huge = varying._replace(initial_state_covariance=0.3 * np.eye(3) + 1e7 * np.eye(3))
+    # three diffuse coordinates: -log(kappa) / 2 each
+    assert_allclose(
+        kalman_filter(huge, y).log_likelihood + 1.5 * np.log(1e7),
+        exact_filter.log_likelihood,
+        rtol=1e-5,
+    )
+    exact = kalman_smoother(varying, y, diffuse=True)
+    limit = kalman_smoother(huge, y)
+    for ours, theirs in zip(exact[:3], limit[:3]):
+        assert_allclose(ours, theirs, atol=1e-4 * (1 + np.abs(theirs).max()))
