@@ -918,47 +918,27 @@ def _filter_offsets(model, X, controls, offsets, diffuse_covariance=None):
     filtered_covariances = np.empty((n_samples, k, k))
     log_predictive = np.zeros(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
-    if diffuse_covariance is not None:
-        predicted_diffuse = np.empty((n_samples, k, k))
-        n_diffuse = np.zeros(len(offsets) - 1, dtype=np.intp)
-        _kalman.kalman_filter_diffuse(
-            model,
-            _rows(diffuse_covariance),
-            X,
-            controls,
-            offsets,
-            predicted_means,
-            predicted_covariances,
-            predicted_diffuse,
-            filtered_means,
-            filtered_covariances,
-            log_predictive,
-            sequence_log_likelihood,
-            n_diffuse,
-        )
-        return KalmanFilterResult(
-            filtered_means,
-            filtered_covariances,
-            predicted_means,
-            predicted_covariances,
-            float(sequence_log_likelihood.sum()),
-            sequence_log_likelihood,
-            log_predictive,
-            predicted_diffuse,
-            n_diffuse,
-        )
-    _kalman.kalman_filter(
-        model,
-        X,
-        controls,
-        offsets,
+    outputs = [
         predicted_means,
         predicted_covariances,
         filtered_means,
         filtered_covariances,
         log_predictive,
         sequence_log_likelihood,
-    )
+    ]
+    diffuse_outputs = []
+    if diffuse_covariance is None:
+        _kalman.kalman_filter(model, X, controls, offsets, *outputs)
+    else:
+        # the kernel's order: P_inf after the predicted covariances, n_diffuse last
+        diffuse_outputs = [
+            np.empty((n_samples, k, k)),
+            np.zeros(len(offsets) - 1, dtype=np.intp),
+        ]
+        outputs.insert(2, diffuse_outputs[0])
+        _kalman.kalman_filter_diffuse(
+            model, _rows(diffuse_covariance), X, controls, offsets, *outputs, diffuse_outputs[1]
+        )
     return KalmanFilterResult(
         filtered_means,
         filtered_covariances,
@@ -967,6 +947,7 @@ def _filter_offsets(model, X, controls, offsets, diffuse_covariance=None):
         float(sequence_log_likelihood.sum()),
         sequence_log_likelihood,
         log_predictive,
+        *diffuse_outputs,
     )
 
 
@@ -1007,51 +988,27 @@ def _smoother_offsets(
     """
     X, controls = _rows(X), _rows(controls)
     n_samples, k = X.shape[0], model.n_state
-    if diffuse_covariance is not None:
-        smoothed_means = np.empty((n_samples, k))
-        smoothed_covariances = np.empty((n_samples, k, k))
-        cross_covariances = np.empty((n_samples, k, k))
-        log_predictive = np.zeros(n_samples)
-        sequence_log_likelihood = np.empty(len(offsets) - 1)
-        n_diffuse = np.zeros(len(offsets) - 1, dtype=np.intp)
-        _kalman.kalman_smoother_diffuse(
-            model,
-            _rows(diffuse_covariance),
-            X,
-            controls,
-            offsets,
-            smoothed_means,
-            smoothed_covariances,
-            cross_covariances,
-            log_predictive,
-            sequence_log_likelihood,
-            n_diffuse,
-        )
-        return KalmanSmootherResult(
-            smoothed_means,
-            smoothed_covariances,
-            cross_covariances,
-            float(sequence_log_likelihood.sum()),
-            sequence_log_likelihood,
-            log_predictive,
-            n_diffuse,
-        )
+    with_covariances = with_covariances or diffuse_covariance is not None
     smoothed_means = np.empty((n_samples, k))
     smoothed_covariances = np.empty((n_samples, k, k)) if with_covariances else None
     cross_covariances = np.empty((n_samples, k, k)) if with_covariances else None
     log_predictive = np.zeros(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
-    _kalman.kalman_smoother(
-        model,
-        X,
-        controls,
-        offsets,
+    outputs = [
         smoothed_means,
         smoothed_covariances,
         cross_covariances,
         log_predictive,
         sequence_log_likelihood,
-    )
+    ]
+    n_diffuse = []
+    if diffuse_covariance is None:
+        _kalman.kalman_smoother(model, X, controls, offsets, *outputs)
+    else:
+        n_diffuse = [np.zeros(len(offsets) - 1, dtype=np.intp)]
+        _kalman.kalman_smoother_diffuse(
+            model, _rows(diffuse_covariance), X, controls, offsets, *outputs, *n_diffuse
+        )
     return KalmanSmootherResult(
         smoothed_means,
         smoothed_covariances,
@@ -1059,6 +1016,7 @@ def _smoother_offsets(
         float(sequence_log_likelihood.sum()),
         sequence_log_likelihood,
         log_predictive,
+        *n_diffuse,
     )
 
 
