@@ -20,6 +20,14 @@ entries only, exactly, and a row with no observed entry skips the update.
 The kernels use the Joseph-form covariance update and Cholesky solves (no
 matrix is ever inverted); they release the GIL.
 
+``diffuse=`` (of :func:`kalman_filter` and :func:`kalman_smoother`, and of
+the maximum-likelihood functions of :mod:`skseq.inference.kalman_mle`) gives
+the first state the exact diffuse prior N(mu0, P_* + kappa P_inf),
+kappa -> infinity (Koopman's exact diffuse filter and its smoother; the
+parameters' ``initial_state_covariance`` is then P_*): statsmodels' exact
+diffuse initialisation and diffuse log-likelihood
+(doc/user_guide/lgssm.rst, "Exact diffuse initialisation").
+
 :func:`kalman_forward_smoothing` computes the EM statistics of a sequence that
 arrives in chunks, exactly, by forward-only smoothing: the message carried
 from one chunk to the next (:class:`KalmanStreamState`) has a size fixed by

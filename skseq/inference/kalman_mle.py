@@ -22,6 +22,13 @@ Three reusable pieces (doc/user_guide/lgssm.rst, "Exact maximum likelihood"):
   (standard errors from the outer product of the per-row scores or from the
   observed information, the Hessian by central differences of the analytic
   gradient).
+
+:func:`lgssm_log_likelihood_gradient`, :func:`lgssm_maximum_likelihood` and
+:func:`lgssm_parameter_covariance` take ``diffuse=``
+(:func:`~skseq.inference.kalman.kalman_filter`'s): the diffuse
+log-likelihood of the exact diffuse initial state and its gradient from the
+exact diffuse smoother (the per-row scores of :func:`lgssm_score_obs`, and so
+``cov_type="opg"``, are not available under it).
 """
 
 from typing import NamedTuple
