@@ -796,11 +796,12 @@ def check_diffuse_parameters(parameters, diffuse, n_features=None):
     diffuse_covariance : ndarray of shape (n_state, n_state) or None
         P_inf, None without ``diffuse``.
     """
-    if diffuse is None or diffuse is False:
+    everything = isinstance(diffuse, bool | np.bool_)  # True: every coordinate, False: none
+    if diffuse is None or (everything and not diffuse):
         return check_lgssm_parameters(parameters, n_features), None
     checked = check_lgssm_parameters(parameters, n_features, semidefinite_initial=True)
     k = checked.transition_matrix.shape[-1]
-    if diffuse is True:
+    if everything:
         diffuse = np.ones(k, dtype=bool)
     array = np.asarray(diffuse)
     if array.dtype == np.bool_:

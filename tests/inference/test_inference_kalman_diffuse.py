@@ -215,6 +215,11 @@ def test_no_diffuse_part_is_the_ordinary_filter():
     y = rng.normal(size=(20, 2))
     ordinary = kalman_filter(parameters, y)
     none_diffuse = kalman_filter(parameters, y, diffuse=np.zeros((3, 3)))
+    assert kalman_filter(parameters, y, diffuse=False).n_diffuse is None
+    assert_allclose(
+        kalman_filter(parameters, y, diffuse=np.True_).log_likelihood,
+        kalman_filter(parameters, y, diffuse=[True, True, True]).log_likelihood,
+    )
     assert none_diffuse.n_diffuse.tolist() == [0]
     assert_allclose(none_diffuse.log_likelihood, ordinary.log_likelihood, rtol=1e-12)
     assert_allclose(none_diffuse.filtered_covariances, ordinary.filtered_covariances)
