@@ -19,7 +19,7 @@ from scipy import optimize, stats
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_bool_param, integer_rule, option_rule, prior_rule
-from ..base import SufficientStatistics
+from ..base import ParameterCoordinates, SufficientStatistics
 from ..inference.hmm import HMMForwardResult
 from ..inference.hsmm import (
     _check_log_message,
@@ -261,7 +261,13 @@ class SemiMarkovHMM(BaseHMM):
             old = _expected_log_pmf(row, self.duration_probs_[k])
             new_rate, new_shape = self._duration_step(row, float(row @ steps / total), shape)
             pmf = duration_pmf(distribution, self.max_duration, [new_rate], new_shape)[0]
-            if _expected_log_pmf(row, pmf) >= old:
+            value = _expected_log_pmf(row, pmf)
+            if shape is not None:
+                new_rate, new_shape, value = self._joint_duration_step(
+                    row, (new_rate, new_shape[0], value), (rates[k], shape[0], old)
+                )
+                new_shape = np.array([new_shape])
+            if value >= old:
                 rates[k] = new_rate
                 if shapes is not None:
                     shapes[k] = new_shape[0]
@@ -269,6 +275,30 @@ class SemiMarkovHMM(BaseHMM):
         if shapes is not None:
             self.duration_shapes_ = shapes
         self._update_pmf()
+
+    def _joint_duration_step(self, row, candidate, current):
+        """``(rate, shape, value)``: the negative binomial's expected log-pmf of
+        ``row`` maximised over (log rate, log shape) together (L-BFGS-B within
+        the bounds), from the better of ``candidate`` and ``current``, each
+        ``(rate, shape, value)``.  The moment step alone is not the maximum
+        when the truncation at ``max_duration`` matters, and may even lower
+        the objective: a fixed point of EM must be a stationary point of it."""
+        rate, shape, value = max(candidate, current, key=lambda point: point[2])
+
+        def loss(point):
+            log_rate, log_shape = np.clip(point, *zip(_LOG_MEAN_BOUNDS, _LOG_SHAPE_BOUNDS))
+            pmf = duration_pmf(
+                "negative_binomial", self.max_duration, [np.exp(log_rate)], [np.exp(log_shape)]
+            )[0]
+            return -_expected_log_pmf(row, pmf)
+
+        start = np.clip(np.log([rate, shape]), *zip(_LOG_MEAN_BOUNDS, _LOG_SHAPE_BOUNDS))
+        result = optimize.minimize(
+            loss, start, method="L-BFGS-B", bounds=[_LOG_MEAN_BOUNDS, _LOG_SHAPE_BOUNDS]
+        )
+        if np.isfinite(result.fun) and -result.fun > value:
+            return float(np.exp(result.x[0])), float(np.exp(result.x[1])), float(-result.fun)
+        return rate, shape, value
 
     def _duration_step(self, row, mean, shape):
         """``(rate, shape)`` maximising the expected log-pmf of the counts ``row``
@@ -311,7 +341,12 @@ class SemiMarkovHMM(BaseHMM):
 
     # -- inference on new data ------------------------------------------------
 
+    def _forbidden_label_steps(self, before, after):
+        # Two rows in one state may be one visit going on.
+        return (before != after) & super()._forbidden_label_steps(before, after)
+
     def _posteriors(self, X, offsets):
+        X, _ = self._split_known_states(X)
         posteriors = np.empty((X.shape[0], self.n_components))
         sequence_log_likelihood = np.empty(len(offsets) - 1)
         chain = self._log_chain()
@@ -328,6 +363,7 @@ class SemiMarkovHMM(BaseHMM):
         return sequence_log_likelihood, posteriors
 
     def _viterbi(self, X, offsets):
+        X, _ = self._split_known_states(X)
         states = np.empty(X.shape[0], dtype=np.intp)
         log_probs = np.empty(len(offsets) - 1)
         chain = self._log_chain()
@@ -344,6 +380,7 @@ class SemiMarkovHMM(BaseHMM):
     def _filtered_and_predicted(self, X, offsets):
         """``(filtered, predicted, log_predictive, sequence_log_likelihood)`` of
         validated ``X``: p(z_t | x_<=t), p(z_{t+1} | x_<=t), log p(x_t | x_<t)."""
+        X, _ = self._split_known_states(X)
         n_rows, n_components = X.shape[0], self.n_components
         filtered = np.empty((n_rows, n_components))
         predicted = np.empty((n_rows, n_components))
@@ -396,15 +433,70 @@ class SemiMarkovHMM(BaseHMM):
         occupancy = visits * (self.duration_probs_ @ np.arange(1, self.max_duration + 1))
         return occupancy / occupancy.sum()
 
-    # -- what a semi-Markov model does not do (yet) ---------------------------
+    # -- known states (semi-supervised fits) ----------------------------------
+    #
+    # BaseHMM's machinery as it is: a labelled row keeps only its state's
+    # log-emission (clamp_to_known_states), so the recursions over segments
+    # weigh exactly the segmentations in which every labelled row lies in a
+    # visit to its state.  Only the check of what the chain forbids differs.
 
-    def _check_known_states(self, known_states, X):
-        if known_states is not None:
-            raise ValueError(
-                f"{type(self).__name__} does not take known_states (semi-supervised fits "
-                "are not implemented for semi-Markov HMMs)."
-            )
-        return None
+    def _check_known_states_possible(self, known_states, offsets, continues=False):
+        """A ValueError when the chain forbids the labels: a labelled first row
+        of a sequence whose start probability is zero, consecutive rows of one
+        sequence labelled j then k != j with ``transmat_[j, k]`` = 0, or a run of
+        more than ``max_duration`` consecutive rows labelled k (with a zero
+        diagonal a run is one visit).  Labels that zero duration probabilities
+        forbid give a log-likelihood of -inf, which the E step reports."""
+        super()._check_known_states_possible(known_states, offsets, continues)
+        diagonal = np.diag(self.transmat_)
+        if self.n_components == 1 or np.all(diagonal > 0):
+            return
+        for first, stop in zip(offsets[:-1], offsets[1:]):
+            labels = known_states[first:stop]
+            edges = np.flatnonzero(np.diff(np.r_[-2, labels, -2]) != 0)
+            for start, end in zip(edges[:-1], edges[1:]):
+                state = labels[start]
+                if state >= 0 and diagonal[state] == 0 and end - start > self.max_duration:
+                    raise ValueError(
+                        f"known_states[{first + start}:{first + end}] labels {end - start} "
+                        f"consecutive rows {state}, but a visit lasts at most max_duration="
+                        f"{self.max_duration} rows: the model forbids that run."
+                    )
+
+    # -- SQUAREM ---------------------------------------------------------------
+
+    def _acceleration_coordinates(self, X):
+        """BaseHMM's coordinates and, with "d" learned, the durations': the
+        free pmf by its logs, the rate (and the shape) by their logs."""
+        coordinates = super()._acceleration_coordinates(X)
+        if "d" not in self.params:
+            return coordinates
+        kinds = {} if coordinates is None else dict(coordinates.kinds)
+        if self.duration_distribution == "categorical":
+            kinds["duration_probs_"] = ("probabilities", None)
+        else:
+            for name in self._duration_attributes():
+                kinds[name] = ("positive", 1.0)
+        return ParameterCoordinates(kinds)
+
+    def _feasible_parameters(self, parameters):
+        """The pmf of an extrapolated rate (and shape), within the bounds of the
+        M step; the emission model's feasibility first."""
+        parameters = super()._feasible_parameters(parameters)
+        if parameters is None or self.duration_distribution == "categorical":
+            return parameters
+        parameters = dict(parameters)
+        low, high = np.exp(_LOG_MEAN_BOUNDS)
+        parameters["duration_rates_"] = np.clip(parameters["duration_rates_"], low, high)
+        shapes = None
+        if self.duration_distribution == "negative_binomial":
+            low, high = np.exp(_LOG_SHAPE_BOUNDS)
+            shapes = np.clip(parameters["duration_shapes_"], low, high)
+            parameters["duration_shapes_"] = shapes
+        parameters["duration_probs_"] = duration_pmf(
+            self.duration_distribution, self.max_duration, parameters["duration_rates_"], shapes
+        )
+        return parameters
 
     def _stream_estep(self, X, offsets, carried):
         """E step of a ``partial_fit`` batch of whole sequences.
@@ -590,7 +682,7 @@ class SemiMarkovGaussianHMM(SemiMarkovHMM, GaussianHMM):
         Initial values, as in :class:`~skseq.hmm.GaussianHMM` (``transmat_init``
         with a zero diagonal).  Initial durations: set ``duration_probs_`` by
         hand and leave "d" out of ``init_params``.
-    n_init, n_jobs
+    n_init, n_jobs, acceleration
         As in :class:`~skseq.hmm.GaussianHMM`.
     learning_method, learning_decay, learning_offset, total_samples, batch_size
         Stochastic EM, as in :class:`~skseq.hmm.GaussianHMM`.
@@ -646,6 +738,7 @@ class SemiMarkovGaussianHMM(SemiMarkovHMM, GaussianHMM):
         covars_init=None,
         n_init=1,
         n_jobs=None,
+        acceleration=None,
         learning_method="batch",
         learning_decay=0.6,
         learning_offset=0.0,
@@ -675,6 +768,7 @@ class SemiMarkovGaussianHMM(SemiMarkovHMM, GaussianHMM):
             covars_init=covars_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            acceleration=acceleration,
             learning_method=learning_method,
             learning_decay=learning_decay,
             learning_offset=learning_offset,
@@ -707,7 +801,7 @@ class SemiMarkovCategoricalHMM(SemiMarkovHMM, CategoricalHMM):
         "s" startprob, "t" transmat, "d" durations, "e" emissionprob.
     startprob_init, transmat_init, emissionprob_init : array-like, optional
         Initial values (``transmat_init`` with a zero diagonal).
-    n_init, n_jobs
+    n_init, n_jobs, acceleration
         As in :class:`~skseq.hmm.CategoricalHMM`.
     learning_method, learning_decay, learning_offset, total_samples, batch_size
         Stochastic EM, as in :class:`~skseq.hmm.GaussianHMM`.
@@ -757,6 +851,7 @@ class SemiMarkovCategoricalHMM(SemiMarkovHMM, CategoricalHMM):
         emissionprob_init=None,
         n_init=1,
         n_jobs=None,
+        acceleration=None,
         learning_method="batch",
         learning_decay=0.6,
         learning_offset=0.0,
@@ -781,6 +876,7 @@ class SemiMarkovCategoricalHMM(SemiMarkovHMM, CategoricalHMM):
             emissionprob_init=emissionprob_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            acceleration=acceleration,
             learning_method=learning_method,
             learning_decay=learning_decay,
             learning_offset=learning_offset,

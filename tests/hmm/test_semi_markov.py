@@ -13,6 +13,7 @@ from scipy.special import logsumexp
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq import CategoricalHMM, GaussianHMM, SemiMarkovCategoricalHMM, SemiMarkovGaussianHMM
+from skseq.hmm._semi_markov import duration_pmf
 from skseq.inference import (
     hmm_forward,
     hmm_forward_backward,
@@ -78,11 +79,21 @@ def enumerate_model(log_start, log_trans, log_duration, log_frame):
     return found
 
 
-def brute_force(log_start, log_trans, log_duration, log_frame):
-    """Log-likelihood, posteriors, counts and the best segmentation by enumeration."""
+def consistent(visits, known_states):
+    """Whether every labelled row (known_states >= 0) lies in a visit to its state."""
+    states = np.concatenate([[state] * duration for state, _, duration in visits])
+    labelled = known_states >= 0
+    return bool(np.all(states[labelled] == known_states[labelled]))
+
+
+def brute_force(log_start, log_trans, log_duration, log_frame, known_states=None):
+    """Log-likelihood, posteriors, counts and the best segmentation by enumeration
+    (over the segmentations consistent with ``known_states`` when given)."""
     n_rows, n_states = log_frame.shape
     max_duration = log_duration.shape[1]
     found = enumerate_model(log_start, log_trans, log_duration, log_frame)
+    if known_states is not None:
+        found = [(value, visits) for value, visits in found if consistent(visits, known_states)]
     values = np.array([value for value, _ in found])
     log_likelihood = logsumexp(values)
     weights = np.exp(values - log_likelihood)
@@ -436,8 +447,13 @@ def test_errors():
         SemiMarkovGaussianHMM(2, duration_distribution="gamma").fit(X)
     with pytest.raises(ValueError, match="zero diagonal"):
         SemiMarkovGaussianHMM(2, transmat_init=[[0.5, 0.5], [0.5, 0.5]]).fit(X)
-    with pytest.raises(ValueError, match="known_states"):
-        SemiMarkovGaussianHMM(2).fit(X, known_states=np.zeros(20, dtype=int))
+    with pytest.raises(ValueError, match="a visit lasts at most max_duration=5"):
+        SemiMarkovGaussianHMM(2, max_duration=5).fit(X, known_states=np.zeros(20, dtype=int))
+    forbidden = SemiMarkovGaussianHMM(
+        3, transmat_init=[[0, 1, 0], [0.5, 0, 0.5], [0.5, 0.5, 0]], init_params="smc"
+    )
+    with pytest.raises(ValueError, match="transmat_\\[0, 2\\] = 0"):
+        forbidden.fit(X, known_states=np.r_[-1, 0, 2, -np.ones(17)].astype(int))
     fitted = SemiMarkovGaussianHMM(2, max_duration=5, n_iter=2, random_state=0).fit(X)
     with pytest.raises(TypeError, match="new_sequence must be a bool"):
         fitted.filter_stream(X, new_sequence="yes")
@@ -638,3 +654,118 @@ def test_log_message_errors():
     before = message.copy()
     hsmm_filter(log_start, log_trans, log_duration, log_frame, log_message=message)
     np.testing.assert_array_equal(message, before)
+
+
+# -- known states (semi-supervised fits) ----------------------------------------
+
+
+def fixed_gaussian_model(n_states, max_duration, seed, **kwargs):
+    """A SemiMarkovGaussianHMM with random parameters (zero diagonal), learning nothing."""
+    rng = np.random.default_rng(seed)
+    model = SemiMarkovGaussianHMM(n_states, max_duration=max_duration, **kwargs)
+    log_start, log_trans, log_duration, _ = random_model(n_states, max_duration, 1, seed)
+    model.startprob_ = np.exp(log_start)
+    model.transmat_ = np.exp(log_trans)
+    model.duration_probs_ = np.exp(log_duration)
+    model.means_ = rng.normal(scale=2.0, size=(n_states, 1))
+    model.covars_ = rng.uniform(0.5, 2.0, size=(n_states, 1))
+    model.n_features_in_ = 1
+    model._centre = np.zeros(1)  # the emission statistics' reference point
+    return model
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_known_states_estep_equals_enumeration_over_consistent_segmentations(seed):
+    """The E step with labelled rows: log p(x, labels) and the expected counts and
+    posteriors over the segmentations in which every labelled row is in a visit to
+    its state."""
+    rng = np.random.default_rng(seed)
+    model = fixed_gaussian_model(3, 3, seed)
+    X = rng.normal(scale=2.0, size=(6, 1))
+    known_states = np.full(6, -1)
+    known_states[rng.choice(6, size=2, replace=False)] = rng.integers(0, 3, size=2)
+    with np.errstate(divide="ignore"):
+        logs = [np.log(p) for p in (model.startprob_, model.transmat_, model.duration_probs_)]
+    expected = brute_force(*logs, model._compute_log_likelihood(X), known_states)
+    stacked = model._stack_known_states(X, known_states)
+    try:
+        statistics, log_likelihood = model._estep(stacked, np.array([0, 6]))
+    finally:
+        del model._known_states_stacked
+    assert np.isclose(log_likelihood, expected["log_likelihood"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(statistics["start"], expected["start"], atol=1e-12)
+    np.testing.assert_allclose(statistics["trans"], expected["trans"], atol=1e-12)
+    durations = complete_duration_counts(
+        expected["complete"], expected["censored"], model.duration_probs_
+    )
+    np.testing.assert_allclose(statistics["durations"], durations, atol=1e-12)
+    posterior_mass = expected["posteriors"].sum(axis=0)
+    np.testing.assert_allclose(statistics["post"], posterior_mass, atol=1e-12)
+    np.testing.assert_allclose(statistics["obs"], expected["posteriors"].T @ X, atol=1e-12)
+
+
+def test_fit_with_known_states_follows_the_labels():
+    """Labels on a few rows of each visit pin each state to its own regime (no label
+    switching), and fit and partial_fit take them; labels do not change predict."""
+    rng = np.random.default_rng(5)
+    states = np.repeat(np.arange(30) % 3, 5)
+    X = np.array([[0.0], [1.0], [2.0]])[states] + rng.normal(scale=0.4, size=(150, 1))
+    known_states = np.where(np.arange(150) % 5 == 2, states, -1)
+    model = SemiMarkovGaussianHMM(3, max_duration=8, n_iter=30, random_state=1)
+    model.fit(X, known_states=known_states)
+    np.testing.assert_allclose(model.means_.ravel(), [0.0, 1.0, 2.0], atol=0.15)
+    assert np.mean(model.predict(X) == states) > 0.9
+    streamed = SemiMarkovGaussianHMM(3, max_duration=8, random_state=1)
+    streamed.partial_fit(X[:75], known_states=known_states[:75])
+    streamed.partial_fit(X[75:], known_states=known_states[75:], new_sequence=True)
+    assert streamed.n_batch_iter_ == 2 and not hasattr(streamed, "_known_states_stacked")
+
+
+# -- SQUAREM --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("distribution", ["poisson", "negative_binomial", "categorical"])
+def test_squarem_never_lowers_the_log_likelihood_and_reaches_plain_ems_maximum(distribution):
+    rng = np.random.default_rng(0)
+    states = np.repeat(rng.integers(0, 3, size=60), rng.integers(2, 9, size=60))
+    X = np.array([[0.0], [1.5], [3.0]])[states] + rng.normal(size=(len(states), 1))
+    kwargs = dict(max_duration=12, duration_distribution=distribution, n_iter=3000, tol=1e-7)
+    plain = SemiMarkovGaussianHMM(3, random_state=0, **kwargs).fit(X)
+    fast = SemiMarkovGaussianHMM(3, random_state=0, acceleration="squarem", **kwargs).fit(X)
+    history = np.array(fast.monitor_.history)
+    assert np.all(np.diff(history) >= -1e-9 * np.abs(history[:-1]))
+    assert fast.converged_ and plain.converged_
+    assert fast.lower_bound_ == pytest.approx(plain.lower_bound_, abs=1e-3)
+    assert fast.n_iter_ < plain.n_iter_
+    order = np.argsort(fast.means_.ravel())
+    np.testing.assert_allclose(
+        fast.duration_probs_[order], plain.duration_probs_[np.argsort(plain.means_.ravel())],
+        atol=2e-3,
+    )  # fmt: skip
+    np.testing.assert_array_equal(np.diag(fast.transmat_), 0.0)
+
+
+def test_squarem_coordinates_cover_the_durations():
+    model = SemiMarkovCategoricalHMM(2, max_duration=4, duration_distribution="categorical")
+    X = np.array([[0], [1], [1], [0], [0], [1]])
+    model.set_params(n_iter=0).fit(X)
+    kinds = model._acceleration_coordinates(X).kinds
+    assert kinds["duration_probs_"] == ("probabilities", None)
+    nb = SemiMarkovGaussianHMM(2, max_duration=4, duration_distribution="negative_binomial")
+    nb.set_params(n_iter=0).fit(X.astype(float))
+    kinds = nb._acceleration_coordinates(X).kinds
+    assert kinds["duration_rates_"] == kinds["duration_shapes_"] == ("positive", 1.0)
+    point = nb._feasible_parameters(
+        dict(nb._get_parameters(), duration_rates_=np.array([2.0, 1e9]))
+    )
+    np.testing.assert_allclose(point["duration_rates_"], [2.0, 1e6])
+    np.testing.assert_allclose(
+        point["duration_probs_"],
+        duration_pmf("negative_binomial", 4, [2.0, 1e6], point["duration_shapes_"]),
+    )
+    assert (
+        nb.set_params(params="stmc")
+        ._acceleration_coordinates(X)
+        .kinds.keys()
+        .isdisjoint({"duration_rates_", "duration_shapes_"})
+    )
