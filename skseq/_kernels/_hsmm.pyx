@@ -25,7 +25,7 @@ costs O(K (K + D)): O(K D) for the durations, O(K^2) for the transitions.
 
 from libc.math cimport INFINITY, exp, log
 
-from ._common cimport longest_sequence, zeros_1d, zeros_2d, zeros_intp_1d
+from ._common cimport longest_sequence, zeros_1d, zeros_2d, zeros_3d, zeros_intp_1d
 from ._log_space cimport log_sum_exp
 
 cimport numpy as cnp
@@ -439,3 +439,150 @@ def viterbi(
                 e -= d
                 if e > 0:
                     k = best_previous[e * n_states + k]
+
+
+def forward_smoothing(
+    const double[::1] log_start,  # IN
+    const double[:, ::1] log_trans,  # IN
+    const double[:, ::1] log_duration,  # IN
+    const double[:, ::1] log_survival,  # IN
+    const double[:, ::1] log_frame,  # IN
+    const double[:, :, ::1] features,  # IN
+    bint fresh,  # IN
+    double[:, ::1] log_message,  # INOUT
+    double[:, :, ::1] statistics,  # INOUT
+    double[::1] log_predictive,  # OUT
+):
+    """Forward-only smoothing over the (state, age) chain of one sequence's rows.
+
+    The semi-Markov chain is the Markov chain of (z_t, a_t), a_t the age of
+    the current visit (1 .. D): a visit to i of age a goes on with
+    probability P(d_i >= a + 1) / P(d_i >= a) or ends with P(d_i = a) /
+    P(d_i >= a), and the next visit's state is drawn from row i of the
+    transition matrix.  ``log_message[j, b - 1]`` is log p(z_t = j, a_t = b |
+    x_0..x_t) and ``statistics[j, b - 1]`` E[S_t | x_0..x_t, z_t = j, a_t = b]
+    for the additive statistics S_t of the rows up to t, laid out as
+    ``[start (K), transitions (K x K), complete durations (K x D), features
+    (K x F)]``: the first visit's state, the visits that follow a visit to
+    i, the visits of d rows that ended, and sum_s [z_s = k] features[s, k].
+
+    Each row: a visit of age b > 1 is the one of age b - 1 going on (its
+    statistics are carried over); one of age 1 starts after a visit to i of
+    age a ended, averaged over p(z_(t-1) = i, a_(t-1) = a | z_t = j, a_t = 1,
+    x_0..x_(t-1)) with that visit's duration a and the transition i -> j
+    counted; then the row's features are added in its state and its
+    emission weighs the message.  With ``fresh`` the first row starts the
+    sequence (from ``log_start``; the message is not read), else it
+    continues the message (updated in place).  Entries of probability zero
+    keep zero statistics.  Returns the rows' log-likelihood given the
+    earlier ones (-inf when it is zero: the message is then unusable) and
+    writes each row's log p(x_t | x_<t).
+    """
+    cdef Py_ssize_t n_rows = log_frame.shape[0]
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t n_durations = log_duration.shape[1]
+    cdef Py_ssize_t n_features = features.shape[2]
+    cdef Py_ssize_t width = statistics.shape[2]
+    cdef Py_ssize_t trans_at = n_states
+    cdef Py_ssize_t duration_at = trans_at + n_states * n_states
+    cdef Py_ssize_t features_at = duration_at + n_states * n_durations
+    cdef double[:, ::1] next_message = zeros_2d(n_states, n_durations)
+    cdef double[:, :, ::1] next_statistics = zeros_3d(n_states, n_durations, width)
+    cdef double[:, ::1] pooled = zeros_2d(n_states, width)
+    cdef double[::1] ending = zeros_1d(n_states)
+    cdef double[::1] terms = zeros_1d(n_durations + n_states + 1)
+    cdef Py_ssize_t t, i, j, a, b, m, f
+    cdef double top, norm, weight, entering, total, log_likelihood = 0.0
+    with nogil:
+        for t in range(n_rows):
+            if fresh and t == 0:
+                for j in range(n_states):
+                    for b in range(n_durations):
+                        next_message[j, b] = -INFINITY
+                        for m in range(width):
+                            next_statistics[j, b, m] = 0.0
+                    next_message[j, 0] = log_start[j]
+                    if log_start[j] > -INFINITY:
+                        next_statistics[j, 0, j] = 1.0
+            else:
+                # The visits that end after row t - 1: per state, their statistics
+                # averaged over their ages, each age's duration counted.
+                for i in range(n_states):
+                    for m in range(width):
+                        pooled[i, m] = 0.0
+                    for a in range(n_durations):
+                        if log_message[i, a] > -INFINITY:
+                            terms[a] = (log_message[i, a] + log_duration[i, a]
+                                        - log_survival[i, a])
+                        else:
+                            terms[a] = -INFINITY
+                    ending[i] = _log_sum_keeping(&terms[0], n_durations, &top)
+                    if ending[i] == -INFINITY:
+                        continue
+                    norm = 0.0
+                    for a in range(n_durations):
+                        norm += terms[a]
+                    for a in range(n_durations):
+                        weight = terms[a] / norm
+                        if weight == 0.0:
+                            continue
+                        for m in range(width):
+                            pooled[i, m] += weight * statistics[i, a, m]
+                        pooled[i, duration_at + i * n_durations + a] += weight
+                # Age 1: a visit to j starts after one to i.
+                for j in range(n_states):
+                    for i in range(n_states):
+                        terms[i] = ending[i] + log_trans[i, j]
+                    entering = _log_sum_keeping(&terms[0], n_states, &top)
+                    next_message[j, 0] = entering
+                    for m in range(width):
+                        next_statistics[j, 0, m] = 0.0
+                    if entering == -INFINITY:
+                        continue
+                    norm = 0.0
+                    for i in range(n_states):
+                        norm += terms[i]
+                    for i in range(n_states):
+                        weight = terms[i] / norm
+                        if weight == 0.0:
+                            continue
+                        for m in range(width):
+                            next_statistics[j, 0, m] += weight * pooled[i, m]
+                        next_statistics[j, 0, trans_at + i * n_states + j] += weight
+                # Age b > 1: the visit of age b - 1 goes on.
+                for j in range(n_states):
+                    for b in range(1, n_durations):
+                        if (log_message[j, b - 1] > -INFINITY
+                                and log_survival[j, b] > -INFINITY):
+                            next_message[j, b] = (log_message[j, b - 1] + log_survival[j, b]
+                                                  - log_survival[j, b - 1])
+                            for m in range(width):
+                                next_statistics[j, b, m] = statistics[j, b - 1, m]
+                        else:
+                            next_message[j, b] = -INFINITY
+                            for m in range(width):
+                                next_statistics[j, b, m] = 0.0
+            # The row: its emission and its features, in its state.
+            for j in range(n_states):
+                for b in range(n_durations):
+                    if next_message[j, b] > -INFINITY:
+                        next_message[j, b] += log_frame[t, j]
+                    if next_message[j, b] > -INFINITY:
+                        for f in range(n_features):
+                            next_statistics[j, b, features_at + j * n_features + f] += (
+                                features[t, j, f])
+                    else:
+                        for m in range(width):
+                            next_statistics[j, b, m] = 0.0
+            total = log_sum_exp(&next_message[0, 0], n_states * n_durations)
+            log_predictive[t] = total
+            if total == -INFINITY:
+                log_likelihood = -INFINITY
+                break
+            log_likelihood += total
+            for j in range(n_states):
+                for b in range(n_durations):
+                    log_message[j, b] = next_message[j, b] - total
+                    for m in range(width):
+                        statistics[j, b, m] = next_statistics[j, b, m]
+    return log_likelihood

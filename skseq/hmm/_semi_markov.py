@@ -15,7 +15,7 @@ whose emission code they reach through the MRO.
 """
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_bool_param, integer_rule, option_rule, prior_rule
@@ -25,11 +25,14 @@ from ..inference.hsmm import (
     _check_log_message,
     _forward_backward_offsets,
     _forward_offsets,
+    _forward_smoothing_rows,
+    _reachable_stream,
     _sample_segments,
+    _stream_statistics,
     _viterbi_offsets,
     complete_duration_counts,
 )
-from ._base import BaseHMM, check_probability_vector, dirichlet_map
+from ._base import BaseHMM, check_probability_vector, clamp_to_known_states, dirichlet_map
 from ._discrete import CategoricalHMM
 from ._gaussian import GaussianHMM
 
@@ -50,11 +53,21 @@ def duration_pmf(distribution, max_duration, means, shapes=None):
     to ``max_duration`` and renormalised."""
     steps = np.arange(max_duration)[None, :]
     means = np.asarray(means, dtype=np.float64)[:, None]
+    # The log-pmfs written out (scipy.stats' own cost more than the rest of the
+    # M step's objective, which the negative binomial's maximisation calls often).
+    log_factorial = special.gammaln(steps + 1.0)
     if distribution == "poisson":
-        log_pmf = stats.poisson.logpmf(steps, means)
+        log_pmf = special.xlogy(steps, means) - means - log_factorial
     else:
         shapes = np.asarray(shapes, dtype=np.float64)[:, None]
-        log_pmf = stats.nbinom.logpmf(steps, shapes, shapes / (shapes + means))
+        # log Gamma(d + r) - log Gamma(r) = sum_{i < d} log(r + i), without cancellation.
+        rising = np.cumsum(np.log(shapes + steps), axis=1) - np.log(shapes + steps)
+        log_pmf = (
+            rising
+            - log_factorial
+            - shapes * np.log1p(means / shapes)
+            + special.xlogy(steps, means / (shapes + means))
+        )
     log_pmf = log_pmf - log_pmf.max(axis=1, keepdims=True)
     pmf = np.exp(log_pmf)
     return pmf / pmf.sum(axis=1, keepdims=True)
@@ -498,32 +511,51 @@ class SemiMarkovHMM(BaseHMM):
         )
         return parameters
 
-    def _stream_estep(self, X, offsets, carried):
-        """E step of a ``partial_fit`` batch of whole sequences.
+    # -- streams: partial_fit continuing a sequence ---------------------------
 
-        Continuing a sequence across ``partial_fit`` calls would need the E
-        step of a batch given the carried (state, age) message, with the
-        revision of the earlier batches' statistics: not implemented, so
-        every batch holds whole sequences, and a later call must say so with
-        ``new_sequence=True`` (the online filter, :meth:`filter_stream`, does
-        continue sequences).
+    def _stream_statistics(self, stream):
+        """Smoothed statistics of all rows a stream message has seen (its last
+        visit censored, completed by the current durations)."""
+        start, transitions, durations, feature_sums = _stream_statistics(
+            stream, self.duration_probs_
+        )
+        statistics = SufficientStatistics(start=start, trans=transitions, durations=durations)
+        statistics.update(self._statistics_from_features(feature_sums))
+        return statistics
+
+    def _advance_stream(self, X, stream):
+        """Forward-only smoothing over the (state, age) chain of one sequence (part).
+
+        ``stream``: the message carried from the sequence's earlier rows
+        (:class:`~skseq.inference.hsmm._HSMMStream`), or None when ``X[0]``
+        starts it.  Returns the statistics these rows add, the revision of
+        the earlier rows' included (at fixed parameters, exactly what
+        forward-backward over the whole sequence gives: the censored visit
+        the previous chunk ended in goes on or ends), their log-likelihood
+        given the past, and the new message.
         """
-        if carried is not None:
-            raise ValueError(
-                f"{type(self).__name__}.partial_fit takes batches of whole sequences: pass "
-                "new_sequence=True on every call after the first (continuing a sequence "
-                "across partial_fit calls is not implemented for semi-Markov HMMs; "
-                "filter_stream continues one without learning)."
-            )
-        statistics, log_likelihood = self._estep_parallel(X, offsets)
-        return statistics, log_likelihood, True
+        X, known_states = self._split_known_states(X)
+        log_frameprob, cache = self._estep_emission_terms(X)
+        log_frameprob, _ = clamp_to_known_states(log_frameprob, None, known_states)
+        log_likelihood, carried, _ = _forward_smoothing_rows(
+            *self._log_chain(), log_frameprob, self._emission_features(X, cache), stream
+        )
+        self._check_log_likelihood(log_likelihood)
+        after = self._stream_statistics(carried)
+        added = after if stream is None else after + (-1.0) * self._stream_statistics(stream)
+        return added, log_likelihood, carried
 
     _stream_attributes = ("filtered_state_", "filter_message_", "stream_log_likelihood_")
 
     def _publish_stream(self, carried):
-        """Forget the online filter's state: the parameters it was computed under changed."""
+        """The online filter continues where ``partial_fit`` ended: its message on
+        the (state, age) entries the updated durations can reach."""
         for name in self._stream_attributes:
             self.__dict__.pop(name, None)
+        reachable = _reachable_stream(carried, self._log_chain()[2])
+        if reachable is not None:
+            self.filter_message_ = reachable.log_message.copy()
+            self.filtered_state_ = np.exp(reachable.log_message).sum(axis=1)
 
     def filter_stream(self, X, *, new_sequence=False):
         """Filtered state probabilities of new rows of a stream, without learning.

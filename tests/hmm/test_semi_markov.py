@@ -391,8 +391,9 @@ def test_estimator_api_fit_predict_sample_partial_fit():
         streamed.partial_fit(chunk, new_sequence=True)
     assert streamed.n_batch_iter_ == 4
     np.testing.assert_allclose(streamed.duration_probs_.sum(axis=1), 1.0)
-    with pytest.raises(ValueError, match="new_sequence=True"):
-        streamed.partial_fit(X[:10])
+    streamed.partial_fit(X[:10])  # continues the last chunk's sequence
+    assert streamed.n_batch_iter_ == 5
+    np.testing.assert_allclose(streamed.filtered_state_.sum(), 1.0)
 
 
 def test_n_jobs_and_n_init_give_the_same_fit():
@@ -630,7 +631,9 @@ def test_filter_update_reset_filter_and_fit_forget_the_stream():
     assert not hasattr(model, "filter_message_") and not hasattr(model, "filtered_state_")
     model.filter_stream(X[:5])
     model.partial_fit(X, new_sequence=True)
-    assert not hasattr(model, "filter_message_")  # computed under the old parameters
+    # The online filter continues where partial_fit ended.
+    assert not hasattr(model, "stream_log_likelihood_")
+    np.testing.assert_allclose(np.exp(model.filter_message_).sum(axis=1), model.filtered_state_)
 
 
 def test_log_message_errors():
@@ -769,3 +772,153 @@ def test_squarem_coordinates_cover_the_durations():
         .kinds.keys()
         .isdisjoint({"duration_rates_", "duration_shapes_"})
     )
+
+
+# -- partial_fit continuing a sequence across batches ----------------------------
+
+
+def stream_estep(model, X, cuts, known_states=None, lengths_of=None):
+    """The stream engine's E step over the batches X[a:b] (the first sequence of
+    each continuing the last of the previous): summed statistics, log-likelihood,
+    the last message.  ``lengths_of(a, b)``: the batch's sequence lengths."""
+    total, log_likelihood, carried = None, 0.0, None
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        lengths = None if lengths_of is None else lengths_of(a, b)
+        labels = None if known_states is None else known_states[a:b]
+        try:
+            rows, offsets = model._validate_stream_batch(
+                X[a:b], None, lengths, None, first_call=False, continues=carried is not None,
+                known_states=labels,
+            )  # fmt: skip
+            added, part, carried = model._stream_estep(rows, offsets, carried)
+        finally:
+            model.__dict__.pop("_known_states_stacked", None)
+        total = added if total is None else total + added
+        log_likelihood += part
+    return total, log_likelihood, carried
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    cuts=st.lists(st.integers(1, 29), max_size=6, unique=True),
+    max_duration=st.integers(1, 7),
+    seed=st.integers(0, 2**16),
+    missing=st.booleans(),
+    labelled=st.booleans(),
+)
+def test_a_sequence_cut_into_batches_gives_what_one_batch_gives(
+    cuts, max_duration, seed, missing, labelled
+):
+    """At fixed parameters the batches' statistics add up to the whole sequence's
+    (the censored visit a batch ends in is revised by the next), their
+    log-likelihoods to its log-likelihood, and the message's state is filter's."""
+    rng = np.random.default_rng(seed)
+    model = fixed_gaussian_model(3, max_duration, seed)
+    X = rng.normal(scale=2.0, size=(30, 1))
+    if missing:
+        X[rng.choice(30, size=5, replace=False)] = np.nan
+    known_states = None
+    if labelled:
+        model.startprob_ = np.full(3, 1 / 3)
+        model.transmat_ = np.full((3, 3), 0.5) - 0.5 * np.eye(3)
+        model.duration_probs_ = np.full((3, max_duration), 1.0 / max_duration)
+        known_states = np.full(30, -1)
+        rows = rng.choice(np.flatnonzero(~np.isnan(X[:, 0])), size=3, replace=False)
+        known_states[rows] = rng.integers(0, 3, size=3)
+    cuts = [0, *sorted(cuts), 30]
+    stacked = X if known_states is None else model._stack_known_states(X, known_states)
+    try:
+        whole, whole_log_likelihood = model._estep(stacked, np.array([0, 30]))
+    finally:
+        model.__dict__.pop("_known_states_stacked", None)
+    if not np.isfinite(whole_log_likelihood):
+        return  # labels the durations forbid
+    chunked, log_likelihood, carried = stream_estep(model, X, cuts, known_states)
+    assert np.isclose(log_likelihood, whole_log_likelihood, rtol=1e-11, atol=1e-11)
+    for name in whole:
+        np.testing.assert_allclose(chunked[name], whole[name], rtol=1e-9, atol=1e-10)
+    if known_states is None:
+        filtered = model.filter(X)[-1]
+        np.testing.assert_allclose(np.exp(carried.log_message).sum(axis=1), filtered, atol=1e-12)
+        # The public stream (nothing learned): batch log-likelihoods and filtered state.
+        model.params = ""
+        parts = []
+        for index, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+            model.partial_fit(X[a:b], new_sequence=index == 0)
+            parts.append(model.batch_log_likelihood_)
+        assert np.isclose(sum(parts), whole_log_likelihood, rtol=1e-11, atol=1e-11)
+        np.testing.assert_allclose(model.filtered_state_, filtered, atol=1e-12)
+        np.testing.assert_allclose(model.filter_message_, carried.log_message, atol=1e-12)
+
+
+def test_batches_of_several_sequences_continue_the_first_and_the_last():
+    """Batches holding several sequences: the first continues the previous batch's
+    last, the ones in between are whole, the last is carried on."""
+    rng = np.random.default_rng(4)
+    model = fixed_gaussian_model(2, 5, 4)
+    lengths = [7, 12, 3, 9, 6]
+    X = rng.normal(scale=2.0, size=(sum(lengths), 1))
+    bounds = np.cumsum([0, *lengths])
+    whole, whole_log_likelihood = model._estep(X, bounds)
+
+    def lengths_of(a, b):
+        edges = np.unique(np.clip(bounds, a, b))
+        return np.diff(edges)
+
+    cuts = [0, 10, 25, 37]
+    chunked, log_likelihood, _ = stream_estep(model, X, cuts, lengths_of=lengths_of)
+    assert np.isclose(log_likelihood, whole_log_likelihood, rtol=1e-12)
+    for name in whole:
+        np.testing.assert_allclose(chunked[name], whole[name], rtol=1e-9, atol=1e-10)
+
+
+def test_a_message_on_ages_the_new_durations_forbid_is_renormalised():
+    """After an M step a free duration pmf may forbid ages the carried message
+    holds: they are dropped (the rest renormalised) for the next batch and for
+    the online filter; nothing left is an error that names the cause."""
+    model = fixed_gaussian_model(2, 3, 0, duration_distribution="categorical")
+    model.duration_probs_ = np.array([[0.2, 0.3, 0.5], [0.5, 0.25, 0.25]])
+    X = np.zeros((4, 1))
+    model.params = ""
+    model.partial_fit(X, new_sequence=True)
+    before = np.exp(model.filter_message_)
+    assert before[0, 1:].sum() > 0
+    model.duration_probs_ = np.array([[1.0, 0.0, 0.0], [0.5, 0.25, 0.25]])
+    model._publish_stream(model._stream)
+    expected = before * [[1, 0, 0], [1, 1, 1]]
+    np.testing.assert_allclose(np.exp(model.filter_message_), expected / expected.sum())
+    np.testing.assert_allclose(model.filtered_state_, (expected / expected.sum()).sum(axis=1))
+    model.partial_fit(X[:1])
+    assert np.isfinite(model.batch_log_likelihood_)
+    with np.errstate(divide="ignore"):
+        forbidden = np.log([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    model._stream = model._stream._replace(log_message=forbidden)
+    with pytest.raises(ValueError, match="-inf"):
+        model.partial_fit(X[:1])
+    model._stream = model._stream._replace(log_message=np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="new_sequence=True"):
+        model.partial_fit(X[:1])
+
+
+def test_stochastic_em_on_one_long_stream_recovers_the_durations():
+    """partial_fit on consecutive chunks of one long sequence (each continuing the
+    previous; chunks of 20 rows, as long as the longest visits) learns the
+    duration rates; restarting the sequence at every chunk censors the visits
+    that cross a cut and biases the long state's rate down."""
+    truth = SemiMarkovGaussianHMM(2, max_duration=20)
+    truth.startprob_ = [0.5, 0.5]
+    truth.transmat_ = [[0.0, 1.0], [1.0, 0.0]]
+    truth.duration_probs_ = _poisson([4.0, 9.0], 20)
+    truth.means_ = [[-2.0], [2.0]]
+    truth.covars_ = [[1.0], [1.0]]
+    X, _ = truth.sample(8000, random_state=4)
+    rates = {}
+    for restart in (False, True):
+        model = SemiMarkovGaussianHMM(2, max_duration=20, random_state=0, learning_offset=10.0)
+        for index, chunk in enumerate(np.array_split(X, 400)):
+            model.partial_fit(chunk, new_sequence=restart or index == 0)
+        order = np.argsort(model.means_.ravel())
+        np.testing.assert_allclose(model.means_.ravel()[order], [-2.0, 2.0], atol=0.1)
+        rates[restart] = model.duration_rates_[order]
+    np.testing.assert_allclose(rates[False], [4.0, 9.0], rtol=0.1)
+    assert rates[True][1] < 8.1
