@@ -7,8 +7,9 @@ probability ``duration_probs_[k, d - 1]``, then the next visit's state is
 drawn from row k of ``transmat_``, whose diagonal is zero.  It plugs into
 BaseHMM's EM engine through its hooks: ``_chain_estep`` (forward-backward
 over segments, :func:`skseq.inference.hsmm_forward_backward`),
-``_viterbi``, ``_forward``, ``_posteriors``, ``_sample_path`` and the M step
-of the durations.  The public classes mix it with an emission model
+``_viterbi``, ``_forward``, ``_posteriors``, ``_sample_path``, the M step
+of the durations, the stream hooks (``_advance_stream``: forward-only
+smoothing over (state, age)) and the SQUAREM coordinates.  The public classes mix it with an emission model
 (:class:`SemiMarkovGaussianHMM` with :class:`~skseq.hmm.GaussianHMM`,
 :class:`SemiMarkovCategoricalHMM` with :class:`~skseq.hmm.CategoricalHMM`)
 whose emission code they reach through the MRO.
@@ -653,10 +654,12 @@ _DURATION_ATTRIBUTES = """    transmat_ : ndarray of shape (n_components, n_comp
     duration_shapes_ : ndarray of shape (n_components,)
         Shape of the negative binomial ("negative_binomial" only).
     filter_message_ : ndarray of shape (n_components, max_duration)
-        After :meth:`filter_stream`: log p(z_t = k, the visit has lasted a
-        rows | the stream's rows up to its last, t) in column a - 1.
+        After :meth:`filter_stream` or :meth:`partial_fit`: log p(z_t = k, the
+        visit has lasted a rows | the stream's rows up to its last, t) in
+        column a - 1.
     filtered_state_ : ndarray of shape (n_components,)
-        After :meth:`filter_stream`: p(z_t | the stream's rows up to t).
+        After :meth:`filter_stream` or :meth:`partial_fit`: p(z_t | the
+        stream's rows up to t).
     stream_log_likelihood_ : float
         After :meth:`filter_stream`: the log-likelihood of its last call's
         rows given the stream's earlier rows."""
@@ -677,10 +680,15 @@ _DURATION_NOTES = """    The model: the first visit's state is drawn from ``star
     ``reset_filter``) carries ``filter_message_``, the joint distribution of
     the current state and the age of its visit (n_components x
     max_duration), from which the next rows continue exactly.
-    ``partial_fit`` takes batches of whole sequences (pass
-    ``new_sequence=True`` on every call after the first): continuing a
-    sequence across ``partial_fit`` calls is not implemented; nor are
-    ``known_states`` and ``acceleration``."""
+    ``partial_fit`` continues a sequence across calls (unless
+    ``new_sequence=True``) by forward-only smoothing over (state, age): at
+    fixed parameters a sequence cut anywhere into batches gets the
+    statistics and log-likelihood of one batch, the visit a batch ends in
+    being revised by the next; the online filter then continues from it.
+    ``known_states`` constrains the segmentations (each labelled row lies in
+    a visit to its state), and ``acceleration="squarem"`` extrapolates the
+    durations' parameters with the others (see :doc:`/user_guide/hmm`,
+    "Explicit durations")."""
 
 
 def _unshifted(log_frameprob, shift):
