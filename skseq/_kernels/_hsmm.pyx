@@ -503,12 +503,14 @@ def forward_smoothing(
     age a ended, averaged over p(z_(t-1) = i, a_(t-1) = a | z_t = j, a_t = 1,
     x_0..x_(t-1)) with that visit's duration a and the transition i -> j
     counted; then the row's features are added in its state and its
-    emission weighs the message.  With ``fresh`` the first row starts the
-    sequence (from ``log_start``; the message is not read), else it
-    continues the message (updated in place).  Entries of probability zero
-    keep zero statistics.  Returns the rows' log-likelihood given the
-    earlier ones (-inf when it is zero: the message is then unusable) and
-    writes each row's log p(x_t | x_<t).
+    emission weighs the message.  The ages live in a ring (slot of age b:
+    ``(head + b - 1) % D``), so a visit going on moves no statistics: a row
+    costs one pass over them (the visits that end) instead of three.  With
+    ``fresh`` the first row starts the sequence (from ``log_start``; the
+    message is not read), else it continues the message (updated in place).
+    Entries of probability zero get zero statistics.  Returns the rows'
+    log-likelihood given the earlier ones (-inf when it is zero: the message
+    is then unusable) and writes each row's log p(x_t | x_<t).
     """
     cdef Py_ssize_t n_rows = log_frame.shape[0]
     cdef Py_ssize_t n_states = log_trans.shape[0]
@@ -518,24 +520,32 @@ def forward_smoothing(
     cdef Py_ssize_t trans_at = n_states
     cdef Py_ssize_t duration_at = trans_at + n_states * n_states
     cdef Py_ssize_t features_at = duration_at + n_states * n_durations
-    cdef double[:, ::1] next_message = zeros_2d(n_states, n_durations)
-    cdef double[:, :, ::1] next_statistics = zeros_3d(n_states, n_durations, width)
+    cdef double[:, ::1] ring_message = zeros_2d(n_states, n_durations)
+    cdef double[:, :, ::1] ring = zeros_3d(n_states, n_durations, width)
     cdef double[:, ::1] pooled = zeros_2d(n_states, width)
     cdef double[::1] ending = zeros_1d(n_states)
-    cdef double[::1] terms = zeros_1d(n_durations + n_states + 1)
-    cdef Py_ssize_t t, i, j, a, b, m, f
+    cdef double[::1] terms = zeros_1d(n_states * n_durations + n_states + 1)
+    cdef Py_ssize_t t, i, j, a, b, m, f, slot, head = 0
     cdef double top, norm, weight, entering, total, log_likelihood = 0.0
+    cdef double* row
+    cdef const double* source
     with nogil:
+        if not fresh:
+            for j in range(n_states):
+                for b in range(n_durations):
+                    ring_message[j, b] = log_message[j, b]
+                    for m in range(width):
+                        ring[j, b, m] = statistics[j, b, m]
         for t in range(n_rows):
             if fresh and t == 0:
                 for j in range(n_states):
                     for b in range(n_durations):
-                        next_message[j, b] = -INFINITY
-                        for m in range(width):
-                            next_statistics[j, b, m] = 0.0
-                    next_message[j, 0] = log_start[j]
+                        ring_message[j, b] = -INFINITY
+                    ring_message[j, 0] = log_start[j]
+                    for m in range(width):
+                        ring[j, 0, m] = 0.0
                     if log_start[j] > -INFINITY:
-                        next_statistics[j, 0, j] = 1.0
+                        ring[j, 0, j] = 1.0
             else:
                 # The visits that end after row t - 1: per state, their statistics
                 # averaged over their ages, each age's duration counted.
@@ -543,8 +553,9 @@ def forward_smoothing(
                     for m in range(width):
                         pooled[i, m] = 0.0
                     for a in range(n_durations):
-                        if log_message[i, a] > -INFINITY:
-                            terms[a] = (log_message[i, a] + log_duration[i, a]
+                        slot = head + a if head + a < n_durations else head + a - n_durations
+                        if ring_message[i, slot] > -INFINITY:
+                            terms[a] = (ring_message[i, slot] + log_duration[i, a]
                                         - log_survival[i, a])
                         else:
                             terms[a] = -INFINITY
@@ -558,17 +569,32 @@ def forward_smoothing(
                         weight = terms[a] / norm
                         if weight == 0.0:
                             continue
+                        slot = head + a if head + a < n_durations else head + a - n_durations
+                        row = &pooled[i, 0]
+                        source = &ring[i, slot, 0]
                         for m in range(width):
-                            pooled[i, m] += weight * statistics[i, a, m]
-                        pooled[i, duration_at + i * n_durations + a] += weight
+                            row[m] += weight * source[m]
+                        row[duration_at + i * n_durations + a] += weight
+                # Age b > 1: the visit of age b - 1 goes on, in its slot.  The slot
+                # of the oldest age becomes that of age 1.
+                head = head - 1 if head > 0 else n_durations - 1
+                for j in range(n_states):
+                    for b in range(1, n_durations):
+                        slot = head + b if head + b < n_durations else head + b - n_durations
+                        if (ring_message[j, slot] > -INFINITY
+                                and log_survival[j, b] > -INFINITY):
+                            ring_message[j, slot] += log_survival[j, b] - log_survival[j, b - 1]
+                        else:
+                            ring_message[j, slot] = -INFINITY
                 # Age 1: a visit to j starts after one to i.
                 for j in range(n_states):
                     for i in range(n_states):
                         terms[i] = ending[i] + log_trans[i, j]
                     entering = _log_sum_keeping(&terms[0], n_states, &top)
-                    next_message[j, 0] = entering
+                    ring_message[j, head] = entering
+                    row = &ring[j, head, 0]
                     for m in range(width):
-                        next_statistics[j, 0, m] = 0.0
+                        row[m] = 0.0
                     if entering == -INFINITY:
                         continue
                     norm = 0.0
@@ -578,35 +604,21 @@ def forward_smoothing(
                         weight = terms[i] / norm
                         if weight == 0.0:
                             continue
+                        source = &pooled[i, 0]
                         for m in range(width):
-                            next_statistics[j, 0, m] += weight * pooled[i, m]
-                        next_statistics[j, 0, trans_at + i * n_states + j] += weight
-                # Age b > 1: the visit of age b - 1 goes on.
-                for j in range(n_states):
-                    for b in range(1, n_durations):
-                        if (log_message[j, b - 1] > -INFINITY
-                                and log_survival[j, b] > -INFINITY):
-                            next_message[j, b] = (log_message[j, b - 1] + log_survival[j, b]
-                                                  - log_survival[j, b - 1])
-                            for m in range(width):
-                                next_statistics[j, b, m] = statistics[j, b - 1, m]
-                        else:
-                            next_message[j, b] = -INFINITY
-                            for m in range(width):
-                                next_statistics[j, b, m] = 0.0
+                            row[m] += weight * source[m]
+                        row[trans_at + i * n_states + j] += weight
             # The row: its emission and its features, in its state.
             for j in range(n_states):
                 for b in range(n_durations):
-                    if next_message[j, b] > -INFINITY:
-                        next_message[j, b] += log_frame[t, j]
-                    if next_message[j, b] > -INFINITY:
+                    if ring_message[j, b] > -INFINITY:
+                        ring_message[j, b] += log_frame[t, j]
+                    if ring_message[j, b] > -INFINITY:
+                        row = &ring[j, b, features_at + j * n_features]
                         for f in range(n_features):
-                            next_statistics[j, b, features_at + j * n_features + f] += (
-                                features[t, j, f])
-                    else:
-                        for m in range(width):
-                            next_statistics[j, b, m] = 0.0
-            total = log_sum_exp(&next_message[0, 0], n_states * n_durations)
+                            row[f] += features[t, j, f]
+                    terms[j * n_durations + b] = ring_message[j, b]
+            total = _log_sum_scratch(&terms[0], n_states * n_durations)
             log_predictive[t] = total
             if total == -INFINITY:
                 log_likelihood = -INFINITY
@@ -614,7 +626,16 @@ def forward_smoothing(
             log_likelihood += total
             for j in range(n_states):
                 for b in range(n_durations):
-                    log_message[j, b] = next_message[j, b] - total
+                    ring_message[j, b] -= total
+        # Back to ages in order; entries of probability zero with zero statistics.
+        for j in range(n_states):
+            for b in range(n_durations):
+                slot = head + b if head + b < n_durations else head + b - n_durations
+                log_message[j, b] = ring_message[j, slot]
+                if ring_message[j, slot] > -INFINITY:
                     for m in range(width):
-                        statistics[j, b, m] = next_statistics[j, b, m]
+                        statistics[j, b, m] = ring[j, slot, m]
+                else:
+                    for m in range(width):
+                        statistics[j, b, m] = 0.0
     return log_likelihood
