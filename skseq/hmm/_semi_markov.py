@@ -9,10 +9,11 @@ BaseHMM's EM engine through its hooks: ``_chain_estep`` (forward-backward
 over segments, :func:`skseq.inference.hsmm_forward_backward`),
 ``_viterbi``, ``_forward``, ``_posteriors``, ``_sample_path``, the M step
 of the durations, the stream hooks (``_advance_stream``: forward-only
-smoothing over (state, age)) and the SQUAREM coordinates.  The public classes mix it with an emission model
-(:class:`SemiMarkovGaussianHMM` with :class:`~skseq.hmm.GaussianHMM`,
-:class:`SemiMarkovCategoricalHMM` with :class:`~skseq.hmm.CategoricalHMM`)
-whose emission code they reach through the MRO.
+smoothing over (state, age)) and the SQUAREM coordinates.  The public
+classes mix it with an emission model (:class:`SemiMarkovGaussianHMM`
+with :class:`~skseq.hmm.GaussianHMM`, :class:`SemiMarkovCategoricalHMM`
+with :class:`~skseq.hmm.CategoricalHMM`) whose emission code they reach
+through the MRO.
 """
 
 import numpy as np
@@ -465,17 +466,22 @@ class SemiMarkovHMM(BaseHMM):
         diagonal = np.diag(self.transmat_)
         if self.n_components == 1 or np.all(diagonal > 0):
             return
-        for first, stop in zip(offsets[:-1], offsets[1:]):
-            labels = known_states[first:stop]
-            edges = np.flatnonzero(np.diff(np.r_[-2, labels, -2]) != 0)
-            for start, end in zip(edges[:-1], edges[1:]):
-                state = labels[start]
-                if state >= 0 and diagonal[state] == 0 and end - start > self.max_duration:
-                    raise ValueError(
-                        f"known_states[{first + start}:{first + end}] labels {end - start} "
-                        f"consecutive rows {state}, but a visit lasts at most max_duration="
-                        f"{self.max_duration} rows: the model forbids that run."
-                    )
+        boundaries = np.ones(len(known_states) + 1, dtype=bool)  # where a run starts
+        boundaries[1:-1] = known_states[1:] != known_states[:-1]
+        boundaries[offsets[:-1]] = True
+        edges = np.flatnonzero(boundaries)
+        starts, lengths = edges[:-1], np.diff(edges)
+        states = known_states[starts]
+        too_long = (states >= 0) & (diagonal[np.maximum(states, 0)] == 0)
+        too_long &= lengths > self.max_duration
+        if np.any(too_long):
+            run = int(np.flatnonzero(too_long)[0])
+            first, length, state = int(starts[run]), int(lengths[run]), int(states[run])
+            raise ValueError(
+                f"known_states[{first}:{first + length}] labels {length} consecutive rows "
+                f"{state}, but a visit lasts at most max_duration={self.max_duration} rows: "
+                "the model forbids that run."
+            )
 
     # -- SQUAREM ---------------------------------------------------------------
 

@@ -450,6 +450,10 @@ def test_errors():
         SemiMarkovGaussianHMM(2, transmat_init=[[0.5, 0.5], [0.5, 0.5]]).fit(X)
     with pytest.raises(ValueError, match="a visit lasts at most max_duration=5"):
         SemiMarkovGaussianHMM(2, max_duration=5).fit(X, known_states=np.zeros(20, dtype=int))
+    # Runs end with their sequence: four sequences of 5 rows labelled 0 are possible.
+    SemiMarkovGaussianHMM(2, max_duration=5, n_iter=1).fit(
+        X, lengths=[5, 5, 5, 5], known_states=np.zeros(20, dtype=int)
+    )
     forbidden = SemiMarkovGaussianHMM(
         3, transmat_init=[[0, 1, 0], [0.5, 0, 0.5], [0.5, 0.5, 0]], init_params="smc"
     )
