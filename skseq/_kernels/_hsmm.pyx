@@ -79,6 +79,24 @@ cdef inline double _log_sum_keeping(double* terms, Py_ssize_t n, double* largest
     return top + log(_sum_of_exps(terms, n, top))
 
 
+cdef inline void _normalise(double* weights, Py_ssize_t n) noexcept nogil:
+    """Divide ``weights`` (>= 0, not all 0) by their sum in place."""
+    cdef Py_ssize_t i
+    cdef double total = 0.0
+    for i in range(n):
+        total += weights[i]
+    for i in range(n):
+        weights[i] /= total
+
+
+cdef inline void _add_scaled(double* row, const double* source, double weight,
+                             Py_ssize_t n) noexcept nogil:
+    """row += weight * source over ``n`` numbers."""
+    cdef Py_ssize_t m
+    for m in range(n):
+        row[m] += weight * source[m]
+
+
 cdef inline double _log_sum_scratch(double* terms, Py_ssize_t n) noexcept nogil:
     """log sum_i exp(terms[i]), ``terms`` being scratch (overwritten)."""
     cdef double top
@@ -526,9 +544,8 @@ def forward_smoothing(
     cdef double[::1] ending = zeros_1d(n_states)
     cdef double[::1] terms = zeros_1d(n_states * n_durations + n_states + 1)
     cdef Py_ssize_t t, i, j, a, b, m, f, slot, head = 0
-    cdef double top, norm, weight, entering, total, log_likelihood = 0.0
+    cdef double top, entering, total, log_likelihood = 0.0
     cdef double* row
-    cdef const double* source
     with nogil:
         if not fresh:
             for j in range(n_states):
@@ -562,19 +579,13 @@ def forward_smoothing(
                     ending[i] = _log_sum_keeping(&terms[0], n_durations, &top)
                     if ending[i] == -INFINITY:
                         continue
-                    norm = 0.0
+                    _normalise(&terms[0], n_durations)
                     for a in range(n_durations):
-                        norm += terms[a]
-                    for a in range(n_durations):
-                        weight = terms[a] / norm
-                        if weight == 0.0:
+                        if terms[a] == 0.0:
                             continue
                         slot = head + a if head + a < n_durations else head + a - n_durations
-                        row = &pooled[i, 0]
-                        source = &ring[i, slot, 0]
-                        for m in range(width):
-                            row[m] += weight * source[m]
-                        row[duration_at + i * n_durations + a] += weight
+                        _add_scaled(&pooled[i, 0], &ring[i, slot, 0], terms[a], width)
+                        pooled[i, duration_at + i * n_durations + a] += terms[a]
                 # Age b > 1: the visit of age b - 1 goes on, in its slot.  The slot
                 # of the oldest age becomes that of age 1.
                 head = head - 1 if head > 0 else n_durations - 1
@@ -597,17 +608,12 @@ def forward_smoothing(
                         row[m] = 0.0
                     if entering == -INFINITY:
                         continue
-                    norm = 0.0
+                    _normalise(&terms[0], n_states)
                     for i in range(n_states):
-                        norm += terms[i]
-                    for i in range(n_states):
-                        weight = terms[i] / norm
-                        if weight == 0.0:
+                        if terms[i] == 0.0:
                             continue
-                        source = &pooled[i, 0]
-                        for m in range(width):
-                            row[m] += weight * source[m]
-                        row[trans_at + i * n_states + j] += weight
+                        _add_scaled(row, &pooled[i, 0], terms[i], width)
+                        row[trans_at + i * n_states + j] += terms[i]
             # The row: its emission and its features, in its state.
             for j in range(n_states):
                 for b in range(n_durations):

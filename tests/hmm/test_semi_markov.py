@@ -500,13 +500,20 @@ def test_missing_rows_are_unobserved_steps():
     assert np.isclose(model.score(X), expected.log_likelihood, rtol=1e-12)
 
 
-def test_stochastic_em_learns_the_durations():
+def alternating_truth(mean):
+    """Two states taking turns, visits of 1 + Poisson(4) and 1 + Poisson(9) rows,
+    emitting N(-mean, 1) and N(mean, 1)."""
     truth = SemiMarkovGaussianHMM(2, max_duration=20)
     truth.startprob_ = [0.5, 0.5]
     truth.transmat_ = [[0.0, 1.0], [1.0, 0.0]]
     truth.duration_probs_ = _poisson([4.0, 9.0], 20)
-    truth.means_ = [[-3.0], [3.0]]
+    truth.means_ = [[-mean], [mean]]
     truth.covars_ = [[1.0], [1.0]]
+    return truth
+
+
+def test_stochastic_em_learns_the_durations():
+    truth = alternating_truth(3.0)
     X, lengths = simulated(truth, 40, 100, seed=2)
     model = SemiMarkovGaussianHMM(
         2, max_duration=20, learning_method="online", batch_size=8, n_iter=30, random_state=0
@@ -909,13 +916,7 @@ def test_stochastic_em_on_one_long_stream_recovers_the_durations():
     previous; chunks of 20 rows, as long as the longest visits) learns the
     duration rates; restarting the sequence at every chunk censors the visits
     that cross a cut and biases the long state's rate down."""
-    truth = SemiMarkovGaussianHMM(2, max_duration=20)
-    truth.startprob_ = [0.5, 0.5]
-    truth.transmat_ = [[0.0, 1.0], [1.0, 0.0]]
-    truth.duration_probs_ = _poisson([4.0, 9.0], 20)
-    truth.means_ = [[-2.0], [2.0]]
-    truth.covars_ = [[1.0], [1.0]]
-    X, _ = truth.sample(8000, random_state=4)
+    X, _ = alternating_truth(2.0).sample(8000, random_state=4)
     rates = {}
     for restart in (False, True):
         model = SemiMarkovGaussianHMM(2, max_duration=20, random_state=0, learning_offset=10.0)
