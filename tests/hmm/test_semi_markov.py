@@ -967,3 +967,22 @@ def test_kernels_equal_a_libm_log_space_reference_on_long_hard_inputs():
     assert np.isclose(both.log_likelihood, log_likelihood, rtol=1e-12, atol=1e-10)
     np.testing.assert_allclose(forward.filtered, filtered, atol=1e-10)
     np.testing.assert_allclose(both.posteriors[-1], filtered[-1], atol=1e-10)
+
+
+def test_categorical_emissions_stream_in_batches_as_one_batch():
+    """The stream's statistics through CategoricalHMM's emission features (missing
+    symbols too) add up to one batch's as well."""
+    rng = np.random.default_rng(6)
+    model = SemiMarkovCategoricalHMM(3, max_duration=4, n_features=3)
+    log_start, log_trans, log_duration, _ = random_model(3, 4, 1, seed=6)
+    model.startprob_, model.transmat_ = np.exp(log_start), np.exp(log_trans)
+    model.duration_probs_ = np.exp(log_duration)
+    model.emissionprob_ = rng.dirichlet(np.ones(3), size=3)
+    X = rng.integers(0, 3, size=(25, 1)).astype(float)
+    X[[3, 11, 17]] = np.nan
+    model.n_features_in_ = 1
+    whole, whole_log_likelihood = model._estep(X, np.array([0, 25]))
+    chunked, log_likelihood, _ = stream_estep(model, X, [0, 2, 3, 12, 18, 25])
+    assert np.isclose(log_likelihood, whole_log_likelihood, rtol=1e-12)
+    for name in whole:
+        np.testing.assert_allclose(chunked[name], whole[name], rtol=1e-9, atol=1e-10)
