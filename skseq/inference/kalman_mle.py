@@ -650,8 +650,8 @@ class SharedLogVariances(ParameterBlock):
     groups : array-like of int of shape (k,)
         The group of each diagonal entry: the entries of group g are all
         ``exp(u[g])``; -1 holds the entry at the template's value (which may
-        be a tiny floor for a deterministic component).  The groups are
-        numbered 0 .. n_groups - 1 in order of their first entry.
+        be a tiny floor for a deterministic component); every group of
+        0 .. n_groups - 1 has at least one entry.
     names : list of str, optional
         The label of each group (default: the entry of its first coordinate).
 

@@ -607,13 +607,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                 for name in structure.groups
             ]
         )
-        # SharedLogVariances numbers the groups by their first coordinate
-        firsts = [np.flatnonzero(groups == g) for g in range(len(free_variances))]
-        order = np.argsort([first[0] if first.size else k for first in firsts])
-        renumber = np.full(len(order) + 1, -1, dtype=np.intp)
-        renumber[order] = np.arange(len(order))
-        groups = renumber[groups]
-        group_names = [free_variances[i] for i in order]
+        group_names = free_variances
         transition = structure.transition.copy()
         blocks = {}
         parts = []
@@ -886,7 +880,12 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                 burn=burn,
             )
             if polished.log_likelihood > best.log_likelihood + 1e-9 * abs(best.log_likelihood):
-                best = polished._replace(n_iter=best.n_iter + polished.n_iter)
+                # a line search that stops at the floor's rounding is no failure of
+                # the fit that converged before
+                best = polished._replace(
+                    n_iter=best.n_iter + polished.n_iter,
+                    converged=best.converged or polished.converged,
+                )
                 if trial is tiny:
                     break
         return best
