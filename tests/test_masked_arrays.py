@@ -25,6 +25,7 @@ from skseq import (
     PoissonHMM,
     SelectiveSSMRegressor,
     SemiMarkovGaussianHMM,
+    UnobservedComponents,
     UnscentedKalmanFilter,
     inference,
 )
@@ -75,6 +76,16 @@ def test_masked_nile_years_are_missing_like_nan(model):
     # A masked array with nothing masked is the plain data.
     unmasked = np.ma.masked_array(flow, mask=np.zeros_like(flow, dtype=bool))
     assert on_nan.score(unmasked) == on_nan.score(flow)
+
+
+def test_unobserved_components_takes_masked_years_as_missing():
+    flow, masked, as_nan = nile_versions()
+    on_masked = UnobservedComponents("local level").fit(masked)
+    on_nan = UnobservedComponents("local level").fit(as_nan[:, 0])
+    assert on_masked.log_likelihood_ == on_nan.log_likelihood_
+    assert on_masked.params_ == on_nan.params_
+    assert on_nan.score(masked) == on_nan.score(as_nan)
+    assert on_nan.score(masked) != on_nan.score(flow)
 
 
 def test_masked_nile_log_likelihood_equals_pykalman():

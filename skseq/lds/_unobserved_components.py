@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 import scipy.stats
 from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils import Bunch, check_random_state
@@ -292,6 +293,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.input_tags.one_d_array = True  # one series: y of shape (n_samples,)
         return tags
 
     # -- the specification -------------------------------------------------------
@@ -679,7 +681,8 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
     # -- fitting -----------------------------------------------------------------
 
     def _validate(self, y, controls, lengths, sequence_ids, *, reset, method):
-        y = np.asarray(y, dtype=np.float64) if not np.ma.isMaskedArray(y) else y
+        if not (scipy.sparse.issparse(y) or np.ma.isMaskedArray(y)):
+            y = np.asarray(y)
         if np.ndim(y) == 1:
             y = y.reshape(-1, 1)
         X, offsets = validate_sequences(
