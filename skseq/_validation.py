@@ -198,7 +198,9 @@ def check_tol_param(value, name="tol"):
     """
     check_scalar_param(value, name, "real", allow_inf=True)
     if value < 0 and value != -np.inf:
-        raise ValueError(f"{name} must be >= 0 (or -inf, to run every iteration), got {value!r}.")
+        raise ValueError(
+            f"{name} must be >= 0 (or -inf, to run every iteration), got {value!r}."
+        )
     return value
 
 

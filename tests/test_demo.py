@@ -332,7 +332,9 @@ def test_plot_business_cycle_probability_has_its_own_axis(demo_figure):
     assert bottom == 0.0 and top >= 1.0
     assert [tick for tick in probability.get_yticks() if bottom <= tick <= top][-1] == 1.0
     shading = [c for c in probability.collections if isinstance(c, PolyCollection)]
-    assert len(shading) == 1 and not any(isinstance(c, PolyCollection) for c in growth.collections)
+    assert len(shading) == 1 and not any(
+        isinstance(c, PolyCollection) for c in growth.collections
+    )
     assert shading[0].get_paths()[0].vertices[:, 1].max() <= 1.0 < top
     labels = [text.get_text() for text in growth.get_legend().get_texts()]
     assert any("p(low-growth state)" in label for label in labels)
@@ -341,14 +343,19 @@ def test_plot_business_cycle_probability_has_its_own_axis(demo_figure):
 def test_plot_every_band_is_in_its_legend(demo_figure):
     """Each shaded band of the Nile's panel (smoothed level, forecast) has a legend entry."""
     figure = demo_figure[2]
-    nile = next(axes for axes in figure.axes if axes.get_title().startswith("LinearGaussianSSM"))
+    nile = next(
+        axes for axes in figure.axes if axes.get_title().startswith("LinearGaussianSSM")
+    )
     legend = nile.get_legend()
     bands = [collection for collection in nile.collections if collection.get_paths()]
     assert len(bands) == 2
     labels = [text.get_text() for text in legend.get_texts()]
     assert sum("95 % band" in label for label in labels) == len(bands)
     # Each band's colour is drawn in the legend, under its line.
-    handle_colours = {tuple(np.round(patch.get_facecolor(), 3)) for patch in legend.get_patches()}
+    handle_colours = {
+        tuple(np.round(patch.get_facecolor(), 3))
+        for patch in legend.get_patches()
+    }
     for band in bands:
         assert tuple(np.round(band.get_facecolor()[0], 3)) in handle_colours
 

@@ -463,7 +463,6 @@ def test_a_fit_that_raises_inside_the_limit_restores_the_thread_counts(monkeypat
     def fit_one(index):
         def run():
             if index == 0:
-
                 def fail(*_):
                     raise RuntimeError("diverged")
 

@@ -1213,3 +1213,4 @@ def sample_hmm_states(startprob, transmat, n_samples, *, random_state=None):
     check_path_length(n_samples)
     uniforms = check_random_state(random_state).rand(int(n_samples))
     return HMMStateSample(_sample_states(startprob, transmat, uniforms))
+

@@ -184,7 +184,9 @@ def bootstrap_particle_filter(
     """
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or lengths.size == 0 or lengths.dtype.kind not in "iu":
-        raise ValueError(f"lengths must be a non-empty 1-D array of integers, got {lengths!r}.")
+        raise ValueError(
+            f"lengths must be a non-empty 1-D array of integers, got {lengths!r}."
+        )
     if np.any(lengths < 1):
         raise ValueError(f"every sequence needs at least one step, got lengths {lengths!r}.")
     n_sequences = lengths.size
@@ -235,7 +237,9 @@ def bootstrap_particle_filter(
         weights = np.exp(log_weights - largest)
         cumulative = np.cumsum(weights, axis=1)
         cumulative /= cumulative[:, -1:]
-        offsets = np.array([streams[s].uniform() if active[s] else 0.0 for s in range(n_sequences)])
+        offsets = np.array(
+            [streams[s].uniform() if active[s] else 0.0 for s in range(n_sequences)]
+        )
         positions = (offsets[:, None] + np.arange(n_particles)) / n_particles
         found = np.searchsorted((cumulative + rows).ravel(), (positions + rows).ravel())
         chosen = np.minimum(

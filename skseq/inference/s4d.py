@@ -846,7 +846,9 @@ def causal_convolution_backward(dy, u=None, K=None, *, spectra=None, n_jobs=None
         # A transform or product overflowed: redo on exactly scaled operands.
         if spectra is None:
             u_exponent, kernel_exponent = _exponents(u), _exponents(K[:, :used])
-            u_spectrum = scipy.fft.rfft(_scaled(u, u_exponent), n=n_fft, axis=-1, workers=workers)
+            u_spectrum = scipy.fft.rfft(
+                _scaled(u, u_exponent), n=n_fft, axis=-1, workers=workers
+            )
             kernel_spectrum = scipy.fft.rfft(
                 _scaled(K[:, :used], kernel_exponent), n=n_fft, axis=-1, workers=workers
             )

@@ -175,9 +175,12 @@ def _overflow_error(what, A, length, dtype):
         )
     else:
         cause = (
-            f"the inputs' scale is too large for the {length} steps; rescale u, B, C or the steps"
+            f"the inputs' scale is too large for the {length} steps; rescale u, B, C or "
+            "the steps"
         )
-    return ValueError(f"The selective scan's {what} overflowed {np.dtype(dtype).name}: {cause}.")
+    return ValueError(
+        f"The selective scan's {what} overflowed {np.dtype(dtype).name}: {cause}."
+    )
 
 
 def _check_options(delta_softplus, n_jobs, chunk_size, return_last_state=False):

@@ -121,6 +121,7 @@ def _default_initial_state(
     return mean, covariance
 
 
+
 class LGSSMInitialization:
     """The initialisation of :class:`~skseq.lds.LinearGaussianSSM` (a mixin).
 

@@ -1,5 +1,6 @@
 """Structured state-space (S4D) estimators: S4DRegressor and S4DClassifier."""
 
+
 from .._validation import constrained, option_rule
 from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
 from ._networks._s4d import INITS, MAX_CONVOLUTION_BYTES, s4d_layer

@@ -1,5 +1,6 @@
 """Causal Transformer estimators: TransformerRegressor and TransformerClassifier."""
 
+
 from .._validation import option_rule, optional
 from ._docstrings import CLASSIFIER_NOTES, REGRESSOR_NOTES, fitted_attributes, training_parameters
 from ._networks._layers import ACTIVATIONS

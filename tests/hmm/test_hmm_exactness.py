@@ -33,10 +33,21 @@ from skseq.inference import hmm_forward, hmm_forward_backward, hmm_viterbi
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 
+
 def brute_force_posteriors(log_start, log_trans, log_frame):
     """Enumeration of all paths (NaN-free weights for impossible sequences)."""
     with np.errstate(invalid="ignore"):
         return _brute_force_posteriors(log_start, log_trans, log_frame)
+
+
+
+
+
+
+
+
+
+
 
 
 HARD = settings(
@@ -200,6 +211,8 @@ def test_a_state_passing_through_the_subnormal_range_keeps_its_precision(offset)
     np.testing.assert_allclose(result.posteriors, posteriors, atol=1e-12)
     np.testing.assert_allclose(hmm_forward(log_start, log_trans, log_frame).log_likelihood,
                                log_likelihood, rtol=1e-12)  # fmt: skip
+
+
 
 
 @pytest.mark.parametrize("better", [300.0, 500.0])
@@ -563,9 +576,8 @@ def test_counts_keep_a_log_transition_added_to_a_huge_log_alpha():
     log_frame[2, 2] = -9999999999998424.0
     log_frame[3, 0] = -9999999999998420.0
     posteriors, counts = exact_enumeration(log_start, log_trans, log_frame)
-    np.testing.assert_allclose(
-        counts[0], [0.0, 1 / (1 + np.exp(-4)), 1 / (1 + np.exp(4))], rtol=1e-12
-    )
+    np.testing.assert_allclose(counts[0], [0.0, 1 / (1 + np.exp(-4)), 1 / (1 + np.exp(4))],
+                               rtol=1e-12)
     result = hmm_forward_backward(log_start, log_trans, log_frame)
     np.testing.assert_allclose(result.transition_counts, counts, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(result.posteriors, posteriors, rtol=1e-12, atol=1e-12)

@@ -48,6 +48,8 @@ def test_no_inference_module_repeats_the_shared_checks(module):
     """The checks live in _checks.py: no module defines its own ``_require`` or
     compares ``dtype.kind`` with ``"c"`` (the complex-input TypeError)."""
     source = (INFERENCE / module).read_text(encoding="utf-8")
-    names = {node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)}
+    names = {
+        node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)
+    }
     assert "_require" not in names
     assert 'dtype.kind == "c"' not in source

@@ -1,6 +1,7 @@
 """Forward-backward, Viterbi and forward-only smoothing against brute-force enumeration of
 all paths; sampling of state paths."""
 
+
 import numpy as np
 import pytest
 from hmm_references import brute_force, brute_force_posteriors, left_right_underflow_frames
@@ -24,6 +25,10 @@ def random_model(rng, n_states, n_samples, sparsity=False):
     log_frameprob = rng.normal(scale=3.0, size=(n_samples, n_states))
     with np.errstate(divide="ignore"):
         return np.log(startprob), np.log(transmat), log_frameprob
+
+
+
+
 
 
 @pytest.mark.parametrize("n_states,n_samples", [(1, 4), (2, 1), (2, 7), (3, 6), (4, 5)])

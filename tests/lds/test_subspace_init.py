@@ -79,6 +79,7 @@ def test_several_sequences_and_missing_rows():
     np.testing.assert_array_equal(model.transition_matrix_, estimate.transition_matrix)
 
 
+
 @pytest.mark.parametrize(
     "case",
     ["controls", "given transition matrix", "given observation matrix", "short sequences"],

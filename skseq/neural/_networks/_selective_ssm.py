@@ -34,7 +34,6 @@ from ._layers import Linear, inverse_softplus
 
 __all__ = ["MambaBlock", "mamba_layer", "resolve_dt_rank"]
 
-
 def resolve_dt_rank(dt_rank, d_model):
     """``"auto"`` means ``ceil(d_model / 16)``."""
     if isinstance(dt_rank, str) and dt_rank == "auto":
