@@ -315,3 +315,37 @@ def test_bad_data_and_statsmodels_warnings():
         UnobservedComponents(trend=True, irregular=True, n_iter=0).fit(NILE[:30])
     with pytest.warns(UserWarning, match="no stochastic element"):
         UnobservedComponents("fixed intercept", n_iter=0).fit(NILE[:30])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_cycle_and_autoregressive_components_and_draws():
+    rng = np.random.default_rng(4)
+    y = simulated_trend_cycle(150, seed=4)
+    ar = np.zeros(150)
+    for t in range(1, 150):
+        ar[t] = 0.6 * ar[t - 1] + rng.normal(scale=0.5)
+    y = y + ar
+    spec = dict(level="lltrend", cycle=True, stochastic_cycle=True, damped_cycle=True)
+    model = UnobservedComponents(**spec, autoregressive=1, n_iter=30).fit(y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = sm.tsa.UnobservedComponents(y, **spec, autoregressive=1)
+        point = np.array([model.params_[n] for n in reference.param_names])
+        at = reference.smooth(point)
+    assert_allclose(reference.loglike(point), model.log_likelihood_, rtol=1e-8)
+    components = model.components(y)
+    burn = reference.loglikelihood_burn
+    for name in ("level", "trend", "cycle", "autoregressive"):
+        expected = getattr(at, name)
+        assert_allclose(components[name].mean, expected["smoothed"], rtol=1e-6, atol=1e-6)
+        assert_allclose(
+            components[name].std[burn:], np.sqrt(expected["smoothed_cov"])[burn:], rtol=1e-5
+        )
+    draw = model.sample(50, random_state=0)
+    assert draw.shape == (50, 1) and np.all(np.isfinite(draw))
+    # fixing the cycle and the AR coefficient holds them
+    fixed = {"frequency.cycle": 0.3, "damping.cycle": 0.9, "ar.L1": 0.6}
+    held = UnobservedComponents(**spec, autoregressive=1, fixed_params=fixed, n_iter=30).fit(y)
+    for name, value in fixed.items():
+        assert held.params_[name] == value
+        assert np.isnan(held.bse_[name])

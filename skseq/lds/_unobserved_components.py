@@ -26,6 +26,7 @@ import scipy.linalg
 import scipy.sparse
 import scipy.stats
 from sklearn.base import BaseEstimator, DensityMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -696,13 +697,11 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                 "UnobservedComponents models one series: y must have shape (n_samples,) or "
                 f"(n_samples, 1), got {X.shape}; pass regressors as controls."
             )
-        n_controls = None if reset else self.n_controls_
-        if n_controls is None:
-            n_controls = (
-                0 if controls is None else np.shape(controls)[-1] if np.ndim(controls) == 2 else 1
-            )
-        if controls is not None and np.ndim(controls) == 1:
-            controls = np.asarray(controls, dtype=np.float64).reshape(-1, 1)
+        controls = _as_columns(controls)
+        if reset:
+            n_controls = 0 if controls is None else np.shape(controls)[1]
+        else:
+            n_controls = self.n_controls_
         controls = check_controls(controls, X.shape[0], n_controls)
         if np.isnan(controls).any():
             raise ValueError("controls must not contain NaN.")
@@ -847,7 +846,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
             warn_user(
                 f"UnobservedComponents: L-BFGS-B did not converge in n_iter={self.n_iter} "
                 f"iterations ({fit.message}).",
-                _convergence_warning(),
+                ConvergenceWarning,
             )
         self._set_standard_errors(parameterization, fit, augmented, burn)
         self._training = (X, controls, offsets)
@@ -1126,9 +1125,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                 f"the model has {self.n_controls_} regressor(s): forecast needs their "
                 "values, controls of shape (n_steps, n_controls)."
             )
-        if controls is not None and np.ndim(controls) == 1:
-            controls = np.asarray(controls, dtype=np.float64).reshape(-1, 1)
-        controls = check_controls(controls, n_steps, self.n_controls_)
+        controls = check_controls(_as_columns(controls), n_steps, self.n_controls_)
         X, controls_fit, offsets = self._training
         last = slice(offsets[-2], offsets[-1])
         augmented = self._augment(
@@ -1183,9 +1180,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
             mean[stationary] = 0.0
         if self.n_controls_ and controls is None:
             raise ValueError("the model has regressors: simulate needs controls.")
-        if controls is not None and np.ndim(controls) == 1:
-            controls = np.asarray(controls, dtype=np.float64).reshape(-1, 1)
-        controls = check_controls(controls, n_samples, self.n_controls_)
+        controls = check_controls(_as_columns(controls), n_samples, self.n_controls_)
         if self.n_controls_:  # the first row's regression term, which no transition gives
             r = structure.regression
             mean = mean.copy()
@@ -1199,11 +1194,21 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         )
         return draw.observations[:, 0]
 
+    def sample(self, n_samples=1, random_state=None, *, controls=None):
+        """:meth:`simulate` as a column, the shape of the other estimators' ``sample``.
 
-def _convergence_warning():
-    from sklearn.exceptions import ConvergenceWarning
+        Returns
+        -------
+        y : ndarray of shape (n_samples, 1)
+        """
+        return self.simulate(n_samples, controls, random_state=random_state)[:, None]
 
-    return ConvergenceWarning
+
+def _as_columns(controls):
+    """One regressor given as a 1-D array is one column."""
+    if controls is not None and np.ndim(controls) == 1:
+        return np.asarray(controls, dtype=np.float64).reshape(-1, 1)
+    return controls
 
 
 class _NamedFreeEntries(FreeEntries):
