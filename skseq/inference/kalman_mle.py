@@ -16,9 +16,13 @@ Three reusable pieces (doc/user_guide/lgssm.rst, "Exact maximum likelihood"):
   the chain rule for the gradient and the Jacobian for the delta method;
   each parameter's rule is a block (:class:`FreeEntries`,
   :class:`CholeskyCovariance`, :class:`LogVariances`), and a model with more
-  structure declares its own blocks on the same protocol;
+  structure declares its own blocks on the same protocol (the structural
+  models' :class:`SharedLogVariances`, :class:`CycleRotation`,
+  :class:`StationaryAR`, :class:`Submatrices`), with optionally the
+  stationary initial covariance of some coordinates;
 - :func:`lgssm_maximum_likelihood` (L-BFGS-B on the unconstrained vector
-  with the analytic gradient) and :func:`lgssm_parameter_covariance`
+  with the analytic gradient, optionally without the first rows of each
+  sequence: statsmodels' ``loglikelihood_burn``) and :func:`lgssm_parameter_covariance`
   (standard errors from the outer product of the per-row scores or from the
   observed information, the Hessian by central differences of the analytic
   gradient).
@@ -1023,7 +1027,8 @@ class LGSSMParameterization:
                 if not isinstance(block, ParameterBlock):
                     raise TypeError(
                         f"blocks[{name!r}] must be a ParameterBlock (FreeEntries, "
-                        f"CholeskyCovariance, LogVariances), got {type(block).__name__}."
+                        "CholeskyCovariance, LogVariances, SharedLogVariances, CycleRotation, "
+                        f"StationaryAR, Submatrices), got {type(block).__name__}."
                     )
                 block = block.bind(template, name)
                 self.blocks[name] = block
