@@ -231,6 +231,16 @@ def test_several_sequences_add_up():
     ids = np.repeat([7, 3], [60, 40])
     again = UnobservedComponents("llevel").fit(y.reshape(-1, 1), sequence_ids=ids)
     assert_allclose(again.log_likelihood_, model.log_likelihood_, rtol=1e-10)
+    # with a regressor: each sequence's first row has its regression term too
+    x = rng.normal(size=100)
+    shifted = y + 3.0 * x
+    both = UnobservedComponents("llevel").fit(shifted, x, lengths=[60, 40])
+    assert_allclose(
+        both.score(shifted, x, lengths=[60, 40]),
+        both.score(shifted[:60], x[:60]) + both.score(shifted[60:], x[60:]),
+        rtol=1e-12,
+    )
+    assert abs(both.params_["beta.x1"] - 3.0) < 4 * both.bse_["beta.x1"]
 
 
 def test_parameters_are_recovered_from_a_simulated_local_linear_trend():
