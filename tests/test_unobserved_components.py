@@ -155,6 +155,12 @@ def test_regressors_are_estimated_by_maximum_likelihood():
     assert_allclose(forecast.mean, expected_forecast.predicted_mean, rtol=1e-3)
     with pytest.raises(ValueError, match="regressor"):
         model.forecast(5)
+    # a DataFrame's columns name the coefficients, as in statsmodels
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(x, columns=["rain", "temp"])
+    named = UnobservedComponents("llevel").fit(y, frame)
+    assert list(named.params_)[-2:] == ["beta.rain", "beta.temp"]
+    assert_allclose(named.params_["beta.temp"], model.params_["beta.x2"], rtol=1e-10)
 
 
 def test_forecasts_and_intervals_are_statsmodels_get_forecast(nile):

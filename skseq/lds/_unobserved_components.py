@@ -435,7 +435,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
             )
         return (2 * np.pi / high, 2 * np.pi / low)
 
-    def _structure(self, spec, n_controls):
+    def _structure(self, spec, n_controls, control_names=None):
         """The state-space form: state coordinates in statsmodels' order (level, trend,
         seasonal, trigonometric seasonals, cycle, AR), then, with regressors, one
         coordinate x_t' beta + eps_t (the regression and the irregular, driven by the
@@ -525,7 +525,9 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
             if spec["damped_cycle"]:
                 param_names.append("damping.cycle")
         param_names += [f"ar.L{i}" for i in range(1, p + 1)]
-        param_names += [f"beta.x{i}" for i in range(1, n_controls + 1)]
+        if control_names is None:
+            control_names = [f"x{i}" for i in range(1, n_controls + 1)]
+        param_names += [f"beta.{name}" for name in control_names]
         return _Structure(
             n_state,
             observation,
@@ -743,8 +745,8 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         if exog.shape[1]:
             beta = np.linalg.pinv(exog) @ resid
             resid = resid - exog @ beta
-            for i, value in enumerate(beta, 1):
-                start[f"beta.x{i}"] = float(value)
+            beta_names = [name for name in structure.param_names if name.startswith("beta.")]
+            start.update(zip(beta_names, beta.tolist()))
         p = spec["autoregressive"]
         if p:
             lags = np.column_stack([resid[p - i : resid.size - i] for i in range(1, p + 1)])
@@ -782,7 +784,8 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
             row.
         controls : array-like of shape (n_samples, n_controls), optional
             Regressors x_t, with coefficients ``beta.x1``, ... (statsmodels'
-            ``exog`` with ``mle_regression=True``).
+            ``exog`` with ``mle_regression=True``; a DataFrame's columns name
+            them, ``beta.<column>``, as in statsmodels).
         lengths : array-like of int, optional
             Length of each sequence.
         sequence_ids : array-like of shape (n_samples,), optional
@@ -794,13 +797,17 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         """
         spec = self._specification()
         check_scalar_param(self.n_iter, "n_iter", "int", low=0)
+        controls_given = controls
         X, offsets, controls = self._validate(
             y, controls, lengths, sequence_ids, reset=True, method="fit"
         )
         if np.all(np.isnan(X)):
             raise ValueError("y is entirely missing (NaN): nothing to fit.")
         self.n_controls_ = controls.shape[1]
-        structure = self._structure(spec, self.n_controls_)
+        names = getattr(controls_given, "columns", None)
+        structure = self._structure(
+            spec, self.n_controls_, None if names is None else [str(name) for name in names]
+        )
         fixed = self._check_fixed(structure)
         observed = X[~np.isnan(X[:, 0]), 0]
         scale = float(np.var(observed)) if observed.size > 1 else 1.0
