@@ -179,7 +179,8 @@ class LGSSMParameterCovariance(NamedTuple):
 def _symmetric_solve_both(factor, matrix):
     """C^-1 M C^-1 for a Cholesky factor of C (M with optional leading axes)."""
     k = factor[0].shape[0]
-    inverse = scipy.linalg.cho_solve(factor, np.eye(k))
+    # the parameters are validated (finite): skip scipy's finiteness checks
+    inverse = scipy.linalg.cho_solve(factor, np.eye(k), check_finite=False)
     return inverse @ matrix @ inverse, inverse
 
 
@@ -191,7 +192,7 @@ def _regression_gradient(weights, covariance, cross, regressor, target):
     d/dC = (C^-1 S C^-1 - n C^-1) / 2.  The moments may carry leading axes
     (one set per row).
     """
-    factor = scipy.linalg.cho_factor(covariance, lower=True)
+    factor = scipy.linalg.cho_factor(covariance, lower=True, check_finite=False)
     count = regressor[..., -1, -1]
     product = weights @ np.swapaxes(cross, -1, -2)
     spread = target - product - np.swapaxes(product, -1, -2) + weights @ regressor @ weights.T
