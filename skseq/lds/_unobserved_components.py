@@ -463,11 +463,9 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
             groups_by_state += ["sigma2.seasonal" if spec["stochastic_seasonal"] else None]
             groups_by_state += [None] * (size - 1)
             component_states["seasonal"] = [start]
-        fs_names = []
         for period, harmonics, stochastic in spec["freq_seasonal"]:
             start = len(groups_by_state)
             name = f"freq_seasonal_{period!r}({harmonics!r})"
-            fs_names.append(name)
             for j in range(1, harmonics + 1):
                 angle = 2 * np.pi * j / period
                 cos, sin = np.cos(angle), np.sin(angle)
@@ -501,8 +499,8 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         n_state = len(groups_by_state)
         transition = scipy.linalg.block_diag(*matrices)
         observation = np.zeros(n_state)
-        for states in component_states.values():
-            if states is not component_states.get("trend"):
+        for name, states in component_states.items():
+            if name != "trend":  # the slope is not observed
                 observation[states] = 1.0
         if regression >= 0:
             observation[regression] = 1.0
