@@ -462,10 +462,13 @@ def _inference_examples():
         kalman_mle.lgssm_log_likelihood_gradient: [lgssm_rows],
         kalman_mle.lgssm_score_obs: [lgssm_rows],
         kalman_mle.lgssm_maximum_likelihood: [
-            dict(**mle_rows, start=parameterization.unconstrained(), max_iter=2, tol=1e-6)
+            dict(**mle_rows, start=parameterization.unconstrained(), max_iter=2, tol=1e-6),
+            # burn: the first rows of each sequence left out (statsmodels' loglikelihood_burn)
+            dict(**mle_rows, max_iter=2, burn=1),
         ],
         kalman_mle.lgssm_parameter_covariance: [
-            dict(**mle_rows, unconstrained=parameterization.unconstrained(), cov_type="oim")
+            dict(**mle_rows, unconstrained=parameterization.unconstrained(), cov_type="oim"),
+            dict(**mle_rows, unconstrained=parameterization.unconstrained(), burn=1),
         ],
         inference.elman_rnn: [rnn],
         inference.elman_rnn_backward: [
