@@ -327,6 +327,8 @@ def test_bad_specifications_are_refused_by_name(spec, error, match):
 def test_bad_data_and_statsmodels_warnings():
     with pytest.raises(ValueError, match="one series"):
         UnobservedComponents("llevel").fit(np.ones((10, 2)))
+    with pytest.raises(ValueError, match="nothing is left to fit"):
+        UnobservedComponents("lltrend", seasonal=12).fit(NILE[:8])
     with pytest.warns(UserWarning, match="deterministic level"):
         UnobservedComponents(trend=True, irregular=True, n_iter=0).fit(NILE[:30])
     with pytest.warns(UserWarning, match="no stochastic element"):

@@ -816,6 +816,12 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         start = self._start(spec, structure, X, controls)
         parameterization = self._parameterization(structure, spec, start, fixed, floor)
         augmented = self._augment(X, controls, offsets, self.n_controls_)
+        if np.sum(np.maximum(np.diff(offsets) - self._burn(structure), 0)) == 0:
+            raise ValueError(
+                f"the model's diffuse initial state takes the first {self._burn(structure)} "
+                "rows of each sequence out of the log-likelihood, and no sequence is longer: "
+                "nothing is left to fit (a longer series, or a smaller model)."
+            )
         burn = self._burn(structure) + (1 if self.n_controls_ else 0)
         fit = lgssm_maximum_likelihood(
             parameterization,
@@ -990,12 +996,22 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
 
     def bic(self, y=None, controls=None, *, lengths=None, sequence_ids=None):
         """The Bayesian criterion -2 log L + k log n (n: the rows after the burn)."""
-        return self._criterion(lambda k, n: k * math.log(n), y, controls, lengths, sequence_ids)
+        return self._criterion(
+            lambda k, n: k * math.log(n) if n > 0 else float("nan"),
+            y,
+            controls,
+            lengths,
+            sequence_ids,
+        )
 
     def hqic(self, y=None, controls=None, *, lengths=None, sequence_ids=None):
         """Hannan and Quinn's criterion -2 log L + 2 k log log n."""
         return self._criterion(
-            lambda k, n: 2.0 * k * math.log(math.log(n)), y, controls, lengths, sequence_ids
+            lambda k, n: 2.0 * k * math.log(math.log(n)) if n > 1 else float("nan"),
+            y,
+            controls,
+            lengths,
+            sequence_ids,
         )
 
     def summary(self, alpha=0.05):
