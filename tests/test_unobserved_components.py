@@ -367,3 +367,44 @@ def test_cycle_and_autoregressive_components_and_draws():
     for name, value in fixed.items():
         assert held.params_[name] == value
         assert np.isnan(held.bse_[name])
+
+
+def test_exact_diffuse_initial_state_is_statsmodels_use_exact_diffuse(co2):
+    """use_exact_diffuse=True: Koopman's exact diffuse filter of the Kalman layer, the
+    diffuse log-likelihood without a burn, as statsmodels' use_exact_diffuse=True."""
+    model = UnobservedComponents("llevel", use_exact_diffuse=True, cov_type="oim").fit(NILE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = sm.tsa.UnobservedComponents(NILE, "llevel", use_exact_diffuse=True)
+        result = reference.fit(disp=0)
+    assert abs(model.log_likelihood_ - result.llf) < 1e-3
+    # Durbin & Koopman's estimates are those of the exact diffuse likelihood
+    assert_allclose(model.params_["sigma2.irregular"], 15099, rtol=1e-3)
+    assert_allclose(model.params_["sigma2.level"], 1469.1, rtol=1e-3)
+    assert model.nobs_effective_ == NILE.size
+    point = np.array([model.params_[n] for n in reference.param_names])
+    assert_allclose(reference.loglike(point), model.log_likelihood_, rtol=1e-10)
+    expected = reference.smooth(point).get_forecast(4)
+    forecast = model.forecast(4)
+    assert_allclose(forecast.mean, expected.predicted_mean, rtol=1e-9)
+    assert_allclose(forecast.std, np.sqrt(expected.var_pred_mean), rtol=1e-9)
+    components = model.components(NILE).level
+    assert_allclose(components.mean, reference.smooth(point).level["smoothed"], rtol=1e-8)
+    # a seasonal model on CO2
+    seasonal = UnobservedComponents(
+        "lltrend", seasonal=12, use_exact_diffuse=True, cov_type=None
+    ).fit(co2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected_llf = (
+            sm.tsa.UnobservedComponents(co2, "lltrend", seasonal=12, use_exact_diffuse=True)
+            .fit(disp=0, maxiter=1000)
+            .llf
+        )
+    assert abs(seasonal.log_likelihood_ - expected_llf) < 1e-3
+    with pytest.raises(ValueError, match="cov_type='oim'"):
+        UnobservedComponents("llevel", use_exact_diffuse=True).fit(NILE)
+    with pytest.raises(ValueError, match="regressors"):
+        UnobservedComponents("llevel", use_exact_diffuse=True, cov_type=None).fit(
+            NILE, np.ones(NILE.size)
+        )

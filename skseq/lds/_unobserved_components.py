@@ -208,6 +208,11 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
     approximate_diffuse_variance : float, default=1e6
         The initial variance of the nonstationary state coordinates
         (statsmodels' ``initial_variance``).
+    use_exact_diffuse : bool, default=False
+        Koopman's exact diffuse initial state for the nonstationary
+        coordinates instead (statsmodels' ``use_exact_diffuse=True``): the
+        diffuse log-likelihood, no burn; standard errors by
+        ``cov_type="oim"``.
 
     Attributes
     ----------
@@ -273,6 +278,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         n_iter=500,
         tol=1e-6,
         approximate_diffuse_variance=1e6,
+        use_exact_diffuse=False,
     ):
         self.level = level
         self.trend = trend
@@ -293,6 +299,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         self.n_iter = n_iter
         self.tol = tol
         self.approximate_diffuse_variance = approximate_diffuse_variance
+        self.use_exact_diffuse = use_exact_diffuse
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -322,6 +329,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
             "stochastic_seasonal",
             "stochastic_cycle",
             "damped_cycle",
+            "use_exact_diffuse",
         ):
             check_bool_param(getattr(self, name), name)
         spec = {
@@ -547,15 +555,26 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         those started from their stationary distribution (the AR part, whose
         covariance the parameterization keeps at the stationary solution), and
         the prior of the first state: approximately diffuse, variance
-        ``approximate_diffuse_variance`` on the diffuse coordinates."""
-        covariance = np.diag(
-            np.where(structure.diffuse, float(self.approximate_diffuse_variance), scale)
-        )
+        ``approximate_diffuse_variance`` on the diffuse coordinates, or, with
+        ``use_exact_diffuse``, P_* = 0 there (the exact diffuse filter's
+        P_inf is the mask, :meth:`_diffuse`)."""
+        diffuse_variance = 0.0 if self.use_exact_diffuse else self.approximate_diffuse_variance
+        covariance = np.diag(np.where(structure.diffuse, float(diffuse_variance), scale))
         return structure.diffuse, structure.stationary, np.zeros(structure.n_state), covariance
+
+    def _diffuse(self, structure):
+        """The ``diffuse=`` of the Kalman layer: the mask of the exact diffuse
+        coordinates, or None (the approximate diffuse prior, no argument)."""
+        if self.use_exact_diffuse and structure.diffuse.any():
+            return structure.diffuse
+        return None
 
     def _burn(self, structure):
         """Rows left out of the log-likelihood: one per diffuse coordinate (statsmodels'
-        ``loglikelihood_burn`` of its approximate diffuse initialisation)."""
+        ``loglikelihood_burn`` of its approximate diffuse initialisation), none under
+        the exact diffuse filter (its diffuse log-likelihood)."""
+        if self.use_exact_diffuse:
+            return 0
         return int(np.count_nonzero(structure.diffuse))
 
     # -- the parameterization ---------------------------------------------------
@@ -795,6 +814,11 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         """
         spec = self._specification()
         check_scalar_param(self.n_iter, "n_iter", "int", low=0)
+        if self.use_exact_diffuse and self.cov_type == "opg":
+            raise ValueError(
+                "use_exact_diffuse=True takes cov_type='oim' or None: the per-row scores of "
+                "cov_type='opg' are not available under the exact diffuse filter."
+            )
         controls_given = controls
         X, offsets, controls = self._validate(
             y, controls, lengths, sequence_ids, reset=True, method="fit"
@@ -802,6 +826,12 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         if np.all(np.isnan(X)):
             raise ValueError("y is entirely missing (NaN): nothing to fit.")
         self.n_controls_ = controls.shape[1]
+        if self.use_exact_diffuse and self.n_controls_:
+            raise ValueError(
+                "use_exact_diffuse=True does not take regressors yet (controls): the missing "
+                "row that carries the first regression term fails in the exact diffuse "
+                "filter; use the approximate diffuse default."
+            )
         names = getattr(controls_given, "columns", None)
         structure = self._structure(
             spec, self.n_controls_, None if names is None else [str(name) for name in names]
@@ -831,8 +861,11 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
             max_iter=self.n_iter,
             tol=self.tol,
             burn=burn,
+            diffuse=self._diffuse(structure),
         )
-        fit = self._polish_boundary(parameterization, fit, augmented, burn, floor, scale)
+        fit = self._polish_boundary(
+            parameterization, fit, augmented, burn, floor, scale, self._diffuse(structure)
+        )
         self._spec, self._structure_, self._floor = spec, structure, floor
         self._parameterization_, self._burn_rows = parameterization, burn
         self.parameters_ = fit.parameters
@@ -864,7 +897,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         self._first_smoothed = self._smoothed_first_states(X, controls, offsets)
         return self
 
-    def _polish_boundary(self, parameterization, fit, augmented, burn, floor, scale):
+    def _polish_boundary(self, parameterization, fit, augmented, burn, floor, scale, diffuse):
         """Variances that head for 0 do so slowly in log coordinates (the gradient in
         log sigma2 vanishes with sigma2): those below 1e-6 of the data's variance are
         put at the deterministic floor and the maximisation resumed from there; the
@@ -894,6 +927,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                 max_iter=self.n_iter,
                 tol=self.tol,
                 burn=burn,
+                diffuse=diffuse,
             )
             if polished.log_likelihood > best.log_likelihood + 1e-9 * abs(best.log_likelihood):
                 # a line search that stops at the floor's rounding is no failure of
@@ -922,6 +956,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                 lengths=np.diff(augmented[2]),
                 cov_type=self.cov_type,
                 burn=burn,
+                diffuse=self._diffuse(self._structure_),
             ).covariance[np.ix_(order, order)]
         else:
             covariance = np.zeros((0, 0))
@@ -955,7 +990,11 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
     def _filtered(self, X, controls, offsets):
         augmented = self._augment(X, controls, offsets, self.n_controls_)
         return kalman_filter(
-            self.parameters_, augmented[0], controls=augmented[1], lengths=np.diff(augmented[2])
+            self.parameters_,
+            augmented[0],
+            controls=augmented[1],
+            lengths=np.diff(augmented[2]),
+            diffuse=self._diffuse(self._structure_),
         ), augmented[2]
 
     def score(self, y, controls=None, *, lengths=None, sequence_ids=None):
@@ -1083,7 +1122,11 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
     def _smoothed(self, X, controls, offsets):
         augmented = self._augment(X, controls, offsets, self.n_controls_)
         result = kalman_smoother(
-            self.parameters_, augmented[0], controls=augmented[1], lengths=np.diff(augmented[2])
+            self.parameters_,
+            augmented[0],
+            controls=augmented[1],
+            lengths=np.diff(augmented[2]),
+            diffuse=self._diffuse(self._structure_),
         )
         means = self._strip(result.smoothed_means, augmented[2])
         covariances = self._strip(result.smoothed_covariances, augmented[2])
@@ -1152,12 +1195,20 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         augmented = self._augment(
             X[last], controls_fit[last], np.array([0, offsets[-1] - offsets[-2]]), self.n_controls_
         )
+        parameters, rows, row_controls = self.parameters_, augmented[0], augmented[1]
+        diffuse = self._diffuse(self._structure_)
+        if diffuse is not None:
+            # the forecast filter starts from the exact diffuse filter's last state: a
+            # missing row carrying it (its control unused), then the forecast steps
+            filtered = kalman_filter(parameters, rows, controls=row_controls, diffuse=diffuse)
+            covariance = filtered.filtered_covariances[-1]
+            parameters = parameters._replace(
+                initial_state_mean=filtered.filtered_means[-1],
+                initial_state_covariance=0.5 * (covariance + covariance.T),
+            )
+            rows, row_controls = np.full((1, 1), np.nan), np.zeros((1, self.n_controls_))
         result = kalman_forecast(
-            self.parameters_,
-            augmented[0],
-            n_steps,
-            controls=augmented[1],
-            future_controls=controls,
+            parameters, rows, n_steps, controls=row_controls, future_controls=controls
         )
         mean = result.means[:, 0]
         std = np.sqrt(result.covariances[:, 0, 0])
