@@ -406,11 +406,6 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         X, _ = self._split_known_states(X)
         return int(X[self._emitting(X), : self._n_outputs].size)
 
-    def _n_scored_rows(self, X, lengths=None, sequence_ids=None, **score_arguments):
-        # BIC's n: the emitted rows (not the conditioning ones, nor missing ones).
-        design, _ = self._prepare_fitted(X, lengths, sequence_ids)
-        return int(np.count_nonzero(self._emitting(design)))
-
     @property
     def _n_outputs(self):
         if hasattr(self, "intercepts_"):

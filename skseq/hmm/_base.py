@@ -1035,6 +1035,20 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         """
         return {}
 
+    @staticmethod
+    def _emitting(X):
+        """Which rows of EM's data (the emission model's columns) emit: all but
+        the missing rows, NaN throughout (they emit nothing)."""
+        if X.dtype.kind != "f":
+            return np.ones(X.shape[0], dtype=bool)
+        return ~np.isnan(X).all(axis=1)
+
+    def _n_scored_rows(self, X, lengths=None, sequence_ids=None, **score_arguments):
+        # BIC's n: the rows that emit (:meth:`_emitting`), not the missing ones.
+        rows, _ = self._prepare_fitted(X, lengths, sequence_ids)
+        rows, _ = self._split_known_states(rows)
+        return int(np.count_nonzero(self._emitting(rows)))
+
     def _n_parameters(self):
         counts = {"s": self.n_components - 1}
         counts.update(self._transition_n_parameters())
