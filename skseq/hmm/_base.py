@@ -56,6 +56,8 @@ stationary chain of ``startprob_`` and ``transmat_``: ``_row_controls(X)``
 ``_chain_posteriors``, ``_chain_forward``, ``_chain_viterbi`` (the
 recursions of a block of sequences), ``_stream_forward`` (the online
 filter's rows given the carried ``filtered_state_``),
+``_forward_smoothing(X, stream)`` (the streams' forward-only smoother,
+``partial_fit`` continuing a sequence across batches),
 ``_transition_mstep(statistics)`` and
 ``_transition_n_parameters()``; ``_stationary_chain = False`` turns off what
 needs the one stationary matrix (the checkpointed E step and chunked scoring
@@ -1074,6 +1076,12 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         what forward-backward over the whole sequence would add, at fixed
         parameters), their log-likelihood given the past, and the new message.
         """
+        return self._forward_smoothing(X, stream)
+
+    def _forward_smoothing(self, X, stream):
+        """The forward-only smoother of :meth:`_advance_stream` on rows of EM's
+        data: the stationary chain's (:func:`~skseq.inference.hmm_forward_smoothing`);
+        a transition component with a matrix per row overrides it."""
         X, known_states = self._split_known_states(X)
         log_frameprob, cache = self._estep_emission_terms(X)
         log_frameprob, _ = clamp_to_known_states(log_frameprob, None, known_states)

@@ -258,6 +258,49 @@ def _varying_forward_backward_offsets(
     )
 
 
+def _varying_smoothing_given_end(
+    log_start, log_transmats, transmats, log_frameprob, end_state, continued
+):
+    """Forward-backward over one chunk of a sequence given the state of its last row.
+
+    The exact step of the streams' forward-only smoother with a transition
+    matrix per row (:class:`~skseq.hmm._input_driven.InputDrivenTransitions`):
+    the smoothed expectations of all rows so far given z_T = ``end_state``.
+    ``continued``: ``log_start`` is the log filtered distribution of the row
+    before the chunk (of the same sequence; it then enters as a row of its own
+    that emits nothing), else the log start probabilities.  The last row's
+    emissions become the indicator of ``end_state`` (its density is a
+    constant given z_T), so the kernel's posteriors are those given z_T.
+
+    Returns ``(log_joint, posteriors, pair_posteriors, before)``: log p(x of
+    the chunk, z_T = end_state | earlier rows); p(z_s | ., z_T) of the chunk's
+    rows (n_samples, K) and the pair posteriors of the steps into them
+    (n_samples, K, K; into the first row, from the row before when
+    ``continued``, else zero); ``before`` (K,) p(z of the row before | ., z_T)
+    (None unless ``continued``); not to be used when the chunk cannot end
+    in ``end_state`` (``log_joint`` -inf).
+    """
+    n_samples, n_states = log_frameprob.shape
+    frame = np.full((n_samples + continued, n_states), -np.inf)
+    frame[continued:-1] = log_frameprob[:-1]
+    frame[-1, end_state] = 0.0
+    if continued:
+        frame[0] = 0.0
+        log_transmats = np.concatenate([log_transmats[:1], log_transmats])
+        transmats = np.concatenate([transmats[:1], transmats])
+    result = _varying_forward_backward_offsets(
+        np.ascontiguousarray(log_start, dtype=np.float64),
+        log_transmats,
+        frame,
+        np.array([0, frame.shape[0]], dtype=np.intp),
+        transmats=transmats,
+    )
+    log_joint = result.log_likelihood + log_frameprob[-1, end_state]
+    if not continued:
+        return log_joint, result.posteriors, result.pair_posteriors, None
+    return log_joint, result.posteriors[1:], result.pair_posteriors[1:], result.posteriors[0]
+
+
 def _varying_forward_offsets(
     log_startprob, log_transmats, log_frameprob, offsets, shift=None, buffers=None, transmats=None
 ):

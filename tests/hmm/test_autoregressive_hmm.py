@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import sklearn
+from hmm_references import stream_statistics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
@@ -304,22 +305,6 @@ def test_bic_counts_only_the_emitted_rows():
         lr.fit(X, controls=u)
     expected = -2 * lr.score(X, controls=u) + lr._n_parameters() * np.log(299)
     assert np.isclose(lr.bic(X, controls=u), expected, rtol=1e-12)
-
-
-def stream_statistics(model, X, controls, cuts):
-    """The stream engine's E step over the batches X[a:b] of one sequence
-    (at fixed parameters): summed statistics, log-likelihood, the last message."""
-    total, log_likelihood, carried = None, 0.0, None
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        model._stream = carried
-        with model._given_controls(controls[a:b]):
-            design, offsets = model._validate_stream_batch(
-                X[a:b], None, None, None, first_call=False, continues=carried is not None
-            )
-            added, part, carried = model._stream_estep(design, offsets, carried)
-        total = added if total is None else total + added
-        log_likelihood += part
-    return total, log_likelihood, carried
 
 
 @settings(max_examples=25, deadline=None)
