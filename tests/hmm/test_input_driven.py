@@ -679,8 +679,6 @@ def stream_model(kind, seed):
         cls = InputDrivenAutoregressiveHMM if kind == "autoregressive" else InputDrivenGaussianHMM
         kwargs = {"n_lags": 2} if kind == "autoregressive" else {}
         model = cls(3, n_iter=2, random_state=0, **kwargs)
-        if kind == "autoregressive":
-            X[9, 0] = 0.5
     X[17] = np.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # few rows for three states
