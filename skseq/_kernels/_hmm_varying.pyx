@@ -24,6 +24,22 @@ it is computed again as a log-sum-exp of the logarithms, term by term;
 above it, what underflowed is below 2^-222 of the sum: the results are
 those of the log-space recursion to rounding, however long the sequence or
 however far apart the emissions.
+
+Forward-backward first tries each sequence in scaled linear space
+(``_scaled_forward_backward``): the normalised filter alpha_t and the
+backward message in plain arithmetic on ``trans`` and the max-shifted
+emissions, one exponential per state and row and one logarithm per row.  It
+vouches for its numbers with the bounds of the log-space recursion above:
+every sum over states at least 2^-800 (what a product lost to underflow,
+below 2^-1022 each, is then below 2^-222 of the sum), every scaled forward
+value at least 2^-1000 (a normal number, so a state far less likely than the
+others now keeps its exact probability), the row's normaliser at least
+2^-200 and the backward values at most 2^700 (nothing overflows).  A
+sequence where one of them fails -- a structural zero (a forbidden
+transition, an impossible emission, a zero start probability), a state whose
+probability falls below 2^-1000, emissions far apart -- is redone in log
+space from its first row: the numbers are those of the log-space recursion
+to rounding either way.
 """
 
 from libc.math cimport INFINITY, exp, log
@@ -34,6 +50,10 @@ cimport cython
 
 # 2^-800: below it, a sum over states is redone term by term in log space.
 cdef double _EXACT_FLOOR = 1.4996968138956309e-241
+# The scaled path's bounds (module docstring): 2^-1000, 2^-200 and 2^700.
+cdef double _SCALED_FLOOR = 9.332636185032189e-302
+cdef double _SCALE_FLOOR = 6.223015277861142e-61
+cdef double _BACKWARD_CEILING = 5.260135901548374e+210
 
 
 cdef double[::1] _scratch(Py_ssize_t n):
@@ -100,6 +120,111 @@ cdef inline double _forward_rows(
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
+cdef bint _scaled_forward_backward(
+    const double[::1] log_start,
+    const double[:, :, ::1] trans,
+    const double[:, ::1] log_frame,
+    Py_ssize_t first,
+    Py_ssize_t stop,
+    double[:, ::1] alpha,
+    double[:, ::1] frame,
+    double[:, ::1] posteriors,
+    double[:, :, ::1] pair_posteriors,
+    double[::1] log_predictive,
+    double* log_likelihood,
+    double[::1] beta,
+    double[::1] beta_next,
+    double[::1] weighted,
+) noexcept nogil:
+    """Forward-backward over rows ``first:stop`` in scaled linear space.
+
+    ``alpha[t]`` = p(z_t | x_1..x_t); ``frame[t, j]`` = exp(log_frame[t, j] -
+    max_j log_frame[t, j]) / c_t, c_t the row's normaliser in those units, so
+    that the backward message beta_t(i) = sum_j trans[t+1, i, j] frame[t+1, j]
+    beta_{t+1}(j) is p(x_{t+1..} | z_t = i) / p(x_{t+1..} | x_1..x_t).
+    Returns False (outputs undefined) where a bound of the module docstring
+    fails: the caller redoes the sequence in log space.
+    """
+    cdef Py_ssize_t n_states = log_frame.shape[1]
+    cdef Py_ssize_t t, i, j
+    cdef double largest, total, value, scale, sum_log = 0.0
+    cdef double* swap
+    cdef double* b = &beta[0]
+    cdef double* b_next = &beta_next[0]
+    for t in range(first, stop):
+        largest = -INFINITY
+        for j in range(n_states):
+            if log_frame[t, j] > largest:
+                largest = log_frame[t, j]
+        if largest == -INFINITY:
+            return False
+        scale = 0.0
+        for j in range(n_states):
+            if t == first:
+                total = exp(log_start[j])
+            else:
+                total = 0.0
+                for i in range(n_states):
+                    total += alpha[t - 1, i] * trans[t, i, j]
+            if not total >= _EXACT_FLOOR:
+                return False
+            value = total * exp(log_frame[t, j] - largest)
+            if not value >= _SCALED_FLOOR:
+                return False
+            alpha[t, j] = value
+            frame[t, j] = value / total
+            scale += value
+        if not scale >= _SCALE_FLOOR:
+            return False
+        for j in range(n_states):
+            alpha[t, j] /= scale
+            frame[t, j] /= scale
+        log_predictive[t] = log(scale) + largest
+        sum_log += log_predictive[t]
+    for i in range(n_states):
+        b[i] = 1.0
+    t = stop - 1
+    while True:
+        # posteriors of row t, from alpha_t and beta_t
+        total = 0.0
+        for i in range(n_states):
+            value = alpha[t, i] * b[i]
+            posteriors[t, i] = value
+            total += value
+        for i in range(n_states):
+            posteriors[t, i] /= total
+        if t == first:
+            break
+        # beta_{t-1} and the pair posteriors of the step into row t
+        for j in range(n_states):
+            weighted[j] = frame[t, j] * b[j]
+        total = 0.0
+        for i in range(n_states):
+            value = 0.0
+            for j in range(n_states):
+                value += trans[t, i, j] * weighted[j]
+            if not (value >= _EXACT_FLOOR and value <= _BACKWARD_CEILING):
+                return False
+            b_next[i] = value
+            for j in range(n_states):
+                pair_posteriors[t, i, j] = alpha[t - 1, i] * trans[t, i, j] * weighted[j]
+                total += pair_posteriors[t, i, j]
+        for i in range(n_states):
+            for j in range(n_states):
+                pair_posteriors[t, i, j] /= total
+        swap = b
+        b = b_next
+        b_next = swap
+        t -= 1
+    for i in range(n_states):
+        for j in range(n_states):
+            pair_posteriors[first, i, j] = 0.0
+    log_likelihood[0] = sum_log
+    return True
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def varying_forward(
     const double[::1] log_start,  # IN (K,)
     const double[:, :, ::1] log_trans,  # IN (T, K, K)
@@ -143,6 +268,7 @@ def varying_forward_backward(
     double[:, :, ::1] pair_posteriors,  # OUT (T, K, K)
     double[::1] log_predictive,  # OUT (T,)
     double[::1] sequence_log_likelihood,  # OUT (S,)
+    bint scaled=True,  # IN: try the scaled path first (False: log space only)
 ):
     """Forward-backward: the posteriors p(z_t | x) of every row, the pair
     posteriors ``pair_posteriors[t, i, j]`` = p(z_{t-1} = i, z_t = j | x) of
@@ -156,9 +282,17 @@ def varying_forward_backward(
     cdef double total, value, largest
     cdef double[::1] terms = _scratch(n_states), shifted = _scratch(n_states)
     cdef double[::1] shifted_next = _scratch(n_states)
+    cdef double[::1] beta = _scratch(n_states), beta_next = _scratch(n_states)
+    cdef double log_likelihood
     with nogil:
         for s in range(offsets.shape[0] - 1):
             first, stop = offsets[s], offsets[s + 1]
+            if scaled and _scaled_forward_backward(
+                log_start, trans, log_frame, first, stop, log_alpha, log_beta, posteriors,
+                pair_posteriors, log_predictive, &log_likelihood, beta, beta_next, shifted_next,
+            ):
+                sequence_log_likelihood[s] = log_likelihood
+                continue
             sequence_log_likelihood[s] = _forward_rows(
                 log_start, log_trans, trans, log_frame, first, stop, log_alpha, log_predictive,
                 terms, shifted,

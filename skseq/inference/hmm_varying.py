@@ -223,11 +223,20 @@ def _probabilities(log_transmats, transmats, buffers):
 
 
 def _varying_forward_backward_offsets(
-    log_startprob, log_transmats, log_frameprob, offsets, shift=None, buffers=None, transmats=None
+    log_startprob,
+    log_transmats,
+    log_frameprob,
+    offsets,
+    shift=None,
+    buffers=None,
+    transmats=None,
+    scaled=True,
 ):
     """:func:`hmm_varying_forward_backward` on validated arrays (``shift``: the
     rows of ``log_frameprob`` come shifted by it; ``buffers`` hold work arrays;
-    ``transmats``: exp(log_transmats), when the caller has it)."""
+    ``transmats``: exp(log_transmats), when the caller has it; ``scaled``:
+    try the kernel's scaled path first, False for the log-space recursion
+    alone, the tests' and benchmarks' reference)."""
     log_frame = _frame(log_frameprob, shift)
     n_samples, n_states = log_frame.shape
     offsets = np.ascontiguousarray(offsets, dtype=np.intp)
@@ -247,6 +256,7 @@ def _varying_forward_backward_offsets(
         pairs,
         log_predictive,
         sequence_log_likelihood,
+        scaled,
     )
     return HMMVaryingForwardBackwardResult(
         float(sequence_log_likelihood.sum()),

@@ -36,6 +36,7 @@ from skseq.inference import (
     hmm_varying_viterbi,
     input_driven_log_transmats,
 )
+from skseq.inference.hmm_varying import _varying_forward_backward_offsets
 
 
 def quiet_fit(model, X, **kwargs):
@@ -123,6 +124,49 @@ def test_kernel_exact_where_plain_sums_underflow(seed):
     np.testing.assert_allclose(forward.filtered[-1], posteriors[-1], atol=1e-12)
     viterbi = hmm_varying_viterbi(log_start, log_transmats, log_frame)
     np.testing.assert_array_equal(viterbi.states, path)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    n_states=st.integers(1, 5),
+    emission_scale=st.sampled_from([0.1, 3.0, 30.0, 300.0]),
+    logit_scale=st.sampled_from([0.5, 5.0, 400.0]),
+    forbidden=st.booleans(),
+)
+def test_scaled_path_gives_the_log_space_numbers(
+    seed, n_states, emission_scale, logit_scale, forbidden
+):
+    """The kernel's scaled linear-space path against its log-space recursion alone
+    (``scaled=False``), on sequences it takes and on those it hands back (emissions
+    or transition logits hundreds of nats apart, forbidden transitions)."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 40, size=3)
+    n_rows = int(lengths.sum())
+    log_start = log_softmax(rng.normal(size=n_states))
+    logits = logit_scale * rng.normal(size=(n_rows, n_states, n_states))
+    if forbidden and n_states > 1:
+        logits[:, 0, 1] = -np.inf
+    log_transmats = np.ascontiguousarray(log_softmax(logits, axis=2))
+    log_frame = emission_scale * rng.normal(size=(n_rows, n_states))
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    with np.errstate(under="ignore"):
+        transmats = np.exp(log_transmats)
+    results = [
+        _varying_forward_backward_offsets(
+            log_start, log_transmats, log_frame, offsets, transmats=transmats, scaled=scaled
+        )
+        for scaled in (True, False)
+    ]
+    scaled, exact = results
+    np.testing.assert_allclose(
+        scaled.sequence_log_likelihood, exact.sequence_log_likelihood, rtol=1e-12
+    )
+    np.testing.assert_allclose(scaled.log_predictive, exact.log_predictive, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(scaled.posteriors, exact.posteriors, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(
+        scaled.pair_posteriors, exact.pair_posteriors, rtol=1e-10, atol=1e-13
+    )
 
 
 def test_constant_matrices_equal_the_stationary_kernel():
