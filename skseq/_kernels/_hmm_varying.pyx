@@ -25,8 +25,8 @@ above it, what underflowed is below 2^-222 of the sum: the results are
 those of the log-space recursion to rounding, however long the sequence or
 however far apart the emissions.
 
-Forward-backward first tries each sequence in scaled linear space
-(``_scaled_forward_backward``): the normalised filter alpha_t and the
+Forward filtering and forward-backward first try each sequence in scaled
+linear space (``_scaled_forward_rows``, ``_scaled_forward_backward``): the normalised filter alpha_t and the
 backward message in plain arithmetic on ``trans`` and the max-shifted
 emissions, one exponential per state and row and one logarithm per row.  It
 vouches for its numbers with the bounds of the log-space recursion above:
@@ -120,7 +120,7 @@ cdef inline double _forward_rows(
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-cdef bint _scaled_forward_backward(
+cdef bint _scaled_forward_rows(
     const double[::1] log_start,
     const double[:, :, ::1] trans,
     const double[:, ::1] log_frame,
@@ -128,29 +128,19 @@ cdef bint _scaled_forward_backward(
     Py_ssize_t stop,
     double[:, ::1] alpha,
     double[:, ::1] frame,
-    double[:, ::1] posteriors,
-    double[:, :, ::1] pair_posteriors,
+    bint keep_frame,
     double[::1] log_predictive,
     double* log_likelihood,
-    double[::1] beta,
-    double[::1] beta_next,
-    double[::1] weighted,
 ) noexcept nogil:
-    """Forward-backward over rows ``first:stop`` in scaled linear space.
-
-    ``alpha[t]`` = p(z_t | x_1..x_t); ``frame[t, j]`` = exp(log_frame[t, j] -
-    max_j log_frame[t, j]) / c_t, c_t the row's normaliser in those units, so
-    that the backward message beta_t(i) = sum_j trans[t+1, i, j] frame[t+1, j]
-    beta_{t+1}(j) is p(x_{t+1..} | z_t = i) / p(x_{t+1..} | x_1..x_t).
-    Returns False (outputs undefined) where a bound of the module docstring
-    fails: the caller redoes the sequence in log space.
-    """
+    """The forward pass over rows ``first:stop`` in scaled linear space:
+    ``alpha[t]`` = p(z_t | x_1..x_t), ``log_predictive[t]``, the sequence's
+    log-likelihood in ``log_likelihood[0]``; with ``keep_frame``,
+    ``frame[t, j]`` = exp(log_frame[t, j] - max_j log_frame[t, j]) / c_t, c_t
+    the row's normaliser in those units.  Returns False (outputs undefined)
+    where a bound of the module docstring fails."""
     cdef Py_ssize_t n_states = log_frame.shape[1]
     cdef Py_ssize_t t, i, j
     cdef double largest, total, value, scale, sum_log = 0.0
-    cdef double* swap
-    cdef double* b = &beta[0]
-    cdef double* b_next = &beta_next[0]
     for t in range(first, stop):
         largest = -INFINITY
         for j in range(n_states):
@@ -172,15 +162,58 @@ cdef bint _scaled_forward_backward(
             if not value >= _SCALED_FLOOR:
                 return False
             alpha[t, j] = value
-            frame[t, j] = value / total
+            if keep_frame:
+                frame[t, j] = value / total
             scale += value
         if not scale >= _SCALE_FLOOR:
             return False
         for j in range(n_states):
             alpha[t, j] /= scale
-            frame[t, j] /= scale
+            if keep_frame:
+                frame[t, j] /= scale
         log_predictive[t] = log(scale) + largest
         sum_log += log_predictive[t]
+    log_likelihood[0] = sum_log
+    return True
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef bint _scaled_forward_backward(
+    const double[::1] log_start,
+    const double[:, :, ::1] trans,
+    const double[:, ::1] log_frame,
+    Py_ssize_t first,
+    Py_ssize_t stop,
+    double[:, ::1] alpha,
+    double[:, ::1] frame,
+    double[:, ::1] posteriors,
+    double[:, :, ::1] pair_posteriors,
+    double[::1] log_predictive,
+    double* log_likelihood,
+    double[::1] beta,
+    double[::1] beta_next,
+    double[::1] weighted,
+) noexcept nogil:
+    """Forward-backward over rows ``first:stop`` in scaled linear space.
+
+    The forward pass of :func:`_scaled_forward_rows`, then the backward
+    message beta_t(i) = sum_j trans[t+1, i, j] frame[t+1, j] beta_{t+1}(j) =
+    p(x_{t+1..} | z_t = i) / p(x_{t+1..} | x_1..x_t).  Returns False (outputs
+    undefined) where a bound of the module docstring fails: the caller redoes
+    the sequence in log space.
+    """
+    cdef Py_ssize_t n_states = log_frame.shape[1]
+    cdef Py_ssize_t t, i, j
+    cdef double total, value
+    cdef double* swap
+    cdef double* b = &beta[0]
+    cdef double* b_next = &beta_next[0]
+    if not _scaled_forward_rows(
+        log_start, trans, log_frame, first, stop, alpha, frame, True, log_predictive,
+        log_likelihood,
+    ):
+        return False
     for i in range(n_states):
         b[i] = 1.0
     t = stop - 1
@@ -219,7 +252,6 @@ cdef bint _scaled_forward_backward(
     for i in range(n_states):
         for j in range(n_states):
             pair_posteriors[first, i, j] = 0.0
-    log_likelihood[0] = sum_log
     return True
 
 
@@ -234,6 +266,7 @@ def varying_forward(
     double[:, ::1] log_filtered,  # OUT (T, K)
     double[::1] log_predictive,  # OUT (T,)
     double[::1] sequence_log_likelihood,  # OUT (S,)
+    bint scaled=True,  # IN: try the scaled path first (False: log space only)
 ):
     """Forward filtering: log p(z_t | x_1..x_t), log p(x_t | x_<t) and each
     sequence's log-likelihood.  A sequence of probability zero gets
@@ -241,8 +274,18 @@ def varying_forward(
     cdef Py_ssize_t n_states = log_frame.shape[1]
     cdef Py_ssize_t s, t, j
     cdef double[::1] terms = _scratch(n_states), shifted = _scratch(n_states)
+    cdef double log_likelihood
     with nogil:
         for s in range(offsets.shape[0] - 1):
+            if scaled and _scaled_forward_rows(
+                log_start, trans, log_frame, offsets[s], offsets[s + 1], log_filtered,
+                log_filtered, False, log_predictive, &log_likelihood,
+            ):
+                sequence_log_likelihood[s] = log_likelihood
+                for t in range(offsets[s], offsets[s + 1]):
+                    for j in range(n_states):
+                        log_filtered[t, j] = log(log_filtered[t, j])
+                continue
             sequence_log_likelihood[s] = _forward_rows(
                 log_start, log_trans, trans, log_frame, offsets[s], offsets[s + 1],
                 log_filtered, log_predictive, terms, shifted,

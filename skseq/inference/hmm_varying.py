@@ -312,9 +312,17 @@ def _varying_smoothing_given_end(
 
 
 def _varying_forward_offsets(
-    log_startprob, log_transmats, log_frameprob, offsets, shift=None, buffers=None, transmats=None
+    log_startprob,
+    log_transmats,
+    log_frameprob,
+    offsets,
+    shift=None,
+    buffers=None,
+    transmats=None,
+    scaled=True,
 ):
-    """``(filtered, log_predictive, sequence_log_likelihood)`` on validated arrays."""
+    """``(filtered, log_predictive, sequence_log_likelihood)`` on validated arrays
+    (``scaled`` as in :func:`_varying_forward_backward_offsets`)."""
     log_frame = _frame(log_frameprob, shift)
     n_samples, n_states = log_frame.shape
     log_filtered = np.empty((n_samples, n_states))
@@ -329,6 +337,7 @@ def _varying_forward_offsets(
         log_filtered,
         log_predictive,
         sequence_log_likelihood,
+        scaled,
     )
     with np.errstate(under="ignore"):
         return np.exp(log_filtered), log_predictive, sequence_log_likelihood

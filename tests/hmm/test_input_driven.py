@@ -36,7 +36,10 @@ from skseq.inference import (
     hmm_varying_viterbi,
     input_driven_log_transmats,
 )
-from skseq.inference.hmm_varying import _varying_forward_backward_offsets
+from skseq.inference.hmm_varying import (
+    _varying_forward_backward_offsets,
+    _varying_forward_offsets,
+)
 
 
 def quiet_fit(model, X, **kwargs):
@@ -167,6 +170,14 @@ def test_scaled_path_gives_the_log_space_numbers(
     np.testing.assert_allclose(
         scaled.pair_posteriors, exact.pair_posteriors, rtol=1e-10, atol=1e-13
     )
+    forwards = [
+        _varying_forward_offsets(
+            log_start, log_transmats, log_frame, offsets, transmats=transmats, scaled=scaled
+        )
+        for scaled in (True, False)
+    ]
+    for fast, reference in zip(*forwards):
+        np.testing.assert_allclose(fast, reference, rtol=1e-10, atol=1e-13)
 
 
 def test_constant_matrices_equal_the_stationary_kernel():
