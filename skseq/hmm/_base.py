@@ -60,9 +60,11 @@ filter's rows given the carried ``filtered_state_``),
 ``partial_fit`` continuing a sequence across batches),
 ``_transition_mstep(statistics)`` and
 ``_transition_n_parameters()``; ``_stationary_chain = False`` turns off what
-needs the one stationary matrix (the checkpointed E step and chunked scoring
-of one long sequence).  :class:`skseq.hmm._input_driven.InputDrivenTransitions`
-overrides them with transitions that depend on inputs.
+needs the one stationary matrix (chunked scoring of one long sequence), and
+the checkpointed E step of one long sequence is the component's
+``_checkpointed_estep`` (``_checkpointed_chain = False``: none).
+:class:`skseq.hmm._input_driven.InputDrivenTransitions` overrides them with
+transitions that depend on inputs.
 """
 
 import abc
@@ -602,7 +604,12 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
         def long_sequence(X, emissions, buffers, sequences, rows):
             known = None if known_states is None else known_states[rows]
-            blocks.append(self._checkpointed_estep(X, emissions, buffers, known_states=known))
+            row_controls = None if controls is None else controls[rows]
+            blocks.append(
+                self._checkpointed_estep(
+                    X, emissions, buffers, known_states=known, controls=row_controls
+                )
+            )
 
         self._blockwise(
             X,
@@ -611,7 +618,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             cells=_ESTEP_BLOCK_CELLS,
             buffers=buffers,
             long_rows=self._checkpoint_threshold(X.shape[1]),
-            run_long=long_sequence if self._stationary_chain else None,
+            run_long=long_sequence if self._checkpointed_chain else None,
             known_states=known_states,
             emissions=self._estep_emissions(),
         )
@@ -782,11 +789,14 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             _CHECKPOINT_MIN_CELLS // self.n_components,
         )
 
-    def _checkpointed_estep(self, X, emissions, buffers, chunk_rows=None, known_states=None):
+    def _checkpointed_estep(
+        self, X, emissions, buffers, chunk_rows=None, known_states=None, controls=None
+    ):
         """``(statistics, log_likelihood)`` of one sequence ``X`` by checkpointed
         forward-backward, chunk by chunk (``chunk_rows``: see
         :meth:`_checkpoint_rows`), its rows' emissions clamped to
-        ``known_states`` (see :func:`clamp_to_known_states`)."""
+        ``known_states`` (see :func:`clamp_to_known_states`); ``controls``:
+        the rows' inputs (:meth:`_row_controls`; None here)."""
         if chunk_rows is None:
             chunk_rows = self._checkpoint_rows(X.shape[0], X.shape[1])
         emission_statistics = []  # the running sum, kept in a list for the closure
@@ -819,9 +829,11 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
     # defaults are the stationary chain of startprob_ and transmat_.  ``controls``
     # are the inputs of the rows (``_row_controls``; None here).
 
-    # Whether the chain is the stationary one of transmat_: the checkpointed
-    # E step, chunked scoring and streams of one long sequence need it.
+    # Whether the chain is the stationary one of transmat_: chunked scoring of
+    # one long sequence needs it.  Whether the E step of one long sequence is
+    # checkpointed (_checkpointed_estep).
     _stationary_chain = True
+    _checkpointed_chain = True
 
     def _row_controls(self, X):
         """The inputs of the rows of EM's (or prepared) data ``X``: None here."""

@@ -46,6 +46,7 @@ from ..inference.hmm_varying import (
     _log_transmats,
     _sample_varying_states,
     _transition_matrices,
+    _varying_checkpointed_forward_backward,
     _varying_forward_backward_offsets,
     _varying_forward_offsets,
     _varying_smoothing_given_end,
@@ -415,6 +416,56 @@ class InputDrivenTransitions(ControlsMixin):
         )
         return statistics, result.posteriors, result.log_likelihood
 
+    # -- one long sequence: the checkpointed E step -----------------------------------
+
+    def _estep_bytes_per_row(self, n_features):
+        # BaseHMM's, plus the rows' matrices, their logarithms and pair
+        # posteriors, and the transition statistics' per-row products.
+        n_states, n_regressors = self.n_components, self._n_transition_controls + 1
+        extra = 5 * n_states**2 + n_regressors**2 + 2 * n_states * n_regressors
+        return super()._estep_bytes_per_row(n_features) + 8 * extra
+
+    def _checkpointed_estep(
+        self, X, emissions, buffers, chunk_rows=None, known_states=None, controls=None
+    ):
+        """``(statistics, log_likelihood)`` of one long sequence ``X`` by
+        checkpointed forward-backward with a matrix per row
+        (:func:`~skseq.inference.hmm_varying._varying_checkpointed_forward_backward`):
+        memory of a chunk of rows and one K-vector per chunk, the statistics of
+        one batch E step."""
+        if chunk_rows is None:
+            chunk_rows = self._checkpoint_rows(X.shape[0], X.shape[1])
+        caches = {}
+
+        def chunk_terms(start, stop):
+            log_frameprob, shift, caches[start] = self._clamped(
+                emissions(X[start:stop], buffers),
+                None if known_states is None else known_states[start:stop],
+            )
+            log_frameprob = np.array(log_frameprob, dtype=np.float64)
+            if shift is not None:
+                log_frameprob += shift[:, None]
+            return (*self._transition_matrices(controls[start:stop]), log_frameprob)
+
+        added = []
+
+        def consume(start, stop, posteriors, pairs, log_transmats, transmats):
+            statistics = SufficientStatistics(
+                transition_statistics(pairs, controls[start:stop], log_transmats, transmats)
+            )
+            statistics.update(
+                self._emission_statistics(X[start:stop], posteriors, caches.pop(start))
+            )
+            added[:] = [statistics + added[0] if added else statistics]
+
+        log_likelihood, start_counts = _varying_checkpointed_forward_backward(
+            self._log_startprob(), X.shape[0], chunk_rows, chunk_terms, consume
+        )
+        caches.clear()
+        statistics = SufficientStatistics(start=start_counts)
+        statistics.update(added[0])
+        return statistics, log_likelihood
+
     def _chain_posteriors(
         self, controls, log_frameprob, offsets, shift, buffers, posteriors, sequence_log_likelihood
     ):
@@ -746,9 +797,12 @@ n_controls), optional
     Each batch moves the transition weights by one Newton step on its
     statistics (scaled to ``total_samples`` or the rows seen, their
     curvature's positive semi-definite part), times the Robbins-Monro step
-    ``(learning_offset + n_batch_iter_) ** -learning_decay``.  One long
-    sequence is not checkpointed: its E step holds (n_samples, n_components,
-    n_components) arrays.
+    ``(learning_offset + n_batch_iter_) ** -learning_decay``.  The E step of
+    one sequence too long for ``working_memory`` (it holds (n_samples,
+    n_components, n_components) arrays) is checkpointed as the other HMMs'
+    (user guide, "One long sequence in bounded memory"): chunks of about
+    sqrt(n_samples) rows, forward-backward over each from the log filter
+    before it, with the statistics of one batch E step.
 """
 
 

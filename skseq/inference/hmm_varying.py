@@ -25,7 +25,7 @@ from .._buffers import work_array
 from .._kernels import load
 from .._sequences import sequence_offsets
 from ._checks import masked_arrays_checked
-from .hmm import _LOG_FRAMEPROB_HINT, HMMViterbiResult, _real_array
+from .hmm import _LOG_FRAMEPROB_HINT, HMMViterbiResult, _chunk_bounds, _real_array
 
 _kernel = load("_hmm_varying")
 
@@ -290,25 +290,131 @@ def _varying_smoothing_given_end(
     (None unless ``continued``); not to be used when the chunk cannot end
     in ``end_state`` (``log_joint`` -inf).
     """
-    n_samples, n_states = log_frameprob.shape
-    frame = np.full((n_samples + continued, n_states), -np.inf)
-    frame[continued:-1] = log_frameprob[:-1]
+    frame = np.array(log_frameprob, dtype=np.float64)
+    frame[-1] = -np.inf
     frame[-1, end_state] = 0.0
+    result, before = _continued_forward_backward(
+        log_start, log_transmats, transmats, frame, continued
+    )
+    log_joint = result.log_likelihood + log_frameprob[-1, end_state]
+    return log_joint, result.posteriors, result.pair_posteriors, before
+
+
+def _continued_rows(log_transmats, transmats, log_frameprob):
+    """The rows of a chunk that continues a sequence, after a row that stands
+    for the one before the chunk: it emits nothing (log density 0), so a
+    recursion started from that row's log filtered distribution runs on."""
+    frame = np.empty((log_frameprob.shape[0] + 1, log_frameprob.shape[1]))
+    frame[0] = 0.0
+    frame[1:] = log_frameprob
+    return (
+        np.concatenate([log_transmats[:1], log_transmats]),
+        np.concatenate([transmats[:1], transmats]),
+        frame,
+    )
+
+
+def _continued_forward_backward(log_start, log_transmats, transmats, log_frameprob, continued):
+    """``(result, before)``: forward-backward over the rows of one chunk of a
+    sequence (``result`` their posteriors and pair posteriors, the pair into
+    the first row from the row before when ``continued``) and ``before``, the
+    posterior of the row before the chunk (None unless ``continued``), whose
+    log filtered distribution ``log_start`` then is (else the log start
+    probabilities)."""
     if continued:
-        frame[0] = 0.0
-        log_transmats = np.concatenate([log_transmats[:1], log_transmats])
-        transmats = np.concatenate([transmats[:1], transmats])
+        log_transmats, transmats, log_frameprob = _continued_rows(
+            log_transmats, transmats, log_frameprob
+        )
     result = _varying_forward_backward_offsets(
         np.ascontiguousarray(log_start, dtype=np.float64),
         log_transmats,
-        frame,
-        np.array([0, frame.shape[0]], dtype=np.intp),
+        np.ascontiguousarray(log_frameprob),
+        np.array([0, log_frameprob.shape[0]], dtype=np.intp),
         transmats=transmats,
     )
-    log_joint = result.log_likelihood + log_frameprob[-1, end_state]
     if not continued:
-        return log_joint, result.posteriors, result.pair_posteriors, None
-    return log_joint, result.posteriors[1:], result.pair_posteriors[1:], result.posteriors[0]
+        return result, None
+    rows = result._replace(
+        posteriors=result.posteriors[1:], pair_posteriors=result.pair_posteriors[1:]
+    )
+    return rows, result.posteriors[0]
+
+
+def _varying_checkpointed_forward_backward(log_startprob, n_rows, chunk_rows, chunk_terms, consume):
+    """Forward-backward over one long sequence in O((n_rows / chunk_rows + chunk_rows) K^2) memory.
+
+    The same scheme as the stationary chain's checkpointed E step
+    (doc/user_guide/hmm.rst, "One long sequence in bounded memory"), on the
+    kernels of a matrix per row: the forward pass keeps the exact log
+    filtered distribution before each chunk of ``chunk_rows`` rows; the
+    backward pass goes over the chunks last to first and runs forward-backward
+    over each from its checkpoint (a row that emits nothing stands for the
+    row before), its last row's emissions times the backward message of the
+    rows after it, log beta(i) = log p(z = i | all rows) - log p(z = i | rows
+    so far) of the next chunk's row before (up to a constant).
+    ``chunk_terms(start, stop)`` gives ``(log_transmats, transmats,
+    log_frameprob)`` of rows ``start:stop``; ``consume(start, stop,
+    posteriors, pair_posteriors, log_transmats, transmats)`` gets each
+    chunk's (the pair into its first row from the row before; zero at the
+    sequence's first row), last chunk first.
+
+    Returns ``(log_likelihood, start_counts)``; for a sequence of probability
+    zero, -inf, and zero posteriors and pair posteriors.
+    """
+    n_states = log_startprob.shape[0]
+    bounds = _chunk_bounds(n_rows, chunk_rows)
+    checkpoints, log_filtered, log_likelihood = [], None, 0.0
+    for start, stop in bounds:
+        log_transmats, transmats, log_frameprob = chunk_terms(start, stop)
+        if log_filtered is None:
+            log_start = log_startprob
+        else:
+            log_transmats, transmats, log_frameprob = _continued_rows(
+                log_transmats, transmats, log_frameprob
+            )
+            log_start = log_filtered
+        checkpoints.append(log_filtered)
+        rows = np.array([0, log_frameprob.shape[0]], dtype=np.intp)
+        log_filtered_rows, _, sequence_log_likelihood = _varying_log_filter(
+            log_start, log_transmats, np.ascontiguousarray(log_frameprob), rows, transmats
+        )
+        log_likelihood += sequence_log_likelihood[0]
+        if log_likelihood == -np.inf:
+            break
+        log_filtered = log_filtered_rows[-1].copy()
+    if log_likelihood == -np.inf:
+        for start, stop in bounds[::-1]:
+            log_transmats, transmats, _ = chunk_terms(start, stop)
+            posteriors = np.zeros((stop - start, n_states))
+            pairs = np.zeros((stop - start, n_states, n_states))
+            consume(start, stop, posteriors, pairs, log_transmats, transmats)
+        return -np.inf, np.zeros(n_states)
+    log_beta = None
+    start_counts = None
+    for index in range(len(bounds) - 1, -1, -1):
+        start, stop = bounds[index]
+        log_transmats, transmats, log_frameprob = chunk_terms(start, stop)
+        checkpoint = checkpoints[index]
+        frame = np.array(log_frameprob, dtype=np.float64)
+        if log_beta is not None:
+            frame[-1] += log_beta
+        continued = checkpoint is not None
+        result, before = _continued_forward_backward(
+            log_startprob if checkpoint is None else checkpoint,
+            log_transmats,
+            transmats,
+            frame,
+            continued,
+        )
+        consume(start, stop, result.posteriors, result.pair_posteriors, log_transmats, transmats)
+        if continued:
+            possible = checkpoint > -np.inf
+            log_beta = np.full(n_states, -np.inf)
+            with np.errstate(divide="ignore"):
+                log_beta[possible] = np.log(before[possible]) - checkpoint[possible]
+        else:
+            start_counts = result.posteriors[0].copy()
+    return float(log_likelihood), start_counts
 
 
 def _varying_forward_offsets(
@@ -323,7 +429,21 @@ def _varying_forward_offsets(
 ):
     """``(filtered, log_predictive, sequence_log_likelihood)`` on validated arrays
     (``scaled`` as in :func:`_varying_forward_backward_offsets`)."""
-    log_frame = _frame(log_frameprob, shift)
+    log_filtered, log_predictive, sequence_log_likelihood = _varying_log_filter(
+        log_startprob,
+        log_transmats,
+        _frame(log_frameprob, shift),
+        offsets,
+        _probabilities(log_transmats, transmats, buffers),
+        scaled,
+    )
+    with np.errstate(under="ignore"):
+        return np.exp(log_filtered), log_predictive, sequence_log_likelihood
+
+
+def _varying_log_filter(log_startprob, log_transmats, log_frame, offsets, transmats, scaled=True):
+    """``(log_filtered, log_predictive, sequence_log_likelihood)``: the forward
+    kernel on validated, C-contiguous arrays (``transmats`` = exp(log_transmats))."""
     n_samples, n_states = log_frame.shape
     log_filtered = np.empty((n_samples, n_states))
     log_predictive = np.empty(n_samples)
@@ -331,7 +451,7 @@ def _varying_forward_offsets(
     _kernel.varying_forward(
         np.ascontiguousarray(log_startprob, dtype=np.float64),
         log_transmats,
-        _probabilities(log_transmats, transmats, buffers),
+        transmats,
         log_frame,
         np.ascontiguousarray(offsets, dtype=np.intp),
         log_filtered,
@@ -339,8 +459,7 @@ def _varying_forward_offsets(
         sequence_log_likelihood,
         scaled,
     )
-    with np.errstate(under="ignore"):
-        return np.exp(log_filtered), log_predictive, sequence_log_likelihood
+    return log_filtered, log_predictive, sequence_log_likelihood
 
 
 def _varying_viterbi_offsets(log_startprob, log_transmats, log_frameprob, offsets, buffers=None):

@@ -6,10 +6,12 @@ import warnings
 
 import numpy as np
 import pytest
+import sklearn
 from hmm_references import stream_statistics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import log_softmax, logsumexp
+from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq import (
@@ -800,3 +802,59 @@ def test_stream_statistics_equal_enumeration_given_the_last_state():
             np.add.at(post, path, weight)
         np.testing.assert_allclose(carried.statistics["trans"][k], counts, rtol=1e-10)
         np.testing.assert_allclose(carried.statistics["post"][k], post, rtol=1e-10)
+
+
+# -- one long sequence: the checkpointed E step ---------------------------------------
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    kind=st.sampled_from(["gaussian", "categorical", "autoregressive"]),
+    chunk_rows=st.integers(1, 31),
+    seed=st.integers(0, 3),
+)
+def test_checkpointed_estep_gives_the_whole_sequence_statistics(kind, chunk_rows, seed):
+    """Chunks of any size (a missing row, a partly observed one), labelled rows too."""
+    model, X, u = stream_model(kind, seed)
+    with model._given_controls(u):
+        design, offsets = model._prepare(X, None, None, None, reset=False)
+        design = model._stack_known_states(design, None)
+    whole, whole_log_likelihood = model._estep(design, offsets)
+    controls = model._row_controls(design)
+    rows = model._split_known_states(design)[0]
+    statistics, log_likelihood = model._checkpointed_estep(
+        rows, model._estep_emissions(), {}, chunk_rows=chunk_rows, controls=controls
+    )
+    np.testing.assert_allclose(log_likelihood, whole_log_likelihood, rtol=1e-12)
+    assert statistics.keys() == whole.keys()
+    for name in whole:
+        np.testing.assert_allclose(statistics[name], whole[name], rtol=1e-9, atol=1e-10)
+    known = np.full(rows.shape[0], -1)
+    known[[2, 11]] = [0, 2]
+    clamped = model._checkpointed_estep(
+        rows, model._estep_emissions(), {}, chunk_rows, known, controls
+    )
+    with model._given_controls(u):
+        design, offsets = model._prepare(X, None, None, None, reset=False)
+        labelled = model._stack_known_states(design, known)  # one label per step
+    reference = model._estep(labelled, offsets)
+    model.__dict__.pop("_known_states_stacked", None)
+    np.testing.assert_allclose(clamped[1], reference[1], rtol=1e-12)
+    for name in whole:
+        np.testing.assert_allclose(clamped[0][name], reference[0][name], rtol=1e-9, atol=1e-10)
+
+
+def test_a_sequence_beyond_the_working_memory_is_checkpointed():
+    """fit under a small working_memory takes the checkpointed E step and fits what
+    the whole-sequence E step fits."""
+    X, u, _ = simulate_io_hmm(5, n_rows=30_000)
+    model = InputDrivenGaussianHMM(2, n_iter=3, tol=-np.inf, random_state=0)
+    quiet_fit(model, X, controls=u)
+    with sklearn.config_context(working_memory=1):  # 1 MiB
+        assert model._checkpoint_threshold(1) < X.shape[0]
+        checkpointed = quiet_fit(clone(model), X, controls=u)
+    np.testing.assert_allclose(checkpointed.monitor_.history, model.monitor_.history, rtol=1e-12)
+    np.testing.assert_allclose(
+        checkpointed.transition_coefs_, model.transition_coefs_, rtol=1e-8, atol=1e-10
+    )
+    np.testing.assert_allclose(checkpointed.means_, model.means_, rtol=1e-10)
