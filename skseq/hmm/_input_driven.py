@@ -435,10 +435,10 @@ class InputDrivenTransitions(ControlsMixin):
         one batch E step."""
         if chunk_rows is None:
             chunk_rows = self._checkpoint_rows(X.shape[0], X.shape[1])
-        caches = {}
+        cache = [None]  # the emission cache of the last chunk computed, which consume uses
 
         def chunk_terms(start, stop):
-            log_frameprob, shift, caches[start] = self._clamped(
+            log_frameprob, shift, cache[0] = self._clamped(
                 emissions(X[start:stop], buffers),
                 None if known_states is None else known_states[start:stop],
             )
@@ -454,14 +454,13 @@ class InputDrivenTransitions(ControlsMixin):
                 transition_statistics(pairs, controls[start:stop], log_transmats, transmats)
             )
             statistics.update(
-                self._emission_statistics(X[start:stop], posteriors, caches.pop(start))
+                self._emission_statistics(X[start:stop], posteriors, cache[0])
             )
             added[:] = [statistics + added[0] if added else statistics]
 
         log_likelihood, start_counts = _varying_checkpointed_forward_backward(
             self._log_startprob(), X.shape[0], chunk_rows, chunk_terms, consume
         )
-        caches.clear()
         statistics = SufficientStatistics(start=start_counts)
         statistics.update(added[0])
         return statistics, log_likelihood

@@ -356,7 +356,8 @@ def _varying_checkpointed_forward_backward(log_startprob, n_rows, chunk_rows, ch
     log_frameprob)`` of rows ``start:stop``; ``consume(start, stop,
     posteriors, pair_posteriors, log_transmats, transmats)`` gets each
     chunk's (the pair into its first row from the row before; zero at the
-    sequence's first row), last chunk first.
+    sequence's first row), last chunk first, right after ``chunk_terms`` of
+    the same chunk.
 
     Returns ``(log_likelihood, start_counts)``; for a sequence of probability
     zero, -inf, and zero posteriors and pair posteriors.
