@@ -704,6 +704,11 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
             past.insert(0, X[t])
         return X
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # a missing entry (a row NaN throughout: a missing row)
+        return tags
+
     # -- public methods (controls=: ControlsMixin) ------------------------------
 
     def predict_next(
