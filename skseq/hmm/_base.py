@@ -59,10 +59,8 @@ filter's rows given the carried ``filtered_state_``),
 ``_forward_smoothing(X, stream)`` (the streams' forward-only smoother,
 ``partial_fit`` continuing a sequence across batches),
 ``_transition_mstep(statistics)`` and
-``_transition_n_parameters()``; ``_stationary_chain = False`` turns off what
-needs the one stationary matrix (chunked scoring of one long sequence), and
-the checkpointed E step of one long sequence is the component's
-``_checkpointed_estep`` (``_checkpointed_chain = False``: none).
+``_transition_n_parameters()``, and for one long sequence in bounded memory
+``_checkpointed_estep`` (the E step) and ``_chunked_chain_forward`` (scores).
 :class:`skseq.hmm._input_driven.InputDrivenTransitions` overrides them with
 transitions that depend on inputs.
 """
@@ -618,7 +616,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             cells=_ESTEP_BLOCK_CELLS,
             buffers=buffers,
             long_rows=self._checkpoint_threshold(X.shape[1]),
-            run_long=long_sequence if self._checkpointed_chain else None,
+            run_long=long_sequence,
             known_states=known_states,
             emissions=self._estep_emissions(),
         )
@@ -829,15 +827,19 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
     # defaults are the stationary chain of startprob_ and transmat_.  ``controls``
     # are the inputs of the rows (``_row_controls``; None here).
 
-    # Whether the chain is the stationary one of transmat_: chunked scoring of
-    # one long sequence needs it.  Whether the E step of one long sequence is
-    # checkpointed (_checkpointed_estep).
-    _stationary_chain = True
-    _checkpointed_chain = True
-
     def _row_controls(self, X):
         """The inputs of the rows of EM's (or prepared) data ``X``: None here."""
         return None
+
+    def _chunked_chain_forward(self, controls, n_rows, chunk_rows, emissions, on_chunk, buffers):
+        """The log-likelihood of one long sequence of ``n_rows`` rows, scored in
+        chunks of ``chunk_rows`` (:func:`~skseq.inference.hmm._chunked_forward`:
+        ``emissions(start, stop)`` gives ``(log_frameprob, shift)`` of rows
+        ``start:stop``, ``on_chunk`` sees each chunk's log predictive
+        densities); ``controls``: the rows' inputs (None here)."""
+        return _chunked_forward(
+            self.startprob_, self.transmat_, n_rows, chunk_rows, emissions, on_chunk, buffers
+        )
 
     def _chain_posteriors(
         self, controls, log_frameprob, offsets, shift, buffers, posteriors, sequence_log_likelihood
@@ -1581,9 +1583,8 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             def on_chunk(start, stop, chunk_log_predictive):
                 log_predictive[rows.start + start : rows.start + stop] = chunk_log_predictive
 
-            sequence_log_likelihood[sequences] = _chunked_forward(
-                self.startprob_,
-                self.transmat_,
+            sequence_log_likelihood[sequences] = self._chunked_chain_forward(
+                None if controls is None else controls[rows],
                 X.shape[0],
                 chunk_rows,
                 lambda start, stop: emissions(X[start:stop], buffers)[:2],
@@ -1597,7 +1598,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             offsets,
             block,
             long_rows=max(1, _LONG_SEQUENCE_CELLS // self.n_components),
-            run_long=None if keep_filtered or not self._stationary_chain else long_sequence,
+            run_long=None if keep_filtered else long_sequence,
         )
         return HMMForwardResult(
             float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive

@@ -47,6 +47,7 @@ from ..inference.hmm_varying import (
     _sample_varying_states,
     _transition_matrices,
     _varying_checkpointed_forward_backward,
+    _varying_chunked_forward,
     _varying_forward_backward_offsets,
     _varying_forward_offsets,
     _varying_smoothing_given_end,
@@ -286,7 +287,6 @@ class InputDrivenTransitions(ControlsMixin):
     ((2, 2, 1), (2, 2))
     """
 
-    _stationary_chain = False
     # The autoregressive emissions keep the controls as their rows' last columns.
     _controls_in_emission_rows = False
 
@@ -453,9 +453,7 @@ class InputDrivenTransitions(ControlsMixin):
             statistics = SufficientStatistics(
                 transition_statistics(pairs, controls[start:stop], log_transmats, transmats)
             )
-            statistics.update(
-                self._emission_statistics(X[start:stop], posteriors, cache[0])
-            )
+            statistics.update(self._emission_statistics(X[start:stop], posteriors, cache[0]))
             added[:] = [statistics + added[0] if added else statistics]
 
         log_likelihood, start_counts = _varying_checkpointed_forward_backward(
@@ -464,6 +462,21 @@ class InputDrivenTransitions(ControlsMixin):
         statistics = SufficientStatistics(start=start_counts)
         statistics.update(added[0])
         return statistics, log_likelihood
+
+    def _chunked_chain_forward(self, controls, n_rows, chunk_rows, emissions, on_chunk, buffers):
+        """The log-likelihood of one long sequence in chunks of ``chunk_rows`` rows
+        (:func:`~skseq.inference.hmm_varying._varying_chunked_forward`)."""
+
+        def chunk_terms(start, stop):
+            log_frameprob, shift = emissions(start, stop)
+            log_frameprob = np.array(log_frameprob, dtype=np.float64)
+            if shift is not None:
+                log_frameprob += shift[:, None]
+            return (*self._transition_matrices(controls[start:stop]), log_frameprob)
+
+        return _varying_chunked_forward(
+            self._log_startprob(), n_rows, chunk_rows, chunk_terms, on_chunk
+        )
 
     def _chain_posteriors(
         self, controls, log_frameprob, offsets, shift, buffers, posteriors, sequence_log_likelihood

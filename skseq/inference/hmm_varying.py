@@ -340,6 +340,49 @@ def _continued_forward_backward(log_start, log_transmats, transmats, log_framepr
     return rows, result.posteriors[0]
 
 
+def _varying_chunked_forward(log_startprob, n_rows, chunk_rows, chunk_terms, on_chunk=None):
+    """The log-likelihood of one long sequence in O(chunk_rows K^2) memory: the
+    forward kernel over chunks of ``chunk_rows`` rows, each continuing from the
+    exact log filter of the row before (``chunk_terms`` as in
+    :func:`_varying_checkpointed_forward_backward`; ``on_chunk(start, stop,
+    log_predictive)``, when given, sees each chunk's log predictive densities).
+    """
+    checkpoints = []
+    log_likelihood = _varying_chunk_filters(
+        log_startprob, n_rows, chunk_rows, chunk_terms, checkpoints, on_chunk
+    )
+    return log_likelihood
+
+
+def _varying_chunk_filters(log_startprob, n_rows, chunk_rows, chunk_terms, checkpoints, on_chunk):
+    """The forward pass over the chunks of one sequence: appends to
+    ``checkpoints`` the log filter of the row before each chunk (None before
+    the first) and returns the log-likelihood (-inf, stopping there, for rows
+    of probability zero)."""
+    log_filtered, log_likelihood = None, 0.0
+    for start, stop in _chunk_bounds(n_rows, chunk_rows):
+        log_transmats, transmats, log_frameprob = chunk_terms(start, stop)
+        if log_filtered is None:
+            log_start = log_startprob
+        else:
+            log_transmats, transmats, log_frameprob = _continued_rows(
+                log_transmats, transmats, log_frameprob
+            )
+            log_start = log_filtered
+        checkpoints.append(log_filtered)
+        rows = np.array([0, log_frameprob.shape[0]], dtype=np.intp)
+        log_filtered_rows, log_predictive, sequence_log_likelihood = _varying_log_filter(
+            log_start, log_transmats, np.ascontiguousarray(log_frameprob), rows, transmats
+        )
+        log_likelihood += sequence_log_likelihood[0]
+        if on_chunk is not None:
+            on_chunk(start, stop, log_predictive[log_filtered is not None :])
+        if log_likelihood == -np.inf:
+            break
+        log_filtered = log_filtered_rows[-1].copy()
+    return log_likelihood
+
+
 def _varying_checkpointed_forward_backward(log_startprob, n_rows, chunk_rows, chunk_terms, consume):
     """Forward-backward over one long sequence in O((n_rows / chunk_rows + chunk_rows) K^2) memory.
 
@@ -364,25 +407,10 @@ def _varying_checkpointed_forward_backward(log_startprob, n_rows, chunk_rows, ch
     """
     n_states = log_startprob.shape[0]
     bounds = _chunk_bounds(n_rows, chunk_rows)
-    checkpoints, log_filtered, log_likelihood = [], None, 0.0
-    for start, stop in bounds:
-        log_transmats, transmats, log_frameprob = chunk_terms(start, stop)
-        if log_filtered is None:
-            log_start = log_startprob
-        else:
-            log_transmats, transmats, log_frameprob = _continued_rows(
-                log_transmats, transmats, log_frameprob
-            )
-            log_start = log_filtered
-        checkpoints.append(log_filtered)
-        rows = np.array([0, log_frameprob.shape[0]], dtype=np.intp)
-        log_filtered_rows, _, sequence_log_likelihood = _varying_log_filter(
-            log_start, log_transmats, np.ascontiguousarray(log_frameprob), rows, transmats
-        )
-        log_likelihood += sequence_log_likelihood[0]
-        if log_likelihood == -np.inf:
-            break
-        log_filtered = log_filtered_rows[-1].copy()
+    checkpoints = []
+    log_likelihood = _varying_chunk_filters(
+        log_startprob, n_rows, chunk_rows, chunk_terms, checkpoints, None
+    )
     if log_likelihood == -np.inf:
         for start, stop in bounds[::-1]:
             log_transmats, transmats, _ = chunk_terms(start, stop)

@@ -858,3 +858,52 @@ def test_a_sequence_beyond_the_working_memory_is_checkpointed():
         checkpointed.transition_coefs_, model.transition_coefs_, rtol=1e-8, atol=1e-10
     )
     np.testing.assert_allclose(checkpointed.means_, model.means_, rtol=1e-10)
+
+
+@settings(max_examples=15, deadline=None)
+@given(kind=st.sampled_from(["gaussian", "categorical"]), chunk_rows=st.integers(1, 31))
+def test_chunked_scoring_gives_the_whole_sequence_forward(kind, chunk_rows):
+    model, X, u = stream_model(kind, seed=1)
+    with model._given_controls(u):
+        design, offsets = model._prepare(X, None, None, None, reset=False)
+        design = model._stack_known_states(design, None)
+    rows = model._split_known_states(design)[0]
+    whole = model._forward(design, offsets)
+    emissions = model._emissions()
+    log_predictive = np.empty(rows.shape[0])
+
+    def on_chunk(start, stop, values):
+        log_predictive[start:stop] = values
+
+    log_likelihood = model._chunked_chain_forward(
+        model._row_controls(design),
+        rows.shape[0],
+        chunk_rows,
+        lambda start, stop: emissions(rows[start:stop])[:2],
+        on_chunk,
+        {},
+    )
+    np.testing.assert_allclose(log_likelihood, whole.log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(log_predictive, whole.log_predictive, rtol=1e-10, atol=1e-12)
+
+
+def test_score_of_a_long_sequence_is_chunked_and_exact():
+    """A sequence of more than 2^18 / K rows is scored in chunks (memory of a chunk)."""
+    X, u, _ = simulate_io_hmm(6, n_rows=140_000)
+    model = quiet_fit(
+        InputDrivenGaussianHMM(2, n_iter=2, random_state=0), X[:2000], controls=u[:2000]
+    )
+    model.transition_coefs_ = np.array([[[0.0], [3.0]], [[-2.0], [1.0]]])
+    calls = []
+    chunked = model._chunked_chain_forward
+
+    def counting(*args, **kwargs):
+        calls.append(args[1])
+        return chunked(*args, **kwargs)
+
+    model._chunked_chain_forward = counting
+    score = model.score(X, controls=u)
+    del model._chunked_chain_forward
+    assert calls == [140_000]
+    whole = model.score_samples(X, controls=u)[0]  # forward-backward over the whole sequence
+    np.testing.assert_allclose(score, whole, rtol=1e-12)
