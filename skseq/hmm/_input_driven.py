@@ -540,7 +540,7 @@ class InputDrivenTransitions(ControlsMixin):
         free = self.n_components * (self.n_components - 1)
         return {"t": free, "u": free * self._n_transition_controls}
 
-    # -- partial_fit: a stochastic Newton step, whole sequences per batch -----------
+    # -- partial_fit: a stochastic Newton step; sequences continue across batches -----
 
     def _stochastic_step(self, statistics, n_rows, reference_rows):
         iteration = getattr(self, "n_batch_iter_", 0) + 1
