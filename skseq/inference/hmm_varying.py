@@ -146,8 +146,13 @@ def _transition_matrices(coefs, intercepts, controls, buffers=None):
         flat += intercepts.reshape(-1)
     else:
         flat[...] = intercepts.reshape(-1)
+    # The softmax of each row: shifted by its largest logit, exponentiated by
+    # numpy over the whole array (vectorised), normalised.
+    _kernel.shift_rows_by_max(logits)
     transmats = np.empty_like(logits)
-    _kernel.log_softmax_rows(logits, transmats)
+    with np.errstate(under="ignore"):
+        np.exp(logits, out=transmats)
+    _kernel.normalize_softmax_rows(logits, transmats)
     return logits, transmats
 
 
