@@ -53,6 +53,12 @@ class LGSSMMaximumLikelihood:
         and L-BFGS-B on the exact log-likelihood; the best is kept.  ``X`` is the
         stacked ``[X, controls]``."""
         learned = sorted(self._check_params())
+        if self._diffuse() is not None and self.cov_type == "opg":
+            raise ValueError(
+                "initial_state='diffuse' with fit_method='mle' takes cov_type='oim' or None: "
+                "the per-row scores of cov_type='opg' are not available under the exact "
+                "diffuse initial state."
+            )
         random_state = check_random_state(self.random_state)
         n_features = self.n_features_in_
         observations, controls = X[:, :n_features], X[:, n_features:]
@@ -75,6 +81,7 @@ class LGSSMMaximumLikelihood:
                 lengths=lengths,
                 max_iter=self.n_iter,
                 tol=self.tol,
+                diffuse=self._diffuse(),
             )
             if best is None or fit.log_likelihood > best[1].log_likelihood:
                 best = (parameterization, fit)
@@ -119,6 +126,7 @@ class LGSSMMaximumLikelihood:
                 controls=controls,
                 lengths=lengths,
                 cov_type=self.cov_type,
+                diffuse=self._diffuse(),
             ).covariance
         except np.linalg.LinAlgError:
             # the maximiser is on the edge of the parameter space (a covariance that
