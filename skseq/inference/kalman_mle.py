@@ -37,11 +37,10 @@ from ._checks import masked_arrays_checked
 from .kalman import (
     LGSSMParameters,
     _em_statistics_offsets,
-    _empty_stream_state,
     _raise_if_failed,
     _rows,
     _statistics_from_moments,
-    _stream_moments,
+    _stream_blocks,
     check_controls,
     check_lgssm_parameters,
     check_observations,
@@ -335,41 +334,46 @@ def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None)
     return LGSSMGradient(log_likelihood, gradient, sequence_log_likelihood)
 
 
+def _row_moments_offsets(model, X, controls, offsets):
+    """``(values, means, seconds, log_predictive, sequence_log_likelihood)`` of the
+    kernel's forward-only smoothing one row at a time (no checks)."""
+    k = model.n_state
+    n_samples = X.shape[0]
+    n_moments = _stream_blocks(k, model.n_obs, model.n_ctrl)[1]
+    values = np.empty((n_samples, n_moments))
+    means = np.empty((n_samples, k))
+    seconds = np.empty((n_samples, k, k))
+    log_predictive = np.zeros(n_samples)
+    sequence_log_likelihood = np.empty(len(offsets) - 1)
+    _kalman.forward_smoothing_row_moments(
+        model,
+        X,
+        controls,
+        offsets,
+        values,
+        means,
+        seconds,
+        log_predictive,
+        sequence_log_likelihood,
+    )
+    return values, means, seconds, log_predictive, sequence_log_likelihood
+
+
 def _score_obs_offsets(parameters, X, controls, offsets):
     """Per-row scores on validated inputs (no checks).
 
-    Forward-only smoothing one row at a time (the kernel's own step, its
-    message updated in place) gives, after each row, the smoothed statistics
-    of the rows so far as moments of the filtered state; the statistics of
-    all rows are then formed at once, and their increments map linearly to
-    the rows' scores.
+    Forward-only smoothing one row at a time (one kernel call for all rows)
+    gives, after each row, the smoothed statistics of the rows so far as
+    moments of the filtered state; the statistics of all rows are then
+    formed at once, and their increments map linearly to the rows' scores.
     """
     model = make_model(parameters)
     X, controls = _rows(X), _rows(controls)
-    k, p, m = model.n_state, model.n_obs, model.n_ctrl
-    n_samples = X.shape[0]
-    log_predictive = np.zeros(n_samples)
-    state = _empty_stream_state(k, p, m)
-    values = np.empty((n_samples, state.constant.shape[0]))
-    means = np.empty((n_samples, k))
-    seconds = np.empty((n_samples, k, k))
-    step_log_likelihood = np.empty(n_samples)
-    for first, stop in zip(offsets[:-1], offsets[1:]):
-        for array in state:
-            array[...] = 0.0
-        for row in range(first, stop):
-            step_log_likelihood[row] = _kalman.forward_smoothing(
-                model,
-                X[row : row + 1],
-                controls[row : row + 1],
-                row == first,
-                row - first,
-                *state,
-                log_predictive[row : row + 1],
-            )
-            values[row], means[row], seconds[row] = _stream_moments(state)
-    _raise_if_failed(np.add.reduceat(step_log_likelihood, offsets[:-1]))
-    totals = _statistics_from_moments(values, means, seconds, p, m)
+    values, means, seconds, log_predictive, sequence_log_likelihood = _row_moments_offsets(
+        model, X, controls, offsets
+    )
+    _raise_if_failed(sequence_log_likelihood)
+    totals = _statistics_from_moments(values, means, seconds, model.n_obs, model.n_ctrl)
     starts = offsets[:-1]
     increments = {}
     for name, total in totals.items():

@@ -203,6 +203,40 @@ def test_row_scores_are_the_gradients_of_the_rows_log_predictive_densities():
         assert_allclose(value[2], 0.0, atol=1e-10, err_msg=name)
 
 
+@pytest.mark.parametrize("k, p, m", [(1, 1, 0), (2, 3, 1), (3, 2, 2)])
+def test_row_scores_are_differences_of_the_gradients_of_the_prefixes(k, p, m):
+    """The kernel's one pass per sequence gives row t's score as the gradient of
+    log p(x_1..x_t) minus that of log p(x_1..x_{t-1}), each by a whole smoother
+    pass on the prefix of the sequence."""
+    rng = np.random.default_rng(20 + k)
+    parameters = random_parameters(rng, k, p, m)
+    X = with_missing(rng, rng.normal(size=(11, p)))
+    controls = rng.normal(size=(11, m)) if m else None
+    lengths = [7, 1, 3]
+    result = lgssm_score_obs(parameters, X, controls=controls, lengths=lengths)
+    starts = np.concatenate(([0], np.cumsum(lengths)))
+    for first, stop in zip(starts[:-1], starts[1:]):
+        previous = None
+        for row in range(first, stop):
+            prefix = lgssm_log_likelihood_gradient(
+                parameters,
+                X[first : row + 1],
+                controls=None if controls is None else controls[first : row + 1],
+            ).gradient
+            for name in LGSSMParameters._fields:
+                expected = getattr(prefix, name) - (
+                    0.0 if previous is None else getattr(previous, name)
+                )
+                assert_allclose(
+                    getattr(result.scores, name)[row],
+                    expected,
+                    rtol=1e-9,
+                    atol=1e-10,
+                    err_msg=f"{name}, row {row}",
+                )
+            previous = prefix
+
+
 def nile():
     return load_nile().data.reshape(-1, 1).astype(np.float64)
 
