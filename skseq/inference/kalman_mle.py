@@ -31,12 +31,14 @@ import scipy.linalg
 import scipy.optimize
 
 from .._kernels import _kalman
-from .._sequences import sequence_offsets
-from .._validation import check_scalar_param
+from .._parallel import run_calls, thread_runner
+from .._sequences import sequence_offsets, split_offsets
+from .._validation import check_n_jobs, check_scalar_param
 from ._checks import masked_arrays_checked
 from .kalman import (
     LGSSMParameters,
-    _em_statistics_offsets,
+    _add_statistics,
+    _em_statistics_bounded,
     _raise_if_failed,
     _rows,
     _statistics_from_moments,
@@ -255,11 +257,42 @@ def _gradient_from_statistics(parameters, statistics):
     )
 
 
-def _gradient_offsets(parameters, X, controls, offsets):
+def _over_blocks(function, X, controls, offsets, runner):
+    """``function(X_block, controls_block, local_offsets)`` on blocks of whole sequences,
+    one per thread of ``runner`` (an entered ThreadRunner, or None: one block in
+    this thread), as EM's E step splits them; the results in block order."""
+    groups = split_offsets(offsets, 1 if runner is None else runner.n_jobs)
+    calls = []
+    for first, stop in groups:
+        rows = slice(offsets[first], offsets[stop])
+        local = offsets[first : stop + 1] - offsets[first]
+        calls.append(lambda rows=rows, local=local: function(X[rows], controls[rows], local))
+    return run_calls(calls, runner)
+
+
+def _statistics_over_blocks(model, X, controls, offsets, runner):
+    """The smoothed statistics summed in block order (within the working memory, by
+    :func:`~skseq.inference.kalman._em_statistics_bounded`) and the sequences'
+    log-likelihoods."""
+    results = _over_blocks(
+        lambda X, controls, local: _em_statistics_bounded(model, X, controls, local),
+        X,
+        controls,
+        offsets,
+        runner,
+    )
+    statistics = results[0][0]
+    for more, _ in results[1:]:
+        statistics = _add_statistics(statistics, more)
+    return statistics, np.concatenate([sequence for _, sequence in results])
+
+
+def _gradient_offsets(parameters, X, controls, offsets, runner=None):
     """``(log_likelihood, gradient, sequence_log_likelihood)`` on validated inputs (no
-    checks); a numerical failure gives NaN log-likelihood and gradient None."""
-    statistics, sequence_log_likelihood = _em_statistics_offsets(
-        make_model(parameters), X, controls, offsets
+    checks); a numerical failure gives NaN log-likelihood and gradient None.  The
+    sequences run in blocks on the threads of ``runner`` (None: one thread)."""
+    statistics, sequence_log_likelihood = _statistics_over_blocks(
+        make_model(parameters), X, controls, offsets, runner
     )
     log_likelihood = float(sequence_log_likelihood.sum())
     if not np.isfinite(log_likelihood):
@@ -282,7 +315,7 @@ def _validated(parameters, X, controls, lengths):
 
 
 @masked_arrays_checked(missing=("X",))
-def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None):
+def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None, n_jobs=None):
     """Exact log-likelihood and its analytic gradient, from one filter and smoother pass.
 
     By the Fisher identity the score equals the expected score of the
@@ -301,6 +334,10 @@ def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None)
         Required when the model has a control matrix.
     lengths : array-like of int, optional
         Length of each sequence (default: one sequence).
+    n_jobs : int, default=None
+        Threads over blocks of whole sequences (the kernels release the GIL),
+        as in EM's E step; ``None`` means 1.  The result equals the
+        one-thread result up to rounding (the blocks' sums are added in order).
 
     Returns
     -------
@@ -326,10 +363,12 @@ def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None)
     >>> result.gradient.transition_covariance.shape
     (1, 1)
     """
+    check_n_jobs(n_jobs)
     parameters, X, controls, offsets = _validated(parameters, X, controls, lengths)
-    log_likelihood, gradient, sequence_log_likelihood = _gradient_offsets(
-        parameters, X, controls, offsets
-    )
+    with thread_runner(n_jobs) as runner:
+        log_likelihood, gradient, sequence_log_likelihood = _gradient_offsets(
+            parameters, X, controls, offsets, runner
+        )
     _raise_if_failed(sequence_log_likelihood)
     return LGSSMGradient(log_likelihood, gradient, sequence_log_likelihood)
 
@@ -359,7 +398,7 @@ def _row_moments_offsets(model, X, controls, offsets):
     return values, means, seconds, log_predictive, sequence_log_likelihood
 
 
-def _score_obs_offsets(parameters, X, controls, offsets):
+def _score_obs_offsets(parameters, X, controls, offsets, runner=None):
     """Per-row scores on validated inputs (no checks).
 
     Forward-only smoothing one row at a time (one kernel call for all rows)
@@ -369,8 +408,15 @@ def _score_obs_offsets(parameters, X, controls, offsets):
     """
     model = make_model(parameters)
     X, controls = _rows(X), _rows(controls)
-    values, means, seconds, log_predictive, sequence_log_likelihood = _row_moments_offsets(
-        model, X, controls, offsets
+    blocks = _over_blocks(
+        lambda X, controls, local: _row_moments_offsets(model, X, controls, local),
+        X,
+        controls,
+        offsets,
+        runner,
+    )
+    values, means, seconds, log_predictive, sequence_log_likelihood = (
+        np.concatenate(parts) for parts in zip(*blocks)
     )
     _raise_if_failed(sequence_log_likelihood)
     totals = _statistics_from_moments(values, means, seconds, model.n_obs, model.n_ctrl)
@@ -385,7 +431,7 @@ def _score_obs_offsets(parameters, X, controls, offsets):
 
 
 @masked_arrays_checked(missing=("X",))
-def lgssm_score_obs(parameters, X, *, controls=None, lengths=None):
+def lgssm_score_obs(parameters, X, *, controls=None, lengths=None, n_jobs=None):
     """The score of every row's one-step predictive density, analytically.
 
     Row t's score is the gradient of log p(x_t | x_1..x_{t-1}): the
@@ -402,6 +448,10 @@ def lgssm_score_obs(parameters, X, *, controls=None, lengths=None):
         NaN marks a missing entry.
     controls : array-like of shape (n_samples, n_controls), optional
     lengths : array-like of int, optional
+    n_jobs : int, default=None
+        Threads over blocks of whole sequences (the kernels release the GIL),
+        as in EM's E step; ``None`` means 1.  The result equals the
+        one-thread result up to rounding (the blocks' sums are added in order).
 
     Returns
     -------
@@ -419,8 +469,10 @@ def lgssm_score_obs(parameters, X, *, controls=None, lengths=None):
     >>> bool(np.allclose(scores.sum(axis=0), total))
     True
     """
+    check_n_jobs(n_jobs)
     parameters, X, controls, offsets = _validated(parameters, X, controls, lengths)
-    return LGSSMScoreObs(*_score_obs_offsets(parameters, X, controls, offsets))
+    with thread_runner(n_jobs) as runner:
+        return LGSSMScoreObs(*_score_obs_offsets(parameters, X, controls, offsets, runner))
 
 
 # -- the parameter transformation layer ---------------------------------------
@@ -781,14 +833,16 @@ def _prepared(parameterization, X, controls, lengths):
     return X, controls, offsets
 
 
-def _objective(parameterization, X, controls, offsets):
+def _objective(parameterization, X, controls, offsets, runner=None):
     """f(u) = -log p(X) / n_observed and its gradient, for the optimiser."""
     n_observed = max(int(np.count_nonzero(~np.isnan(X))), 1)
 
     def objective(u):
         try:
             parameters = parameterization.constrained(u)
-            log_likelihood, gradient, _ = _gradient_offsets(parameters, X, controls, offsets)
+            log_likelihood, gradient, _ = _gradient_offsets(
+                parameters, X, controls, offsets, runner
+            )
         except (np.linalg.LinAlgError, ValueError, FloatingPointError):
             return np.inf, np.zeros_like(u)
         if gradient is None or not np.isfinite(log_likelihood):
@@ -800,7 +854,15 @@ def _objective(parameterization, X, controls, offsets):
 
 @masked_arrays_checked(missing=("X",))
 def lgssm_maximum_likelihood(
-    parameterization, X, *, controls=None, lengths=None, start=None, max_iter=500, tol=1e-6
+    parameterization,
+    X,
+    *,
+    controls=None,
+    lengths=None,
+    start=None,
+    max_iter=500,
+    tol=1e-6,
+    n_jobs=None,
 ):
     """Maximise the exact log-likelihood over a parameterization, by L-BFGS-B.
 
@@ -825,6 +887,10 @@ def lgssm_maximum_likelihood(
         log-likelihood) or when every coordinate of the gradient of the
         log-likelihood is below ``tol`` in absolute value (its ``gtol``); a
         negative ``tol`` runs ``max_iter`` iterations.
+    n_jobs : int, default=None
+        Threads for every gradient, over blocks of whole sequences (the kernels release the GIL),
+        as in EM's E step; ``None`` means 1.  The result equals the
+        one-thread result up to rounding (the blocks' sums are added in order).
 
     Returns
     -------
@@ -848,9 +914,16 @@ def lgssm_maximum_likelihood(
     """
     check_scalar_param(max_iter, "max_iter", "int", low=0)
     check_scalar_param(tol, "tol", "real", allow_inf=True)
+    check_n_jobs(n_jobs)
     X, controls, offsets = _prepared(parameterization, X, controls, lengths)
     u = parameterization.unconstrained() if start is None else parameterization._check(start)
-    objective, n_observed = _objective(parameterization, X, controls, offsets)
+    with thread_runner(n_jobs) as runner:
+        return _maximise(parameterization, X, controls, offsets, u, max_iter, tol, runner)
+
+
+def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, runner):
+    """L-BFGS-B from ``u`` on validated inputs (:func:`lgssm_maximum_likelihood`)."""
+    objective, n_observed = _objective(parameterization, X, controls, offsets, runner)
     first = objective(u)[0]
     if not np.isfinite(first):
         raise ValueError("the log-likelihood at the starting point is not finite.")
@@ -896,7 +969,14 @@ def lgssm_maximum_likelihood(
 
 @masked_arrays_checked(missing=("X",))
 def lgssm_parameter_covariance(
-    parameterization, unconstrained, X, *, controls=None, lengths=None, cov_type="opg"
+    parameterization,
+    unconstrained,
+    X,
+    *,
+    controls=None,
+    lengths=None,
+    cov_type="opg",
+    n_jobs=None,
 ):
     """Standard errors of maximum-likelihood estimates, with the delta method.
 
@@ -913,6 +993,10 @@ def lgssm_parameter_covariance(
         scores (:func:`lgssm_score_obs`), statsmodels' default.  "oim": the
         observed information, minus the Hessian of the log-likelihood by
         central differences of its analytic gradient (symmetrised).
+    n_jobs : int, default=None
+        Threads over blocks of whole sequences (the kernels release the GIL),
+        as in EM's E step; ``None`` means 1.  The result equals the
+        one-thread result up to rounding (the blocks' sums are added in order).
 
     Returns
     -------
@@ -938,28 +1022,11 @@ def lgssm_parameter_covariance(
     """
     if cov_type not in COV_TYPES:
         raise ValueError(f"cov_type must be one of {list(COV_TYPES)}, got {cov_type!r}.")
+    check_n_jobs(n_jobs)
     X, controls, offsets = _prepared(parameterization, X, controls, lengths)
     u = parameterization._check(unconstrained)
-    n = parameterization.n_free
-    if cov_type == "opg":
-        _, scores = _score_obs_offsets(parameterization.constrained(u), X, controls, offsets)
-        per_row = parameterization.pull_back(u, scores)
-        information = per_row.T @ per_row
-    else:
-
-        def gradient(point):
-            parameters = parameterization.constrained(point)
-            log_likelihood, gradient, sequence = _gradient_offsets(parameters, X, controls, offsets)
-            _raise_if_failed(sequence)
-            return parameterization.pull_back(point, gradient)
-
-        steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
-        hessian = np.empty((n, n))
-        for j in range(n):
-            shift = np.zeros(n)
-            shift[j] = steps[j]
-            hessian[:, j] = (gradient(u + shift) - gradient(u - shift)) / (2 * steps[j])
-        information = -0.5 * (hessian + hessian.T)
+    with thread_runner(n_jobs) as runner:
+        information = _information(parameterization, u, X, controls, offsets, cov_type, runner)
     unconstrained_covariance = np.linalg.pinv(information, hermitian=True)
     jacobian = parameterization.reported_jacobian(u)
     covariance = jacobian @ unconstrained_covariance @ jacobian.T
@@ -971,3 +1038,32 @@ def lgssm_parameter_covariance(
         unconstrained_covariance,
         information,
     )
+
+
+def _information(parameterization, u, X, controls, offsets, cov_type, runner):
+    """The information matrix of the unconstrained coordinates at ``u`` (validated inputs)."""
+    n = parameterization.n_free
+    if cov_type == "opg":
+        _, scores = _score_obs_offsets(
+            parameterization.constrained(u), X, controls, offsets, runner
+        )
+        per_row = parameterization.pull_back(u, scores)
+        information = per_row.T @ per_row
+    else:
+
+        def gradient(point):
+            parameters = parameterization.constrained(point)
+            log_likelihood, gradient, sequence = _gradient_offsets(
+                parameters, X, controls, offsets, runner
+            )
+            _raise_if_failed(sequence)
+            return parameterization.pull_back(point, gradient)
+
+        steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
+        hessian = np.empty((n, n))
+        for j in range(n):
+            shift = np.zeros(n)
+            shift[j] = steps[j]
+            hessian[:, j] = (gradient(u + shift) - gradient(u - shift)) / (2 * steps[j])
+        information = -0.5 * (hessian + hessian.T)
+    return information

@@ -33,10 +33,7 @@ from sklearn.utils.validation import (
 
 from .._sequences import (
     check_y_is_not_lengths,
-    checkpoint_rows,
-    isolate_long_sequences,
     lengths_by_keyword,
-    memory_budget_rows,
     validate_sequences,
 )
 from .._validation import (
@@ -52,8 +49,7 @@ from ..base import BaseEM, ParameterCoordinates, SufficientStatistics
 from ..inference.kalman import (
     TIME_VARYING_NDIM,
     LGSSMParameters,
-    _em_statistics_in_chunks,
-    _em_statistics_offsets,
+    _em_statistics_bounded,
     _filter_last_offsets,
     _filter_offsets,
     _forecast,
@@ -128,9 +124,6 @@ _KNOWN_MATRICES = (
     "(transition_matrix_, ...): EM does not learn them."
 )
 _NOT_FITTED = "This %(name)s instance is not fitted yet: fit(X) learns its parameters by EM. "
-# Rows per chunk of the E step of a sequence beyond the working-memory budget
-# (forward-only smoothing in chunks), at least: fewer chunks cost less Python.
-_CHUNK_ROWS = 2**14
 
 
 def _solve_regression(cross, regressor, weights, learned):
@@ -297,7 +290,8 @@ class LinearGaussianSSM(
         Seeds the perturbation of the initial loadings.
     n_jobs : int, default=None
         Threads for the E step, over blocks of whole sequences (the kernel
-        releases the GIL).  ``None`` means 1.
+        releases the GIL), and with ``fit_method="mle"`` for every gradient
+        and for the rows' scores.  ``None`` means 1.
     verbose : int, default=0
         Print one line per EM iteration (per :meth:`partial_fit` call: the
         batch's log-likelihood and the rows seen so far) to stderr.
@@ -628,36 +622,14 @@ class LinearGaussianSSM(
         recursions keep no work arrays between E steps (``buffers`` unused).
         """
         n_features = self.n_features_in_
-        model = self._model()
-        bytes_per_row = self._estep_bytes_per_row()
-        long_rows = memory_budget_rows(bytes_per_row)
-        if not (np.diff(offsets) > long_rows).any():
-            statistics, sequence_log_likelihood = _em_statistics_offsets(
-                model, X[:, :n_features], X[:, n_features:], offsets
-            )
-            return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
-        # A sequence whose whole-sequence scratch would pass the working-memory
-        # budget goes through forward-only smoothing in chunks (bounded memory).
-        total, log_likelihood = None, 0.0
-        for first, stop in isolate_long_sequences(offsets, 0, len(offsets) - 1, long_rows):
-            rows = slice(offsets[first], offsets[stop])
-            if rows.stop - rows.start > long_rows and stop - first == 1:
-                chunk_rows = checkpoint_rows(rows.stop - rows.start, bytes_per_row, _CHUNK_ROWS)
-                statistics, run_log_likelihood = _em_statistics_in_chunks(
-                    model, X[rows, :n_features], X[rows, n_features:], chunk_rows
-                )
-            else:
-                statistics, sequence_log_likelihood = _em_statistics_offsets(
-                    model,
-                    X[rows, :n_features],
-                    X[rows, n_features:],
-                    offsets[first : stop + 1] - offsets[first],
-                )
-                run_log_likelihood = float(sequence_log_likelihood.sum())
-            statistics = SufficientStatistics(statistics)
-            total = statistics if total is None else total + statistics
-            log_likelihood += run_log_likelihood
-        return total, log_likelihood
+        statistics, sequence_log_likelihood = _em_statistics_bounded(
+            self._model(),
+            X[:, :n_features],
+            X[:, n_features:],
+            offsets,
+            self._estep_bytes_per_row(),
+        )
+        return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
 
     def _estep_bytes_per_row(self):
         """Bytes per row of the whole-sequence E step's scratch: the filtered

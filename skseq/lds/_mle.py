@@ -75,6 +75,7 @@ class LGSSMMaximumLikelihood:
                 lengths=lengths,
                 max_iter=self.n_iter,
                 tol=self.tol,
+                n_jobs=self.n_jobs,
             )
             if best is None or fit.log_likelihood > best[1].log_likelihood:
                 best = (parameterization, fit)
@@ -119,6 +120,7 @@ class LGSSMMaximumLikelihood:
                 controls=controls,
                 lengths=lengths,
                 cov_type=self.cov_type,
+                n_jobs=self.n_jobs,
             ).covariance
         except np.linalg.LinAlgError:
             # the maximiser is on the edge of the parameter space (a covariance that

@@ -346,3 +346,62 @@ def test_no_free_parameter_and_the_errors():
     with pytest.raises(ValueError, match="must be diagonal to be parameterised by log variances"):
         LGSSMParameterization(two, {"transition_covariance": LogVariances()})
     assert full.transition_covariance == [[1.0]]
+
+
+def test_n_jobs_and_the_memory_bound_give_the_one_thread_numbers():
+    """Blocks of whole sequences on two threads, and a sequence beyond the working
+    memory smoothed in chunks (forward-only), give the one-thread results."""
+    import sklearn
+
+    rng = np.random.default_rng(8)
+    parameters = random_parameters(rng, 2, 2, 1)
+    X = with_missing(rng, rng.normal(size=(90, 2)))
+    controls = rng.normal(size=(90, 1))
+    lengths = [30, 25, 35]
+    kwargs = dict(controls=controls, lengths=lengths)
+    one = lgssm_log_likelihood_gradient(parameters, X, **kwargs)
+    with sklearn.config_context(working_memory=8 * 50 * 7 / 2**20):  # 50 rows' scratch
+        bounded = lgssm_log_likelihood_gradient(parameters, X, controls=controls)
+    two = lgssm_log_likelihood_gradient(parameters, X, n_jobs=2, **kwargs)
+    unbounded = lgssm_log_likelihood_gradient(parameters, X, controls=controls)
+    assert_allclose(two.sequence_log_likelihood, one.sequence_log_likelihood, rtol=1e-12)
+    assert_allclose(bounded.log_likelihood, unbounded.log_likelihood, rtol=1e-12)
+    for name in LGSSMParameters._fields:
+        for result, reference in ((two, one), (bounded, unbounded)):
+            assert_allclose(
+                getattr(result.gradient, name),
+                getattr(reference.gradient, name),
+                rtol=1e-10,
+                atol=1e-12,
+                err_msg=name,
+            )
+    scores = lgssm_score_obs(parameters, X, n_jobs=2, **kwargs)
+    reference = lgssm_score_obs(parameters, X, **kwargs)
+    assert_allclose(scores.log_predictive, reference.log_predictive, rtol=1e-12)
+    for name in LGSSMParameters._fields:
+        assert_allclose(getattr(scores.scores, name), getattr(reference.scores, name), rtol=1e-12)
+    parameterization = LGSSMParameterization(
+        parameters,
+        {"transition_covariance": CholeskyCovariance(), "observation_offset": FreeEntries()},
+    )
+    fits = [
+        lgssm_maximum_likelihood(parameterization, X, n_jobs=n_jobs, **kwargs) for n_jobs in (1, 2)
+    ]
+    assert_allclose(fits[1].unconstrained, fits[0].unconstrained, rtol=1e-7, atol=1e-9)
+    assert_allclose(fits[1].log_likelihood, fits[0].log_likelihood, rtol=1e-12)
+    for cov_type in ("opg", "oim"):
+        errors = [
+            lgssm_parameter_covariance(
+                parameterization,
+                fits[0].unconstrained,
+                X,
+                cov_type=cov_type,
+                n_jobs=n_jobs,
+                **kwargs,
+            ).standard_errors
+            for n_jobs in (1, 2)
+        ]
+        # the Hessian's central differences magnify rounding: 1e-6
+        assert_allclose(errors[1], errors[0], rtol=1e-6, err_msg=cov_type)
+    with pytest.raises(ValueError, match="n_jobs"):
+        lgssm_log_likelihood_gradient(parameters, X, n_jobs=0, **kwargs)

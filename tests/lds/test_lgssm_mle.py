@@ -146,3 +146,17 @@ def test_n_iter_zero_keeps_the_starting_point_without_a_warning():
     start = LinearGaussianSSM(1, n_iter=0, **LOCAL_LEVEL).fit(X)
     assert_allclose(model.transition_covariance_, start.transition_covariance_)
     assert np.isclose(model.log_likelihood_, start.score(X))
+
+
+def test_n_jobs_two_fits_what_one_thread_fits():
+    """The gradients and the rows' scores over blocks of sequences on two threads."""
+    X = np.concatenate([nile(), nile()[::-1], nile()[:40]])
+    lengths = [100, 100, 40]
+    fits = [
+        LinearGaussianSSM(1, fit_method="mle", n_jobs=n_jobs, **LOCAL_LEVEL).fit(X, lengths=lengths)
+        for n_jobs in (1, 2)
+    ]
+    assert fits[0].converged_ and fits[1].converged_
+    assert_allclose(fits[1].params_, fits[0].params_, rtol=1e-7)
+    assert_allclose(fits[1].log_likelihood_, fits[0].log_likelihood_, rtol=1e-12)
+    assert_allclose(fits[1].cov_params_, fits[0].cov_params_, rtol=1e-6)
