@@ -72,7 +72,7 @@ from ._initialization import (
     _floor_covariance,
     _state_scale,
 )
-from ._mle import COV_TYPES, FIT_METHODS, LGSSMMaximumLikelihood
+from ._mle import COV_TYPES, FIT_METHODS, LGSSMMaximumLikelihood, check_fixed_params_argument
 from ._streams import LGSSMStreams
 
 __all__ = ["LinearGaussianSSM"]
@@ -336,6 +336,20 @@ class LinearGaussianSSM(
     mle_em_iter : int, default=5
         EM iterations (plain, unaccelerated) before L-BFGS-B when
         ``fit_method="mle"``; 0 starts L-BFGS-B at the initialisation.
+    fixed_params : dict of str to array-like, default=None
+        With ``fit_method="mle"``: entries of learned parameters held at given
+        values while the others are estimated (statsmodels' ``fix_params``,
+        pykalman #115), keyed by the names of ``params``.  Each value is an
+        array of the parameter's shape holding the value of every held entry
+        and NaN where the entry is estimated, or a boolean mask of the
+        entries held at their ``*_init`` value (True: held).  A covariance
+        holds all its entries, or its off-diagonal ones at 0: a diagonal
+        covariance, estimated by its log variances, any of which may be held
+        too.  The held values are set after the initialisation and again
+        after the ``mle_em_iter`` EM iterations (whose M step knows no entry
+        constraint); ``params_`` and ``mle_parameter_names_`` list the
+        estimated entries only, and ``bse_`` is NaN at a held one.  A
+        parameter held whole is simply left out of ``params``.
     Attributes
     ----------
     transition_matrix_ : ndarray of shape (k, k)
@@ -492,6 +506,7 @@ class LinearGaussianSSM(
         fit_method="em",
         cov_type="opg",
         mle_em_iter=5,
+        fixed_params=None,
     ):
         self.n_components = n_components
         self.n_iter = n_iter
@@ -520,6 +535,7 @@ class LinearGaussianSSM(
         self.fit_method = fit_method
         self.cov_type = cov_type
         self.mle_em_iter = mle_em_iter
+        self.fixed_params = fixed_params
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -541,6 +557,7 @@ class LinearGaussianSSM(
             "fit_method": option_rule(*FIT_METHODS),
             "cov_type": optional(option_rule(*COV_TYPES)),
             "mle_em_iter": integer_rule(low=0),
+            "fixed_params": check_fixed_params_argument,
         }
 
     def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset, method):
@@ -854,6 +871,12 @@ class LinearGaussianSSM(
         self.n_controls_ = controls.shape[1]
         self._n_features_out = self.n_components
         self._reset_stream()
+        if self.fixed_params and self.fit_method != "mle":
+            raise ValueError(
+                "fixed_params holds entries of the parameters during exact maximum "
+                "likelihood: it takes fit_method='mle' (EM's M step has no entry "
+                f"constraints), got fit_method={self.fit_method!r}."
+            )
         if self.fit_method == "mle":
             if self.learning_method != "batch":
                 raise ValueError(
