@@ -326,3 +326,40 @@ def test_fixed_params_refuse_a_covariance_pattern_without_cholesky_coordinates()
     )
     with pytest.raises(ValueError, match="symmetric"):
         model.fit(X)
+
+
+def test_fixed_params_of_a_local_linear_trend_are_statsmodels_fit_constrained():
+    """statsmodels' local linear trend with sigma2.trend held (``fit_constrained``), and
+    its approximate diffuse prior N(0, 1e6 I): the same model with the trend's variance
+    and Q's off-diagonal entries held through fixed_params."""
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(0)
+    trend = np.cumsum(0.1 * rng.normal(size=300))
+    y = np.cumsum(trend + 0.5 * rng.normal(size=300)) + rng.normal(size=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = sm.tsa.UnobservedComponents(y, "lltrend").fit_constrained(
+            {"sigma2.trend": 0.01}, disp=False
+        )
+    nan = np.nan
+    ours = LinearGaussianSSM(
+        2,
+        fit_method="mle",
+        transition_matrix_init=[[1.0, 1.0], [0.0, 1.0]],
+        observation_matrix_init=[[1.0, 0.0]],
+        initial_state_mean_init=[0.0, 0.0],
+        initial_state_covariance_init=1e6 * np.eye(2),
+        params=["transition_covariance", "observation_covariance"],
+        fixed_params={"transition_covariance": [[nan, 0.0], [0.0, 0.01]]},
+        tol=1e-8,
+    ).fit(y[:, None])
+    assert ours.mle_parameter_names_ == [
+        "transition_covariance[0,0]",
+        "observation_covariance[0,0]",
+    ]
+    # (sigma2.level, sigma2.irregular); statsmodels leaves the first two rows out of
+    # its likelihood (the burn-in of the diffuse prior): 1e-3
+    assert_allclose(ours.params_, theirs.params[[1, 0]], rtol=1e-3)
+    assert ours.transition_covariance_[1, 1] == 0.01
+    errors = [ours.bse_["transition_covariance"][0, 0], ours.bse_["observation_covariance"][0, 0]]
+    assert_allclose(errors, theirs.bse[[1, 0]], rtol=1e-2)
