@@ -802,8 +802,13 @@ class LinearGaussianSSM(
 
         Counts every entry of the learned matrices and vectors and the
         distinct entries of the learned covariances, without discounting the
-        k^2 degrees of freedom of the (non-identifiable) state basis.
+        k^2 degrees of freedom of the (non-identifiable) state basis.  After
+        ``fit_method="mle"`` (and no :meth:`partial_fit` step since), the
+        estimated coordinates (``mle_parameter_names_``: the same count, less
+        the entries ``fixed_params`` holds).
         """
+        if "mle_parameter_names_" in self.__dict__ and not getattr(self, "n_batch_iter_", 0):
+            return len(self.mle_parameter_names_)
         k, p, m = self.n_components, self.n_features_in_, self.n_controls_
         sizes = {
             "transition_matrix": k * k,

@@ -287,6 +287,9 @@ def test_fixed_params_mask_holds_the_initial_values_and_the_errors():
     assert held.observation_covariance_[0, 0] == 15000.0
     assert held.mle_parameter_names_ == ["transition_covariance[0,0]"]
     assert_allclose(held.params_, left_out.params_, rtol=1e-5)
+    # AIC counts the estimated entries only, as for the model that leaves R out
+    assert held.aic(X) == pytest.approx(-2 * held.score(X) + 2 * 1)
+    assert left_out.aic(X) == pytest.approx(-2 * left_out.score(X) + 2 * 1)
     cases = [
         (dict(fixed_params=[1.0]), TypeError, "fixed_params must be None or a dict"),
         (dict(fixed_params={"F": [[1.0]]}), ValueError, "unknown parameter"),
