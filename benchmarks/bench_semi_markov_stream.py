@@ -10,6 +10,13 @@ emission terms) of :class:`skseq.SemiMarkovGaussianHMM` against
 the ratios, with the load average (the machine is shared: compare ratios of
 one run, not times across runs).
 
+Then the E step of ``partial_fit`` on a stream: the rows of one long sequence
+in chunks of 100, each continuing the previous through the forward-only
+smoother over (state, age) (statistics equal to one batch's, checked here),
+against the batch E step (forward-backward) on the whole sequence, for
+:class:`skseq.SemiMarkovGaussianHMM` and, at the same K, for
+:class:`skseq.GaussianHMM`, whose stream carries a message per state.
+
     python benchmarks/bench_semi_markov_stream.py            # full run
     python benchmarks/bench_semi_markov_stream.py --quick    # smaller, for a smoke test
 """
@@ -85,7 +92,39 @@ def main():
         semi_us, hmm_us = 1e6 * semi_time / n_updates, 1e6 * hmm_time / n_updates
         ratio = semi_us / hmm_us
         print(f"{n_states}  {max_duration:<3d} {semi_us:28.1f} {hmm_us:12.1f}  x{ratio:.2f}")
+    print("K  D    partial_fit E step us/row: chunks of 100 / batch E step, semi-Markov and HMM")
+    with threadpool_limits(1):
+        for n_states, max_duration in ((3, 20), (5, 50)):
+            semi, hmm = fitted_pair(n_states, max_duration, rng)
+            X = rng.normal(size=(n_rows, 1))
+            cells = []
+            for model in (semi, hmm):
+                whole, _ = model._estep(X, np.array([0, n_rows]))
+                streamed, _ = stream_estep(model, X, 100)
+                for name in whole:
+                    assert np.allclose(streamed[name], whole[name], rtol=1e-8, atol=1e-8), name
+                batch_time = best_time(model._estep, (X, np.array([0, n_rows])), repeats)
+                stream_time = best_time(stream_estep, (model, X, 100), repeats)
+                cells.append((1e6 * stream_time / n_rows, 1e6 * batch_time / n_rows))
+            (semi_stream, semi_batch), (hmm_stream, hmm_batch) = cells
+            print(
+                f"{n_states}  {max_duration:<3d} semi {semi_stream:8.2f} / {semi_batch:6.2f} "
+                f"x{semi_stream / semi_batch:.1f}   hmm {hmm_stream:6.2f} / {hmm_batch:5.2f} "
+                f"x{hmm_stream / hmm_batch:.1f}"
+            )
     print(f"load average {os.getloadavg()}")
+
+
+def stream_estep(model, X, size):
+    """The statistics and log-likelihood of the stream engine's E step over chunks
+    of ``size`` rows of one sequence (at fixed parameters)."""
+    total, log_likelihood, carried = None, 0.0, None
+    for first in range(0, len(X), size):
+        chunk = X[first : first + size]
+        added, part, carried = model._stream_estep(chunk, np.array([0, len(chunk)]), carried)
+        total = added if total is None else total + added
+        log_likelihood += part
+    return total, log_likelihood
 
 
 if __name__ == "__main__":

@@ -158,3 +158,44 @@ def test_elman_rnn_is_the_same_with_either_build(monkeypatch, dtype):
         np.testing.assert_allclose(
             fast_gradient, gradient, rtol=tolerance["rtol"], atol=tolerance["atol"] * scale
         )
+
+
+def test_semi_markov_kernels_are_the_same_with_either_build(monkeypatch):
+    """The semi-Markov kernels (forward-backward, filter, Viterbi, forward-only
+    smoothing) of the AVX2 build equal the portable build's, on long sequences with
+    emissions of large magnitude."""
+    from skseq.inference import hsmm as inference_hsmm
+
+    portable, fast = portable_and_fast("_hsmm")
+    rng = np.random.default_rng(3)
+    n_states, max_duration = 4, 30
+    transmat = rng.dirichlet(np.ones(n_states), size=n_states)
+    np.fill_diagonal(transmat, 0.0)
+    transmat /= transmat.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        chain = (
+            np.log(rng.dirichlet(np.ones(n_states))),
+            np.log(transmat),
+            np.log(rng.dirichlet(np.ones(max_duration), size=n_states)),
+        )
+    log_frame = rng.normal(scale=30.0, size=(500, n_states))
+    features = rng.normal(size=(300, n_states, 2))
+    results = []
+    for kernels in (fast, portable):
+        monkeypatch.setattr(inference_hsmm, "_hsmm", kernels)
+        both = inference_hsmm.hsmm_forward_backward(*chain, log_frame, lengths=[200, 300])
+        filtered = inference_hsmm.hsmm_filter(*chain, log_frame, lengths=[200, 300])
+        viterbi = inference_hsmm.hsmm_viterbi(*chain, log_frame, lengths=[200, 300])
+        log_likelihood, carried, _ = inference_hsmm._forward_smoothing_rows(
+            *chain, log_frame[:300], features
+        )
+        results.append(
+            [*both, filtered.filtered, filtered.predicted, filtered.log_message, *viterbi]
+            + [log_likelihood, carried.log_message, carried.statistics]
+        )
+    for fast_value, value in zip(*results, strict=True):
+        finite = np.isfinite(value)
+        np.testing.assert_array_equal(np.isfinite(fast_value), finite)
+        np.testing.assert_allclose(
+            np.asarray(fast_value)[finite], np.asarray(value)[finite], rtol=1e-10, atol=1e-10
+        )

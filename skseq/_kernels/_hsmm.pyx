@@ -25,7 +25,7 @@ costs O(K (K + D)): O(K D) for the durations, O(K^2) for the transitions.
 
 from libc.math cimport INFINITY, exp, log
 
-from ._common cimport longest_sequence, zeros_1d, zeros_2d, zeros_intp_1d
+from ._common cimport longest_sequence, zeros_1d, zeros_2d, zeros_3d, zeros_intp_1d
 from ._log_space cimport log_sum_exp
 
 cimport numpy as cnp
@@ -33,12 +33,41 @@ cimport numpy as cnp
 cnp.import_array()  # numpy's C API, for the scratch allocators of _common
 
 
-cdef inline double _log_sum_keeping(double* terms, Py_ssize_t n, double* largest) noexcept nogil:
-    """:func:`log_sum_exp`, leaving exp(terms[i] - max) in ``terms`` (all 0 when the
-    result is -inf) and the max in ``largest``: the callers reuse them instead
-    of a second exp per term."""
+include "_elementary.pxi"
+
+
+cdef inline double _sum_of_exps(double* terms, Py_ssize_t n, double top) noexcept nogil:
+    """sum_i exp(terms[i] - top) for top >= every term (not -inf), leaving each
+    exp in ``terms``.
+
+    The exponentials are :func:`_exp_nonpositive64`'s (branch-free, about 1
+    ulp; 0 below exp(-708), whose share of a sum with a term exp(0) = 1 is
+    below the precision): their loop vectorises, in the AVX2 twin four
+    numbers at a time.  Four partial sums shorten the chain of additions.
+    """
     cdef Py_ssize_t i
-    cdef double top = -INFINITY, total = 0.0
+    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
+    for i in range(n):
+        terms[i] = _exp_nonpositive64(terms[i] - top)
+    i = 0
+    while i + 4 <= n:
+        s0 += terms[i]
+        s1 += terms[i + 1]
+        s2 += terms[i + 2]
+        s3 += terms[i + 3]
+        i += 4
+    while i < n:
+        s0 += terms[i]
+        i += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+cdef inline double _log_sum_keeping(double* terms, Py_ssize_t n, double* largest) noexcept nogil:
+    """log sum_i exp(terms[i]) (-inf when every term is), leaving exp(terms[i] - max)
+    in ``terms`` (all 0 when the result is -inf) and the max in ``largest``: the
+    callers reuse them instead of a second exp per term."""
+    cdef Py_ssize_t i
+    cdef double top = -INFINITY
     for i in range(n):
         if terms[i] > top:
             top = terms[i]
@@ -47,10 +76,31 @@ cdef inline double _log_sum_keeping(double* terms, Py_ssize_t n, double* largest
         for i in range(n):
             terms[i] = 0.0
         return -INFINITY
+    return top + log(_sum_of_exps(terms, n, top))
+
+
+cdef inline void _normalise(double* weights, Py_ssize_t n) noexcept nogil:
+    """Divide ``weights`` (>= 0, not all 0) by their sum in place."""
+    cdef Py_ssize_t i
+    cdef double total = 0.0
     for i in range(n):
-        terms[i] = exp(terms[i] - top)
-        total += terms[i]
-    return top + log(total)
+        total += weights[i]
+    for i in range(n):
+        weights[i] /= total
+
+
+cdef inline void _add_scaled(double* row, const double* source, double weight,
+                             Py_ssize_t n) noexcept nogil:
+    """row += weight * source over ``n`` numbers."""
+    cdef Py_ssize_t m
+    for m in range(n):
+        row[m] += weight * source[m]
+
+
+cdef inline double _log_sum_scratch(double* terms, Py_ssize_t n) noexcept nogil:
+    """log sum_i exp(terms[i]), ``terms`` being scratch (overwritten)."""
+    cdef double top
+    return _log_sum_keeping(terms, n, &top)
 
 
 cdef inline double _visits_ending(
@@ -64,7 +114,7 @@ cdef inline double _visits_ending(
     for d in range(1, n_durations + 1):
         segment += frame[(e - d) * n_states + k]
         terms[d - 1] = enter[(e - d) * n_states + k] + weights[d - 1] + segment
-    return log_sum_exp(terms, n_durations)
+    return _log_sum_scratch(terms, n_durations)
 
 
 cdef inline double _next_entry(
@@ -75,7 +125,7 @@ cdef inline double _next_entry(
     cdef Py_ssize_t j
     for j in range(n_states):
         terms[j] = leave[j] + log_trans[j * n_states + k]
-    return log_sum_exp(terms, n_states)
+    return _log_sum_scratch(terms, n_states)
 
 
 cdef inline double _carried_ending(
@@ -93,7 +143,7 @@ cdef inline double _carried_ending(
         segment += frame[t * n_states + k]
     for a in range(1, n_durations - e + 1):
         terms[a - 1] = carried[k * n_durations + a - 1] + weights[a + e - 1] + segment
-    return log_sum_exp(terms, n_durations - e)
+    return _log_sum_scratch(terms, n_durations - e)
 
 
 cdef inline double _log_add(double a, double b) noexcept nogil:
@@ -439,3 +489,159 @@ def viterbi(
                 e -= d
                 if e > 0:
                     k = best_previous[e * n_states + k]
+
+
+def forward_smoothing(
+    const double[::1] log_start,  # IN
+    const double[:, ::1] log_trans,  # IN
+    const double[:, ::1] log_duration,  # IN
+    const double[:, ::1] log_survival,  # IN
+    const double[:, ::1] log_frame,  # IN
+    const double[:, :, ::1] features,  # IN
+    bint fresh,  # IN
+    double[:, ::1] log_message,  # INOUT
+    double[:, :, ::1] statistics,  # INOUT
+    double[::1] log_predictive,  # OUT
+):
+    """Forward-only smoothing over the (state, age) chain of one sequence's rows.
+
+    The semi-Markov chain is the Markov chain of (z_t, a_t), a_t the age of
+    the current visit (1 .. D): a visit to i of age a goes on with
+    probability P(d_i >= a + 1) / P(d_i >= a) or ends with P(d_i = a) /
+    P(d_i >= a), and the next visit's state is drawn from row i of the
+    transition matrix.  ``log_message[j, b - 1]`` is log p(z_t = j, a_t = b |
+    x_0..x_t) and ``statistics[j, b - 1]`` E[S_t | x_0..x_t, z_t = j, a_t = b]
+    for the additive statistics S_t of the rows up to t, laid out as
+    ``[start (K), transitions (K x K), complete durations (K x D), features
+    (K x F)]``: the first visit's state, the visits that follow a visit to
+    i, the visits of d rows that ended, and sum_s [z_s = k] features[s, k].
+
+    Each row: a visit of age b > 1 is the one of age b - 1 going on (its
+    statistics are carried over); one of age 1 starts after a visit to i of
+    age a ended, averaged over p(z_(t-1) = i, a_(t-1) = a | z_t = j, a_t = 1,
+    x_0..x_(t-1)) with that visit's duration a and the transition i -> j
+    counted; then the row's features are added in its state and its
+    emission weighs the message.  The ages live in a ring (slot of age b:
+    ``(head + b - 1) % D``), so a visit going on moves no statistics: a row
+    costs one pass over them (the visits that end) instead of three.  With
+    ``fresh`` the first row starts the sequence (from ``log_start``; the
+    message is not read), else it continues the message (updated in place).
+    Entries of probability zero get zero statistics.  Returns the rows'
+    log-likelihood given the earlier ones (-inf when it is zero: the message
+    is then unusable) and writes each row's log p(x_t | x_<t).
+    """
+    cdef Py_ssize_t n_rows = log_frame.shape[0]
+    cdef Py_ssize_t n_states = log_trans.shape[0]
+    cdef Py_ssize_t n_durations = log_duration.shape[1]
+    cdef Py_ssize_t n_features = features.shape[2]
+    cdef Py_ssize_t width = statistics.shape[2]
+    cdef Py_ssize_t trans_at = n_states
+    cdef Py_ssize_t duration_at = trans_at + n_states * n_states
+    cdef Py_ssize_t features_at = duration_at + n_states * n_durations
+    cdef double[:, ::1] ring_message = zeros_2d(n_states, n_durations)
+    cdef double[:, :, ::1] ring = zeros_3d(n_states, n_durations, width)
+    cdef double[:, ::1] pooled = zeros_2d(n_states, width)
+    cdef double[::1] ending = zeros_1d(n_states)
+    cdef double[::1] terms = zeros_1d(n_states * n_durations + n_states + 1)
+    cdef Py_ssize_t t, i, j, a, b, m, f, slot, head = 0
+    cdef double top, entering, total, log_likelihood = 0.0
+    cdef double* row
+    with nogil:
+        if not fresh:
+            for j in range(n_states):
+                for b in range(n_durations):
+                    ring_message[j, b] = log_message[j, b]
+                    for m in range(width):
+                        ring[j, b, m] = statistics[j, b, m]
+        for t in range(n_rows):
+            if fresh and t == 0:
+                for j in range(n_states):
+                    for b in range(n_durations):
+                        ring_message[j, b] = -INFINITY
+                    ring_message[j, 0] = log_start[j]
+                    for m in range(width):
+                        ring[j, 0, m] = 0.0
+                    if log_start[j] > -INFINITY:
+                        ring[j, 0, j] = 1.0
+            else:
+                # The visits that end after row t - 1: per state, their statistics
+                # averaged over their ages, each age's duration counted.
+                for i in range(n_states):
+                    for m in range(width):
+                        pooled[i, m] = 0.0
+                    for a in range(n_durations):
+                        slot = head + a if head + a < n_durations else head + a - n_durations
+                        if ring_message[i, slot] > -INFINITY:
+                            terms[a] = (ring_message[i, slot] + log_duration[i, a]
+                                        - log_survival[i, a])
+                        else:
+                            terms[a] = -INFINITY
+                    ending[i] = _log_sum_keeping(&terms[0], n_durations, &top)
+                    if ending[i] == -INFINITY:
+                        continue
+                    _normalise(&terms[0], n_durations)
+                    for a in range(n_durations):
+                        if terms[a] == 0.0:
+                            continue
+                        slot = head + a if head + a < n_durations else head + a - n_durations
+                        _add_scaled(&pooled[i, 0], &ring[i, slot, 0], terms[a], width)
+                        pooled[i, duration_at + i * n_durations + a] += terms[a]
+                # Age b > 1: the visit of age b - 1 goes on, in its slot.  The slot
+                # of the oldest age becomes that of age 1.
+                head = head - 1 if head > 0 else n_durations - 1
+                for j in range(n_states):
+                    for b in range(1, n_durations):
+                        slot = head + b if head + b < n_durations else head + b - n_durations
+                        if (ring_message[j, slot] > -INFINITY
+                                and log_survival[j, b] > -INFINITY):
+                            ring_message[j, slot] += log_survival[j, b] - log_survival[j, b - 1]
+                        else:
+                            ring_message[j, slot] = -INFINITY
+                # Age 1: a visit to j starts after one to i.
+                for j in range(n_states):
+                    for i in range(n_states):
+                        terms[i] = ending[i] + log_trans[i, j]
+                    entering = _log_sum_keeping(&terms[0], n_states, &top)
+                    ring_message[j, head] = entering
+                    row = &ring[j, head, 0]
+                    for m in range(width):
+                        row[m] = 0.0
+                    if entering == -INFINITY:
+                        continue
+                    _normalise(&terms[0], n_states)
+                    for i in range(n_states):
+                        if terms[i] == 0.0:
+                            continue
+                        _add_scaled(row, &pooled[i, 0], terms[i], width)
+                        row[trans_at + i * n_states + j] += terms[i]
+            # The row: its emission and its features, in its state.
+            for j in range(n_states):
+                for b in range(n_durations):
+                    if ring_message[j, b] > -INFINITY:
+                        ring_message[j, b] += log_frame[t, j]
+                    if ring_message[j, b] > -INFINITY:
+                        row = &ring[j, b, features_at + j * n_features]
+                        for f in range(n_features):
+                            row[f] += features[t, j, f]
+                    terms[j * n_durations + b] = ring_message[j, b]
+            total = _log_sum_scratch(&terms[0], n_states * n_durations)
+            log_predictive[t] = total
+            if total == -INFINITY:
+                log_likelihood = -INFINITY
+                break
+            log_likelihood += total
+            for j in range(n_states):
+                for b in range(n_durations):
+                    ring_message[j, b] -= total
+        # Back to ages in order; entries of probability zero with zero statistics.
+        for j in range(n_states):
+            for b in range(n_durations):
+                slot = head + b if head + b < n_durations else head + b - n_durations
+                log_message[j, b] = ring_message[j, slot]
+                if ring_message[j, slot] > -INFINITY:
+                    for m in range(width):
+                        statistics[j, b, m] = ring[j, slot, m]
+                else:
+                    for m in range(width):
+                        statistics[j, b, m] = 0.0
+    return log_likelihood

@@ -691,7 +691,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         same_sequence = np.ones(len(before), dtype=bool)
         same_sequence[offsets[1:-1] - 1] = False
         pairs = same_sequence & (before >= 0) & (after >= 0)
-        forbidden = pairs & (self.transmat_[np.maximum(before, 0), np.maximum(after, 0)] == 0)
+        forbidden = pairs & self._forbidden_label_steps(np.maximum(before, 0), np.maximum(after, 0))
         if np.any(forbidden):
             row = int(np.flatnonzero(forbidden)[0])
             a, b = known_states[row], known_states[row + 1]
@@ -700,6 +700,11 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
                 f"the same sequence, but transmat_[{a}, {b}] = 0: the model forbids that "
                 "transition."
             )
+
+    def _forbidden_label_steps(self, before, after):
+        """Whether the chain forbids a row in state ``before`` followed by one in
+        state ``after`` (arrays of states): ``transmat_[before, after]`` = 0."""
+        return self.transmat_[before, after] == 0
 
     def _initialize_from_known_states(self, X, known_states):
         """Move the initial emission parameters of each labelled state to its rows.

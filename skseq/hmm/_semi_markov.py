@@ -7,29 +7,34 @@ probability ``duration_probs_[k, d - 1]``, then the next visit's state is
 drawn from row k of ``transmat_``, whose diagonal is zero.  It plugs into
 BaseHMM's EM engine through its hooks: ``_chain_estep`` (forward-backward
 over segments, :func:`skseq.inference.hsmm_forward_backward`),
-``_viterbi``, ``_forward``, ``_posteriors``, ``_sample_path`` and the M step
-of the durations.  The public classes mix it with an emission model
-(:class:`SemiMarkovGaussianHMM` with :class:`~skseq.hmm.GaussianHMM`,
-:class:`SemiMarkovCategoricalHMM` with :class:`~skseq.hmm.CategoricalHMM`)
-whose emission code they reach through the MRO.
+``_viterbi``, ``_forward``, ``_posteriors``, ``_sample_path``, the M step
+of the durations, the stream hooks (``_advance_stream``: forward-only
+smoothing over (state, age)) and the SQUAREM coordinates.  The public
+classes mix it with an emission model (:class:`SemiMarkovGaussianHMM`
+with :class:`~skseq.hmm.GaussianHMM`, :class:`SemiMarkovCategoricalHMM`
+with :class:`~skseq.hmm.CategoricalHMM`) whose emission code they reach
+through the MRO.
 """
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_bool_param, integer_rule, option_rule, prior_rule
-from ..base import SufficientStatistics
+from ..base import ParameterCoordinates, SufficientStatistics
 from ..inference.hmm import HMMForwardResult
 from ..inference.hsmm import (
     _check_log_message,
     _forward_backward_offsets,
     _forward_offsets,
+    _forward_smoothing_rows,
+    _reachable_stream,
     _sample_segments,
+    _stream_statistics,
     _viterbi_offsets,
     complete_duration_counts,
 )
-from ._base import BaseHMM, check_probability_vector, dirichlet_map
+from ._base import BaseHMM, check_probability_vector, clamp_to_known_states, dirichlet_map
 from ._discrete import CategoricalHMM
 from ._gaussian import GaussianHMM
 
@@ -50,11 +55,21 @@ def duration_pmf(distribution, max_duration, means, shapes=None):
     to ``max_duration`` and renormalised."""
     steps = np.arange(max_duration)[None, :]
     means = np.asarray(means, dtype=np.float64)[:, None]
+    # The log-pmfs written out (scipy.stats' own cost more than the rest of the
+    # M step's objective, which the negative binomial's maximisation calls often).
+    log_factorial = special.gammaln(steps + 1.0)
     if distribution == "poisson":
-        log_pmf = stats.poisson.logpmf(steps, means)
+        log_pmf = special.xlogy(steps, means) - means - log_factorial
     else:
         shapes = np.asarray(shapes, dtype=np.float64)[:, None]
-        log_pmf = stats.nbinom.logpmf(steps, shapes, shapes / (shapes + means))
+        # log Gamma(d + r) - log Gamma(r) = sum_{i < d} log(r + i), without cancellation.
+        rising = np.cumsum(np.log(shapes + steps), axis=1) - np.log(shapes + steps)
+        log_pmf = (
+            rising
+            - log_factorial
+            - shapes * np.log1p(means / shapes)
+            + special.xlogy(steps, means / (shapes + means))
+        )
     log_pmf = log_pmf - log_pmf.max(axis=1, keepdims=True)
     pmf = np.exp(log_pmf)
     return pmf / pmf.sum(axis=1, keepdims=True)
@@ -261,7 +276,13 @@ class SemiMarkovHMM(BaseHMM):
             old = _expected_log_pmf(row, self.duration_probs_[k])
             new_rate, new_shape = self._duration_step(row, float(row @ steps / total), shape)
             pmf = duration_pmf(distribution, self.max_duration, [new_rate], new_shape)[0]
-            if _expected_log_pmf(row, pmf) >= old:
+            value = _expected_log_pmf(row, pmf)
+            if shape is not None:
+                new_rate, new_shape, value = self._joint_duration_step(
+                    row, (new_rate, new_shape[0], value), (rates[k], shape[0], old)
+                )
+                new_shape = np.array([new_shape])
+            if value >= old:
                 rates[k] = new_rate
                 if shapes is not None:
                     shapes[k] = new_shape[0]
@@ -269,6 +290,30 @@ class SemiMarkovHMM(BaseHMM):
         if shapes is not None:
             self.duration_shapes_ = shapes
         self._update_pmf()
+
+    def _joint_duration_step(self, row, candidate, current):
+        """``(rate, shape, value)``: the negative binomial's expected log-pmf of
+        ``row`` maximised over (log rate, log shape) together (L-BFGS-B within
+        the bounds), from the better of ``candidate`` and ``current``, each
+        ``(rate, shape, value)``.  The moment step alone is not the maximum
+        when the truncation at ``max_duration`` matters, and may even lower
+        the objective: a fixed point of EM must be a stationary point of it."""
+        rate, shape, value = max(candidate, current, key=lambda point: point[2])
+
+        def loss(point):
+            log_rate, log_shape = np.clip(point, *zip(_LOG_MEAN_BOUNDS, _LOG_SHAPE_BOUNDS))
+            pmf = duration_pmf(
+                "negative_binomial", self.max_duration, [np.exp(log_rate)], [np.exp(log_shape)]
+            )[0]
+            return -_expected_log_pmf(row, pmf)
+
+        start = np.clip(np.log([rate, shape]), *zip(_LOG_MEAN_BOUNDS, _LOG_SHAPE_BOUNDS))
+        result = optimize.minimize(
+            loss, start, method="L-BFGS-B", bounds=[_LOG_MEAN_BOUNDS, _LOG_SHAPE_BOUNDS]
+        )
+        if np.isfinite(result.fun) and -result.fun > value:
+            return float(np.exp(result.x[0])), float(np.exp(result.x[1])), float(-result.fun)
+        return rate, shape, value
 
     def _duration_step(self, row, mean, shape):
         """``(rate, shape)`` maximising the expected log-pmf of the counts ``row``
@@ -311,7 +356,12 @@ class SemiMarkovHMM(BaseHMM):
 
     # -- inference on new data ------------------------------------------------
 
+    def _forbidden_label_steps(self, before, after):
+        # Two rows in one state may be one visit going on.
+        return (before != after) & super()._forbidden_label_steps(before, after)
+
     def _posteriors(self, X, offsets):
+        X, _ = self._split_known_states(X)
         posteriors = np.empty((X.shape[0], self.n_components))
         sequence_log_likelihood = np.empty(len(offsets) - 1)
         chain = self._log_chain()
@@ -328,6 +378,7 @@ class SemiMarkovHMM(BaseHMM):
         return sequence_log_likelihood, posteriors
 
     def _viterbi(self, X, offsets):
+        X, _ = self._split_known_states(X)
         states = np.empty(X.shape[0], dtype=np.intp)
         log_probs = np.empty(len(offsets) - 1)
         chain = self._log_chain()
@@ -344,6 +395,7 @@ class SemiMarkovHMM(BaseHMM):
     def _filtered_and_predicted(self, X, offsets):
         """``(filtered, predicted, log_predictive, sequence_log_likelihood)`` of
         validated ``X``: p(z_t | x_<=t), p(z_{t+1} | x_<=t), log p(x_t | x_<t)."""
+        X, _ = self._split_known_states(X)
         n_rows, n_components = X.shape[0], self.n_components
         filtered = np.empty((n_rows, n_components))
         predicted = np.empty((n_rows, n_components))
@@ -396,42 +448,121 @@ class SemiMarkovHMM(BaseHMM):
         occupancy = visits * (self.duration_probs_ @ np.arange(1, self.max_duration + 1))
         return occupancy / occupancy.sum()
 
-    # -- what a semi-Markov model does not do (yet) ---------------------------
+    # -- known states (semi-supervised fits) ----------------------------------
+    #
+    # BaseHMM's machinery as it is: a labelled row keeps only its state's
+    # log-emission (clamp_to_known_states), so the recursions over segments
+    # weigh exactly the segmentations in which every labelled row lies in a
+    # visit to its state.  Only the check of what the chain forbids differs.
 
-    def _check_known_states(self, known_states, X):
-        if known_states is not None:
+    def _check_known_states_possible(self, known_states, offsets, continues=False):
+        """A ValueError when the chain forbids the labels: a labelled first row
+        of a sequence whose start probability is zero, consecutive rows of one
+        sequence labelled j then k != j with ``transmat_[j, k]`` = 0, or a run of
+        more than ``max_duration`` consecutive rows labelled k (with a zero
+        diagonal a run is one visit).  Labels that zero duration probabilities
+        forbid give a log-likelihood of -inf, which the E step reports."""
+        super()._check_known_states_possible(known_states, offsets, continues)
+        diagonal = np.diag(self.transmat_)
+        if self.n_components == 1 or np.all(diagonal > 0):
+            return
+        boundaries = np.ones(len(known_states) + 1, dtype=bool)  # where a run starts
+        boundaries[1:-1] = known_states[1:] != known_states[:-1]
+        boundaries[offsets[:-1]] = True
+        edges = np.flatnonzero(boundaries)
+        starts, lengths = edges[:-1], np.diff(edges)
+        states = known_states[starts]
+        too_long = (states >= 0) & (diagonal[np.maximum(states, 0)] == 0)
+        too_long &= lengths > self.max_duration
+        if np.any(too_long):
+            run = int(np.flatnonzero(too_long)[0])
+            first, length, state = int(starts[run]), int(lengths[run]), int(states[run])
             raise ValueError(
-                f"{type(self).__name__} does not take known_states (semi-supervised fits "
-                "are not implemented for semi-Markov HMMs)."
+                f"known_states[{first}:{first + length}] labels {length} consecutive rows "
+                f"{state}, but a visit lasts at most max_duration={self.max_duration} rows: "
+                "the model forbids that run."
             )
-        return None
 
-    def _stream_estep(self, X, offsets, carried):
-        """E step of a ``partial_fit`` batch of whole sequences.
+    # -- SQUAREM ---------------------------------------------------------------
 
-        Continuing a sequence across ``partial_fit`` calls would need the E
-        step of a batch given the carried (state, age) message, with the
-        revision of the earlier batches' statistics: not implemented, so
-        every batch holds whole sequences, and a later call must say so with
-        ``new_sequence=True`` (the online filter, :meth:`filter_stream`, does
-        continue sequences).
+    def _acceleration_coordinates(self, X):
+        """BaseHMM's coordinates and, with "d" learned, the durations': the
+        free pmf by its logs, the rate (and the shape) by their logs."""
+        coordinates = super()._acceleration_coordinates(X)
+        if "d" not in self.params:
+            return coordinates
+        kinds = {} if coordinates is None else dict(coordinates.kinds)
+        if self.duration_distribution == "categorical":
+            kinds["duration_probs_"] = ("probabilities", None)
+        else:
+            for name in self._duration_attributes():
+                kinds[name] = ("positive", 1.0)
+        return ParameterCoordinates(kinds)
+
+    def _feasible_parameters(self, parameters):
+        """The pmf of an extrapolated rate (and shape), within the bounds of the
+        M step; the emission model's feasibility first."""
+        parameters = super()._feasible_parameters(parameters)
+        if parameters is None or self.duration_distribution == "categorical":
+            return parameters
+        parameters = dict(parameters)
+        low, high = np.exp(_LOG_MEAN_BOUNDS)
+        parameters["duration_rates_"] = np.clip(parameters["duration_rates_"], low, high)
+        shapes = None
+        if self.duration_distribution == "negative_binomial":
+            low, high = np.exp(_LOG_SHAPE_BOUNDS)
+            shapes = np.clip(parameters["duration_shapes_"], low, high)
+            parameters["duration_shapes_"] = shapes
+        parameters["duration_probs_"] = duration_pmf(
+            self.duration_distribution, self.max_duration, parameters["duration_rates_"], shapes
+        )
+        return parameters
+
+    # -- streams: partial_fit continuing a sequence ---------------------------
+
+    def _stream_statistics(self, stream):
+        """Smoothed statistics of all rows a stream message has seen (its last
+        visit censored, completed by the current durations)."""
+        start, transitions, durations, feature_sums = _stream_statistics(
+            stream, self.duration_probs_
+        )
+        statistics = SufficientStatistics(start=start, trans=transitions, durations=durations)
+        statistics.update(self._statistics_from_features(feature_sums))
+        return statistics
+
+    def _advance_stream(self, X, stream):
+        """Forward-only smoothing over the (state, age) chain of one sequence (part).
+
+        ``stream``: the message carried from the sequence's earlier rows
+        (:class:`~skseq.inference.hsmm._HSMMStream`), or None when ``X[0]``
+        starts it.  Returns the statistics these rows add, the revision of
+        the earlier rows' included (at fixed parameters, exactly what
+        forward-backward over the whole sequence gives: the censored visit
+        the previous chunk ended in goes on or ends), their log-likelihood
+        given the past, and the new message.
         """
-        if carried is not None:
-            raise ValueError(
-                f"{type(self).__name__}.partial_fit takes batches of whole sequences: pass "
-                "new_sequence=True on every call after the first (continuing a sequence "
-                "across partial_fit calls is not implemented for semi-Markov HMMs; "
-                "filter_stream continues one without learning)."
-            )
-        statistics, log_likelihood = self._estep_parallel(X, offsets)
-        return statistics, log_likelihood, True
+        X, known_states = self._split_known_states(X)
+        log_frameprob, cache = self._estep_emission_terms(X)
+        log_frameprob, _ = clamp_to_known_states(log_frameprob, None, known_states)
+        log_likelihood, carried, _ = _forward_smoothing_rows(
+            *self._log_chain(), log_frameprob, self._emission_features(X, cache), stream
+        )
+        self._check_log_likelihood(log_likelihood)
+        after = self._stream_statistics(carried)
+        added = after if stream is None else after + (-1.0) * self._stream_statistics(stream)
+        return added, log_likelihood, carried
 
     _stream_attributes = ("filtered_state_", "filter_message_", "stream_log_likelihood_")
 
     def _publish_stream(self, carried):
-        """Forget the online filter's state: the parameters it was computed under changed."""
+        """The online filter continues where ``partial_fit`` ended: its message on
+        the (state, age) entries the updated durations can reach."""
         for name in self._stream_attributes:
             self.__dict__.pop(name, None)
+        reachable = _reachable_stream(carried, self._log_chain()[2])
+        if reachable is not None:
+            self.filter_message_ = reachable.log_message.copy()
+            self.filtered_state_ = np.exp(reachable.log_message).sum(axis=1)
 
     def filter_stream(self, X, *, new_sequence=False):
         """Filtered state probabilities of new rows of a stream, without learning.
@@ -529,10 +660,12 @@ _DURATION_ATTRIBUTES = """    transmat_ : ndarray of shape (n_components, n_comp
     duration_shapes_ : ndarray of shape (n_components,)
         Shape of the negative binomial ("negative_binomial" only).
     filter_message_ : ndarray of shape (n_components, max_duration)
-        After :meth:`filter_stream`: log p(z_t = k, the visit has lasted a
-        rows | the stream's rows up to its last, t) in column a - 1.
+        After :meth:`filter_stream` or :meth:`partial_fit`: log p(z_t = k, the
+        visit has lasted a rows | the stream's rows up to its last, t) in
+        column a - 1.
     filtered_state_ : ndarray of shape (n_components,)
-        After :meth:`filter_stream`: p(z_t | the stream's rows up to t).
+        After :meth:`filter_stream` or :meth:`partial_fit`: p(z_t | the
+        stream's rows up to t).
     stream_log_likelihood_ : float
         After :meth:`filter_stream`: the log-likelihood of its last call's
         rows given the stream's earlier rows."""
@@ -553,10 +686,15 @@ _DURATION_NOTES = """    The model: the first visit's state is drawn from ``star
     ``reset_filter``) carries ``filter_message_``, the joint distribution of
     the current state and the age of its visit (n_components x
     max_duration), from which the next rows continue exactly.
-    ``partial_fit`` takes batches of whole sequences (pass
-    ``new_sequence=True`` on every call after the first): continuing a
-    sequence across ``partial_fit`` calls is not implemented; nor are
-    ``known_states`` and ``acceleration``."""
+    ``partial_fit`` continues a sequence across calls (unless
+    ``new_sequence=True``) by forward-only smoothing over (state, age): at
+    fixed parameters a sequence cut anywhere into batches gets the
+    statistics and log-likelihood of one batch, the visit a batch ends in
+    being revised by the next; the online filter then continues from it.
+    ``known_states`` constrains the segmentations (each labelled row lies in
+    a visit to its state), and ``acceleration="squarem"`` extrapolates the
+    durations' parameters with the others (see :doc:`/user_guide/hmm`,
+    "Explicit durations")."""
 
 
 def _unshifted(log_frameprob, shift):
@@ -590,7 +728,7 @@ class SemiMarkovGaussianHMM(SemiMarkovHMM, GaussianHMM):
         Initial values, as in :class:`~skseq.hmm.GaussianHMM` (``transmat_init``
         with a zero diagonal).  Initial durations: set ``duration_probs_`` by
         hand and leave "d" out of ``init_params``.
-    n_init, n_jobs
+    n_init, n_jobs, acceleration
         As in :class:`~skseq.hmm.GaussianHMM`.
     learning_method, learning_decay, learning_offset, total_samples, batch_size
         Stochastic EM, as in :class:`~skseq.hmm.GaussianHMM`.
@@ -646,6 +784,7 @@ class SemiMarkovGaussianHMM(SemiMarkovHMM, GaussianHMM):
         covars_init=None,
         n_init=1,
         n_jobs=None,
+        acceleration=None,
         learning_method="batch",
         learning_decay=0.6,
         learning_offset=0.0,
@@ -675,6 +814,7 @@ class SemiMarkovGaussianHMM(SemiMarkovHMM, GaussianHMM):
             covars_init=covars_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            acceleration=acceleration,
             learning_method=learning_method,
             learning_decay=learning_decay,
             learning_offset=learning_offset,
@@ -707,7 +847,7 @@ class SemiMarkovCategoricalHMM(SemiMarkovHMM, CategoricalHMM):
         "s" startprob, "t" transmat, "d" durations, "e" emissionprob.
     startprob_init, transmat_init, emissionprob_init : array-like, optional
         Initial values (``transmat_init`` with a zero diagonal).
-    n_init, n_jobs
+    n_init, n_jobs, acceleration
         As in :class:`~skseq.hmm.CategoricalHMM`.
     learning_method, learning_decay, learning_offset, total_samples, batch_size
         Stochastic EM, as in :class:`~skseq.hmm.GaussianHMM`.
@@ -757,6 +897,7 @@ class SemiMarkovCategoricalHMM(SemiMarkovHMM, CategoricalHMM):
         emissionprob_init=None,
         n_init=1,
         n_jobs=None,
+        acceleration=None,
         learning_method="batch",
         learning_decay=0.6,
         learning_offset=0.0,
@@ -781,6 +922,7 @@ class SemiMarkovCategoricalHMM(SemiMarkovHMM, CategoricalHMM):
             emissionprob_init=emissionprob_init,
             n_init=n_init,
             n_jobs=n_jobs,
+            acceleration=acceleration,
             learning_method=learning_method,
             learning_decay=learning_decay,
             learning_offset=learning_offset,

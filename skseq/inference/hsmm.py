@@ -328,6 +328,111 @@ def _forward_offsets(
     return filtered, predicted, log_predictive, sequence_log_likelihood, log_message_out
 
 
+class _HSMMStream(NamedTuple):
+    """What forward-only smoothing carries from one chunk of a sequence to the next.
+
+    ``log_message[j, b - 1]``: log p(z_t = j, the visit b rows old | x_1..x_t)
+    (the filter's message, :func:`hsmm_filter`); ``statistics[j, b - 1]``:
+    E[S_t | x_1..x_t, that state and age], S_t the additive statistics of the
+    rows up to t (kernel ``forward_smoothing``: start, transitions, complete
+    durations, features).  Its size does not depend on how many rows passed.
+    """
+
+    log_message: np.ndarray
+    statistics: np.ndarray
+
+
+def _stream_width(n_states, n_durations, n_features):
+    """The length of the statistics of one (state, age) of :class:`_HSMMStream`."""
+    return n_states + n_states * n_states + n_states * n_durations + n_states * n_features
+
+
+def _reachable_stream(carried, log_durationprob):
+    """``carried`` with the (state, age) entries that ``log_durationprob`` makes
+    unreachable (P(duration >= age) = 0, after an M step) dropped and the rest
+    renormalised; None when nothing is left."""
+    survival = log_survival(log_durationprob)[0]
+    message = np.where(survival > -np.inf, carried.log_message, -np.inf)
+    with np.errstate(divide="ignore", under="ignore"):
+        total = np.logaddexp.reduce(message, axis=None)
+    if not np.isfinite(total):
+        return None
+    return _HSMMStream(np.ascontiguousarray(message - total), carried.statistics)
+
+
+def _forward_smoothing_rows(
+    log_startprob, log_transmat, log_durationprob, log_frameprob, features, carried=None
+):
+    """``(log_likelihood, carried, log_predictive)`` of forward-only smoothing over
+    the rows of one chunk of a sequence, on validated arrays.
+
+    ``features`` (n_samples, n_states, n_features): the rows' emission
+    features in each state.  ``carried``: the :class:`_HSMMStream` of the
+    sequence's earlier rows (not modified), or None when the rows start it.
+    ``log_likelihood`` is that of the rows given the earlier ones, -inf when
+    they (or the carried message, under these durations) are impossible.
+    """
+    n_states, n_durations = log_durationprob.shape
+    n_rows, n_features = features.shape[0], features.shape[2]
+    width = _stream_width(n_states, n_durations, n_features)
+    log_predictive = np.full(n_rows, -np.inf)
+    if carried is None:
+        message = np.full((n_states, n_durations), -np.inf)
+        statistics = np.zeros((n_states, n_durations, width))
+    else:
+        if carried.log_message.shape != (n_states, n_durations) or carried.statistics.shape != (
+            n_states,
+            n_durations,
+            width,
+        ):
+            raise ValueError(
+                "The message carried from the previous partial_fit call does not fit the "
+                "model's dimensions; pass new_sequence=True."
+            )
+        carried = _reachable_stream(carried, log_durationprob)
+        if carried is None:
+            return -np.inf, None, log_predictive
+        message = np.array(carried.log_message, dtype=np.float64, order="C")
+        statistics = np.array(carried.statistics, dtype=np.float64, order="C")
+    log_likelihood = _hsmm.forward_smoothing(
+        log_startprob,
+        log_transmat,
+        log_durationprob,
+        log_survival(log_durationprob)[0],
+        np.ascontiguousarray(log_frameprob, dtype=np.float64),
+        np.ascontiguousarray(features, dtype=np.float64),
+        carried is None,
+        message,
+        statistics,
+        log_predictive,
+    )
+    if not np.isfinite(log_likelihood):
+        return -np.inf, None, log_predictive
+    return float(log_likelihood), _HSMMStream(message, statistics), log_predictive
+
+
+def _stream_statistics(carried, durationprob):
+    """``(start, transitions, durations, feature_sums)``: the smoothed statistics
+    of every row a :class:`_HSMMStream` has seen, its last visit censored
+    (completed by ``durationprob``, as :func:`complete_duration_counts`)."""
+    n_states, n_durations = carried.log_message.shape
+    n_features = (carried.statistics.shape[2] - _stream_width(n_states, n_durations, 0)) // n_states
+    with np.errstate(under="ignore"):
+        weights = np.exp(carried.log_message)
+    totals = np.einsum("jb,jbm->m", weights, carried.statistics)
+    cuts = np.cumsum([n_states, n_states * n_states, n_states * n_durations])
+    start, transitions, complete, feature_sums = np.split(totals, cuts)
+    durations = complete_duration_counts(
+        complete.reshape(n_states, n_durations), weights, durationprob
+    )
+    return (
+        start,
+        transitions.reshape(n_states, n_states),
+        durations,
+        feature_sums.reshape(n_states, n_features),
+    )
+
+
 def _viterbi_offsets(log_startprob, log_transmat, log_durationprob, log_frameprob, offsets):
     """``(sequence_log_prob, states)`` on validated arrays."""
     states = np.empty(log_frameprob.shape[0], dtype=np.intp)

@@ -13,6 +13,7 @@ from scipy.special import logsumexp
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq import CategoricalHMM, GaussianHMM, SemiMarkovCategoricalHMM, SemiMarkovGaussianHMM
+from skseq.hmm._semi_markov import duration_pmf
 from skseq.inference import (
     hmm_forward,
     hmm_forward_backward,
@@ -78,11 +79,21 @@ def enumerate_model(log_start, log_trans, log_duration, log_frame):
     return found
 
 
-def brute_force(log_start, log_trans, log_duration, log_frame):
-    """Log-likelihood, posteriors, counts and the best segmentation by enumeration."""
+def consistent(visits, known_states):
+    """Whether every labelled row (known_states >= 0) lies in a visit to its state."""
+    states = np.concatenate([[state] * duration for state, _, duration in visits])
+    labelled = known_states >= 0
+    return bool(np.all(states[labelled] == known_states[labelled]))
+
+
+def brute_force(log_start, log_trans, log_duration, log_frame, known_states=None):
+    """Log-likelihood, posteriors, counts and the best segmentation by enumeration
+    (over the segmentations consistent with ``known_states`` when given)."""
     n_rows, n_states = log_frame.shape
     max_duration = log_duration.shape[1]
     found = enumerate_model(log_start, log_trans, log_duration, log_frame)
+    if known_states is not None:
+        found = [(value, visits) for value, visits in found if consistent(visits, known_states)]
     values = np.array([value for value, _ in found])
     log_likelihood = logsumexp(values)
     weights = np.exp(values - log_likelihood)
@@ -380,8 +391,9 @@ def test_estimator_api_fit_predict_sample_partial_fit():
         streamed.partial_fit(chunk, new_sequence=True)
     assert streamed.n_batch_iter_ == 4
     np.testing.assert_allclose(streamed.duration_probs_.sum(axis=1), 1.0)
-    with pytest.raises(ValueError, match="new_sequence=True"):
-        streamed.partial_fit(X[:10])
+    streamed.partial_fit(X[:10])  # continues the last chunk's sequence
+    assert streamed.n_batch_iter_ == 5
+    np.testing.assert_allclose(streamed.filtered_state_.sum(), 1.0)
 
 
 def test_n_jobs_and_n_init_give_the_same_fit():
@@ -436,8 +448,17 @@ def test_errors():
         SemiMarkovGaussianHMM(2, duration_distribution="gamma").fit(X)
     with pytest.raises(ValueError, match="zero diagonal"):
         SemiMarkovGaussianHMM(2, transmat_init=[[0.5, 0.5], [0.5, 0.5]]).fit(X)
-    with pytest.raises(ValueError, match="known_states"):
-        SemiMarkovGaussianHMM(2).fit(X, known_states=np.zeros(20, dtype=int))
+    with pytest.raises(ValueError, match="a visit lasts at most max_duration=5"):
+        SemiMarkovGaussianHMM(2, max_duration=5).fit(X, known_states=np.zeros(20, dtype=int))
+    # Runs end with their sequence: four sequences of 5 rows labelled 0 are possible.
+    SemiMarkovGaussianHMM(2, max_duration=5, n_iter=1).fit(
+        X, lengths=[5, 5, 5, 5], known_states=np.zeros(20, dtype=int)
+    )
+    forbidden = SemiMarkovGaussianHMM(
+        3, transmat_init=[[0, 1, 0], [0.5, 0, 0.5], [0.5, 0.5, 0]], init_params="smc"
+    )
+    with pytest.raises(ValueError, match="transmat_\\[0, 2\\] = 0"):
+        forbidden.fit(X, known_states=np.r_[-1, 0, 2, -np.ones(17)].astype(int))
     fitted = SemiMarkovGaussianHMM(2, max_duration=5, n_iter=2, random_state=0).fit(X)
     with pytest.raises(TypeError, match="new_sequence must be a bool"):
         fitted.filter_stream(X, new_sequence="yes")
@@ -479,13 +500,20 @@ def test_missing_rows_are_unobserved_steps():
     assert np.isclose(model.score(X), expected.log_likelihood, rtol=1e-12)
 
 
-def test_stochastic_em_learns_the_durations():
+def alternating_truth(mean):
+    """Two states taking turns, visits of 1 + Poisson(4) and 1 + Poisson(9) rows,
+    emitting N(-mean, 1) and N(mean, 1)."""
     truth = SemiMarkovGaussianHMM(2, max_duration=20)
     truth.startprob_ = [0.5, 0.5]
     truth.transmat_ = [[0.0, 1.0], [1.0, 0.0]]
     truth.duration_probs_ = _poisson([4.0, 9.0], 20)
-    truth.means_ = [[-3.0], [3.0]]
+    truth.means_ = [[-mean], [mean]]
     truth.covars_ = [[1.0], [1.0]]
+    return truth
+
+
+def test_stochastic_em_learns_the_durations():
+    truth = alternating_truth(3.0)
     X, lengths = simulated(truth, 40, 100, seed=2)
     model = SemiMarkovGaussianHMM(
         2, max_duration=20, learning_method="online", batch_size=8, n_iter=30, random_state=0
@@ -614,7 +642,9 @@ def test_filter_update_reset_filter_and_fit_forget_the_stream():
     assert not hasattr(model, "filter_message_") and not hasattr(model, "filtered_state_")
     model.filter_stream(X[:5])
     model.partial_fit(X, new_sequence=True)
-    assert not hasattr(model, "filter_message_")  # computed under the old parameters
+    # The online filter continues where partial_fit ended.
+    assert not hasattr(model, "stream_log_likelihood_")
+    np.testing.assert_allclose(np.exp(model.filter_message_).sum(axis=1), model.filtered_state_)
 
 
 def test_log_message_errors():
@@ -638,3 +668,321 @@ def test_log_message_errors():
     before = message.copy()
     hsmm_filter(log_start, log_trans, log_duration, log_frame, log_message=message)
     np.testing.assert_array_equal(message, before)
+
+
+# -- known states (semi-supervised fits) ----------------------------------------
+
+
+def fixed_gaussian_model(n_states, max_duration, seed, **kwargs):
+    """A SemiMarkovGaussianHMM with random parameters (zero diagonal), learning nothing."""
+    rng = np.random.default_rng(seed)
+    model = SemiMarkovGaussianHMM(n_states, max_duration=max_duration, **kwargs)
+    log_start, log_trans, log_duration, _ = random_model(n_states, max_duration, 1, seed)
+    model.startprob_ = np.exp(log_start)
+    model.transmat_ = np.exp(log_trans)
+    model.duration_probs_ = np.exp(log_duration)
+    model.means_ = rng.normal(scale=2.0, size=(n_states, 1))
+    model.covars_ = rng.uniform(0.5, 2.0, size=(n_states, 1))
+    model.n_features_in_ = 1
+    model._centre = np.zeros(1)  # the emission statistics' reference point
+    return model
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_known_states_estep_equals_enumeration_over_consistent_segmentations(seed):
+    """The E step with labelled rows: log p(x, labels) and the expected counts and
+    posteriors over the segmentations in which every labelled row is in a visit to
+    its state."""
+    rng = np.random.default_rng(seed)
+    model = fixed_gaussian_model(3, 3, seed)
+    X = rng.normal(scale=2.0, size=(6, 1))
+    known_states = np.full(6, -1)
+    known_states[rng.choice(6, size=2, replace=False)] = rng.integers(0, 3, size=2)
+    with np.errstate(divide="ignore"):
+        logs = [np.log(p) for p in (model.startprob_, model.transmat_, model.duration_probs_)]
+    expected = brute_force(*logs, model._compute_log_likelihood(X), known_states)
+    stacked = model._stack_known_states(X, known_states)
+    try:
+        statistics, log_likelihood = model._estep(stacked, np.array([0, 6]))
+    finally:
+        del model._known_states_stacked
+    assert np.isclose(log_likelihood, expected["log_likelihood"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(statistics["start"], expected["start"], atol=1e-12)
+    np.testing.assert_allclose(statistics["trans"], expected["trans"], atol=1e-12)
+    durations = complete_duration_counts(
+        expected["complete"], expected["censored"], model.duration_probs_
+    )
+    np.testing.assert_allclose(statistics["durations"], durations, atol=1e-12)
+    posterior_mass = expected["posteriors"].sum(axis=0)
+    np.testing.assert_allclose(statistics["post"], posterior_mass, atol=1e-12)
+    np.testing.assert_allclose(statistics["obs"], expected["posteriors"].T @ X, atol=1e-12)
+
+
+def test_fit_with_known_states_follows_the_labels():
+    """Labels on a few rows of each visit pin each state to its own regime (no label
+    switching), and fit and partial_fit take them; labels do not change predict."""
+    rng = np.random.default_rng(5)
+    states = np.repeat(np.arange(30) % 3, 5)
+    X = np.array([[0.0], [1.0], [2.0]])[states] + rng.normal(scale=0.4, size=(150, 1))
+    known_states = np.where(np.arange(150) % 5 == 2, states, -1)
+    model = SemiMarkovGaussianHMM(3, max_duration=8, n_iter=30, random_state=1)
+    model.fit(X, known_states=known_states)
+    np.testing.assert_allclose(model.means_.ravel(), [0.0, 1.0, 2.0], atol=0.15)
+    assert np.mean(model.predict(X) == states) > 0.9
+    streamed = SemiMarkovGaussianHMM(3, max_duration=8, random_state=1)
+    streamed.partial_fit(X[:75], known_states=known_states[:75])
+    streamed.partial_fit(X[75:], known_states=known_states[75:], new_sequence=True)
+    assert streamed.n_batch_iter_ == 2 and not hasattr(streamed, "_known_states_stacked")
+
+
+# -- SQUAREM --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("distribution", ["poisson", "negative_binomial", "categorical"])
+def test_squarem_never_lowers_the_log_likelihood_and_reaches_plain_ems_maximum(distribution):
+    rng = np.random.default_rng(0)
+    states = np.repeat(rng.integers(0, 3, size=60), rng.integers(2, 9, size=60))
+    X = np.array([[0.0], [1.5], [3.0]])[states] + rng.normal(size=(len(states), 1))
+    kwargs = dict(max_duration=12, duration_distribution=distribution, n_iter=3000, tol=1e-7)
+    plain = SemiMarkovGaussianHMM(3, random_state=0, **kwargs).fit(X)
+    fast = SemiMarkovGaussianHMM(3, random_state=0, acceleration="squarem", **kwargs).fit(X)
+    history = np.array(fast.monitor_.history)
+    assert np.all(np.diff(history) >= -1e-9 * np.abs(history[:-1]))
+    assert fast.converged_ and plain.converged_
+    assert fast.lower_bound_ == pytest.approx(plain.lower_bound_, abs=1e-3)
+    assert fast.n_iter_ < plain.n_iter_
+    order = np.argsort(fast.means_.ravel())
+    np.testing.assert_allclose(
+        fast.duration_probs_[order], plain.duration_probs_[np.argsort(plain.means_.ravel())],
+        atol=2e-3,
+    )  # fmt: skip
+    np.testing.assert_array_equal(np.diag(fast.transmat_), 0.0)
+
+
+def test_squarem_coordinates_cover_the_durations():
+    model = SemiMarkovCategoricalHMM(2, max_duration=4, duration_distribution="categorical")
+    X = np.array([[0], [1], [1], [0], [0], [1]])
+    model.set_params(n_iter=0).fit(X)
+    kinds = model._acceleration_coordinates(X).kinds
+    assert kinds["duration_probs_"] == ("probabilities", None)
+    nb = SemiMarkovGaussianHMM(2, max_duration=4, duration_distribution="negative_binomial")
+    nb.set_params(n_iter=0).fit(X.astype(float))
+    kinds = nb._acceleration_coordinates(X).kinds
+    assert kinds["duration_rates_"] == kinds["duration_shapes_"] == ("positive", 1.0)
+    point = nb._feasible_parameters(
+        dict(nb._get_parameters(), duration_rates_=np.array([2.0, 1e9]))
+    )
+    np.testing.assert_allclose(point["duration_rates_"], [2.0, 1e6])
+    np.testing.assert_allclose(
+        point["duration_probs_"],
+        duration_pmf("negative_binomial", 4, [2.0, 1e6], point["duration_shapes_"]),
+    )
+    assert (
+        nb.set_params(params="stmc")
+        ._acceleration_coordinates(X)
+        .kinds.keys()
+        .isdisjoint({"duration_rates_", "duration_shapes_"})
+    )
+
+
+# -- partial_fit continuing a sequence across batches ----------------------------
+
+
+def stream_estep(model, X, cuts, known_states=None, lengths_of=None):
+    """The stream engine's E step over the batches X[a:b] (the first sequence of
+    each continuing the last of the previous): summed statistics, log-likelihood,
+    the last message.  ``lengths_of(a, b)``: the batch's sequence lengths."""
+    total, log_likelihood, carried = None, 0.0, None
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        lengths = None if lengths_of is None else lengths_of(a, b)
+        labels = None if known_states is None else known_states[a:b]
+        try:
+            rows, offsets = model._validate_stream_batch(
+                X[a:b], None, lengths, None, first_call=False, continues=carried is not None,
+                known_states=labels,
+            )  # fmt: skip
+            added, part, carried = model._stream_estep(rows, offsets, carried)
+        finally:
+            model.__dict__.pop("_known_states_stacked", None)
+        total = added if total is None else total + added
+        log_likelihood += part
+    return total, log_likelihood, carried
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    cuts=st.lists(st.integers(1, 29), max_size=6, unique=True),
+    max_duration=st.integers(1, 7),
+    seed=st.integers(0, 2**16),
+    missing=st.booleans(),
+    labelled=st.booleans(),
+)
+def test_a_sequence_cut_into_batches_gives_what_one_batch_gives(
+    cuts, max_duration, seed, missing, labelled
+):
+    """At fixed parameters the batches' statistics add up to the whole sequence's
+    (the censored visit a batch ends in is revised by the next), their
+    log-likelihoods to its log-likelihood, and the message's state is filter's."""
+    rng = np.random.default_rng(seed)
+    model = fixed_gaussian_model(3, max_duration, seed)
+    X = rng.normal(scale=2.0, size=(30, 1))
+    if missing:
+        X[rng.choice(30, size=5, replace=False)] = np.nan
+    known_states = None
+    if labelled:
+        model.startprob_ = np.full(3, 1 / 3)
+        model.transmat_ = np.full((3, 3), 0.5) - 0.5 * np.eye(3)
+        model.duration_probs_ = np.full((3, max_duration), 1.0 / max_duration)
+        known_states = np.full(30, -1)
+        rows = rng.choice(np.flatnonzero(~np.isnan(X[:, 0])), size=3, replace=False)
+        known_states[rows] = rng.integers(0, 3, size=3)
+    cuts = [0, *sorted(cuts), 30]
+    stacked = X if known_states is None else model._stack_known_states(X, known_states)
+    try:
+        whole, whole_log_likelihood = model._estep(stacked, np.array([0, 30]))
+    finally:
+        model.__dict__.pop("_known_states_stacked", None)
+    if not np.isfinite(whole_log_likelihood):
+        return  # labels the durations forbid
+    chunked, log_likelihood, carried = stream_estep(model, X, cuts, known_states)
+    assert np.isclose(log_likelihood, whole_log_likelihood, rtol=1e-11, atol=1e-11)
+    for name in whole:
+        np.testing.assert_allclose(chunked[name], whole[name], rtol=1e-9, atol=1e-10)
+    if known_states is None:
+        filtered = model.filter(X)[-1]
+        np.testing.assert_allclose(np.exp(carried.log_message).sum(axis=1), filtered, atol=1e-12)
+        # The public stream (nothing learned): batch log-likelihoods and filtered state.
+        model.params = ""
+        parts = []
+        for index, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+            model.partial_fit(X[a:b], new_sequence=index == 0)
+            parts.append(model.batch_log_likelihood_)
+        assert np.isclose(sum(parts), whole_log_likelihood, rtol=1e-11, atol=1e-11)
+        np.testing.assert_allclose(model.filtered_state_, filtered, atol=1e-12)
+        np.testing.assert_allclose(model.filter_message_, carried.log_message, atol=1e-12)
+
+
+def test_batches_of_several_sequences_continue_the_first_and_the_last():
+    """Batches holding several sequences: the first continues the previous batch's
+    last, the ones in between are whole, the last is carried on."""
+    rng = np.random.default_rng(4)
+    model = fixed_gaussian_model(2, 5, 4)
+    lengths = [7, 12, 3, 9, 6]
+    X = rng.normal(scale=2.0, size=(sum(lengths), 1))
+    bounds = np.cumsum([0, *lengths])
+    whole, whole_log_likelihood = model._estep(X, bounds)
+
+    def lengths_of(a, b):
+        edges = np.unique(np.clip(bounds, a, b))
+        return np.diff(edges)
+
+    cuts = [0, 10, 25, 37]
+    chunked, log_likelihood, _ = stream_estep(model, X, cuts, lengths_of=lengths_of)
+    assert np.isclose(log_likelihood, whole_log_likelihood, rtol=1e-12)
+    for name in whole:
+        np.testing.assert_allclose(chunked[name], whole[name], rtol=1e-9, atol=1e-10)
+
+
+def test_a_message_on_ages_the_new_durations_forbid_is_renormalised():
+    """After an M step a free duration pmf may forbid ages the carried message
+    holds: they are dropped (the rest renormalised) for the next batch and for
+    the online filter; nothing left is an error that names the cause."""
+    model = fixed_gaussian_model(2, 3, 0, duration_distribution="categorical")
+    model.duration_probs_ = np.array([[0.2, 0.3, 0.5], [0.5, 0.25, 0.25]])
+    X = np.zeros((4, 1))
+    model.params = ""
+    model.partial_fit(X, new_sequence=True)
+    before = np.exp(model.filter_message_)
+    assert before[0, 1:].sum() > 0
+    model.duration_probs_ = np.array([[1.0, 0.0, 0.0], [0.5, 0.25, 0.25]])
+    model._publish_stream(model._stream)
+    expected = before * [[1, 0, 0], [1, 1, 1]]
+    np.testing.assert_allclose(np.exp(model.filter_message_), expected / expected.sum())
+    np.testing.assert_allclose(model.filtered_state_, (expected / expected.sum()).sum(axis=1))
+    model.partial_fit(X[:1])
+    assert np.isfinite(model.batch_log_likelihood_)
+    with np.errstate(divide="ignore"):
+        forbidden = np.log([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    model._stream = model._stream._replace(log_message=forbidden)
+    with pytest.raises(ValueError, match="-inf"):
+        model.partial_fit(X[:1])
+    model._stream = model._stream._replace(log_message=np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="new_sequence=True"):
+        model.partial_fit(X[:1])
+
+
+def test_stochastic_em_on_one_long_stream_recovers_the_durations():
+    """partial_fit on consecutive chunks of one long sequence (each continuing the
+    previous; chunks of 20 rows, as long as the longest visits) learns the
+    duration rates; restarting the sequence at every chunk censors the visits
+    that cross a cut and biases the long state's rate down."""
+    X, _ = alternating_truth(2.0).sample(8000, random_state=4)
+    rates = {}
+    for restart in (False, True):
+        model = SemiMarkovGaussianHMM(2, max_duration=20, random_state=0, learning_offset=10.0)
+        for index, chunk in enumerate(np.array_split(X, 400)):
+            model.partial_fit(chunk, new_sequence=restart or index == 0)
+        order = np.argsort(model.means_.ravel())
+        np.testing.assert_allclose(model.means_.ravel()[order], [-2.0, 2.0], atol=0.1)
+        rates[restart] = model.duration_rates_[order]
+    np.testing.assert_allclose(rates[False], [4.0, 9.0], rtol=0.1)
+    assert rates[True][1] < 8.1
+
+
+def numpy_age_filter(log_start, log_trans, log_duration, log_frame):
+    """log p(x) and p(z_t | x_<=t) by the filter over (state, age) in numpy (libm's
+    exp and log, scipy's logsumexp): the reference of the kernels' own exponential."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        survival = np.logaddexp.accumulate(log_duration[:, ::-1], axis=1)[:, ::-1]
+        hazard = np.where(np.isfinite(survival), log_duration - survival, -np.inf)
+        going_on = np.full_like(survival, -np.inf)
+        going_on[:, 1:] = survival[:, 1:] - survival[:, :-1]
+    message = np.full(log_duration.shape, -np.inf)
+    message[:, 0] = log_start
+    log_likelihood, filtered = 0.0, []
+    for t, row in enumerate(log_frame):
+        if t:
+            ending = logsumexp(message + hazard, axis=1)
+            moved = np.full_like(message, -np.inf)
+            moved[:, 0] = logsumexp(ending[:, None] + log_trans, axis=0)
+            moved[:, 1:] = message[:, :-1] + going_on[:, 1:]
+            message = moved
+        message = message + row[:, None]
+        total = logsumexp(message)
+        log_likelihood += total
+        message = message - total
+        filtered.append(np.exp(logsumexp(message, axis=1)))
+    return log_likelihood, np.array(filtered)
+
+
+def test_kernels_equal_a_libm_log_space_reference_on_long_hard_inputs():
+    """The kernels' branch-free exponential (vectorised in the AVX2 build) against
+    libm through numpy: 2000 rows, emissions of large magnitude, to 1e-10."""
+    log_start, log_trans, log_duration, _ = random_model(3, 25, 1, seed=8)
+    log_frame = np.random.default_rng(8).normal(scale=25.0, size=(2000, 3))
+    log_likelihood, filtered = numpy_age_filter(log_start, log_trans, log_duration, log_frame)
+    forward = hsmm_forward(log_start, log_trans, log_duration, log_frame)
+    both = hsmm_forward_backward(log_start, log_trans, log_duration, log_frame)
+    assert np.isclose(forward.log_likelihood, log_likelihood, rtol=1e-12, atol=1e-10)
+    assert np.isclose(both.log_likelihood, log_likelihood, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(forward.filtered, filtered, atol=1e-10)
+    np.testing.assert_allclose(both.posteriors[-1], filtered[-1], atol=1e-10)
+
+
+def test_categorical_emissions_stream_in_batches_as_one_batch():
+    """The stream's statistics through CategoricalHMM's emission features (missing
+    symbols too) add up to one batch's as well."""
+    rng = np.random.default_rng(6)
+    model = SemiMarkovCategoricalHMM(3, max_duration=4, n_features=3)
+    log_start, log_trans, log_duration, _ = random_model(3, 4, 1, seed=6)
+    model.startprob_, model.transmat_ = np.exp(log_start), np.exp(log_trans)
+    model.duration_probs_ = np.exp(log_duration)
+    model.emissionprob_ = rng.dirichlet(np.ones(3), size=3)
+    X = rng.integers(0, 3, size=(25, 1)).astype(float)
+    X[[3, 11, 17]] = np.nan
+    model.n_features_in_ = 1
+    whole, whole_log_likelihood = model._estep(X, np.array([0, 25]))
+    chunked, log_likelihood, _ = stream_estep(model, X, [0, 2, 3, 12, 18, 25])
+    assert np.isclose(log_likelihood, whole_log_likelihood, rtol=1e-12)
+    for name in whole:
+        np.testing.assert_allclose(chunked[name], whole[name], rtol=1e-9, atol=1e-10)
