@@ -416,11 +416,12 @@ def _inference_examples():
                 random_state=0,
             )
         ],
-        kalman.kalman_filter: [lgssm_rows],
+        # diffuse: the exact diffuse initial state's P_inf, an array argument too
+        kalman.kalman_filter: [lgssm_rows, dict(**lgssm_rows, diffuse=np.array([[1.5]]))],
         subspace.subspace_identification: [
             dict(X=ar_data, n_state=1, lengths=np.array([120, 80]), n_lags=3)
         ],
-        kalman.kalman_smoother: [lgssm_rows],
+        kalman.kalman_smoother: [lgssm_rows, dict(**lgssm_rows, diffuse=np.array([[1.5]]))],
         kalman.kalman_filter_step: [
             dict(
                 x=X[0],
@@ -448,13 +449,23 @@ def _inference_examples():
             # start: where the chunk begins in its sequence (a constant model ignores it).
             dict(X=X, parameters=lgssm_parameters, controls=controls, carried=stream, start=5),
         ],
-        kalman_mle.lgssm_log_likelihood_gradient: [lgssm_rows],
+        kalman_mle.lgssm_log_likelihood_gradient: [
+            lgssm_rows,
+            dict(**lgssm_rows, diffuse=np.array([[1.5]])),
+        ],
         kalman_mle.lgssm_score_obs: [lgssm_rows],
         kalman_mle.lgssm_maximum_likelihood: [
-            dict(**mle_rows, start=parameterization.unconstrained(), max_iter=2, tol=1e-6)
+            dict(**mle_rows, start=parameterization.unconstrained(), max_iter=2, tol=1e-6),
+            dict(**mle_rows, max_iter=2, diffuse=np.array([[1.5]])),
         ],
         kalman_mle.lgssm_parameter_covariance: [
-            dict(**mle_rows, unconstrained=parameterization.unconstrained(), cov_type="oim")
+            dict(**mle_rows, unconstrained=parameterization.unconstrained(), cov_type="oim"),
+            dict(
+                **mle_rows,
+                unconstrained=parameterization.unconstrained(),
+                cov_type="oim",
+                diffuse=np.array([[1.5]]),
+            ),
         ],
         inference.elman_rnn: [rnn],
         inference.elman_rnn_backward: [

@@ -52,7 +52,7 @@ O(k^3 + k^2 p + k p^2 + p^3):
   the memory traffic, and F P_f(t) comes out of it for the smoother gain.
 """
 
-from libc.math cimport NAN, isnan, log
+from libc.math cimport NAN, isnan, log, sqrt
 
 from ._blas cimport GEMM_PIECE_WORK
 # The shared helpers under the names this module has always used for them.
@@ -949,6 +949,9 @@ def kalman_smoother(
                     _copy(scratch.w.cross, &cross_cov[first + t + 1, 0, 0], kk)
 
 
+include "_kalman_diffuse.pxi"
+
+
 def em_statistics(
     LinearGaussianModel model,
     const double[:, ::1] X,  # IN
@@ -1023,12 +1026,18 @@ def em_statistics(
 cdef int _smooth_and_accumulate(const ModelView* model, Workspace* w, Statistics* stats,
                                 const double* x, Py_ssize_t x_stride, const double* u,
                                 Py_ssize_t u_stride, Py_ssize_t n_rows,
-                                double* mean, double* cov) noexcept nogil:
+                                double* mean, double* cov, DiffuseWork* d=NULL,
+                                const double* cov_inf=NULL,
+                                Py_ssize_t n_diffuse=0) noexcept nogil:
     """Smooth one filtered sequence in place and add its statistics.
 
+    With ``d``, the sequence was filtered by the exact diffuse filter:
+    ``cov_inf`` holds the filtered P_inf of its first ``n_diffuse`` rows and
+    the rows whose P_inf is not zero take the exact diffuse smoother step.
     Returns -1 on a numerical failure (a covariance that is not positive
-    definite); the statistics are then partly added, and the caller marks the
-    sequence's log-likelihood NaN so that the whole E step is discarded.
+    definite, or a state the data do not determine); the statistics are
+    then partly added, and the caller marks the sequence's log-likelihood
+    NaN so that the whole E step is discarded.
     """
     cdef Py_ssize_t k = model.n_state
     cdef Py_ssize_t kk = k * k
@@ -1036,10 +1045,19 @@ cdef int _smooth_and_accumulate(const ModelView* model, Workspace* w, Statistics
     cdef Py_ssize_t last = n_rows - 1
     if _accumulate_row(model, w, stats, x + last * x_stride, mean + last * k, cov + last * kk) < 0:
         return -1
+    if d != NULL and n_diffuse == n_rows and _frobenius_squared(
+            cov_inf + last * kk, kk) > DIFFUSE_TOLERANCE:
+        return -1  # the last state is not determined by the data
     for t in range(n_rows - 2, -1, -1):
-        if _smooth_step(model, w, mean + t * k, cov + t * kk,
-                        u + (t + 1) * u_stride if u != NULL else NULL,
-                        mean + (t + 1) * k, cov + (t + 1) * kk, True) != 0:
+        if d != NULL and t < n_diffuse and _frobenius_squared(
+                cov_inf + t * kk, kk) > DIFFUSE_TOLERANCE:
+            if _smooth_step_diffuse(model, w, d, mean + t * k, cov + t * kk, cov_inf + t * kk,
+                                    u + (t + 1) * u_stride if u != NULL else NULL,
+                                    mean + (t + 1) * k, cov + (t + 1) * kk) != 0:
+                return -1
+        elif _smooth_step(model, w, mean + t * k, cov + t * kk,
+                          u + (t + 1) * u_stride if u != NULL else NULL,
+                          mean + (t + 1) * k, cov + (t + 1) * kk, True) != 0:
             return -1
         if _accumulate_row(model, w, stats, x + t * x_stride, mean + t * k, cov + t * kk) < 0:
             return -1

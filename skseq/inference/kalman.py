@@ -20,6 +20,14 @@ entries only, exactly, and a row with no observed entry skips the update.
 The kernels use the Joseph-form covariance update and Cholesky solves (no
 matrix is ever inverted); they release the GIL.
 
+``diffuse=`` (of :func:`kalman_filter` and :func:`kalman_smoother`, and of
+the maximum-likelihood functions of :mod:`skseq.inference.kalman_mle`) gives
+the first state the exact diffuse prior N(mu0, P_* + kappa P_inf),
+kappa -> infinity (Koopman's exact diffuse filter and its smoother; the
+parameters' ``initial_state_covariance`` is then P_*): statsmodels' exact
+diffuse initialisation and diffuse log-likelihood
+(doc/user_guide/lgssm.rst, "Exact diffuse initialisation").
+
 :func:`kalman_forward_smoothing` computes the EM statistics of a sequence that
 arrives in chunks, exactly, by forward-only smoothing: the message carried
 from one chunk to the next (:class:`KalmanStreamState`) has a size fixed by
@@ -150,6 +158,13 @@ class KalmanFilterResult(NamedTuple):
     log_predictive : ndarray of shape (n_samples,)
         log p(x_t | x_1..x_{t-1}) of each row's observed entries (0 for a row
         with none); per sequence these sum to its log-likelihood.
+    predicted_diffuse_covariances : ndarray of shape (n_samples, n_state, n_state) or None
+        With ``diffuse=``: P_inf of each row's predicted state (zero from the
+        first non-diffuse row of its sequence on); the covariances above are
+        then the P_* parts of the diffuse rows.  None without ``diffuse=``.
+    n_diffuse : ndarray of shape (n_sequences,) or None
+        With ``diffuse=``: the number of diffuse rows at the start of each
+        sequence (statsmodels' ``nobs_diffuse``).  None without.
     """
 
     filtered_means: np.ndarray
@@ -159,6 +174,8 @@ class KalmanFilterResult(NamedTuple):
     log_likelihood: float
     sequence_log_likelihood: np.ndarray
     log_predictive: np.ndarray
+    predicted_diffuse_covariances: np.ndarray = None
+    n_diffuse: np.ndarray = None
 
 
 class KalmanSmootherResult(NamedTuple):
@@ -181,6 +198,9 @@ class KalmanSmootherResult(NamedTuple):
     sequence_log_likelihood : ndarray of shape (n_sequences,)
     log_predictive : ndarray of shape (n_samples,)
         log p(x_t | x_1..x_{t-1}) of each row.
+    n_diffuse : ndarray of shape (n_sequences,) or None
+        With ``diffuse=``: the number of diffuse rows at the start of each
+        sequence.  None without.
     """
 
     smoothed_means: np.ndarray
@@ -189,6 +209,7 @@ class KalmanSmootherResult(NamedTuple):
     log_likelihood: float
     sequence_log_likelihood: np.ndarray
     log_predictive: np.ndarray
+    n_diffuse: np.ndarray = None
 
 
 class KalmanFilterStep(NamedTuple):
@@ -435,7 +456,13 @@ def check_controls(controls, n_samples, n_controls, name="controls"):
 
 
 def check_lgssm_parameters(
-    parameters, n_features=None, *, n_state=None, n_controls=None, suffix=""
+    parameters,
+    n_features=None,
+    *,
+    n_state=None,
+    n_controls=None,
+    suffix="",
+    semidefinite_initial=False,
 ):
     """Validate the parameters of a linear-Gaussian SSM against each other.
 
@@ -454,6 +481,9 @@ def check_lgssm_parameters(
     parameters : LGSSMParameters
     n_features, n_state, n_controls : int, optional
     suffix : str, default=""
+    semidefinite_initial : bool, default=False
+        Accept a singular (positive semi-definite) ``initial_state_covariance``:
+        the P_* of an exact diffuse initial state (:func:`check_diffuse_parameters`).
 
     Returns
     -------
@@ -548,7 +578,9 @@ def check_lgssm_parameters(
     checked["initial_state_covariance"] = (
         np.eye(n_state)
         if initial_state_covariance is None
-        else check_covariance(initial_state_covariance, named("initial_state_covariance"), n_state)
+        else (check_state_covariance if semidefinite_initial else check_covariance)(
+            initial_state_covariance, named("initial_state_covariance"), n_state
+        )
     )
     if control_matrix is None:
         control_matrix = np.zeros((n_state, 0 if n_controls is None else n_controls))
@@ -749,11 +781,56 @@ def make_model(parameters):
     )
 
 
-def _check_inputs(parameters, X, controls, lengths, constant_only=None, chunk=False):
+def check_diffuse_parameters(parameters, diffuse, n_features=None):
+    """Validate the parameters and an exact diffuse initial state together.
+
+    ``diffuse`` is None (no diffuse part: the parameters as
+    :func:`check_lgssm_parameters` validates them), True (every state
+    coordinate diffuse), a boolean mask of shape (n_state,) of the diffuse
+    coordinates (P_inf the diagonal matrix of the mask), or a symmetric
+    positive semi-definite P_inf of shape (n_state, n_state).  The
+    parameters' ``initial_state_covariance`` is then P_*, which may be
+    singular (positive semi-definite); with True or a mask its diffuse rows
+    and columns are set to zero (statsmodels' convention; the exact limit
+    does not depend on them).
+
+    Returns
+    -------
+    parameters : LGSSMParameters
+        Validated, ``initial_state_covariance`` holding P_* when diffuse.
+    diffuse_covariance : ndarray of shape (n_state, n_state) or None
+        P_inf, None without ``diffuse``.
+    """
+    everything = isinstance(diffuse, bool | np.bool_)  # True: every coordinate, False: none
+    if diffuse is None or (everything and not diffuse):
+        return check_lgssm_parameters(parameters, n_features), None
+    checked = check_lgssm_parameters(parameters, n_features, semidefinite_initial=True)
+    k = checked.transition_matrix.shape[-1]
+    if everything:
+        diffuse = np.ones(k, dtype=bool)
+    array = np.asarray(diffuse)
+    if array.dtype == np.bool_:
+        if array.shape != (k,):
+            raise ValueError(
+                f"diffuse as a boolean mask must have shape ({k},) (one entry per state "
+                f"coordinate), got {array.shape}."
+            )
+        diffuse_covariance = np.diag(array.astype(np.float64))
+    else:
+        diffuse_covariance = check_state_covariance(array, "diffuse", k)
+    star = checked.initial_state_covariance
+    if array.dtype == np.bool_:
+        star = star.copy()
+        star[array, :] = 0.0
+        star[:, array] = 0.0
+    return checked._replace(initial_state_covariance=star), diffuse_covariance
+
+
+def _check_inputs(parameters, X, controls, lengths, constant_only=None, chunk=False, diffuse=None):
     X = check_observations(X)
     if getattr(parameters, "control_matrix", None) is None and controls is not None:
         raise ValueError("controls were given without a control_matrix.")
-    parameters = check_lgssm_parameters(parameters, X.shape[1])
+    parameters, diffuse_covariance = check_diffuse_parameters(parameters, diffuse, X.shape[1])
     if constant_only:
         refuse_time_varying(parameters, constant_only)
     model = make_model(parameters)
@@ -761,6 +838,8 @@ def _check_inputs(parameters, X, controls, lengths, constant_only=None, chunk=Fa
     offsets = sequence_offsets(X.shape[0], lengths=lengths)
     if not chunk:  # a chunk is checked against the time axis by its start
         check_time_axis(parameters, offsets)
+    if diffuse is not None:
+        return X, model, controls, offsets, diffuse_covariance
     return X, model, controls, offsets
 
 
@@ -795,8 +874,15 @@ def _check_chunk_start(parameters, n_rows, carried, start, varying):
     return start
 
 
-def _raise_if_failed(sequence_log_likelihood, name="X"):
+def _raise_if_failed(sequence_log_likelihood, name="X", diffuse=False):
     failed = np.flatnonzero(np.isnan(sequence_log_likelihood))
+    if failed.size and diffuse:
+        raise np.linalg.LinAlgError(
+            f"The exact diffuse smoother failed in sequence(s) {failed[:5].tolist()}: a "
+            "covariance lost positive definiteness in floating point, or a diffuse direction "
+            "of the state is reached by no observation (the sequence is too short, or ends "
+            "inside its diffuse period), so that the data do not determine the state."
+        )
     if failed.size:
         raise np.linalg.LinAlgError(
             f"A covariance lost positive definiteness in floating point in sequence(s) "
@@ -832,8 +918,12 @@ def _rows(X):
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
-def _filter_offsets(model, X, controls, offsets):
-    """Kalman filter on validated inputs (no checks); offsets split the rows."""
+def _filter_offsets(model, X, controls, offsets, diffuse_covariance=None):
+    """Kalman filter on validated inputs (no checks); offsets split the rows.
+
+    With ``diffuse_covariance`` (P_inf; the model's initial covariance is
+    then P_*) the exact diffuse filter.
+    """
     X, controls = _rows(X), _rows(controls)
     n_samples, k = X.shape[0], model.n_state
     predicted_means = np.empty((n_samples, k))
@@ -842,18 +932,27 @@ def _filter_offsets(model, X, controls, offsets):
     filtered_covariances = np.empty((n_samples, k, k))
     log_predictive = np.zeros(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
-    _kalman.kalman_filter(
-        model,
-        X,
-        controls,
-        offsets,
+    outputs = [
         predicted_means,
         predicted_covariances,
         filtered_means,
         filtered_covariances,
         log_predictive,
         sequence_log_likelihood,
-    )
+    ]
+    diffuse_outputs = []
+    if diffuse_covariance is None:
+        _kalman.kalman_filter(model, X, controls, offsets, *outputs)
+    else:
+        # the kernel's order: P_inf after the predicted covariances, n_diffuse last
+        diffuse_outputs = [
+            np.empty((n_samples, k, k)),
+            np.zeros(len(offsets) - 1, dtype=np.intp),
+        ]
+        outputs.insert(2, diffuse_outputs[0])
+        _kalman.kalman_filter_diffuse(
+            model, _rows(diffuse_covariance), X, controls, offsets, *outputs, diffuse_outputs[1]
+        )
     return KalmanFilterResult(
         filtered_means,
         filtered_covariances,
@@ -862,6 +961,7 @@ def _filter_offsets(model, X, controls, offsets):
         float(sequence_log_likelihood.sum()),
         sequence_log_likelihood,
         log_predictive,
+        *diffuse_outputs,
     )
 
 
@@ -890,30 +990,39 @@ def _filter_last_offsets(model, X, controls, offsets):
     return KalmanLastStates(last_means, last_covariances, sequence_log_likelihood, log_predictive)
 
 
-def _smoother_offsets(model, X, controls, offsets, *, with_covariances=True):
+def _smoother_offsets(
+    model, X, controls, offsets, diffuse_covariance=None, *, with_covariances=True
+):
     """RTS smoother on validated inputs (no checks); offsets split the rows.
 
     With ``with_covariances=False`` only the smoothed means are computed
-    (``smoothed_covariances`` and ``cross_covariances`` are then None).
+    (``smoothed_covariances`` and ``cross_covariances`` are then None).  With
+    ``diffuse_covariance`` (P_inf) the exact diffuse smoother, which always
+    computes the covariances.
     """
     X, controls = _rows(X), _rows(controls)
     n_samples, k = X.shape[0], model.n_state
+    with_covariances = with_covariances or diffuse_covariance is not None
     smoothed_means = np.empty((n_samples, k))
     smoothed_covariances = np.empty((n_samples, k, k)) if with_covariances else None
     cross_covariances = np.empty((n_samples, k, k)) if with_covariances else None
     log_predictive = np.zeros(n_samples)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
-    _kalman.kalman_smoother(
-        model,
-        X,
-        controls,
-        offsets,
+    outputs = [
         smoothed_means,
         smoothed_covariances,
         cross_covariances,
         log_predictive,
         sequence_log_likelihood,
-    )
+    ]
+    n_diffuse = []
+    if diffuse_covariance is None:
+        _kalman.kalman_smoother(model, X, controls, offsets, *outputs)
+    else:
+        n_diffuse = [np.zeros(len(offsets) - 1, dtype=np.intp)]
+        _kalman.kalman_smoother_diffuse(
+            model, _rows(diffuse_covariance), X, controls, offsets, *outputs, *n_diffuse
+        )
     return KalmanSmootherResult(
         smoothed_means,
         smoothed_covariances,
@@ -921,11 +1030,16 @@ def _smoother_offsets(model, X, controls, offsets, *, with_covariances=True):
         float(sequence_log_likelihood.sum()),
         sequence_log_likelihood,
         log_predictive,
+        *n_diffuse,
     )
 
 
-def _em_statistics_offsets(model, X, controls, offsets):
+def _em_statistics_offsets(model, X, controls, offsets, diffuse_covariance=None):
     """E step on validated inputs (no checks): summed sufficient statistics.
+
+    With ``diffuse_covariance`` (P_inf; the model's initial covariance is
+    then P_*) the moments are the exact diffuse smoother's and the
+    log-likelihood is the diffuse one.
 
     Returns ``(statistics, sequence_log_likelihood)`` where ``statistics`` is a
     dict of arrays that add up over disjoint blocks of sequences:
@@ -969,9 +1083,21 @@ def _em_statistics_offsets(model, X, controls, offsets):
     }
     n_sequences = np.zeros(1)
     sequence_log_likelihood = np.empty(len(offsets) - 1)
-    _kalman.em_statistics(
-        model, X, controls, offsets, *statistics.values(), n_sequences, sequence_log_likelihood
-    )
+    if diffuse_covariance is None:
+        _kalman.em_statistics(
+            model, X, controls, offsets, *statistics.values(), n_sequences, sequence_log_likelihood
+        )
+    else:
+        _kalman.em_statistics_diffuse(
+            model,
+            _rows(diffuse_covariance),
+            X,
+            controls,
+            offsets,
+            *statistics.values(),
+            n_sequences,
+            sequence_log_likelihood,
+        )
     statistics["n_sequences"] = n_sequences.reshape(())
     return statistics, sequence_log_likelihood
 
@@ -1291,7 +1417,9 @@ def _em_statistics_in_chunks(model, X, controls, chunk_rows):
 _CHUNK_ROWS = 2**14
 
 
-def _em_statistics_bounded(model, X, controls, offsets, bytes_per_row=None):
+def _em_statistics_bounded(
+    model, X, controls, offsets, bytes_per_row=None, diffuse_covariance=None
+):
     """:func:`_em_statistics_offsets` within scikit-learn's working memory (no checks).
 
     A sequence whose whole-sequence scratch (``bytes_per_row``, by default
@@ -1299,8 +1427,11 @@ def _em_statistics_bounded(model, X, controls, offsets, bytes_per_row=None):
     pass the budget of :func:`~skseq._sequences.memory_budget_rows` goes
     through :func:`_em_statistics_in_chunks` (bounded memory); the others
     through the whole-sequence kernel.  Returns ``(statistics,
-    sequence_log_likelihood)`` as :func:`_em_statistics_offsets` does.
+    sequence_log_likelihood)`` as :func:`_em_statistics_offsets` does.  The exact
+    diffuse E step (``diffuse_covariance``, P_inf) works on whole sequences only.
     """
+    if diffuse_covariance is not None:
+        return _em_statistics_offsets(model, X, controls, offsets, diffuse_covariance)
     k = model.n_state
     if bytes_per_row is None:
         bytes_per_row = 8 * (k * k + k + 1)
@@ -1351,7 +1482,7 @@ def _check_carried(carried, n_state, n_obs, n_ctrl):
 
 
 @masked_arrays_checked(missing=("X",))
-def kalman_filter(parameters, X, *, controls=None, lengths=None):
+def kalman_filter(parameters, X, *, controls=None, lengths=None, diffuse=None):
     """Kalman filter: the state given the past, E[z_t | x_1..x_t], and the log-likelihood.
 
     Parameters
@@ -1369,13 +1500,25 @@ def kalman_filter(parameters, X, *, controls=None, lengths=None):
         u_t, one row per row of X; the first row of each sequence is unused.
     lengths : array-like of int, optional
         Lengths of the concatenated sequences; one sequence if omitted.
+    diffuse : None, True, array-like of bool of shape (n_state,) or of shape (n_state, n_state)
+        The exact diffuse initial state (Koopman's exact diffuse filter):
+        z_1 ~ N(mu0, P_* + kappa P_inf) with kappa -> infinity, the
+        parameters' ``initial_state_covariance`` being P_* (positive
+        semi-definite).  True makes every state coordinate diffuse, a
+        boolean mask the coordinates it marks (P_inf their indicator on the
+        diagonal; P_*'s rows and columns of them are set to zero), a matrix
+        is P_inf itself (symmetric positive semi-definite).  The
+        log-likelihood is then the diffuse log-likelihood, statsmodels'
+        definition (doc/user_guide/lgssm.rst, "Exact diffuse
+        initialisation").  None (default): the proper prior N(mu0, Sigma0).
 
     Returns
     -------
     KalmanFilterResult
         ``filtered_means``, ``filtered_covariances``, ``predicted_means``,
         ``predicted_covariances``, ``log_likelihood``,
-        ``sequence_log_likelihood``, ``log_predictive``.
+        ``sequence_log_likelihood``, ``log_predictive``, and with
+        ``diffuse=`` ``predicted_diffuse_covariances`` and ``n_diffuse``.
 
     Raises
     ------
@@ -1396,18 +1539,32 @@ def kalman_filter(parameters, X, *, controls=None, lengths=None):
     ((4, 1), (4, 1, 1))
     >>> bool(np.isclose(result.log_predictive.sum(), result.log_likelihood))
     True
+
+    The local level with an exact diffuse first state: the first row is
+    diffuse, its filtered level is the first observation.
+
+    >>> exact = kalman_filter(
+    ...     LGSSMParameters([[1.0]], [[1.0]], [[0.1]], [[0.5]]), X, diffuse=True)
+    >>> exact.n_diffuse, exact.filtered_means[0, 0]
+    (array([1]), np.float64(1.0))
     """
-    X, model, controls, offsets = _check_inputs(parameters, X, controls, lengths)
-    result = _filter_offsets(model, X, controls, offsets)
+    X, model, controls, offsets, *diffuse_covariance = _check_inputs(
+        parameters, X, controls, lengths, diffuse=diffuse
+    )
+    result = _filter_offsets(model, X, controls, offsets, *diffuse_covariance)
     _raise_if_failed(result.sequence_log_likelihood)
     return result
 
 
 @masked_arrays_checked(missing=("X",))
-def kalman_smoother(parameters, X, *, controls=None, lengths=None):
+def kalman_smoother(parameters, X, *, controls=None, lengths=None, diffuse=None):
     """Rauch-Tung-Striebel smoother: the state given the whole sequence, E[z_t | x].
 
-    Parameters are those of :func:`kalman_filter`.
+    Parameters are those of :func:`kalman_filter`; with ``diffuse=`` the
+    exact diffuse smoother (the exact limits of the smoother gain and of the
+    conditional covariances on the diffuse rows: doc/user_guide/lgssm.rst,
+    "Exact diffuse initialisation"), whose smoothed means, covariances and
+    cross-covariances are those of the exact diffuse posterior.
 
     Returns
     -------
@@ -1415,7 +1572,7 @@ def kalman_smoother(parameters, X, *, controls=None, lengths=None):
         ``smoothed_means``, ``smoothed_covariances``, ``cross_covariances``
         (``cross_covariances[t] = Cov(z_t, z_{t-1} | x)``, zero on the first
         row of each sequence), ``log_likelihood``, ``sequence_log_likelihood``,
-        ``log_predictive``.
+        ``log_predictive``, and with ``diffuse=`` ``n_diffuse``.
 
     Examples
     --------
@@ -1430,10 +1587,21 @@ def kalman_smoother(parameters, X, *, controls=None, lengths=None):
     ((4, 1), (4, 1, 1))
     >>> result.cross_covariances[[0, 2], 0, 0]  # first rows of the two sequences
     array([0., 0.])
+
+    A random walk observed with noise, its first state exactly diffuse: the
+    first row of the second sequence is missing, so its first two rows are
+    diffuse.
+
+    >>> walk = LGSSMParameters([[1.0]], [[1.0]], [[0.2]], [[0.1]])
+    >>> exact = kalman_smoother(walk, X[:, :1], lengths=[2, 2], diffuse=True)
+    >>> exact.n_diffuse
+    array([1, 2])
     """
-    X, model, controls, offsets = _check_inputs(parameters, X, controls, lengths)
-    result = _smoother_offsets(model, X, controls, offsets)
-    _raise_if_failed(result.sequence_log_likelihood)
+    X, model, controls, offsets, *diffuse_covariance = _check_inputs(
+        parameters, X, controls, lengths, diffuse=diffuse
+    )
+    result = _smoother_offsets(model, X, controls, offsets, *diffuse_covariance)
+    _raise_if_failed(result.sequence_log_likelihood, diffuse=diffuse is not None)
     return result
 
 

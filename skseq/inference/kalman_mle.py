@@ -22,6 +22,13 @@ Three reusable pieces (doc/user_guide/lgssm.rst, "Exact maximum likelihood"):
   (standard errors from the outer product of the per-row scores or from the
   observed information, the Hessian by central differences of the analytic
   gradient).
+
+:func:`lgssm_log_likelihood_gradient`, :func:`lgssm_maximum_likelihood` and
+:func:`lgssm_parameter_covariance` take ``diffuse=``
+(:func:`~skseq.inference.kalman.kalman_filter`'s): the diffuse
+log-likelihood of the exact diffuse initial state and its gradient from the
+exact diffuse smoother (the per-row scores of :func:`lgssm_score_obs`, and so
+``cov_type="opg"``, are not available under it).
 """
 
 from typing import NamedTuple
@@ -44,6 +51,7 @@ from .kalman import (
     _statistics_from_moments,
     _stream_blocks,
     check_controls,
+    check_diffuse_parameters,
     check_lgssm_parameters,
     check_observations,
     make_model,
@@ -194,13 +202,35 @@ def _regression_gradient(weights, covariance, cross, regressor, target):
     return d_weights, 0.5 * (d_covariance + np.swapaxes(d_covariance, -1, -2))
 
 
-def _gradient_from_statistics(parameters, statistics):
+def _limit_precision(star, diffuse_covariance):
+    """lim (P_* + kappa P_inf)^-1 as kappa -> infinity: V (V^T P_* V)^-1 V^T, V an
+    orthonormal basis of the null space of P_inf (the prior precision of the
+    first state under the exact diffuse initial state)."""
+    values, vectors = np.linalg.eigh(diffuse_covariance)
+    null = vectors[:, values <= 1e-10 * max(values[-1], 1.0)]
+    if null.shape[1] == 0:
+        return np.zeros_like(star)
+    restricted = null.T @ star @ null
+    try:
+        factor = scipy.linalg.cho_factor(restricted, lower=True)
+    except np.linalg.LinAlgError:
+        raise ValueError(
+            "initial_state_covariance (P_*) must be positive definite on the directions "
+            "that are not diffuse for the gradient of the diffuse log-likelihood."
+        ) from None
+    return null @ scipy.linalg.cho_solve(factor, null.T)
+
+
+def _gradient_from_statistics(parameters, statistics, diffuse_covariance=None):
     """The Fisher identity: the score from summed smoothed statistics (no checks).
 
     ``parameters`` are validated; the statistics are those of
     :func:`~skseq.inference.kalman._em_statistics_offsets`, possibly with a
     leading axis (the increments of one row each).  The map is linear in the
-    statistics, so the increments' scores add up to the total score.
+    statistics, so the increments' scores add up to the total score.  With
+    ``diffuse_covariance`` (P_inf; ``initial_state_covariance`` is P_*) the
+    prior precision of the first state is its exact diffuse limit
+    (:func:`_limit_precision`): the gradient of the diffuse log-likelihood.
     """
     k = parameters.transition_matrix.shape[0]
     m = parameters.control_matrix.shape[1]
@@ -214,8 +244,12 @@ def _gradient_from_statistics(parameters, statistics):
         - np.swapaxes(cross, -1, -2)
         + count[..., None, None] * np.outer(mean, mean)
     )
-    factor = scipy.linalg.cho_factor(parameters.initial_state_covariance, lower=True)
-    inverse_outer, inverse = _symmetric_solve_both(factor, outer)
+    if diffuse_covariance is None:
+        factor = scipy.linalg.cho_factor(parameters.initial_state_covariance, lower=True)
+        inverse_outer, inverse = _symmetric_solve_both(factor, outer)
+    else:
+        inverse = _limit_precision(parameters.initial_state_covariance, diffuse_covariance)
+        inverse_outer = inverse @ outer @ inverse
     d_initial_mean = (initial_sum - count[..., None] * mean) @ inverse
     d_initial_covariance = 0.5 * (inverse_outer - count[..., None, None] * inverse)
 
@@ -270,12 +304,14 @@ def _over_blocks(function, X, controls, offsets, runner):
     return run_calls(calls, runner)
 
 
-def _statistics_over_blocks(model, X, controls, offsets, runner):
+def _statistics_over_blocks(model, X, controls, offsets, runner, diffuse_covariance=None):
     """The smoothed statistics summed in block order (within the working memory, by
     :func:`~skseq.inference.kalman._em_statistics_bounded`) and the sequences'
     log-likelihoods."""
     results = _over_blocks(
-        lambda X, controls, local: _em_statistics_bounded(model, X, controls, local),
+        lambda X, controls, local: _em_statistics_bounded(
+            model, X, controls, local, diffuse_covariance=diffuse_covariance
+        ),
         X,
         controls,
         offsets,
@@ -287,35 +323,40 @@ def _statistics_over_blocks(model, X, controls, offsets, runner):
     return statistics, np.concatenate([sequence for _, sequence in results])
 
 
-def _gradient_offsets(parameters, X, controls, offsets, runner=None):
+def _gradient_offsets(parameters, X, controls, offsets, diffuse_covariance=None, runner=None):
     """``(log_likelihood, gradient, sequence_log_likelihood)`` on validated inputs (no
-    checks); a numerical failure gives NaN log-likelihood and gradient None.  The
+    checks); a numerical failure gives NaN log-likelihood and gradient None.  With
+    ``diffuse_covariance`` (P_inf) the diffuse log-likelihood and its gradient.  The
     sequences run in blocks on the threads of ``runner`` (None: one thread)."""
     statistics, sequence_log_likelihood = _statistics_over_blocks(
-        make_model(parameters), X, controls, offsets, runner
+        make_model(parameters), X, controls, offsets, runner, diffuse_covariance
     )
     log_likelihood = float(sequence_log_likelihood.sum())
     if not np.isfinite(log_likelihood):
         return log_likelihood, None, sequence_log_likelihood
     return (
         log_likelihood,
-        _gradient_from_statistics(parameters, statistics),
+        _gradient_from_statistics(parameters, statistics, diffuse_covariance),
         sequence_log_likelihood,
     )
 
 
-def _validated(parameters, X, controls, lengths):
+def _validated(parameters, X, controls, lengths, diffuse=None):
+    """``(parameters, X, controls, offsets, diffuse_covariance)``, validated."""
     X = check_observations(X)
     if getattr(parameters, "control_matrix", None) is None and controls is not None:
         raise ValueError("controls were given without a control_matrix.")
-    parameters = check_lgssm_parameters(parameters, X.shape[1])
+    parameters, diffuse_covariance = check_diffuse_parameters(parameters, diffuse, X.shape[1])
     refuse_time_varying(parameters, "Exact maximum likelihood")
     controls = check_controls(controls, X.shape[0], parameters.control_matrix.shape[1])
-    return parameters, X, controls, sequence_offsets(X.shape[0], lengths=lengths)
+    offsets = sequence_offsets(X.shape[0], lengths=lengths)
+    return parameters, X, controls, offsets, diffuse_covariance
 
 
 @masked_arrays_checked(missing=("X",))
-def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None, n_jobs=None):
+def lgssm_log_likelihood_gradient(
+    parameters, X, *, controls=None, lengths=None, diffuse=None, n_jobs=None
+):
     """Exact log-likelihood and its analytic gradient, from one filter and smoother pass.
 
     By the Fisher identity the score equals the expected score of the
@@ -334,6 +375,12 @@ def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None,
         Required when the model has a control matrix.
     lengths : array-like of int, optional
         Length of each sequence (default: one sequence).
+    diffuse : None, True, array-like of bool of shape (n_state,) or of shape (n_state, n_state)
+        The exact diffuse initial state (:func:`~skseq.inference.kalman.kalman_filter`'s
+        ``diffuse``): the log-likelihood is then the diffuse one and the
+        gradient its gradient, from the exact diffuse smoother; the gradient
+        in ``initial_state_mean`` and ``initial_state_covariance`` (P_*) is
+        that of the prior's limit, zero along the diffuse directions.
     n_jobs : int, default=None
         Threads over blocks of whole sequences (the kernels release the GIL),
         as in EM's E step; ``None`` means 1.  The result equals the
@@ -364,12 +411,14 @@ def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None,
     (1, 1)
     """
     check_n_jobs(n_jobs)
-    parameters, X, controls, offsets = _validated(parameters, X, controls, lengths)
+    parameters, X, controls, offsets, diffuse_covariance = _validated(
+        parameters, X, controls, lengths, diffuse
+    )
     with thread_runner(n_jobs) as runner:
         log_likelihood, gradient, sequence_log_likelihood = _gradient_offsets(
-            parameters, X, controls, offsets, runner
+            parameters, X, controls, offsets, diffuse_covariance, runner=runner
         )
-    _raise_if_failed(sequence_log_likelihood)
+    _raise_if_failed(sequence_log_likelihood, diffuse=diffuse_covariance is not None)
     return LGSSMGradient(log_likelihood, gradient, sequence_log_likelihood)
 
 
@@ -470,7 +519,7 @@ def lgssm_score_obs(parameters, X, *, controls=None, lengths=None, n_jobs=None):
     True
     """
     check_n_jobs(n_jobs)
-    parameters, X, controls, offsets = _validated(parameters, X, controls, lengths)
+    parameters, X, controls, offsets, _ = _validated(parameters, X, controls, lengths)
     with thread_runner(n_jobs) as runner:
         return LGSSMScoreObs(*_score_obs_offsets(parameters, X, controls, offsets, runner))
 
@@ -723,7 +772,8 @@ class LGSSMParameterization:
     """
 
     def __init__(self, parameters, blocks):
-        self.parameters = check_lgssm_parameters(parameters)
+        # a singular initial covariance is the P_* of an exact diffuse start
+        self.parameters = check_lgssm_parameters(parameters, semidefinite_initial=True)
         refuse_time_varying(self.parameters, "Exact maximum likelihood")
         unknown = sorted(set(blocks) - set(LGSSMParameters._fields))
         if unknown:
@@ -827,21 +877,31 @@ def _check_parameterization(parameterization):
         )
 
 
-def _prepared(parameterization, X, controls, lengths):
+def _prepared(parameterization, X, controls, lengths, diffuse=None):
     _check_parameterization(parameterization)
-    _, X, controls, offsets = _validated(parameterization.parameters, X, controls, lengths)
+    _, X, controls, offsets, _ = _validated(
+        parameterization.parameters, X, controls, lengths, diffuse
+    )
     return X, controls, offsets
 
 
-def _objective(parameterization, X, controls, offsets, runner=None):
+def _at(parameterization, u, diffuse):
+    """The parameters at ``u`` and P_inf (None without ``diffuse``), validated."""
+    parameters = parameterization.constrained(u)
+    if diffuse is None:
+        return parameters, None
+    return check_diffuse_parameters(parameters, diffuse)
+
+
+def _objective(parameterization, X, controls, offsets, diffuse=None, runner=None):
     """f(u) = -log p(X) / n_observed and its gradient, for the optimiser."""
     n_observed = max(int(np.count_nonzero(~np.isnan(X))), 1)
 
     def objective(u):
         try:
-            parameters = parameterization.constrained(u)
+            parameters, diffuse_covariance = _at(parameterization, u, diffuse)
             log_likelihood, gradient, _ = _gradient_offsets(
-                parameters, X, controls, offsets, runner
+                parameters, X, controls, offsets, diffuse_covariance, runner=runner
             )
         except (np.linalg.LinAlgError, ValueError, FloatingPointError):
             return np.inf, np.zeros_like(u)
@@ -862,6 +922,7 @@ def lgssm_maximum_likelihood(
     start=None,
     max_iter=500,
     tol=1e-6,
+    diffuse=None,
     n_jobs=None,
 ):
     """Maximise the exact log-likelihood over a parameterization, by L-BFGS-B.
@@ -887,6 +948,12 @@ def lgssm_maximum_likelihood(
         log-likelihood) or when every coordinate of the gradient of the
         log-likelihood is below ``tol`` in absolute value (its ``gtol``); a
         negative ``tol`` runs ``max_iter`` iterations.
+    diffuse : None, True, array-like of bool of shape (n_state,) or of shape (n_state, n_state)
+        The exact diffuse initial state
+        (:func:`~skseq.inference.kalman.kalman_filter`'s ``diffuse``): the
+        diffuse log-likelihood is maximised, with its gradient from the exact
+        diffuse smoother; the parameterization's ``initial_state_covariance``
+        is P_* (it may be singular).
     n_jobs : int, default=None
         Threads for every gradient, over blocks of whole sequences (the kernels release the GIL),
         as in EM's E step; ``None`` means 1.  The result equals the
@@ -915,15 +982,15 @@ def lgssm_maximum_likelihood(
     check_scalar_param(max_iter, "max_iter", "int", low=0)
     check_scalar_param(tol, "tol", "real", allow_inf=True)
     check_n_jobs(n_jobs)
-    X, controls, offsets = _prepared(parameterization, X, controls, lengths)
+    X, controls, offsets = _prepared(parameterization, X, controls, lengths, diffuse)
     u = parameterization.unconstrained() if start is None else parameterization._check(start)
     with thread_runner(n_jobs) as runner:
-        return _maximise(parameterization, X, controls, offsets, u, max_iter, tol, runner)
+        return _maximise(parameterization, X, controls, offsets, u, max_iter, tol, diffuse, runner)
 
 
-def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, runner):
+def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, diffuse, runner):
     """L-BFGS-B from ``u`` on validated inputs (:func:`lgssm_maximum_likelihood`)."""
-    objective, n_observed = _objective(parameterization, X, controls, offsets, runner)
+    objective, n_observed = _objective(parameterization, X, controls, offsets, diffuse, runner)
     first = objective(u)[0]
     if not np.isfinite(first):
         raise ValueError("the log-likelihood at the starting point is not finite.")
@@ -957,7 +1024,7 @@ def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, runner):
     else:
         value, n_iter, converged, message = first, 0, True, "no free parameter"
     return LGSSMMaximumLikelihood(
-        parameterization.constrained(u),
+        _at(parameterization, u, diffuse)[0],
         u,
         -float(value) * n_observed,
         n_iter,
@@ -976,6 +1043,7 @@ def lgssm_parameter_covariance(
     controls=None,
     lengths=None,
     cov_type="opg",
+    diffuse=None,
     n_jobs=None,
 ):
     """Standard errors of maximum-likelihood estimates, with the delta method.
@@ -993,6 +1061,10 @@ def lgssm_parameter_covariance(
         scores (:func:`lgssm_score_obs`), statsmodels' default.  "oim": the
         observed information, minus the Hessian of the log-likelihood by
         central differences of its analytic gradient (symmetrised).
+    diffuse : None, True, array-like of bool of shape (n_state,) or of shape (n_state, n_state)
+        The exact diffuse initial state (:func:`lgssm_maximum_likelihood`'s);
+        only with ``cov_type="oim"`` (the per-row scores of "opg" are not
+        available under it).
     n_jobs : int, default=None
         Threads over blocks of whole sequences (the kernels release the GIL),
         as in EM's E step; ``None`` means 1.  The result equals the
@@ -1022,11 +1094,18 @@ def lgssm_parameter_covariance(
     """
     if cov_type not in COV_TYPES:
         raise ValueError(f"cov_type must be one of {list(COV_TYPES)}, got {cov_type!r}.")
+    if diffuse is not None and cov_type == "opg":
+        raise ValueError(
+            "cov_type='opg' needs the per-row scores, which are not available under the "
+            "exact diffuse initial state (diffuse=): use cov_type='oim'."
+        )
     check_n_jobs(n_jobs)
-    X, controls, offsets = _prepared(parameterization, X, controls, lengths)
+    X, controls, offsets = _prepared(parameterization, X, controls, lengths, diffuse)
     u = parameterization._check(unconstrained)
     with thread_runner(n_jobs) as runner:
-        information = _information(parameterization, u, X, controls, offsets, cov_type, runner)
+        information = _information(
+            parameterization, u, X, controls, offsets, cov_type, diffuse, runner
+        )
     unconstrained_covariance = np.linalg.pinv(information, hermitian=True)
     jacobian = parameterization.reported_jacobian(u)
     covariance = jacobian @ unconstrained_covariance @ jacobian.T
@@ -1040,7 +1119,7 @@ def lgssm_parameter_covariance(
     )
 
 
-def _information(parameterization, u, X, controls, offsets, cov_type, runner):
+def _information(parameterization, u, X, controls, offsets, cov_type, diffuse, runner):
     """The information matrix of the unconstrained coordinates at ``u`` (validated inputs)."""
     n = parameterization.n_free
     if cov_type == "opg":
@@ -1048,22 +1127,20 @@ def _information(parameterization, u, X, controls, offsets, cov_type, runner):
             parameterization.constrained(u), X, controls, offsets, runner
         )
         per_row = parameterization.pull_back(u, scores)
-        information = per_row.T @ per_row
-    else:
+        return per_row.T @ per_row
 
-        def gradient(point):
-            parameters = parameterization.constrained(point)
-            log_likelihood, gradient, sequence = _gradient_offsets(
-                parameters, X, controls, offsets, runner
-            )
-            _raise_if_failed(sequence)
-            return parameterization.pull_back(point, gradient)
+    def gradient(point):
+        parameters, diffuse_covariance = _at(parameterization, point, diffuse)
+        log_likelihood, gradient, sequence = _gradient_offsets(
+            parameters, X, controls, offsets, diffuse_covariance, runner=runner
+        )
+        _raise_if_failed(sequence, diffuse=diffuse is not None)
+        return parameterization.pull_back(point, gradient)
 
-        steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
-        hessian = np.empty((n, n))
-        for j in range(n):
-            shift = np.zeros(n)
-            shift[j] = steps[j]
-            hessian[:, j] = (gradient(u + shift) - gradient(u - shift)) / (2 * steps[j])
-        information = -0.5 * (hessian + hessian.T)
-    return information
+    steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
+    hessian = np.empty((n, n))
+    for j in range(n):
+        shift = np.zeros(n)
+        shift[j] = steps[j]
+        hessian[:, j] = (gradient(u + shift) - gradient(u - shift)) / (2 * steps[j])
+    return -0.5 * (hessian + hessian.T)

@@ -22,6 +22,9 @@ COVARIANCE_NAMES = frozenset(
 )
 # The initialisations of EM (the ``init`` parameter).
 INIT_METHODS = ("subspace", "factor_analysis")
+# LinearGaussianSSM(initial_state=...): today's prior N(mu0, Sigma0), or the exact diffuse one.
+INITIAL_STATES = ("auto", "diffuse")
+INITIAL_STATE_NAMES = frozenset({"initial_state_mean", "initial_state_covariance"})
 # The initial values that fix the basis of the state: given any of them, the
 # subspace estimate (in its own basis) is not used.
 _STATE_BASIS_NAMES = frozenset(PARAMETER_NAMES) - {"observation_covariance", "observation_offset"}
@@ -119,7 +122,6 @@ def _default_initial_state(
     if np.linalg.eigvalsh(covariance)[-1] > _DIFFUSE_VARIANCE * state_scale:
         return diffuse
     return mean, covariance
-
 
 
 class LGSSMInitialization:
@@ -310,6 +312,16 @@ class LGSSMInitialization:
         self.transition_offset_ = transition_offset
         self.observation_offset_ = observation_offset
         self.control_matrix_ = control_matrix
+        if self.initial_state == "diffuse":
+            # the exact diffuse initial state: P_inf = I, the prior's mean and P_* drop out
+            for name in INITIAL_STATE_NAMES:
+                if given[name] is not None:
+                    raise ValueError(
+                        f"{name}_init was given, but initial_state='diffuse' makes the first "
+                        "state's prior flat (mu0 and Sigma0 drop out): leave it None, or use "
+                        "initial_state='auto'."
+                    )
+            initial_state_mean, initial_state_covariance = np.zeros(k), np.zeros((k, k))
         self.initial_state_mean_ = given_or("initial_state_mean", initial_state_mean)
         self.initial_state_covariance_ = given_or(
             "initial_state_covariance", initial_state_covariance

@@ -67,6 +67,8 @@ from ..inference.kalman import (
 from ._initialization import (
     COVARIANCE_NAMES,
     INIT_METHODS,
+    INITIAL_STATE_NAMES,
+    INITIAL_STATES,
     PARAMETER_NAMES,
     LGSSMInitialization,
     _floor_covariance,
@@ -269,6 +271,25 @@ class LinearGaussianSSM(
         scale times the identity (statsmodels' approximate diffuse
         initialisation, relative to the data's scale).  See
         :ref:`the user guide <lgssm_initial_state>`.
+    initial_state : {"auto", "diffuse"}, default="auto"
+        The prior of the first state of each sequence.  "auto": N(mu0,
+        Sigma0) with the initial values above (the given ones, or the
+        stationary distribution, or the approximate diffuse 1e6 prior).
+        "diffuse": the exact diffuse initial state (Koopman's exact diffuse
+        filter and smoother): every state coordinate has an infinite prior
+        variance, taken to the limit exactly, so the first rows set the
+        state (statsmodels' ``initialization="diffuse"``, the default of its
+        ``UnobservedComponents(use_exact_diffuse=True)``); ``score`` is then
+        the diffuse log-likelihood (statsmodels' definition).  mu0 and Sigma0
+        drop out: ``initial_state_mean_`` and ``initial_state_covariance_``
+        are zero (P_* = 0) and are not learned, and their ``*_init`` must be
+        None.  :meth:`filter`, :meth:`smooth`, :meth:`transform`,
+        :meth:`score`, :meth:`forecast`, EM (batch) and ``fit_method="mle"``
+        (``cov_type`` "oim" or None) use it; the online filter and
+        stochastic EM (:meth:`filter_update`, :meth:`filter_stream`,
+        :meth:`partial_fit`, ``learning_method="online"``) and
+        :meth:`sample` need a proper prior and refuse it.  See
+        :ref:`the user guide <lgssm_exact_diffuse>`.
     init : {"subspace", "factor_analysis"}, default="subspace"
         Where EM starts for the parameters given no initial value.
         "subspace": F, H, Q, R from subspace identification
@@ -462,10 +483,21 @@ class LinearGaussianSSM(
 
     # Gaussian densities are never zero: a log-likelihood of -inf is an overflow.
     _densities_never_zero = True
-    _numerical_failure = (
+    _proper_failure = (
         "a covariance of the Kalman recursions lost positive definiteness in floating "
         "point (the parameters are too ill-conditioned for these data)"
     )
+
+    @property
+    def _numerical_failure(self):
+        """What a NaN log-likelihood means (BaseEM's message)."""
+        if self.initial_state != "diffuse":
+            return self._proper_failure
+        return (
+            f"{self._proper_failure}, or, with initial_state='diffuse', the observations of "
+            "a sequence do not determine its state (too few observed rows, or an "
+            "observation matrix that leaves a state direction unobserved)"
+        )
 
     __metadata_request__fit = {"sequence_ids": True, "controls": True}
     __metadata_request__score = {"sequence_ids": True, "sample_weight": True, "controls": True}
@@ -492,6 +524,7 @@ class LinearGaussianSSM(
         control_matrix_init=None,
         initial_state_mean_init=None,
         initial_state_covariance_init=None,
+        initial_state="auto",
         init="subspace",
         n_init=1,
         random_state=None,
@@ -521,6 +554,7 @@ class LinearGaussianSSM(
         self.control_matrix_init = control_matrix_init
         self.initial_state_mean_init = initial_state_mean_init
         self.initial_state_covariance_init = initial_state_covariance_init
+        self.initial_state = initial_state
         self.init = init
         self.n_init = n_init
         self.random_state = random_state
@@ -548,12 +582,41 @@ class LinearGaussianSSM(
         """Validate the hyperparameters (see :meth:`BaseEM._check_params`);
         returns the names of the parameters EM learns."""
         super()._check_params()
-        return _check_params_argument(self.params)
+        return self._learned()
+
+    def _learned(self):
+        """The names of the parameters EM (or maximum likelihood) learns: ``params``,
+        without the initial state's under the exact diffuse initial state."""
+        learned = _check_params_argument(self.params)
+        if self.initial_state != "diffuse":
+            return learned
+        named = learned & INITIAL_STATE_NAMES
+        if named and self.params != "all":
+            raise ValueError(
+                f"params names {sorted(named)}, but initial_state='diffuse' makes the first "
+                "state's prior flat: mu0 and Sigma0 are not parameters. Drop them from "
+                "params, or use initial_state='auto'."
+            )
+        return learned - INITIAL_STATE_NAMES
+
+    def _diffuse(self):
+        """The inference layer's ``diffuse=``: True (every state coordinate) or None."""
+        return True if self.initial_state == "diffuse" else None
+
+    def _refuse_diffuse(self, what):
+        """``what`` needs a proper prior for the first state."""
+        if self.initial_state == "diffuse":
+            raise ValueError(
+                f"{type(self).__name__}.{what} needs a proper prior for the first state, "
+                "and initial_state='diffuse' has none (its variance is infinite). Use "
+                "initial_state='auto' for it."
+            )
 
     def _parameter_rules(self):
         return {
             "params": lambda value, name: _check_params_argument(value),
             "init": option_rule(*INIT_METHODS),
+            "initial_state": option_rule(*INITIAL_STATES),
             "fit_method": option_rule(*FIT_METHODS),
             "cov_type": optional(option_rule(*COV_TYPES)),
             "mle_em_iter": integer_rule(low=0),
@@ -612,7 +675,12 @@ class LinearGaussianSSM(
             values.append(value)
         try:
             parameters = check_lgssm_parameters(
-                LGSSMParameters(*values), p, n_state=k, n_controls=m, suffix="_"
+                LGSSMParameters(*values),
+                p,
+                n_state=k,
+                n_controls=m,
+                suffix="_",
+                semidefinite_initial=self.initial_state == "diffuse",
             )
         except ValueError as error:
             raise ValueError(
@@ -639,12 +707,15 @@ class LinearGaussianSSM(
         recursions keep no work arrays between E steps (``buffers`` unused).
         """
         n_features = self.n_features_in_
+        model = self._model()
         statistics, sequence_log_likelihood = _em_statistics_bounded(
-            self._model(),
+            model,
             X[:, :n_features],
             X[:, n_features:],
             offsets,
             self._estep_bytes_per_row(),
+            # the exact diffuse E step works on whole sequences (no chunked path)
+            np.eye(model.n_state) if self.initial_state == "diffuse" else None,
         )
         return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
 
@@ -663,7 +734,7 @@ class LinearGaussianSSM(
         so EM never decreases the log-likelihood.  A block with no data (no
         transitions, say) is left unchanged.
         """
-        learned = _check_params_argument(self.params)
+        learned = self._learned()
         k, m = self.n_components, self.n_controls_
         feature_scale, state_scale = self._floor_scales()
 
@@ -764,7 +835,7 @@ class LinearGaussianSSM(
         point maps back to positive-definite covariances.  None when EM
         learns nothing (no direction to extrapolate along).
         """
-        learned = sorted(_check_params_argument(self.params))
+        learned = sorted(self._learned())
         if not learned:
             return None
         feature_scale, state_scale = self._floor_scales()
@@ -790,7 +861,7 @@ class LinearGaussianSSM(
         """An extrapolated point with its covariances floored as the M step's are."""
         feature_scale, state_scale = self._floor_scales()
         parameters = dict(parameters)
-        for name in _check_params_argument(self.params) & COVARIANCE_NAMES:
+        for name in self._learned() & COVARIANCE_NAMES:
             scale = feature_scale if name == "observation_covariance" else state_scale
             parameters[name] = _floor_covariance(parameters[name], scale)
             if not np.all(np.isfinite(parameters[name])):
@@ -821,7 +892,7 @@ class LinearGaussianSSM(
             "initial_state_mean": k,
             "initial_state_covariance": k * (k + 1) // 2,
         }
-        return int(sum(sizes[name] for name in _check_params_argument(self.params)))
+        return int(sum(sizes[name] for name in self._learned()))
 
     def _n_data_points(self, X):
         # X is the stacked [X, controls]: only the observations count.
@@ -882,6 +953,8 @@ class LinearGaussianSSM(
                 "likelihood: it takes fit_method='mle' (EM's M step has no entry "
                 f"constraints), got fit_method={self.fit_method!r}."
             )
+        if self.learning_method == "online":
+            self._refuse_diffuse("fit with learning_method='online'")
         if self.fit_method == "mle":
             if self.learning_method != "batch":
                 raise ValueError(
@@ -944,7 +1017,13 @@ class LinearGaussianSSM(
         return X, offsets, controls
 
     @staticmethod
-    def _check_finite(sequence_log_likelihood, name="X"):
+    def _check_finite(sequence_log_likelihood, name="X", diffuse=False):
+        if diffuse and np.isnan(sequence_log_likelihood).any():
+            raise np.linalg.LinAlgError(
+                "The exact diffuse smoother failed: a sequence is too short (or ends inside "
+                "its diffuse period) for its observations to determine the state, or a "
+                "covariance lost positive definiteness."
+            )
         if np.isnan(sequence_log_likelihood).any():
             raise np.linalg.LinAlgError(
                 "The Kalman recursions failed numerically (a covariance lost positive "
@@ -1002,14 +1081,25 @@ class LinearGaussianSSM(
         # a dask worker), and packing the checked parameters is cheap.
         parameters = self._checked_parameters()
         check_time_axis(parameters, offsets)
-        results = self._over_sequence_blocks(
-            lambda X, controls, offsets: _filter_last_offsets(
-                make_model(parameters), X, controls, offsets
-            )[2:],
-            offsets,
-            X,
-            controls,
-        )
+        if self.initial_state == "diffuse":
+            diffuse = np.eye(self.n_components)
+            results = self._over_sequence_blocks(
+                lambda X, controls, offsets: _filter_offsets(
+                    make_model(parameters), X, controls, offsets, diffuse
+                )[5:7],
+                offsets,
+                X,
+                controls,
+            )
+        else:
+            results = self._over_sequence_blocks(
+                lambda X, controls, offsets: _filter_last_offsets(
+                    make_model(parameters), X, controls, offsets
+                )[2:],
+                offsets,
+                X,
+                controls,
+            )
         return tuple(np.concatenate(parts) for parts in zip(*results))
 
     def aic(self, X, lengths=None, *, sequence_ids=None, controls=None):
@@ -1066,8 +1156,9 @@ class LinearGaussianSSM(
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
         parameters = self._checked_parameters()
         check_time_axis(parameters, offsets)
-        result = inference(make_model(parameters), X, controls, offsets, **options)
-        self._check_finite(result.sequence_log_likelihood)
+        diffuse = () if self.initial_state != "diffuse" else (np.eye(self.n_components),)
+        result = inference(make_model(parameters), X, controls, offsets, *diffuse, **options)
+        self._check_finite(result.sequence_log_likelihood, diffuse=bool(diffuse))
         return result
 
     @lengths_by_keyword
@@ -1128,9 +1219,14 @@ class LinearGaussianSSM(
         check_scalar_param(n_steps, "n_steps", "int", low=1)
         X, offsets, controls = self._prepare(X, None, lengths, sequence_ids, controls)
         model = self._checked_model(constant_only="forecast")
-        last_means, last_covariances, sequence_log_likelihood, _ = _filter_last_offsets(
-            model, X, controls, offsets
-        )
+        if self.initial_state == "diffuse":
+            last_means, last_covariances, sequence_log_likelihood = self._last_states_diffuse(
+                model, X, controls, offsets
+            )
+        else:
+            last_means, last_covariances, sequence_log_likelihood, _ = _filter_last_offsets(
+                model, X, controls, offsets
+            )
         self._check_finite(sequence_log_likelihood)
         n_rows = (len(offsets) - 1) * n_steps
         check_forecast_size(n_rows, model.n_obs, n_steps)
@@ -1138,6 +1234,25 @@ class LinearGaussianSSM(
             future_controls, n_rows, self.n_controls_, name="future_controls"
         )
         return tuple(_forecast(model, last_means, last_covariances, future_controls, n_steps))
+
+    @staticmethod
+    def _last_states_diffuse(model, X, controls, offsets):
+        """The exact diffuse filter's last filtered state of every sequence; a
+        sequence that ends inside its diffuse period has no proper one."""
+        result = _filter_offsets(model, X, controls, offsets, np.eye(model.n_state))
+        inside = np.flatnonzero(result.n_diffuse == np.diff(offsets))
+        if inside.size:
+            raise ValueError(
+                f"Sequence(s) {inside[:5].tolist()} end inside their diffuse period "
+                "(initial_state='diffuse'): their last state is not determined by the "
+                "observations, so there is no forecast; give longer sequences."
+            )
+        last = offsets[1:] - 1
+        return (
+            result.filtered_means[last],
+            result.filtered_covariances[last],
+            result.sequence_log_likelihood,
+        )
 
     def sample(self, n_samples=1, random_state=None, *, controls=None):
         """Draw one sequence from the model.
@@ -1165,6 +1280,7 @@ class LinearGaussianSSM(
         in a huge range; set ``initial_state_mean_`` and
         ``initial_state_covariance_`` to simulate from a chosen start.
         """
+        self._refuse_diffuse("sample")
         parameters = self._checked_parameters()
         check_scalar_param(n_samples, "n_samples", "int", low=1)
         check_time_axis(parameters, np.array([0, n_samples]), name="the sample")

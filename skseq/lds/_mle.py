@@ -151,6 +151,12 @@ class LGSSMMaximumLikelihood:
         and L-BFGS-B on the exact log-likelihood; the best is kept.  ``X`` is the
         stacked ``[X, controls]``."""
         learned = sorted(self._check_params())
+        if self._diffuse() is not None and self.cov_type == "opg":
+            raise ValueError(
+                "initial_state='diffuse' with fit_method='mle' takes cov_type='oim' or None: "
+                "the per-row scores of cov_type='opg' are not available under the exact "
+                "diffuse initial state."
+            )
         random_state = check_random_state(self.random_state)
         n_features = self.n_features_in_
         observations, controls = X[:, :n_features], X[:, n_features:]
@@ -178,6 +184,7 @@ class LGSSMMaximumLikelihood:
                 max_iter=self.n_iter,
                 tol=self.tol,
                 n_jobs=self.n_jobs,
+                diffuse=self._diffuse(),
             )
             if best is None or fit.log_likelihood > best[1].log_likelihood:
                 best = (parameterization, fit)
@@ -223,6 +230,7 @@ class LGSSMMaximumLikelihood:
                 lengths=lengths,
                 cov_type=self.cov_type,
                 n_jobs=self.n_jobs,
+                diffuse=self._diffuse(),
             ).covariance
         except np.linalg.LinAlgError:
             # the maximiser is on the edge of the parameter space (a covariance that

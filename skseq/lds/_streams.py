@@ -71,6 +71,7 @@ class LGSSMStreams:
         -------
         self : LinearGaussianSSM
         """
+        self._refuse_diffuse("partial_fit")
         return self._partial_fit(X, y, lengths, sequence_ids, new_sequence, controls=controls)
 
     # The hooks of the stream engine (BaseEM._partial_fit).
@@ -203,6 +204,7 @@ class LGSSMStreams:
         >>> bool(np.array_equal(np.vstack([first, then]), model.filter(X)[0]))
         True
         """
+        self._refuse_diffuse("filter_stream")
         check_bool_param(new_sequence, "new_sequence")
         X, offsets, controls = self._prepare(X, None, None, None, controls)
         model = self._checked_model("filter_stream")
@@ -241,6 +243,7 @@ class LGSSMStreams:
         -------
         self : LinearGaussianSSM
         """
+        self._refuse_diffuse("reset_filter")
         check_is_fitted(self, msg=self._not_fitted_message)
         for name in ("filter_state_mean_", "filter_state_covariance_"):
             if hasattr(self, name):
@@ -297,6 +300,7 @@ class LGSSMStreams:
         >>> bool(np.array_equal(mean, batch_means[-1]))
         True
         """
+        self._refuse_diffuse("filter_update")
         model = self._checked_model("filter_update")
         x = masked_as_nan(x, missing_supported=True, owner="filter_update", name="x")
         x = np.asarray(x, dtype=np.float64).reshape(-1)
