@@ -405,3 +405,17 @@ def test_n_jobs_and_the_memory_bound_give_the_one_thread_numbers():
         assert_allclose(errors[1], errors[0], rtol=1e-6, err_msg=cov_type)
     with pytest.raises(ValueError, match="n_jobs"):
         lgssm_log_likelihood_gradient(parameters, X, n_jobs=0, **kwargs)
+
+
+def test_n_jobs_with_the_exact_diffuse_initial_state_gives_the_one_thread_numbers():
+    X = nile()
+    parameters = LGSSMParameters([[1.0]], [[1.0]], [[1469.1]], [[15099.0]])
+    one, two = (
+        lgssm_log_likelihood_gradient(
+            parameters, X, lengths=[40, 35, 25], diffuse=True, n_jobs=n_jobs
+        )
+        for n_jobs in (1, 2)
+    )
+    assert_allclose(two.sequence_log_likelihood, one.sequence_log_likelihood, rtol=1e-12)
+    for name in ("transition_covariance", "observation_covariance"):
+        assert_allclose(getattr(two.gradient, name), getattr(one.gradient, name), rtol=1e-10)
