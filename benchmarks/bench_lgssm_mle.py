@@ -113,16 +113,8 @@ def scores_row_by_row(parameters, X):
 
 
 def fitted_parameters(model):
-    return LGSSMParameters(
-        model.transition_matrix_,
-        model.observation_matrix_,
-        model.transition_covariance_,
-        model.observation_covariance_,
-        model.transition_offset_,
-        model.observation_offset_,
-        initial_state_mean=model.initial_state_mean_,
-        initial_state_covariance=model.initial_state_covariance_,
-    )
+    """The fitted model's validated LGSSMParameters (the estimator's own)."""
+    return model._checked_parameters()
 
 
 def time_scores(X, parameters, repeats):
