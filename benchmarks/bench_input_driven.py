@@ -5,8 +5,13 @@ at K = 2, 4, 8, side by side in one run: ns per row of
 
 - ``stationary``: the core of skseq.inference.hmm_forward_backward (scaled
   recursions, one matrix), as the estimators call it (validated arrays);
-- ``varying``: the core of skseq.inference.hmm_varying_forward_backward (log
-  space, a matrix per row, pair posteriors of every row returned);
+- ``varying``: the core of skseq.inference.hmm_varying_forward_backward (a
+  matrix per row, pair posteriors of every row returned): its scaled
+  linear-space path, which these well-scaled rows take;
+- ``log space``: the same kernel held to its log-space recursion
+  (``scaled=False``, what every sequence ran before the scaled path; the
+  fallback of sequences the scaled path cannot vouch for), and the speed-up
+  ``log space / varying``;
 - ``varying+softmax``: the same plus the matrices from 2 controls (one
   matmul and the kernel's row softmax), what the IO-HMM's E step pays before
   its M-step statistics;
@@ -68,7 +73,13 @@ def measure(rng, n_states, n_rows, lengths, repeats):
         )
 
     with_softmax = best_time(from_controls, repeats)
-    return stationary, varying, with_softmax
+    log_space = best_time(
+        lambda: _varying_forward_backward_offsets(
+            log_start, log_transmats, log_frame, offsets, transmats=transmats, scaled=False
+        ),
+        repeats,
+    )
+    return stationary, varying, with_softmax, log_space
 
 
 def main():
@@ -80,15 +91,21 @@ def main():
     lengths = [n_rows // 10] * 10
     print(f"load average before: {os.getloadavg()}")
     print(f"T = {n_rows} rows (10 sequences), 1 thread; ns per row, best of {repeats}")
-    print(f"{'K':>3} {'stationary':>12} {'varying':>12} {'varying+softmax':>16} {'ratio':>7}")
+    print(
+        f"{'K':>3} {'stationary':>12} {'varying':>12} {'varying+softmax':>16} {'ratio':>7} "
+        f"{'log space':>10} {'speed-up':>9}"
+    )
     rng = np.random.default_rng(0)
     with threadpool_limits(1):
         for n_states in (2, 4, 8):
-            stationary, varying, with_softmax = measure(rng, n_states, n_rows, lengths, repeats)
+            stationary, varying, with_softmax, log_space = measure(
+                rng, n_states, n_rows, lengths, repeats
+            )
             per_row = 1e9 / n_rows
             print(
                 f"{n_states:>3} {stationary * per_row:>12.0f} {varying * per_row:>12.0f} "
-                f"{with_softmax * per_row:>16.0f} {varying / stationary:>7.2f}"
+                f"{with_softmax * per_row:>16.0f} {varying / stationary:>7.2f} "
+                f"{log_space * per_row:>10.0f} {log_space / varying:>9.2f}"
             )
     print(f"load average after: {os.getloadavg()}")
 

@@ -167,3 +167,19 @@ def left_right(n_states, stay=0.5):
     startprob = np.zeros(n_states)
     startprob[0] = 1.0
     return startprob, transmat
+
+
+def stream_statistics(model, X, controls, cuts):
+    """The stream engine's E step over the batches X[a:b] of one sequence
+    (at fixed parameters): summed statistics, log-likelihood, the last message."""
+    total, log_likelihood, carried = None, 0.0, None
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        model._stream = carried
+        with model._given_controls(controls[a:b]):
+            design, offsets = model._validate_stream_batch(
+                X[a:b], None, None, None, first_call=False, continues=carried is not None
+            )
+            added, part, carried = model._stream_estep(design, offsets, carried)
+        total = added if total is None else total + added
+        log_likelihood += part
+    return total, log_likelihood, carried

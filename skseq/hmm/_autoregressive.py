@@ -14,7 +14,7 @@ from scipy import linalg
 
 from .._validation import integer_rule, real_rule
 from ..base import SufficientStatistics
-from ..inference.gaussian import _partial_rows as partial_rows
+from ..inference.gaussian import _conditional_gaussians, _marginal_log_density
 from ..inference.kalman import check_controls
 from ._base import BaseHMM, feature_units, fit_kmeans
 from ._controls import ControlsMixin
@@ -22,6 +22,7 @@ from ._gaussian import (
     distribute_covariance,
     initial_covariance,
     keep_valid_covariances,
+    observed_rows,
     validate_gaussian_X,
 )
 
@@ -98,12 +99,18 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
     (row ``n_lags + 1`` of each sequence).  A row that is NaN throughout is
     missing: a step emits only when its row and its ``n_lags`` lags are
     observed (a missing row and the ``n_lags`` steps after it emit nothing;
-    with ``n_lags=0`` a missing row emits nothing, exactly); a row with only
-    some entries NaN, or NaN in ``controls``, is a ValueError.  :meth:`bic`
-    counts the emitting rows.  Streams carry the last ``n_lags`` rows with
-    the forward message: a :meth:`partial_fit` or :meth:`filter_stream` call
-    that continues the stream emits all its rows, regressed on the rows before
-    them (``filtered_lags_``), so a sequence cut into batches gives, at fixed
+    with ``n_lags=0`` a missing row emits nothing, exactly).  A row with some
+    entries NaN emits, when its step's lags are observed, the marginal
+    density of its observed entries (the missing ones integrated out, as in
+    :class:`GaussianHMM`), and a step with a lag that has any entry missing
+    emits nothing; the M step adds a partly observed row's expected
+    statistics (the conditional Gaussian of its missing entries under each
+    state): exact EM (user guide, "Partly observed rows").  NaN in
+    ``controls`` is a ValueError.  :meth:`bic` counts the emitting rows.
+    Streams carry the last ``n_lags`` rows with the forward message: a
+    :meth:`partial_fit` or :meth:`filter_stream` call that continues the
+    stream emits all its rows, regressed on the rows before them
+    (``filtered_lags_``), so a sequence cut into batches gives, at fixed
     parameters, what one batch gives.  A sequence needs ``n_lags + 1`` rows,
     except the last of a :meth:`partial_fit` batch, whose rows wait as lags
     for the next batch.  :meth:`predict_next` forecasts the row after each
@@ -212,16 +219,8 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         return self.n_lags
 
     def _validate_X(self, X, reset):
-        # NaN rows are missing rows; a row with some entries missing is not
-        # supported (its regression on the observed entries is not modelled).
-        X = validate_gaussian_X(self, X, reset)
-        partial = partial_rows(X)
-        if partial.size:
-            raise ValueError(
-                f"X[{int(partial[0])}] has some entries NaN but not all: "
-                f"{type(self).__name__} takes missing rows (all NaN), not missing entries."
-            )
-        return X
+        # NaN marks a missing entry (a row NaN throughout: a missing row).
+        return validate_gaussian_X(self, X, reset)
 
     def _prepare(self, X, y, lengths, sequence_ids, *, reset, method="fit"):
         """EM's data: one row ``[x_t, x_{t-1}, ..., x_{t-L}, u_t]`` per emitted step.
@@ -229,8 +228,8 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         The first ``n_lags`` rows of each sequence only condition; those of
         a sequence that continues a stream (``_continued_lags``: the
         ``n_lags`` rows before ``X[0]``, oldest first) came before ``X``, so
-        all its rows are steps.  A step whose row or lags hold NaN (missing)
-        is kept, NaN, and emits nothing (:meth:`_emitting`).
+        all its rows are steps.  A step whose row is missing or whose lags
+        hold a NaN is kept, NaN, and emits nothing (:meth:`_emitting`).
         """
         if self.covariance_type not in ("full", "diag"):
             raise ValueError(
@@ -282,10 +281,37 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         design row (most recent first, as the design's lags): its first L blocks."""
         return design[:, : self._lags * self._n_outputs]
 
-    @staticmethod
-    def _emitting(X):
-        """Which rows of EM's data emit: row and lags observed (no NaN)."""
-        return ~np.isnan(X).any(axis=1)
+    def _emitting(self, X):
+        """Which rows of EM's data emit: lags (and controls) observed throughout
+        and at least one entry of the row observed."""
+        n_outputs = self._n_outputs
+        nan = np.isnan(X)
+        return ~nan[:, n_outputs:].any(axis=1) & ~nan[:, :n_outputs].all(axis=1)
+
+    def _partly_observed(self, X, emitting):
+        """Indices of the emitting rows of EM's data with some entries of x_t NaN."""
+        return np.flatnonzero(emitting & np.isnan(X[:, : self._n_outputs]).any(axis=1))
+
+    def _conditional_rows(self, X, rows):
+        """The exact E step of the partly observed ``rows`` of EM's data under each state.
+
+        Given z_t = k the residual r = x_t - W_k z_t is N(0, Sigma_k), so the
+        missing entries m have the conditional mean (W_k z_t)_m + Sigma_mo
+        Sigma_oo^-1 r_o and covariance Sigma_mm - Sigma_mo Sigma_oo^-1 Sigma_om.
+        Yields ``(k, rows, m, expected, covariance)`` per state and
+        missingness pattern: E[x_t | x_o, z_t = k] of those rows (n, D) and
+        the conditional covariance (|m|, |m|), which adds to E[x x^T] in the
+        missing block.
+        """
+        if not len(rows):
+            return
+        x, regressors = self._split_design(X[rows])
+        for k, (weights, covariance) in enumerate(zip(self._weights(), self._full_covars())):
+            predicted = regressors @ weights.T
+            for local, m, expected, conditional in _conditional_gaussians(
+                x - predicted, 0.0, np.zeros((1, x.shape[1])), covariance[None], "full"
+            ):
+                yield k, rows[local], m, predicted[local] + expected[0], conditional[0]
 
     # -- streams: the last n_lags rows are part of the carried message ---------
 
@@ -404,12 +430,7 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
 
     def _n_data_points(self, X):
         X, _ = self._split_known_states(X)
-        return int(X[self._emitting(X), : self._n_outputs].size)
-
-    def _n_scored_rows(self, X, lengths=None, sequence_ids=None, **score_arguments):
-        # BIC's n: the emitted rows (not the conditioning ones, nor missing ones).
-        design, _ = self._prepare_fitted(X, lengths, sequence_ids)
-        return int(np.count_nonzero(self._emitting(design)))
+        return int(np.count_nonzero(~np.isnan(X[self._emitting(X), : self._n_outputs])))
 
     @property
     def _n_outputs(self):
@@ -433,6 +454,7 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
     def _initialize_emissions(self, X, random_state):
         x, regressors = self._split_design(X[self._emitting(X)])
         n_components, n_outputs = self.n_components, x.shape[1]
+        x = observed_rows(x, max(n_components, 2))  # partly observed rows: an initial value
         n_regressors = regressors.shape[1] - 1
         coefs = self._initial_value("coefs_")
         self.coefs_ = np.zeros((n_components, n_outputs, n_regressors)) if coefs is None else coefs
@@ -491,8 +513,11 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
 
     def _emission_terms(self, X):
         emitting = self._emitting(X)
-        if not emitting.all():
-            X = np.where(emitting[:, None], X, 0.0)
+        partial = self._partly_observed(X, emitting)
+        if partial.size:
+            full_rows = X
+        if not emitting.all() or partial.size:
+            X = np.where(emitting[:, None], np.nan_to_num(X, nan=0.0), 0.0)
         x, regressors = self._split_design(X)
         n_samples, n_outputs = x.shape
         # The whitened residuals of every state in one product:
@@ -509,6 +534,12 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         log_frameprob = -0.5 * (log_norms + np.einsum("tkd,tkd->tk", whitened, whitened))
         if not emitting.all():
             log_frameprob[~emitting] = 0.0  # a step that emits nothing
+        if partial.size:  # the marginal density of the observed entries
+            x, regressors = self._split_design(full_rows[partial])
+            for k, (weights, covariance) in enumerate(zip(self._weights(), self._full_covars())):
+                log_frameprob[partial, k] = _marginal_log_density(
+                    x - regressors @ weights.T, np.zeros((1, n_outputs)), covariance[None], "full"
+                )[:, 0]
         return log_frameprob, None
 
     def _emission_statistics(self, X, posteriors, cache):
@@ -518,15 +549,29 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
         # general product; the symmetric A^T A of the sqrt-weighted rows,
         # which numpy hands to syrk, is about 4 times slower on tall, narrow
         # R: benchmarks/bench_autoregressive.py.)
+        # A partly observed row adds its expected statistics under each state
+        # (:meth:`_conditional_rows`: exact EM).
         emitting = self._emitting(X)
-        if not emitting.all():
-            X, posteriors = X[emitting], posteriors[emitting]
+        partial = self._partly_observed(X, emitting)
+        complete = emitting
+        if partial.size:
+            complete = emitting.copy()
+            complete[partial] = False
+        full_rows, full_posteriors = X, posteriors
+        if not complete.all():
+            X, posteriors = X[complete], posteriors[complete]
         x, regressors = self._split_design(X)
         rows = np.column_stack([regressors, x])
         n_regressors = regressors.shape[1]
         grams = np.empty((self.n_components, rows.shape[1], rows.shape[1]))
         for k in range(self.n_components):
             grams[k] = rows.T @ (rows * posteriors[:, k : k + 1])
+        for k, pattern_rows, m, expected, conditional in self._conditional_rows(full_rows, partial):
+            weights = full_posteriors[pattern_rows, k]
+            imputed = np.column_stack([self._split_design(full_rows[pattern_rows])[1], expected])
+            grams[k] += imputed.T @ (imputed * weights[:, None])
+            block = n_regressors + m
+            grams[k][block[:, None], block[None, :]] += weights.sum() * conditional
         grams = (grams + np.swapaxes(grams, 1, 2)) / 2
         return {
             "zz": grams[:, :n_regressors, :n_regressors],
@@ -536,18 +581,37 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
 
     def _emission_features(self, X, cache):
         # phi(x_t) = (z z^T, z x^T, x x^T), the same for every state (zero for a
-        # step that emits nothing): the streams' forward-only smoother sums them.
-        x, regressors = self._split_design(np.where(self._emitting(X)[:, None], X, 0.0))
-        features = np.concatenate(
+        # step that emits nothing; a partly observed row's expectation under
+        # each state): the streams' forward-only smoother sums them.
+        emitting = self._emitting(X)
+        partial = self._partly_observed(X, emitting)
+        x, regressors = self._split_design(np.where(emitting[:, None], np.nan_to_num(X), 0.0))
+        features = self._feature_rows(regressors, x)
+        features[~emitting] = 0.0
+        shape = (len(x), self.n_components, features.shape[1])
+        if not partial.size:
+            return np.broadcast_to(features[:, None, :], shape)
+        features = np.repeat(features[:, None, :], self.n_components, axis=1)
+        for k, rows, m, expected, conditional in self._conditional_rows(X, partial):
+            features[rows, k] = self._feature_rows(regressors[rows], expected)
+            n_outputs = expected.shape[1]
+            second = np.zeros((n_outputs, n_outputs))
+            second[m[:, None], m[None, :]] = conditional
+            features[rows, k, -(n_outputs**2) :] += second.ravel()
+        return features
+
+    @staticmethod
+    def _feature_rows(regressors, x):
+        """(z z^T, z x^T, x x^T) of every row, flattened side by side."""
+        n_rows = len(x)
+        return np.concatenate(
             [
-                np.einsum("ti,tj->tij", regressors, regressors).reshape(len(x), -1),
-                np.einsum("ti,tj->tij", regressors, x).reshape(len(x), -1),
-                np.einsum("ti,tj->tij", x, x).reshape(len(x), -1),
+                np.einsum("ti,tj->tij", regressors, regressors).reshape(n_rows, -1),
+                np.einsum("ti,tj->tij", regressors, x).reshape(n_rows, -1),
+                np.einsum("ti,tj->tij", x, x).reshape(n_rows, -1),
             ],
             axis=1,
         )
-        features[~self._emitting(X)] = 0.0
-        return np.broadcast_to(features[:, None, :], (len(x), self.n_components, features.shape[1]))
 
     def _statistics_from_features(self, sums):
         n_outputs = self._n_outputs
@@ -639,6 +703,11 @@ acceleration, learning_method, learning_decay, learning_offset, total_samples, b
             X[t] = weights[k] @ regressors + factors[k] @ random_state.standard_normal(n_outputs)
             past.insert(0, X[t])
         return X
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # a missing entry (a row NaN throughout: a missing row)
+        return tags
 
     # -- public methods (controls=: ControlsMixin) ------------------------------
 

@@ -56,11 +56,13 @@ stationary chain of ``startprob_`` and ``transmat_``: ``_row_controls(X)``
 ``_chain_posteriors``, ``_chain_forward``, ``_chain_viterbi`` (the
 recursions of a block of sequences), ``_stream_forward`` (the online
 filter's rows given the carried ``filtered_state_``),
+``_forward_smoothing(X, stream)`` (the streams' forward-only smoother,
+``partial_fit`` continuing a sequence across batches),
 ``_transition_mstep(statistics)`` and
-``_transition_n_parameters()``; ``_stationary_chain = False`` turns off what
-needs the one stationary matrix (the checkpointed E step and chunked scoring
-of one long sequence).  :class:`skseq.hmm._input_driven.InputDrivenTransitions`
-overrides them with transitions that depend on inputs.
+``_transition_n_parameters()``, and for one long sequence in bounded memory
+``_checkpointed_estep`` (the E step) and ``_chunked_chain_forward`` (scores).
+:class:`skseq.hmm._input_driven.InputDrivenTransitions` overrides them with
+transitions that depend on inputs.
 """
 
 import abc
@@ -600,7 +602,12 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
         def long_sequence(X, emissions, buffers, sequences, rows):
             known = None if known_states is None else known_states[rows]
-            blocks.append(self._checkpointed_estep(X, emissions, buffers, known_states=known))
+            row_controls = None if controls is None else controls[rows]
+            blocks.append(
+                self._checkpointed_estep(
+                    X, emissions, buffers, known_states=known, controls=row_controls
+                )
+            )
 
         self._blockwise(
             X,
@@ -609,7 +616,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             cells=_ESTEP_BLOCK_CELLS,
             buffers=buffers,
             long_rows=self._checkpoint_threshold(X.shape[1]),
-            run_long=long_sequence if self._stationary_chain else None,
+            run_long=long_sequence,
             known_states=known_states,
             emissions=self._estep_emissions(),
         )
@@ -785,11 +792,14 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             _CHECKPOINT_MIN_CELLS // self.n_components,
         )
 
-    def _checkpointed_estep(self, X, emissions, buffers, chunk_rows=None, known_states=None):
+    def _checkpointed_estep(
+        self, X, emissions, buffers, chunk_rows=None, known_states=None, controls=None
+    ):
         """``(statistics, log_likelihood)`` of one sequence ``X`` by checkpointed
         forward-backward, chunk by chunk (``chunk_rows``: see
         :meth:`_checkpoint_rows`), its rows' emissions clamped to
-        ``known_states`` (see :func:`clamp_to_known_states`)."""
+        ``known_states`` (see :func:`clamp_to_known_states`); ``controls``:
+        the rows' inputs (:meth:`_row_controls`; None here)."""
         if chunk_rows is None:
             chunk_rows = self._checkpoint_rows(X.shape[0], X.shape[1])
         emission_statistics = []  # the running sum, kept in a list for the closure
@@ -822,13 +832,19 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
     # defaults are the stationary chain of startprob_ and transmat_.  ``controls``
     # are the inputs of the rows (``_row_controls``; None here).
 
-    # Whether the chain is the stationary one of transmat_: the checkpointed
-    # E step, chunked scoring and streams of one long sequence need it.
-    _stationary_chain = True
-
     def _row_controls(self, X):
         """The inputs of the rows of EM's (or prepared) data ``X``: None here."""
         return None
+
+    def _chunked_chain_forward(self, controls, n_rows, chunk_rows, emissions, on_chunk, buffers):
+        """The log-likelihood of one long sequence of ``n_rows`` rows, scored in
+        chunks of ``chunk_rows`` (:func:`~skseq.inference.hmm._chunked_forward`:
+        ``emissions(start, stop)`` gives ``(log_frameprob, shift)`` of rows
+        ``start:stop``, ``on_chunk`` sees each chunk's log predictive
+        densities); ``controls``: the rows' inputs (None here)."""
+        return _chunked_forward(
+            self.startprob_, self.transmat_, n_rows, chunk_rows, emissions, on_chunk, buffers
+        )
 
     def _chain_posteriors(
         self, controls, log_frameprob, offsets, shift, buffers, posteriors, sequence_log_likelihood
@@ -1040,6 +1056,20 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         """
         return {}
 
+    @staticmethod
+    def _emitting(X):
+        """Which rows of EM's data (the emission model's columns) emit: all but
+        the missing rows, NaN throughout (they emit nothing)."""
+        if X.dtype.kind != "f":
+            return np.ones(X.shape[0], dtype=bool)
+        return ~np.isnan(X).all(axis=1)
+
+    def _n_scored_rows(self, X, lengths=None, sequence_ids=None, **score_arguments):
+        # BIC's n: the rows that emit (:meth:`_emitting`), not the missing ones.
+        rows, _ = self._prepare_fitted(X, lengths, sequence_ids)
+        rows, _ = self._split_known_states(rows)
+        return int(np.count_nonzero(self._emitting(rows)))
+
     def _n_parameters(self):
         counts = {"s": self.n_components - 1}
         counts.update(self._transition_n_parameters())
@@ -1065,6 +1095,12 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
         what forward-backward over the whole sequence would add, at fixed
         parameters), their log-likelihood given the past, and the new message.
         """
+        return self._forward_smoothing(X, stream)
+
+    def _forward_smoothing(self, X, stream):
+        """The forward-only smoother of :meth:`_advance_stream` on rows of EM's
+        data: the stationary chain's (:func:`~skseq.inference.hmm_forward_smoothing`);
+        a transition component with a matrix per row overrides it."""
         X, known_states = self._split_known_states(X)
         log_frameprob, cache = self._estep_emission_terms(X)
         log_frameprob, _ = clamp_to_known_states(log_frameprob, None, known_states)
@@ -1552,9 +1588,8 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             def on_chunk(start, stop, chunk_log_predictive):
                 log_predictive[rows.start + start : rows.start + stop] = chunk_log_predictive
 
-            sequence_log_likelihood[sequences] = _chunked_forward(
-                self.startprob_,
-                self.transmat_,
+            sequence_log_likelihood[sequences] = self._chunked_chain_forward(
+                None if controls is None else controls[rows],
                 X.shape[0],
                 chunk_rows,
                 lambda start, stop: emissions(X[start:stop], buffers)[:2],
@@ -1568,7 +1603,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             offsets,
             block,
             long_rows=max(1, _LONG_SEQUENCE_CELLS // self.n_components),
-            run_long=None if keep_filtered or not self._stationary_chain else long_sequence,
+            run_long=None if keep_filtered else long_sequence,
         )
         return HMMForwardResult(
             float(sequence_log_likelihood.sum()), filtered, sequence_log_likelihood, log_predictive

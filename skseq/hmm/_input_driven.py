@@ -35,23 +35,27 @@ alone.
 """
 
 import inspect
+from typing import NamedTuple
 
 import numpy as np
-from scipy.special import softmax
+from scipy.special import logsumexp, softmax
 
 from .._validation import real_rule
-from ..base import SufficientStatistics
+from ..base import SufficientStatistics, _symmetric_function
 from ..inference.hmm_varying import (
     _log_transmats,
     _sample_varying_states,
     _transition_matrices,
+    _varying_checkpointed_forward_backward,
+    _varying_chunked_forward,
     _varying_forward_backward_offsets,
     _varying_forward_offsets,
+    _varying_smoothing_given_end,
     _varying_viterbi_offsets,
 )
 from ..inference.kalman import check_controls
 from ._autoregressive import AutoregressiveHMM
-from ._base import check_probability_vector
+from ._base import check_probability_vector, clamp_to_known_states
 from ._controls import ControlsMixin
 from ._discrete import CategoricalHMM, PoissonHMM
 from ._gaussian import GaussianHMM
@@ -199,6 +203,31 @@ def newton_transition_step(coefs, intercepts, statistics, alpha, learn_coefs, le
     return steps[:, :, :-1], steps[:, :, -1], gains
 
 
+class VaryingStream(NamedTuple):
+    """The message input-driven streams carry across a chunk boundary.
+
+    Attributes
+    ----------
+    filtered, log_filtered : ndarray of shape (n_components,)
+        p(z_t = j | x_1..x_t) of the last row t seen, and its logarithm (exact
+        where the probability underflows).
+    statistics : SufficientStatistics
+        Each statistic of the E step with a leading axis j: its expectation
+        over the rows so far given x_1..x_t and z_t = j.
+    """
+
+    filtered: np.ndarray
+    log_filtered: np.ndarray
+    statistics: SufficientStatistics
+
+
+def _averaged(statistics, weights):
+    """sum_j weights[j] statistics[name][j] of every statistic (a leading axis j)."""
+    return SufficientStatistics(
+        {name: np.tensordot(weights, value, axes=1) for name, value in statistics.items()}
+    )
+
+
 def _input_driven_init(emission_class):
     """``__init__`` of an input-driven model: ``emission_class``'s parameters (its
     ``params`` / ``init_params`` defaults with "u" added), then ``transition_alpha``
@@ -258,7 +287,6 @@ class InputDrivenTransitions(ControlsMixin):
     ((2, 2, 1), (2, 2))
     """
 
-    _stationary_chain = False
     # The autoregressive emissions keep the controls as their rows' last columns.
     _controls_in_emission_rows = False
 
@@ -388,6 +416,68 @@ class InputDrivenTransitions(ControlsMixin):
         )
         return statistics, result.posteriors, result.log_likelihood
 
+    # -- one long sequence: the checkpointed E step -----------------------------------
+
+    def _estep_bytes_per_row(self, n_features):
+        # BaseHMM's, plus the rows' matrices, their logarithms and pair
+        # posteriors, and the transition statistics' per-row products.
+        n_states, n_regressors = self.n_components, self._n_transition_controls + 1
+        extra = 5 * n_states**2 + n_regressors**2 + 2 * n_states * n_regressors
+        return super()._estep_bytes_per_row(n_features) + 8 * extra
+
+    def _checkpointed_estep(
+        self, X, emissions, buffers, chunk_rows=None, known_states=None, controls=None
+    ):
+        """``(statistics, log_likelihood)`` of one long sequence ``X`` by
+        checkpointed forward-backward with a matrix per row
+        (:func:`~skseq.inference.hmm_varying._varying_checkpointed_forward_backward`):
+        memory of a chunk of rows and one K-vector per chunk, the statistics of
+        one batch E step."""
+        if chunk_rows is None:
+            chunk_rows = self._checkpoint_rows(X.shape[0], X.shape[1])
+        cache = [None]  # the emission cache of the last chunk computed, which consume uses
+
+        def chunk_terms(start, stop):
+            log_frameprob, shift, cache[0] = self._clamped(
+                emissions(X[start:stop], buffers),
+                None if known_states is None else known_states[start:stop],
+            )
+            log_frameprob = np.array(log_frameprob, dtype=np.float64)
+            if shift is not None:
+                log_frameprob += shift[:, None]
+            return (*self._transition_matrices(controls[start:stop]), log_frameprob)
+
+        added = []
+
+        def consume(start, stop, posteriors, pairs, log_transmats, transmats):
+            statistics = SufficientStatistics(
+                transition_statistics(pairs, controls[start:stop], log_transmats, transmats)
+            )
+            statistics.update(self._emission_statistics(X[start:stop], posteriors, cache[0]))
+            added[:] = [statistics + added[0] if added else statistics]
+
+        log_likelihood, start_counts = _varying_checkpointed_forward_backward(
+            self._log_startprob(), X.shape[0], chunk_rows, chunk_terms, consume
+        )
+        statistics = SufficientStatistics(start=start_counts)
+        statistics.update(added[0])
+        return statistics, log_likelihood
+
+    def _chunked_chain_forward(self, controls, n_rows, chunk_rows, emissions, on_chunk, buffers):
+        """The log-likelihood of one long sequence in chunks of ``chunk_rows`` rows
+        (:func:`~skseq.inference.hmm_varying._varying_chunked_forward`)."""
+
+        def chunk_terms(start, stop):
+            log_frameprob, shift = emissions(start, stop)
+            log_frameprob = np.array(log_frameprob, dtype=np.float64)
+            if shift is not None:
+                log_frameprob += shift[:, None]
+            return (*self._transition_matrices(controls[start:stop]), log_frameprob)
+
+        return _varying_chunked_forward(
+            self._log_startprob(), n_rows, chunk_rows, chunk_terms, on_chunk
+        )
+
     def _chain_posteriors(
         self, controls, log_frameprob, offsets, shift, buffers, posteriors, sequence_log_likelihood
     ):
@@ -450,7 +540,7 @@ class InputDrivenTransitions(ControlsMixin):
         free = self.n_components * (self.n_components - 1)
         return {"t": free, "u": free * self._n_transition_controls}
 
-    # -- partial_fit: a stochastic Newton step, whole sequences per batch -----------
+    # -- partial_fit: a stochastic Newton step; sequences continue across batches -----
 
     def _stochastic_step(self, statistics, n_rows, reference_rows):
         iteration = getattr(self, "n_batch_iter_", 0) + 1
@@ -458,26 +548,96 @@ class InputDrivenTransitions(ControlsMixin):
         batch = SufficientStatistics({key: statistics[key] for key in _TRANSITION_KEYS}) * (
             reference_rows / n_rows
         )
+        # A batch that continues a sequence revises the earlier rows' share
+        # (its statistics are the difference of two smoothed sums), so its
+        # curvature and scatter need not be positive semi-definite: the step
+        # uses their PSD parts (the same matrices for a batch of whole sequences).
+        for key in ("trans_hessian", "trans_scatter"):
+            batch[key] = _symmetric_function(batch[key], lambda values: np.maximum(values, 0.0))
         self._stochastic_transition = (batch, rho)
         try:
             super()._stochastic_step(statistics, n_rows, reference_rows)
         finally:
             del self._stochastic_transition
 
-    def _stream_estep(self, X, offsets, carried):
-        # Every sequence of a batch is taken whole: the stream's forward-only
-        # smoother needs the one stationary transition matrix.
-        statistics, log_likelihood = self._estep_parallel(X, offsets)
-        return statistics, log_likelihood, None
+    def _forward_smoothing(self, X, stream):
+        """The streams' forward-only smoother with a transition matrix per row.
+
+        The message (:class:`VaryingStream`) holds, for each state j of the
+        last row t seen, every statistic of the rows so far given x_1..x_t
+        and z_t = j (the transition weights' gradient, Hessian, scatter and
+        objective too: each is a sum over rows of a function of the pair
+        (z_{s-1}, z_s), at the parameters of the E step).  A chunk of rows
+        t+1..T is smoothed by forward-backward given each last state k
+        (:func:`~skseq.inference.hmm_varying._varying_smoothing_given_end`):
+        its rows' statistics given z_T = k, plus the message's averaged over
+        p(z_t | x_1..x_T, z_T = k).  Averaged over p(z_T | x_1..x_T), that is
+        E[statistics | x_1..x_T] exactly: at fixed parameters, a sequence cut
+        anywhere adds up to one batch's statistics.  It costs K
+        forward-backward passes over the chunk.
+        """
+        controls = self._row_controls(X)
+        X, known_states = self._split_known_states(X)
+        log_frameprob, cache = self._estep_emission_terms(X)
+        log_frameprob, _ = clamp_to_known_states(log_frameprob, None, known_states)
+        log_transmats, transmats = self._transition_matrices(controls)
+        n_states = self.n_components
+        continued = stream is not None
+        log_start = stream.log_filtered if continued else self._log_startprob()
+        log_joint = np.full(n_states, -np.inf)
+        given_end = [None] * n_states
+        for k in range(n_states):
+            log_joint[k], posteriors, pairs, before = _varying_smoothing_given_end(
+                log_start, log_transmats, transmats, log_frameprob, k, continued
+            )
+            if log_joint[k] == -np.inf:
+                continue
+            start = np.zeros(n_states) if continued else posteriors[0]
+            statistics = SufficientStatistics(start=start)
+            statistics.update(transition_statistics(pairs, controls, log_transmats, transmats))
+            statistics.update(self._emission_statistics(X, posteriors, cache))
+            if continued:
+                statistics = statistics + _averaged(stream.statistics, before)
+            given_end[k] = statistics
+        log_likelihood = float(logsumexp(log_joint))
+        if log_likelihood == -np.inf:  # the rows have probability zero: _check_log_likelihood
+            return None, log_likelihood, stream
+        template = next(value for value in given_end if value is not None)
+        stacked = SufficientStatistics(
+            {
+                name: np.stack([np.zeros_like(value) if s is None else s[name] for s in given_end])
+                for name, value in template.items()
+            }
+        )
+        log_filtered = log_joint - log_likelihood
+        carried = VaryingStream(np.exp(log_filtered), log_filtered, stacked)
+        added = _averaged(stacked, carried.filtered)
+        if continued:
+            added = added + (-1.0) * _averaged(stream.statistics, stream.filtered)
+        return added, log_likelihood, carried
+
+    def _no_statistics(self):
+        # A batch whose last sequence has no emitted step yet (autoregressive
+        # emissions): zero transition-weight statistics too.
+        statistics = super()._no_statistics()
+        n_states, n_regressors = self.n_components, self._n_transition_controls + 1
+        statistics.update(
+            trans_gradient=np.zeros((n_states, n_states, n_regressors)),
+            trans_hessian=np.zeros((n_states, n_states * n_regressors, n_states * n_regressors)),
+            trans_scatter=np.zeros((n_states, n_regressors, n_regressors)),
+            trans_objective=np.zeros(n_states),
+        )
+        return statistics
 
     # -- the online filter: the carried message is filtered_state_ ------------------
 
     _stream_attributes = ("filtered_state_", "stream_log_likelihood_")
 
     def _publish_stream(self, carried):
-        # partial_fit changed the weights the filtered state was computed under.
-        for name in self._stream_attributes:
-            self.__dict__.pop(name, None)
+        # filtered_state_ as partial_fit's E step left it (before its step);
+        # stream_log_likelihood_ belongs to filter_stream.
+        self.__dict__.pop("stream_log_likelihood_", None)
+        super()._publish_stream(carried)
 
     def _stream_forward(self, X, offsets, state):
         """The rows of :meth:`filter_stream` through their own transition matrices.
@@ -639,13 +799,22 @@ n_controls), optional
     row's own inputs; at fixed parameters, chunks cut anywhere give the
     filtered probabilities of :meth:`filter` on the whole sequence and their
     ``stream_log_likelihood_`` add up to :meth:`score`.
-    :meth:`partial_fit` takes each batch's sequences whole (a batch does not
-    continue the previous batch's last sequence), forgets the online filter's
-    state, and moves the transition weights by one Newton step on the batch,
-    scaled by the Robbins-Monro step
-    ``(learning_offset + n_batch_iter_) ** -learning_decay``.  One long
-    sequence is not checkpointed: its E step holds (n_samples, n_components,
-    n_components) arrays.
+    :meth:`partial_fit` continues a sequence across batches as the other
+    HMMs do (the first sequence of a batch continues the last one of the
+    previous batch unless ``new_sequence``): its forward-only smoother
+    carries, for each state of the last row, the statistics of the rows so
+    far given that state, so at fixed parameters a sequence cut anywhere
+    gives the statistics, log-likelihood and ``filtered_state_`` of one
+    batch (a continued chunk costs K forward-backward passes over its rows).
+    Each batch moves the transition weights by one Newton step on its
+    statistics (scaled to ``total_samples`` or the rows seen, their
+    curvature's positive semi-definite part), times the Robbins-Monro step
+    ``(learning_offset + n_batch_iter_) ** -learning_decay``.  The E step of
+    one sequence too long for ``working_memory`` (it holds (n_samples,
+    n_components, n_components) arrays) is checkpointed as the other HMMs'
+    (user guide, "One long sequence in bounded memory"): chunks of about
+    sqrt(n_samples) rows, forward-backward over each from the log filter
+    before it, with the statistics of one batch E step.
 """
 
 

@@ -25,7 +25,7 @@ from .._buffers import work_array
 from .._kernels import load
 from .._sequences import sequence_offsets
 from ._checks import masked_arrays_checked
-from .hmm import _LOG_FRAMEPROB_HINT, HMMViterbiResult, _real_array
+from .hmm import _LOG_FRAMEPROB_HINT, HMMViterbiResult, _chunk_bounds, _real_array
 
 _kernel = load("_hmm_varying")
 
@@ -146,8 +146,13 @@ def _transition_matrices(coefs, intercepts, controls, buffers=None):
         flat += intercepts.reshape(-1)
     else:
         flat[...] = intercepts.reshape(-1)
+    # The softmax of each row: shifted by its largest logit, exponentiated by
+    # numpy over the whole array (vectorised), normalised.
+    _kernel.shift_rows_by_max(logits)
     transmats = np.empty_like(logits)
-    _kernel.log_softmax_rows(logits, transmats)
+    with np.errstate(under="ignore"):
+        np.exp(logits, out=transmats)
+    _kernel.normalize_softmax_rows(logits, transmats)
     return logits, transmats
 
 
@@ -223,11 +228,20 @@ def _probabilities(log_transmats, transmats, buffers):
 
 
 def _varying_forward_backward_offsets(
-    log_startprob, log_transmats, log_frameprob, offsets, shift=None, buffers=None, transmats=None
+    log_startprob,
+    log_transmats,
+    log_frameprob,
+    offsets,
+    shift=None,
+    buffers=None,
+    transmats=None,
+    scaled=True,
 ):
     """:func:`hmm_varying_forward_backward` on validated arrays (``shift``: the
     rows of ``log_frameprob`` come shifted by it; ``buffers`` hold work arrays;
-    ``transmats``: exp(log_transmats), when the caller has it)."""
+    ``transmats``: exp(log_transmats), when the caller has it; ``scaled``:
+    try the kernel's scaled path first, False for the log-space recursion
+    alone, the tests' and benchmarks' reference)."""
     log_frame = _frame(log_frameprob, shift)
     n_samples, n_states = log_frame.shape
     offsets = np.ascontiguousarray(offsets, dtype=np.intp)
@@ -247,6 +261,7 @@ def _varying_forward_backward_offsets(
         pairs,
         log_predictive,
         sequence_log_likelihood,
+        scaled,
     )
     return HMMVaryingForwardBackwardResult(
         float(sequence_log_likelihood.sum()),
@@ -258,11 +273,211 @@ def _varying_forward_backward_offsets(
     )
 
 
-def _varying_forward_offsets(
-    log_startprob, log_transmats, log_frameprob, offsets, shift=None, buffers=None, transmats=None
+def _varying_smoothing_given_end(
+    log_start, log_transmats, transmats, log_frameprob, end_state, continued
 ):
-    """``(filtered, log_predictive, sequence_log_likelihood)`` on validated arrays."""
-    log_frame = _frame(log_frameprob, shift)
+    """Forward-backward over one chunk of a sequence given the state of its last row.
+
+    The exact step of the streams' forward-only smoother with a transition
+    matrix per row (:class:`~skseq.hmm._input_driven.InputDrivenTransitions`):
+    the smoothed expectations of all rows so far given z_T = ``end_state``.
+    ``continued``: ``log_start`` is the log filtered distribution of the row
+    before the chunk (of the same sequence; it then enters as a row of its own
+    that emits nothing), else the log start probabilities.  The last row's
+    emissions become the indicator of ``end_state`` (its density is a
+    constant given z_T), so the kernel's posteriors are those given z_T.
+
+    Returns ``(log_joint, posteriors, pair_posteriors, before)``: log p(x of
+    the chunk, z_T = end_state | earlier rows); p(z_s | ., z_T) of the chunk's
+    rows (n_samples, K) and the pair posteriors of the steps into them
+    (n_samples, K, K; into the first row, from the row before when
+    ``continued``, else zero); ``before`` (K,) p(z of the row before | ., z_T)
+    (None unless ``continued``); not to be used when the chunk cannot end
+    in ``end_state`` (``log_joint`` -inf).
+    """
+    frame = np.array(log_frameprob, dtype=np.float64)
+    frame[-1] = -np.inf
+    frame[-1, end_state] = 0.0
+    result, before = _continued_forward_backward(
+        log_start, log_transmats, transmats, frame, continued
+    )
+    log_joint = result.log_likelihood + log_frameprob[-1, end_state]
+    return log_joint, result.posteriors, result.pair_posteriors, before
+
+
+def _continued_rows(log_transmats, transmats, log_frameprob):
+    """The rows of a chunk that continues a sequence, after a row that stands
+    for the one before the chunk: it emits nothing (log density 0), so a
+    recursion started from that row's log filtered distribution runs on."""
+    frame = np.empty((log_frameprob.shape[0] + 1, log_frameprob.shape[1]))
+    frame[0] = 0.0
+    frame[1:] = log_frameprob
+    return (
+        np.concatenate([log_transmats[:1], log_transmats]),
+        np.concatenate([transmats[:1], transmats]),
+        frame,
+    )
+
+
+def _continued_forward_backward(log_start, log_transmats, transmats, log_frameprob, continued):
+    """``(result, before)``: forward-backward over the rows of one chunk of a
+    sequence (``result`` their posteriors and pair posteriors, the pair into
+    the first row from the row before when ``continued``) and ``before``, the
+    posterior of the row before the chunk (None unless ``continued``), whose
+    log filtered distribution ``log_start`` then is (else the log start
+    probabilities)."""
+    if continued:
+        log_transmats, transmats, log_frameprob = _continued_rows(
+            log_transmats, transmats, log_frameprob
+        )
+    result = _varying_forward_backward_offsets(
+        np.ascontiguousarray(log_start, dtype=np.float64),
+        log_transmats,
+        np.ascontiguousarray(log_frameprob),
+        np.array([0, log_frameprob.shape[0]], dtype=np.intp),
+        transmats=transmats,
+    )
+    if not continued:
+        return result, None
+    rows = result._replace(
+        posteriors=result.posteriors[1:], pair_posteriors=result.pair_posteriors[1:]
+    )
+    return rows, result.posteriors[0]
+
+
+def _varying_chunked_forward(log_startprob, n_rows, chunk_rows, chunk_terms, on_chunk=None):
+    """The log-likelihood of one long sequence in O(chunk_rows K^2) memory: the
+    forward kernel over chunks of ``chunk_rows`` rows, each continuing from the
+    exact log filter of the row before (``chunk_terms`` as in
+    :func:`_varying_checkpointed_forward_backward`; ``on_chunk(start, stop,
+    log_predictive)``, when given, sees each chunk's log predictive densities).
+    """
+    checkpoints = []
+    log_likelihood = _varying_chunk_filters(
+        log_startprob, n_rows, chunk_rows, chunk_terms, checkpoints, on_chunk
+    )
+    return log_likelihood
+
+
+def _varying_chunk_filters(log_startprob, n_rows, chunk_rows, chunk_terms, checkpoints, on_chunk):
+    """The forward pass over the chunks of one sequence: appends to
+    ``checkpoints`` the log filter of the row before each chunk (None before
+    the first) and returns the log-likelihood (-inf, stopping there, for rows
+    of probability zero)."""
+    log_filtered, log_likelihood = None, 0.0
+    for start, stop in _chunk_bounds(n_rows, chunk_rows):
+        log_transmats, transmats, log_frameprob = chunk_terms(start, stop)
+        if log_filtered is None:
+            log_start = log_startprob
+        else:
+            log_transmats, transmats, log_frameprob = _continued_rows(
+                log_transmats, transmats, log_frameprob
+            )
+            log_start = log_filtered
+        checkpoints.append(log_filtered)
+        rows = np.array([0, log_frameprob.shape[0]], dtype=np.intp)
+        log_filtered_rows, log_predictive, sequence_log_likelihood = _varying_log_filter(
+            log_start, log_transmats, np.ascontiguousarray(log_frameprob), rows, transmats
+        )
+        log_likelihood += sequence_log_likelihood[0]
+        if on_chunk is not None:
+            on_chunk(start, stop, log_predictive[log_filtered is not None :])
+        if log_likelihood == -np.inf:
+            break
+        log_filtered = log_filtered_rows[-1].copy()
+    return log_likelihood
+
+
+def _varying_checkpointed_forward_backward(log_startprob, n_rows, chunk_rows, chunk_terms, consume):
+    """Forward-backward over one long sequence in O((n_rows / chunk_rows + chunk_rows) K^2) memory.
+
+    The same scheme as the stationary chain's checkpointed E step
+    (doc/user_guide/hmm.rst, "One long sequence in bounded memory"), on the
+    kernels of a matrix per row: the forward pass keeps the exact log
+    filtered distribution before each chunk of ``chunk_rows`` rows; the
+    backward pass goes over the chunks last to first and runs forward-backward
+    over each from its checkpoint (a row that emits nothing stands for the
+    row before), its last row's emissions times the backward message of the
+    rows after it, log beta(i) = log p(z = i | all rows) - log p(z = i | rows
+    so far) of the next chunk's row before (up to a constant).
+    ``chunk_terms(start, stop)`` gives ``(log_transmats, transmats,
+    log_frameprob)`` of rows ``start:stop``; ``consume(start, stop,
+    posteriors, pair_posteriors, log_transmats, transmats)`` gets each
+    chunk's (the pair into its first row from the row before; zero at the
+    sequence's first row), last chunk first, right after ``chunk_terms`` of
+    the same chunk.
+
+    Returns ``(log_likelihood, start_counts)``; for a sequence of probability
+    zero, -inf, and zero posteriors and pair posteriors.
+    """
+    n_states = log_startprob.shape[0]
+    bounds = _chunk_bounds(n_rows, chunk_rows)
+    checkpoints = []
+    log_likelihood = _varying_chunk_filters(
+        log_startprob, n_rows, chunk_rows, chunk_terms, checkpoints, None
+    )
+    if log_likelihood == -np.inf:
+        for start, stop in bounds[::-1]:
+            log_transmats, transmats, _ = chunk_terms(start, stop)
+            posteriors = np.zeros((stop - start, n_states))
+            pairs = np.zeros((stop - start, n_states, n_states))
+            consume(start, stop, posteriors, pairs, log_transmats, transmats)
+        return -np.inf, np.zeros(n_states)
+    log_beta = None
+    start_counts = None
+    for index in range(len(bounds) - 1, -1, -1):
+        start, stop = bounds[index]
+        log_transmats, transmats, log_frameprob = chunk_terms(start, stop)
+        checkpoint = checkpoints[index]
+        frame = np.array(log_frameprob, dtype=np.float64)
+        if log_beta is not None:
+            frame[-1] += log_beta
+        continued = checkpoint is not None
+        result, before = _continued_forward_backward(
+            log_startprob if checkpoint is None else checkpoint,
+            log_transmats,
+            transmats,
+            frame,
+            continued,
+        )
+        consume(start, stop, result.posteriors, result.pair_posteriors, log_transmats, transmats)
+        if continued:
+            possible = checkpoint > -np.inf
+            log_beta = np.full(n_states, -np.inf)
+            with np.errstate(divide="ignore"):
+                log_beta[possible] = np.log(before[possible]) - checkpoint[possible]
+        else:
+            start_counts = result.posteriors[0].copy()
+    return float(log_likelihood), start_counts
+
+
+def _varying_forward_offsets(
+    log_startprob,
+    log_transmats,
+    log_frameprob,
+    offsets,
+    shift=None,
+    buffers=None,
+    transmats=None,
+    scaled=True,
+):
+    """``(filtered, log_predictive, sequence_log_likelihood)`` on validated arrays
+    (``scaled`` as in :func:`_varying_forward_backward_offsets`)."""
+    log_filtered, log_predictive, sequence_log_likelihood = _varying_log_filter(
+        log_startprob,
+        log_transmats,
+        _frame(log_frameprob, shift),
+        offsets,
+        _probabilities(log_transmats, transmats, buffers),
+        scaled,
+    )
+    with np.errstate(under="ignore"):
+        return np.exp(log_filtered), log_predictive, sequence_log_likelihood
+
+
+def _varying_log_filter(log_startprob, log_transmats, log_frame, offsets, transmats, scaled=True):
+    """``(log_filtered, log_predictive, sequence_log_likelihood)``: the forward
+    kernel on validated, C-contiguous arrays (``transmats`` = exp(log_transmats))."""
     n_samples, n_states = log_frame.shape
     log_filtered = np.empty((n_samples, n_states))
     log_predictive = np.empty(n_samples)
@@ -270,15 +485,15 @@ def _varying_forward_offsets(
     _kernel.varying_forward(
         np.ascontiguousarray(log_startprob, dtype=np.float64),
         log_transmats,
-        _probabilities(log_transmats, transmats, buffers),
+        transmats,
         log_frame,
         np.ascontiguousarray(offsets, dtype=np.intp),
         log_filtered,
         log_predictive,
         sequence_log_likelihood,
+        scaled,
     )
-    with np.errstate(under="ignore"):
-        return np.exp(log_filtered), log_predictive, sequence_log_likelihood
+    return log_filtered, log_predictive, sequence_log_likelihood
 
 
 def _varying_viterbi_offsets(log_startprob, log_transmats, log_frameprob, offsets, buffers=None):

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import sklearn
+from hmm_references import stream_statistics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
@@ -37,6 +38,30 @@ def tiny_model(covariance_type="full", n_lags=1, n_controls=1, n_features=2, see
     return model
 
 
+def row_log_density(x, mean, covariance):
+    """log N(x; mean, covariance) of one row, by brute force where entries are
+    missing: the density integrated over the missing entry (numerically; one
+    missing entry of two).  0 (density 1) for a step that emits nothing: a row
+    missing throughout, or a lag with a NaN (``mean`` NaN)."""
+    missing = np.isnan(x)
+    if np.isnan(mean).any() or missing.all():
+        return 0.0
+    if not missing.any():
+        return stats.multivariate_normal.logpdf(x, mean, covariance)
+    (m,) = np.flatnonzero(missing)
+
+    def joint(value):
+        row = x.copy()
+        row[m] = value
+        return stats.multivariate_normal.pdf(row, mean, covariance)
+
+    scale = np.sqrt(covariance[m, m])
+    value, _ = integrate.quad(
+        joint, mean[m] - 40 * scale, mean[m] + 40 * scale, epsabs=0, epsrel=1e-13, limit=200
+    )
+    return np.log(value)
+
+
 def brute_force(model, X, controls):
     """log p(x_L.. | x_0..x_{L-1}, u) and the posteriors, summing over every path."""
     n_lags, K = model.n_lags, model.n_components
@@ -47,7 +72,7 @@ def brute_force(model, X, controls):
     log_density = np.array(
         [
             [
-                stats.multivariate_normal.logpdf(
+                row_log_density(
                     X[t],
                     model.coefs_[k]
                     @ np.concatenate([X[t - lag] for lag in range(1, n_lags + 1)] + [controls[t]])
@@ -59,8 +84,6 @@ def brute_force(model, X, controls):
             for t in emitted
         ]
     )
-    # A step whose row or lags are missing (NaN) emits nothing: density 1.
-    log_density = np.nan_to_num(log_density, nan=0.0)
     paths = list(itertools.product(range(K), repeat=len(log_density)))
     log_joint = []
     for path in paths:
@@ -306,22 +329,6 @@ def test_bic_counts_only_the_emitted_rows():
     assert np.isclose(lr.bic(X, controls=u), expected, rtol=1e-12)
 
 
-def stream_statistics(model, X, controls, cuts):
-    """The stream engine's E step over the batches X[a:b] of one sequence
-    (at fixed parameters): summed statistics, log-likelihood, the last message."""
-    total, log_likelihood, carried = None, 0.0, None
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        model._stream = carried
-        with model._given_controls(controls[a:b]):
-            design, offsets = model._validate_stream_batch(
-                X[a:b], None, None, None, first_call=False, continues=carried is not None
-            )
-            added, part, carried = model._stream_estep(design, offsets, carried)
-        total = added if total is None else total + added
-        log_likelihood += part
-    return total, log_likelihood, carried
-
-
 @settings(max_examples=25, deadline=None)
 @given(
     n_lags=st.integers(0, 3),
@@ -333,6 +340,7 @@ def test_a_sequence_cut_into_batches_gives_what_one_batch_gives(n_lags, cuts, fi
     rng = np.random.default_rng(n_lags)
     X, u = rng.normal(size=(30, 2)), rng.normal(size=(30, 1))
     X[17] = np.nan  # a missing row, and steps whose lags are missing
+    X[9, 0] = np.nan  # a partly observed row: its marginal, its steps as a lag emit nothing
     cuts = [0] + sorted({max(c, first) for c in cuts} - {30}) + [30]
     with model._given_controls(u):
         design, offsets = model._prepare(X, None, None, None, reset=False)
@@ -449,10 +457,18 @@ def test_missing_rows_emit_nothing(n_lags):
     total, posteriors = brute_force(model, X, u)
     assert np.isclose(model.score(X, controls=u), total, rtol=1e-10)
     assert np.allclose(model.predict_proba(X, controls=u), posteriors, atol=1e-10)
-    partial = X.copy()
-    partial[1, 0] = np.nan
-    with pytest.raises(ValueError, match="some entries NaN"):
-        model.score(partial, controls=u)
+    # A partly observed row emits the marginal of its observed entries; the
+    # steps that have it as a lag emit nothing.
+    partial = rng.normal(size=X.shape)
+    partial[n_lags + 3, 1] = np.nan
+    total, posteriors = brute_force(model, partial, u)
+    assert np.isclose(model.score(partial, controls=u), total, rtol=1e-10)
+    assert np.allclose(model.predict_proba(partial, controls=u), posteriors, atol=1e-10)
+    if n_lags:
+        with model._given_controls(u):
+            design, _ = model._prepare(partial, None, None, None, reset=False)
+        emitting = model._emitting(design)
+        assert emitting[3] and not emitting[4:6].any() and emitting[:3].all()
     bad = u.copy()
     bad[0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
@@ -466,6 +482,159 @@ def test_missing_rows_emit_nothing(n_lags):
         fitted = AutoregressiveHMM(2, n_lags=n_lags, n_iter=5, random_state=0).fit(long)
     assert np.all(np.diff(fitted.monitor_.history) > -1e-8)
     assert np.all(np.isfinite(fitted.coefs_))
+
+
+# -- partly observed rows ----------------------------------------------------------
+
+
+def partly_observed(n_rows, seed, fraction=0.15):
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(size=(n_rows // 2, 2)), rng.normal(3.0, 0.5, size=(n_rows // 2, 2))])
+    X[rng.random(X.shape) < fraction] = np.nan  # some rows end up missing throughout
+    return X
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_partly_observed_rows_without_lags_are_gaussian_hmms(covariance_type):
+    """n_lags=0, no controls: the marginal density of GaussianHMM, and with full
+    covariances the same exact EM (the conditional moments of the missing entries)."""
+    X = partly_observed(120, seed=2)
+    means = np.array([[0.5, 0.0], [2.0, 2.5]])
+    covars = np.array([[[1.0, 0.3], [0.3, 1.0]], [[2.0, -0.4], [-0.4, 1.5]]])
+    if covariance_type == "diag":
+        covars = np.array([[1.0, 1.0], [2.0, 2.0]])
+    start, transmat = np.array([0.5, 0.5]), np.array([[0.9, 0.1], [0.2, 0.8]])
+    common = dict(
+        startprob_init=start,
+        transmat_init=transmat,
+        covars_init=covars,
+        init_params="",
+        n_iter=10,
+        tol=-np.inf,
+        covars_prior=0.0,
+        covariance_type=covariance_type,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gaussian = GaussianHMM(2, means_init=means, params="stmc", **common).fit(X)
+        ar = AutoregressiveHMM(2, n_lags=0, intercepts_init=means, **common).fit(X)
+    history = np.array(ar.monitor_.history)
+    assert np.all(np.diff(history) >= -1e-10 * np.abs(history[1:]))  # exact EM: monotone
+    assert np.isclose(history[0], gaussian.monitor_.history[0], rtol=1e-12)
+    if covariance_type == "full":
+        assert np.allclose(history, gaussian.monitor_.history, rtol=1e-10)
+        assert np.allclose(ar.intercepts_, gaussian.means_, rtol=1e-9, atol=1e-10)
+        assert np.allclose(ar.covars_, gaussian._covars_, rtol=1e-9, atol=1e-10)
+        assert np.isclose(ar.score(X), gaussian.score(X), rtol=1e-10)
+
+
+def conditional_expectation(function, x, mean, covariance):
+    """E[function(x) | the observed entries of x] under N(mean, covariance), x's one
+    missing entry integrated out numerically (the brute force of the E step)."""
+    (m,) = np.flatnonzero(np.isnan(x))
+    scale = np.sqrt(covariance[m, m])
+    bounds = mean[m] - 40 * scale, mean[m] + 40 * scale
+
+    def row(value):
+        filled = x.copy()
+        filled[m] = value
+        return filled
+
+    def integrate_of(weight):
+        return integrate.quad(weight, *bounds, epsabs=0, epsrel=1e-12, limit=200)[0]
+
+    density = stats.multivariate_normal(mean, covariance).pdf
+    norm = integrate_of(lambda v: density(row(v)))
+    return integrate_of(lambda v: density(row(v)) * function(row(v))) / norm
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_mstep_with_partly_observed_rows_is_exact_em(covariance_type):
+    """The statistics of a partly observed row are its expected complete-data
+    statistics under each state (against numerical integration), and the M
+    step maximises the expected complete-data log-likelihood Q (computed by
+    numerical integration): every nearby parameter has a lower Q."""
+    model = tiny_model(covariance_type, n_lags=1, n_controls=1)
+    model.covars_prior = 0.0
+    rng = np.random.default_rng(4)
+    X, u = rng.normal(size=(14, 2)), rng.normal(size=(14, 1))
+    for row, entry in [(3, 0), (6, 1), (7, 0), (11, 1)]:
+        X[row, entry] = np.nan  # rows 4, 7, 8 and 12 regress on a partly observed lag: no step
+    with model._given_controls(u):
+        design, _ = model._prepare(X, None, None, None, reset=False)
+    emitting = model._emitting(design)
+    posteriors = rng.dirichlet([1.0, 1.0], size=design.shape[0])
+    features = model._emission_features(design, None)
+    x, z = design[:, :2], np.column_stack([design[:, 2:], np.ones(len(design))])
+    old_weights, old_covars = model._weights(), model._full_covars()
+    partial_rows = [t for t in range(len(design)) if emitting[t] and np.isnan(x[t]).any()]
+    assert partial_rows == [2, 5, 10]  # rows 3, 6, 11 of X (row 7's lag is partly missing)
+    for t in partial_rows:
+        for k in range(2):
+            mean = old_weights[k] @ z[t]
+            expected = [
+                conditional_expectation(lambda row, i=i: row[i], x[t], mean, old_covars[k])
+                for i in range(2)
+            ]
+            second = [
+                conditional_expectation(
+                    lambda row, i=i, j=j: row[i] * row[j], x[t], mean, old_covars[k]
+                )
+                for i in range(2)
+                for j in range(2)
+            ]
+            expected_features = np.concatenate(
+                [np.outer(z[t], z[t]).ravel(), np.outer(z[t], expected).ravel(), second]
+            )
+            assert np.allclose(features[t, k], expected_features, rtol=1e-8, atol=1e-10)
+
+    def q_value(weights, full_covars):
+        total = 0.0
+        for t in np.flatnonzero(emitting):
+            for k in range(2):
+
+                def log_density(row, k=k, t=t):
+                    return stats.multivariate_normal.logpdf(row, weights[k] @ z[t], full_covars[k])
+
+                if np.isnan(x[t]).any():
+                    value = conditional_expectation(
+                        log_density, x[t], old_weights[k] @ z[t], old_covars[k]
+                    )
+                else:
+                    value = log_density(x[t])
+                total += posteriors[t, k] * value
+        return total
+
+    statistics = model._emission_statistics(design, posteriors, None)
+    model._emission_mstep(statistics)
+    weights, covars = model._weights(), model._full_covars()
+    best = q_value(weights, covars)
+    for _ in range(4):
+        moved_weights = weights + 0.05 * rng.normal(size=weights.shape)
+        assert q_value(moved_weights, covars) < best
+        factor = np.eye(2) + 0.05 * rng.normal(size=(2, 2, 2))
+        moved = factor @ covars @ np.swapaxes(factor, 1, 2)
+        if covariance_type == "diag":
+            moved = moved * np.eye(2)
+        assert q_value(weights, moved) < best
+
+
+def test_em_with_partly_observed_rows_is_monotone():
+    X, *_ = simulate_switching_ar2(300, seed=5)
+    rng = np.random.default_rng(5)
+    X = np.column_stack([X, X + rng.normal(size=X.shape)])
+    X[rng.random(X.shape) < 0.1] = np.nan
+    u = rng.normal(size=(300, 1))
+    for model, arguments in [
+        (AutoregressiveHMM(2, n_lags=2, n_iter=20, tol=-np.inf, random_state=0), {}),
+        (LinearRegressionHMM(2, n_iter=20, tol=-np.inf, random_state=0), {"controls": u}),
+    ]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, **arguments)
+        history = np.array(model.monitor_.history)
+        assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:]))
+        assert np.all(np.isfinite(model.coefs_)) and np.all(np.isfinite(model.covars_))
 
 
 @pytest.mark.parametrize("fixed", ["w", "b", "wb"])

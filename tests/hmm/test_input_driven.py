@@ -6,9 +6,12 @@ import warnings
 
 import numpy as np
 import pytest
+import sklearn
+from hmm_references import stream_statistics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import log_softmax, logsumexp
+from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from skseq import (
@@ -34,6 +37,10 @@ from skseq.inference import (
     hmm_varying_forward_backward,
     hmm_varying_viterbi,
     input_driven_log_transmats,
+)
+from skseq.inference.hmm_varying import (
+    _varying_forward_backward_offsets,
+    _varying_forward_offsets,
 )
 
 
@@ -122,6 +129,57 @@ def test_kernel_exact_where_plain_sums_underflow(seed):
     np.testing.assert_allclose(forward.filtered[-1], posteriors[-1], atol=1e-12)
     viterbi = hmm_varying_viterbi(log_start, log_transmats, log_frame)
     np.testing.assert_array_equal(viterbi.states, path)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    n_states=st.integers(1, 5),
+    emission_scale=st.sampled_from([0.1, 3.0, 30.0, 300.0]),
+    logit_scale=st.sampled_from([0.5, 5.0, 400.0]),
+    forbidden=st.booleans(),
+)
+def test_scaled_path_gives_the_log_space_numbers(
+    seed, n_states, emission_scale, logit_scale, forbidden
+):
+    """The kernel's scaled linear-space path against its log-space recursion alone
+    (``scaled=False``), on sequences it takes and on those it hands back (emissions
+    or transition logits hundreds of nats apart, forbidden transitions)."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 40, size=3)
+    n_rows = int(lengths.sum())
+    log_start = log_softmax(rng.normal(size=n_states))
+    logits = logit_scale * rng.normal(size=(n_rows, n_states, n_states))
+    if forbidden and n_states > 1:
+        logits[:, 0, 1] = -np.inf
+    log_transmats = np.ascontiguousarray(log_softmax(logits, axis=2))
+    log_frame = emission_scale * rng.normal(size=(n_rows, n_states))
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    with np.errstate(under="ignore"):
+        transmats = np.exp(log_transmats)
+    results = [
+        _varying_forward_backward_offsets(
+            log_start, log_transmats, log_frame, offsets, transmats=transmats, scaled=scaled
+        )
+        for scaled in (True, False)
+    ]
+    scaled, exact = results
+    np.testing.assert_allclose(
+        scaled.sequence_log_likelihood, exact.sequence_log_likelihood, rtol=1e-12
+    )
+    np.testing.assert_allclose(scaled.log_predictive, exact.log_predictive, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(scaled.posteriors, exact.posteriors, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(
+        scaled.pair_posteriors, exact.pair_posteriors, rtol=1e-10, atol=1e-13
+    )
+    forwards = [
+        _varying_forward_offsets(
+            log_start, log_transmats, log_frame, offsets, transmats=transmats, scaled=scaled
+        )
+        for scaled in (True, False)
+    ]
+    for fast, reference in zip(*forwards):
+        np.testing.assert_allclose(fast, reference, rtol=1e-10, atol=1e-13)
 
 
 def test_constant_matrices_equal_the_stationary_kernel():
@@ -414,17 +472,22 @@ def test_recovers_input_driven_switching():
     assert model.score(X, controls=u) > plain.score(X) + 100
 
 
-def test_partial_fit_learns_the_weights():
-    X, u, _ = simulate_io_hmm(2, n_rows=4000)
+@pytest.mark.parametrize("new_sequence", [True, False])
+def test_partial_fit_learns_the_weights(new_sequence):
+    """Batches of whole sequences, or one sequence streamed in batches (each
+    continuing the last): the stream recovers the input-driven switching."""
+    X, u, states = simulate_io_hmm(2, n_rows=4000)
     model = InputDrivenGaussianHMM(2, random_state=0, learning_decay=0.6)
-    for start in range(0, 4000, 500):
-        rows = slice(start, start + 500)
-        model.partial_fit(X[rows], controls=u[rows], new_sequence=True)
+    for index, start in enumerate(range(0, 4000, 250)):
+        rows = slice(start, start + 250)
+        model.partial_fit(X[rows], controls=u[rows], new_sequence=new_sequence or index == 0)
     high = int(np.argmax(model.means_[:, 0]))
+    np.testing.assert_allclose(model.means_[[1 - high, high], 0], [-3.0, 3.0], atol=0.2)
     slopes = model.transition_coefs_[:, high, 0] - model.transition_coefs_[:, 1 - high, 0]
-    assert np.all(slopes > 2.0)
-    assert model.n_batch_iter_ == 8
-    assert not hasattr(model, "filtered_state_")
+    np.testing.assert_allclose(slopes, 4.0, atol=1.5)
+    assert model.n_batch_iter_ == 16
+    accuracy = np.mean((model.predict(X, controls=u) == high) == (states == 1))
+    assert accuracy > 0.97
 
 
 def test_sample_follows_the_inputs():
@@ -637,8 +700,210 @@ def test_filter_stream_errors():
     np.testing.assert_array_equal(controls, u)  # the inputs are not changed
 
 
-def test_partial_fit_forgets_the_filter_state():
+def test_partial_fit_publishes_its_stream_state():
+    """partial_fit leaves filtered_state_ of its last row (before its step) and
+    drops the online filter's stream_log_likelihood_, as the other HMMs do."""
     model, X, u = streaming_model()
     model.filter_stream(X[:10], new_sequence=True, controls=u[:10])
+    model.params = ""
     model.partial_fit(X[10:], controls=u[10:], new_sequence=True)
-    assert not hasattr(model, "filtered_state_") and not hasattr(model, "stream_log_likelihood_")
+    np.testing.assert_allclose(
+        model.filtered_state_, model.filter(X[10:], controls=u[10:])[-1], rtol=1e-10
+    )
+    assert not hasattr(model, "stream_log_likelihood_")
+    # the online filter continues from it
+    np.testing.assert_allclose(
+        model.filter_update(X[0], controls=u[0]),
+        model.filter(np.vstack([X[10:], X[:1]]), controls=np.vstack([u[10:], u[:1]]))[-1],
+        rtol=1e-9,
+    )
+
+
+# -- partial_fit continuing a sequence across batches -------------------------------
+
+
+def stream_model(kind, seed):
+    """A fitted three-state model of ``kind`` with strong random transition weights, and
+    its data: 30 rows with a missing row (and, Gaussian, a partly observed one)."""
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(30, 2))
+    if kind == "categorical":
+        X = rng.integers(0, 3, size=(30, 1)).astype(np.float64)
+        model = InputDrivenCategoricalHMM(3, n_iter=2, random_state=0)
+    else:
+        X = rng.normal(size=(30, 2))
+        X[9, 0] = np.nan
+        cls = InputDrivenAutoregressiveHMM if kind == "autoregressive" else InputDrivenGaussianHMM
+        kwargs = {"n_lags": 2} if kind == "autoregressive" else {}
+        model = cls(3, n_iter=2, random_state=0, **kwargs)
+    X[17] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # few rows for three states
+        quiet_fit(model, X, controls=u)
+    model.transition_coefs_ = 2.0 * rng.normal(size=model.transition_coefs_.shape)
+    return model, X, u
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    kind=st.sampled_from(["gaussian", "categorical", "autoregressive"]),
+    cuts=st.lists(st.integers(1, 29), max_size=6, unique=True),
+    seed=st.integers(0, 3),
+)
+def test_a_sequence_cut_into_batches_gives_what_one_batch_gives(kind, cuts, seed):
+    model, X, u = stream_model(kind, seed)
+    # (an autoregressive batch may hold only conditioning rows: they wait as lags)
+    cuts = [0] + sorted(set(cuts) - {30}) + [30]
+    with model._given_controls(u):
+        design, offsets = model._prepare(X, None, None, None, reset=False)
+        design = model._stack_known_states(design, None)
+    whole, whole_log_likelihood = model._estep(design, offsets)
+    chunked, log_likelihood, carried = stream_statistics(model, X, u, cuts)
+    np.testing.assert_allclose(log_likelihood, whole_log_likelihood, rtol=1e-11)
+    np.testing.assert_allclose(whole_log_likelihood, model.score(X, controls=u), rtol=1e-12)
+    assert chunked.keys() == whole.keys()
+    for name in whole:
+        np.testing.assert_allclose(chunked[name], whole[name], rtol=1e-9, atol=1e-10)
+    filtered = model.filter(X, controls=u)
+    message = carried.message if kind == "autoregressive" else carried
+    np.testing.assert_allclose(message.filtered, filtered[-1], rtol=1e-9, atol=1e-12)
+    # The public stream: partial_fit, nothing learned.
+    model.params = ""
+    parts = []
+    for index, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+        model.partial_fit(X[a:b], controls=u[a:b], new_sequence=index == 0)
+        parts.append(model.batch_log_likelihood_)
+    np.testing.assert_allclose(sum(parts), whole_log_likelihood, rtol=1e-11)
+    np.testing.assert_allclose(model.filtered_state_, filtered[-1], rtol=1e-9, atol=1e-12)
+
+
+def test_stream_statistics_equal_enumeration_given_the_last_state():
+    """The message of a chunk holds, for each last state k, the expected
+    statistics given z_T = k: against enumeration over the state paths."""
+    model = tiny_gaussian(seed=5)
+    rng = np.random.default_rng(5)
+    X, u = rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
+    _, _, carried = stream_statistics(model, X, u, [0, 2, 5])
+    log_transmats = input_driven_log_transmats(
+        model.transition_coefs_, model.transition_intercepts_, u
+    ).log_transmats
+    log_frame = model._compute_log_likelihood(X)
+    paths = np.array(list(itertools.product(range(2), repeat=5)))
+    log_joint = np.log(model.startprob_)[paths[:, 0]] + log_frame[0, paths[:, 0]]
+    for t in range(1, 5):
+        log_joint += log_transmats[t, paths[:, t - 1], paths[:, t]] + log_frame[t, paths[:, t]]
+    for k in range(2):
+        weights = np.exp(log_joint - logsumexp(log_joint)) * (paths[:, -1] == k)
+        weights /= weights.sum()
+        counts = np.zeros((2, 2))
+        post = np.zeros(2)
+        for path, weight in zip(paths, weights):
+            np.add.at(counts, (path[:-1], path[1:]), weight)
+            np.add.at(post, path, weight)
+        np.testing.assert_allclose(carried.statistics["trans"][k], counts, rtol=1e-10)
+        np.testing.assert_allclose(carried.statistics["post"][k], post, rtol=1e-10)
+
+
+# -- one long sequence: the checkpointed E step ---------------------------------------
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    kind=st.sampled_from(["gaussian", "categorical", "autoregressive"]),
+    chunk_rows=st.integers(1, 31),
+    seed=st.integers(0, 3),
+)
+def test_checkpointed_estep_gives_the_whole_sequence_statistics(kind, chunk_rows, seed):
+    """Chunks of any size (a missing row, a partly observed one), labelled rows too."""
+    model, X, u = stream_model(kind, seed)
+    with model._given_controls(u):
+        design, offsets = model._prepare(X, None, None, None, reset=False)
+        design = model._stack_known_states(design, None)
+    whole, whole_log_likelihood = model._estep(design, offsets)
+    controls = model._row_controls(design)
+    rows = model._split_known_states(design)[0]
+    statistics, log_likelihood = model._checkpointed_estep(
+        rows, model._estep_emissions(), {}, chunk_rows=chunk_rows, controls=controls
+    )
+    np.testing.assert_allclose(log_likelihood, whole_log_likelihood, rtol=1e-12)
+    assert statistics.keys() == whole.keys()
+    for name in whole:
+        np.testing.assert_allclose(statistics[name], whole[name], rtol=1e-9, atol=1e-10)
+    known = np.full(rows.shape[0], -1)
+    known[[2, 11]] = [0, 2]
+    clamped = model._checkpointed_estep(
+        rows, model._estep_emissions(), {}, chunk_rows, known, controls
+    )
+    with model._given_controls(u):
+        design, offsets = model._prepare(X, None, None, None, reset=False)
+        labelled = model._stack_known_states(design, known)  # one label per step
+    reference = model._estep(labelled, offsets)
+    model.__dict__.pop("_known_states_stacked", None)
+    np.testing.assert_allclose(clamped[1], reference[1], rtol=1e-12)
+    for name in whole:
+        np.testing.assert_allclose(clamped[0][name], reference[0][name], rtol=1e-9, atol=1e-10)
+
+
+def test_a_sequence_beyond_the_working_memory_is_checkpointed():
+    """fit under a small working_memory takes the checkpointed E step and fits what
+    the whole-sequence E step fits."""
+    X, u, _ = simulate_io_hmm(5, n_rows=30_000)
+    model = InputDrivenGaussianHMM(2, n_iter=3, tol=-np.inf, random_state=0)
+    quiet_fit(model, X, controls=u)
+    with sklearn.config_context(working_memory=1):  # 1 MiB
+        assert model._checkpoint_threshold(1) < X.shape[0]
+        checkpointed = quiet_fit(clone(model), X, controls=u)
+    np.testing.assert_allclose(checkpointed.monitor_.history, model.monitor_.history, rtol=1e-12)
+    np.testing.assert_allclose(
+        checkpointed.transition_coefs_, model.transition_coefs_, rtol=1e-8, atol=1e-10
+    )
+    np.testing.assert_allclose(checkpointed.means_, model.means_, rtol=1e-10)
+
+
+@settings(max_examples=15, deadline=None)
+@given(kind=st.sampled_from(["gaussian", "categorical"]), chunk_rows=st.integers(1, 31))
+def test_chunked_scoring_gives_the_whole_sequence_forward(kind, chunk_rows):
+    model, X, u = stream_model(kind, seed=1)
+    with model._given_controls(u):
+        design, offsets = model._prepare(X, None, None, None, reset=False)
+        design = model._stack_known_states(design, None)
+    rows = model._split_known_states(design)[0]
+    whole = model._forward(design, offsets)
+    emissions = model._emissions()
+    log_predictive = np.empty(rows.shape[0])
+
+    def on_chunk(start, stop, values):
+        log_predictive[start:stop] = values
+
+    log_likelihood = model._chunked_chain_forward(
+        model._row_controls(design),
+        rows.shape[0],
+        chunk_rows,
+        lambda start, stop: emissions(rows[start:stop])[:2],
+        on_chunk,
+        {},
+    )
+    np.testing.assert_allclose(log_likelihood, whole.log_likelihood, rtol=1e-12)
+    np.testing.assert_allclose(log_predictive, whole.log_predictive, rtol=1e-10, atol=1e-12)
+
+
+def test_score_of_a_long_sequence_is_chunked_and_exact():
+    """A sequence of more than 2^18 / K rows is scored in chunks (memory of a chunk)."""
+    X, u, _ = simulate_io_hmm(6, n_rows=140_000)
+    model = quiet_fit(
+        InputDrivenGaussianHMM(2, n_iter=2, random_state=0), X[:2000], controls=u[:2000]
+    )
+    model.transition_coefs_ = np.array([[[0.0], [3.0]], [[-2.0], [1.0]]])
+    calls = []
+    chunked = model._chunked_chain_forward
+
+    def counting(*args, **kwargs):
+        calls.append(args[1])
+        return chunked(*args, **kwargs)
+
+    model._chunked_chain_forward = counting
+    score = model.score(X, controls=u)
+    del model._chunked_chain_forward
+    assert calls == [140_000]
+    whole = model.score_samples(X, controls=u)[0]  # forward-backward over the whole sequence
+    np.testing.assert_allclose(score, whole, rtol=1e-12)
