@@ -23,6 +23,7 @@ from .lds import (
     AdditiveUnscentedKalmanFilter,
     ExtendedKalmanFilter,
     LinearGaussianSSM,
+    UnobservedComponents,
     UnscentedKalmanFilter,
 )
 from .neural import *  # noqa: F403
@@ -51,5 +52,6 @@ __all__ = [
     "UnscentedKalmanFilter",
     "AdditiveUnscentedKalmanFilter",
     "ExtendedKalmanFilter",
+    "UnobservedComponents",
     *neural.__all__,
 ]

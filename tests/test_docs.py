@@ -266,6 +266,14 @@ def test_pykalman_page_runs_and_agrees_with_pykalman():
     exec(compile(program, "pykalman.rst", "exec"), {"__name__": "pykalman_page"})
 
 
+def test_statsmodels_page_runs_and_agrees_with_statsmodels():
+    """The structural-model page's asserts compare both libraries: run them."""
+    pytest.importorskip("statsmodels")
+    program = "\n\n".join(_code_blocks(DOC / "user_guide" / "statsmodels.rst"))
+    assert "sm.tsa.UnobservedComponents" in program
+    exec(compile(program, "statsmodels.rst", "exec"), {"__name__": "statsmodels_page"})
+
+
 def _documented_objects():
     """The objects named by the autodoc directives of doc/api/*.rst."""
     directive = re.compile(r"^\.\. auto(?:class|function):: (\S+)", re.MULTILINE)

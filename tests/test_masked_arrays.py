@@ -25,6 +25,7 @@ from skseq import (
     PoissonHMM,
     SelectiveSSMRegressor,
     SemiMarkovGaussianHMM,
+    UnobservedComponents,
     UnscentedKalmanFilter,
     inference,
 )
@@ -75,6 +76,16 @@ def test_masked_nile_years_are_missing_like_nan(model):
     # A masked array with nothing masked is the plain data.
     unmasked = np.ma.masked_array(flow, mask=np.zeros_like(flow, dtype=bool))
     assert on_nan.score(unmasked) == on_nan.score(flow)
+
+
+def test_unobserved_components_takes_masked_years_as_missing():
+    flow, masked, as_nan = nile_versions()
+    on_masked = UnobservedComponents("local level").fit(masked)
+    on_nan = UnobservedComponents("local level").fit(as_nan[:, 0])
+    assert on_masked.log_likelihood_ == on_nan.log_likelihood_
+    assert on_masked.params_ == on_nan.params_
+    assert on_nan.score(masked) == on_nan.score(as_nan)
+    assert on_nan.score(masked) != on_nan.score(flow)
 
 
 def test_masked_nile_log_likelihood_equals_pykalman():
@@ -456,10 +467,13 @@ def _inference_examples():
         kalman_mle.lgssm_score_obs: [lgssm_rows],
         kalman_mle.lgssm_maximum_likelihood: [
             dict(**mle_rows, start=parameterization.unconstrained(), max_iter=2, tol=1e-6),
+            # burn: the first rows of each sequence left out (statsmodels' loglikelihood_burn)
+            dict(**mle_rows, max_iter=2, burn=1),
             dict(**mle_rows, max_iter=2, diffuse=np.array([[1.5]])),
         ],
         kalman_mle.lgssm_parameter_covariance: [
             dict(**mle_rows, unconstrained=parameterization.unconstrained(), cov_type="oim"),
+            dict(**mle_rows, unconstrained=parameterization.unconstrained(), burn=1),
             dict(
                 **mle_rows,
                 unconstrained=parameterization.unconstrained(),

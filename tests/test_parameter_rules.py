@@ -37,6 +37,7 @@ from skseq import (
     SemiMarkovGaussianHMM,
     TransformerClassifier,
     TransformerRegressor,
+    UnobservedComponents,
     VariationalCategoricalHMM,
     VariationalGaussianHMM,
 )
@@ -73,6 +74,7 @@ ESTIMATORS = [
     (SemiMarkovGaussianHMM(2, max_duration=5, random_state=0), REAL_ROWS, None),
     (SemiMarkovCategoricalHMM(2, max_duration=5, random_state=0), SYMBOLS, None),
     (LinearGaussianSSM(1, random_state=0), REAL_ROWS, None),
+    (UnobservedComponents("local level"), REAL_ROWS[:, 0], None),
     (SelectiveSSMRegressor(**NETWORK_SIZES, d_state=2), SEQUENCES, TARGETS),
     (SelectiveSSMClassifier(**NETWORK_SIZES, d_state=2), SEQUENCES, TARGETS > 0),
     (S4DRegressor(**NETWORK_SIZES, d_state=2), SEQUENCES, TARGETS),
@@ -292,7 +294,7 @@ def test_a_negative_tol_is_refused_by_every_estimator_that_has_tol(tol):
     with_tol = {
         cls for cls in _public_estimator_classes() if "tol" in inspect.signature(cls).parameters
     }
-    assert len(with_tol) == 26
+    assert len(with_tol) == 27
     tabled = {type(estimator): (estimator, X, y) for estimator, X, y in ESTIMATORS}
     assert with_tol <= set(tabled), f"add to ESTIMATORS: {with_tol - set(tabled)}"
     expected = (ValueError, f"tol must be >= 0 (or -inf, to run every iteration), got {tol!r}.")

@@ -16,9 +16,13 @@ Three reusable pieces (doc/user_guide/lgssm.rst, "Exact maximum likelihood"):
   the chain rule for the gradient and the Jacobian for the delta method;
   each parameter's rule is a block (:class:`FreeEntries`,
   :class:`CholeskyCovariance`, :class:`LogVariances`), and a model with more
-  structure declares its own blocks on the same protocol;
+  structure declares its own blocks on the same protocol (the structural
+  models' :class:`SharedLogVariances`, :class:`CycleRotation`,
+  :class:`StationaryAR`, :class:`Submatrices`), with optionally the
+  stationary initial covariance of some coordinates;
 - :func:`lgssm_maximum_likelihood` (L-BFGS-B on the unconstrained vector
-  with the analytic gradient) and :func:`lgssm_parameter_covariance`
+  with the analytic gradient, optionally without the first rows of each
+  sequence: statsmodels' ``loglikelihood_burn``) and :func:`lgssm_parameter_covariance`
   (standard errors from the outer product of the per-row scores or from the
   observed information, the Hessian by central differences of the analytic
   gradient).
@@ -68,6 +72,10 @@ __all__ = [
     "FreeEntries",
     "CholeskyCovariance",
     "LogVariances",
+    "SharedLogVariances",
+    "CycleRotation",
+    "StationaryAR",
+    "Submatrices",
     "LGSSMGradient",
     "LGSSMScoreObs",
     "LGSSMMaximumLikelihood",
@@ -180,7 +188,8 @@ class LGSSMParameterCovariance(NamedTuple):
 def _symmetric_solve_both(factor, matrix):
     """C^-1 M C^-1 for a Cholesky factor of C (M with optional leading axes)."""
     k = factor[0].shape[0]
-    inverse = scipy.linalg.cho_solve(factor, np.eye(k))
+    # the parameters are validated (finite): skip scipy's finiteness checks
+    inverse = scipy.linalg.cho_solve(factor, np.eye(k), check_finite=False)
     return inverse @ matrix @ inverse, inverse
 
 
@@ -192,7 +201,7 @@ def _regression_gradient(weights, covariance, cross, regressor, target):
     d/dC = (C^-1 S C^-1 - n C^-1) / 2.  The moments may carry leading axes
     (one set per row).
     """
-    factor = scipy.linalg.cho_factor(covariance, lower=True)
+    factor = scipy.linalg.cho_factor(covariance, lower=True, check_finite=False)
     count = regressor[..., -1, -1]
     product = weights @ np.swapaxes(cross, -1, -2)
     spread = target - product - np.swapaxes(product, -1, -2) + weights @ regressor @ weights.T
@@ -591,6 +600,15 @@ class ParameterBlock:
             for j in self.reported_index
         ]
 
+    def reported_values(self, u):
+        """The block's constrained coordinates at ``u`` (default: the entries
+        :attr:`reported_index` picks from :meth:`value`)."""
+        return self.value(u).ravel()[self.reported_index]
+
+    def reported_jacobian(self, u):
+        """d reported_values / du, of shape (n_free, n_free)."""
+        return self.jacobian(u)[self.reported_index]
+
 
 class FreeEntries(ParameterBlock):
     """Entries of an array that are free reals (the others held at the template's values).
@@ -734,6 +752,308 @@ class LogVariances(ParameterBlock):
         return jacobian
 
 
+class SharedLogVariances(ParameterBlock):
+    """A diagonal covariance whose variances are shared by groups of coordinates.
+
+    Parameters
+    ----------
+    groups : array-like of int of shape (k,)
+        The group of each diagonal entry: the entries of group g are all
+        ``exp(u[g])``; -1 holds the entry at the template's value (which may
+        be a tiny floor for a deterministic component); every group of
+        0 .. n_groups - 1 has at least one entry.
+    names : list of str, optional
+        The label of each group (default: the entry of its first coordinate).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman_mle import SharedLogVariances
+    >>> block = SharedLogVariances([0, 1, 1]).bind(np.eye(3), "transition_covariance")
+    >>> block.n_free, np.diag(block.value(np.log([2.0, 3.0]))).round(12).tolist()
+    (2, [2.0, 3.0, 3.0])
+    """
+
+    def __init__(self, groups, names=None):
+        self.groups = groups
+        self.names = names
+
+    def _bind(self):
+        k = self.template.shape[0]
+        if np.any(self.template != np.diag(np.diag(self.template))):
+            raise ValueError(f"{self.name} must be diagonal to be parameterised by log variances.")
+        groups = np.asarray(self.groups)
+        if groups.shape != (k,) or groups.dtype.kind not in "iu":
+            raise ValueError(f"the groups of {self.name} must be {k} integers.")
+        self._groups = groups.astype(np.intp)
+        self.n_free = int(self._groups.max(initial=-1)) + 1
+        firsts = [np.flatnonzero(self._groups == g) for g in range(self.n_free)]
+        if any(first.size == 0 for first in firsts) or np.any(self._groups < -1):
+            raise ValueError(f"the groups of {self.name} must be -1 or 0 .. n_groups - 1.")
+        self.reported_index = np.array([first[0] * (k + 1) for first in firsts], dtype=np.intp)
+        if self.names is not None and len(self.names) != self.n_free:
+            raise ValueError(f"{self.name}: {self.n_free} group names expected.")
+
+    def value(self, u):
+        value = self.template.copy()
+        free = self._groups >= 0
+        value[np.flatnonzero(free), np.flatnonzero(free)] = np.exp(u)[self._groups[free]]
+        return value
+
+    def unconstrained(self, value):
+        return np.log(np.asarray(value, dtype=np.float64).ravel()[self.reported_index])
+
+    def jacobian(self, u):
+        k = self.template.shape[0]
+        jacobian = np.zeros((self.template.size, self.n_free))
+        free = np.flatnonzero(self._groups >= 0)
+        jacobian[free * (k + 1), self._groups[free]] = np.exp(u)[self._groups[free]]
+        return jacobian
+
+    def labels(self):
+        return super().labels() if self.names is None else list(self.names)
+
+
+def _logistic(u):
+    return 0.5 * (1.0 + np.tanh(0.5 * u))
+
+
+class CycleRotation(ParameterBlock):
+    """A damped rotation ``rho [[cos f, sin f], [-sin f, cos f]]`` of a 2 x 2 block.
+
+    The frequency ``f`` is kept in ``frequency_bounds`` and the damping
+    ``rho`` in (0, 1) by logistic maps of the coordinates; the reported
+    coordinates are (frequency, damping), or the frequency alone when the
+    rotation is undamped (``rho = 1``): the stochastic cycle of a structural
+    time-series model, stationary when damped.
+
+    Parameters
+    ----------
+    frequency_bounds : (float, float), default=(0, pi)
+        The open interval of the frequency, in radians per step.
+    damped : bool, default=True
+    names : (str, str), default=("frequency", "damping")
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman_mle import CycleRotation
+    >>> block = CycleRotation().bind(np.eye(2), "transition_matrix")
+    >>> u = block.unconstrained(0.9 * np.array([[0.0, 1.0], [-1.0, 0.0]]))
+    >>> block.reported_values(u).round(6).tolist()
+    [1.570796, 0.9]
+    """
+
+    def __init__(self, frequency_bounds=(0.0, np.pi), damped=True, names=None):
+        self.frequency_bounds = frequency_bounds
+        self.damped = damped
+        self.names = names
+
+    def _bind(self):
+        if self.template.shape != (2, 2):
+            raise ValueError(f"a CycleRotation of {self.name} must be bound to a 2 x 2 block.")
+        low, high = (float(bound) for bound in self.frequency_bounds)
+        if not (np.isfinite(low) and np.isfinite(high) and 0.0 <= low < high <= np.pi):
+            raise ValueError(
+                f"frequency_bounds must satisfy 0 <= low < high <= pi, got {self.frequency_bounds}."
+            )
+        self._low, self._high = low, high
+        self.n_free = 2 if self.damped else 1
+
+    def reported_values(self, u):
+        frequency = self._low + (self._high - self._low) * _logistic(u[0])
+        return np.array([frequency, _logistic(u[1])]) if self.damped else np.array([frequency])
+
+    def reported_jacobian(self, u):
+        slope = _logistic(u) * (1.0 - _logistic(u))
+        scales = [self._high - self._low, 1.0][: self.n_free]
+        return np.diag(slope * scales)
+
+    def value(self, u):
+        frequency, damping = (*self.reported_values(u), 1.0)[:2]
+        cos, sin = np.cos(frequency), np.sin(frequency)
+        return damping * np.array([[cos, sin], [-sin, cos]])
+
+    def unconstrained(self, value):
+        value = np.asarray(value, dtype=np.float64)
+        fraction = (np.arctan2(value[0, 1], value[0, 0]) - self._low) / (self._high - self._low)
+        fraction = np.clip(fraction, 1e-12, 1.0 - 1e-12)
+        u = [np.log(fraction / (1.0 - fraction))]
+        if self.damped:
+            damping = np.clip(np.hypot(value[0, 0], value[0, 1]), 1e-12, 1.0 - 1e-12)
+            u.append(np.log(damping / (1.0 - damping)))
+        return np.array(u)
+
+    def jacobian(self, u):
+        frequency, damping = (*self.reported_values(u), 1.0)[:2]
+        cos, sin = np.cos(frequency), np.sin(frequency)
+        d_frequency = damping * np.array([-sin, cos, -cos, -sin])
+        columns = [d_frequency]
+        if self.damped:
+            columns.append(np.array([cos, sin, -sin, cos]))
+        return np.column_stack(columns) @ self.reported_jacobian(u)
+
+    def labels(self):
+        names = self.names or (f"{self.name}.frequency", f"{self.name}.damping")
+        return list(names)[: self.n_free]
+
+
+class StationaryAR(ParameterBlock):
+    """Stationary autoregressive coefficients by their partial autocorrelations.
+
+    Bound to a (1, p) block (the first row of an AR companion matrix): the
+    coordinates map to partial autocorrelations ``r = u / sqrt(1 + u**2)``
+    in (-1, 1) (Monahan's transform), and the Durbin-Levinson recursion maps
+    those to coefficients whose AR polynomial has all roots outside the
+    unit circle; every vector gives a stationary process and every
+    stationary one is reached.  The reported coordinates are the
+    coefficients; the Jacobian goes through the recursion analytically.
+
+    Parameters
+    ----------
+    names : list of str, optional
+        The label of each coefficient.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman_mle import StationaryAR
+    >>> block = StationaryAR().bind(np.zeros((1, 2)), "transition_matrix")
+    >>> u = block.unconstrained(np.array([[0.5, 0.3]]))
+    >>> block.value(u).round(12).tolist()
+    [[0.5, 0.3]]
+    """
+
+    def __init__(self, names=None):
+        self.names = names
+
+    def _bind(self):
+        if self.template.ndim != 2 or self.template.shape[0] != 1:
+            raise ValueError(f"a StationaryAR block of {self.name} must be bound to one row.")
+        self.n_free = self.template.shape[1]
+        self.reported_index = np.arange(self.n_free)
+
+    def _coefficients(self, u):
+        """The coefficients and their Jacobian, by the Durbin-Levinson recursion."""
+        p = self.n_free
+        partial = u / np.sqrt(1.0 + u**2)
+        d_partial = (1.0 + u**2) ** -1.5
+        phi = np.zeros(0)
+        d_phi = np.zeros((0, p))
+        for k in range(p):
+            d_r = np.zeros(p)
+            d_r[k] = d_partial[k]
+            phi, d_phi = (
+                np.append(phi - partial[k] * phi[::-1], partial[k]),
+                np.vstack(
+                    [
+                        d_phi - partial[k] * d_phi[::-1] - np.outer(phi[::-1], d_r),
+                        d_r,
+                    ]
+                ),
+            )
+        return phi, d_phi
+
+    def value(self, u):
+        return self._coefficients(np.asarray(u, dtype=np.float64))[0][None, :]
+
+    def unconstrained(self, value):
+        phi = np.asarray(value, dtype=np.float64).ravel().copy()
+        partial = np.empty(self.n_free)
+        for k in range(self.n_free - 1, -1, -1):
+            partial[k] = phi[k]
+            if not abs(partial[k]) < 1.0:
+                raise ValueError(f"the AR coefficients of {self.name} are not stationary.")
+            phi = (phi[:k] + partial[k] * phi[:k][::-1]) / (1.0 - partial[k] ** 2)
+        return partial / np.sqrt(1.0 - partial**2)
+
+    def jacobian(self, u):
+        return self._coefficients(np.asarray(u, dtype=np.float64))[1]
+
+    def labels(self):
+        return super().labels() if self.names is None else list(self.names)
+
+
+class Submatrices(ParameterBlock):
+    """Blocks placed on sub-matrices of one parameter (the rest held fixed).
+
+    Parameters
+    ----------
+    parts : list of (rows, columns, ParameterBlock)
+        Each block is bound to ``template[np.ix_(rows, columns)]`` and writes
+        its value there; the parts must not overlap.  The coordinates, the
+        reported values and the labels are the parts' in order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skseq.inference.kalman_mle import CycleRotation, StationaryAR, Submatrices
+    >>> template = np.zeros((4, 4))
+    >>> template[3, 2] = 1.0
+    >>> block = Submatrices([([0, 1], [0, 1], CycleRotation()),
+    ...                      ([2], [2, 3], StationaryAR())]).bind(template, "transition_matrix")
+    >>> block.n_free, block.value(np.zeros(4)).round(3).tolist()[2]
+    (4, [0.0, 0.0, 0.0, 0.0])
+    """
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def _bind(self):
+        self._parts, self._indices, self._slices = [], [], []
+        shape = self.template.shape
+        used = np.zeros(shape, dtype=bool)
+        start = 0
+        for rows, columns, block in self.parts:
+            if not isinstance(block, ParameterBlock):
+                raise TypeError(f"a part of {self.name} is not a ParameterBlock.")
+            index = np.ix_(np.asarray(rows, dtype=np.intp), np.asarray(columns, dtype=np.intp))
+            if used[index].any():
+                raise ValueError(f"the parts of {self.name} overlap.")
+            used[index] = True
+            self._parts.append(block.bind(self.template[index], self.name))
+            self._indices.append(index)
+            self._slices.append(slice(start, start + self._parts[-1].n_free))
+            start += self._parts[-1].n_free
+        self.n_free = start
+        self._flats = [
+            np.ravel_multi_index(np.broadcast_arrays(*index), shape).ravel()
+            for index in self._indices
+        ]
+
+    def value(self, u):
+        value = self.template.copy()
+        for block, index, part in zip(self._parts, self._indices, self._slices):
+            value[index] = block.value(u[part])
+        return value
+
+    def unconstrained(self, value):
+        value = np.asarray(value, dtype=np.float64)
+        parts = [
+            block.unconstrained(value[index]) for block, index in zip(self._parts, self._indices)
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def jacobian(self, u):
+        jacobian = np.zeros((self.template.size, self.n_free))
+        for block, flat, part in zip(self._parts, self._flats, self._slices):
+            jacobian[flat, part] = block.jacobian(u[part])
+        return jacobian
+
+    def reported_values(self, u):
+        parts = [block.reported_values(u[part]) for block, part in zip(self._parts, self._slices)]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def reported_jacobian(self, u):
+        return scipy.linalg.block_diag(
+            np.zeros((0, 0)),
+            *(block.reported_jacobian(u[part]) for block, part in zip(self._parts, self._slices)),
+        )
+
+    def labels(self):
+        return [label for block in self._parts for label in block.labels()]
+
+
 class LGSSMParameterization:
     """A declared map between an unconstrained vector and :class:`LGSSMParameters`.
 
@@ -745,6 +1065,13 @@ class LGSSMParameterization:
     blocks : dict of str to ParameterBlock
         The rule of each estimated parameter, by the field names of
         :class:`LGSSMParameters`; a parameter not named is held at its value.
+    stationary : array-like of bool of shape (n_state,), optional
+        State coordinates whose initial covariance is the stationary
+        covariance of their own dynamics: ``Sigma0[s, s]`` solves
+        ``P = F[s, s] P F[s, s]^T + Q[s, s]`` at every point, so it follows the
+        estimated F and Q (the chain rule goes through the Lyapunov equation).
+        The coordinates must not be driven by the others (``F[s, ~s] = 0``),
+        and ``initial_state_covariance`` is then not a block.
 
     Attributes
     ----------
@@ -771,10 +1098,25 @@ class LGSSMParameterization:
     [1.0, 2.0]
     """
 
-    def __init__(self, parameters, blocks):
+    def __init__(self, parameters, blocks, stationary=None):
         # a singular initial covariance is the P_* of an exact diffuse start
         self.parameters = check_lgssm_parameters(parameters, semidefinite_initial=True)
         refuse_time_varying(self.parameters, "Exact maximum likelihood")
+        self._stationary = None
+        if stationary is not None:
+            k = self.parameters.transition_matrix.shape[0]
+            stationary = _mask(stationary, (k,), "stationary")
+            if "initial_state_covariance" in blocks:
+                raise ValueError(
+                    "initial_state_covariance cannot be a block when it is the stationary "
+                    "covariance of the coordinates in `stationary`."
+                )
+            if np.any(self.parameters.transition_matrix[np.ix_(stationary, ~stationary)]):
+                raise ValueError(
+                    "the stationary coordinates must not be driven by the others "
+                    "(transition_matrix[stationary, ~stationary] must be 0)."
+                )
+            self._stationary = np.flatnonzero(stationary) if stationary.any() else None
         unknown = sorted(set(blocks) - set(LGSSMParameters._fields))
         if unknown:
             raise ValueError(
@@ -792,7 +1134,8 @@ class LGSSMParameterization:
                 if not isinstance(block, ParameterBlock):
                     raise TypeError(
                         f"blocks[{name!r}] must be a ParameterBlock (FreeEntries, "
-                        f"CholeskyCovariance, LogVariances), got {type(block).__name__}."
+                        "CholeskyCovariance, LogVariances, SharedLogVariances, CycleRotation, "
+                        f"StationaryAR, Submatrices), got {type(block).__name__}."
                     )
                 block = block.bind(template, name)
                 self.blocks[name] = block
@@ -827,6 +1170,13 @@ class LGSSMParameterization:
         values = self.parameters._asdict()
         for name, block in self.blocks.items():
             values[name] = block.value(u[self._slices[name]])
+        if self._stationary is not None:
+            index = np.ix_(self._stationary, self._stationary)
+            covariance = values["initial_state_covariance"].copy()
+            covariance[index] = _stationary_covariance(
+                values["transition_matrix"][index], values["transition_covariance"][index]
+            )
+            values["initial_state_covariance"] = covariance
         return LGSSMParameters(**values)
 
     def jacobian(self, u):
@@ -836,7 +1186,29 @@ class LGSSMParameterization:
         jacobian = np.zeros((self._size, self.n_free))
         for name, block in self.blocks.items():
             jacobian[self._rows[name], self._slices[name]] = block.jacobian(u[self._slices[name]])
+        if self._stationary is not None:
+            self._stationary_jacobian(u, jacobian)
         return jacobian
+
+    def _stationary_jacobian(self, u, jacobian):
+        """The rows of Sigma0[s, s]: differentiating P = F P F^T + Q gives
+        dP = F dP F^T + (dF P F^T + F P dF^T + dQ), one Lyapunov solve per
+        coordinate that moves F[s, s] or Q[s, s]."""
+        parameters = self.constrained(u)
+        k = parameters.transition_matrix.shape[0]
+        s = self._stationary
+        index = np.ix_(s, s)
+        flat = np.ravel_multi_index(np.broadcast_arrays(*index), (k, k)).ravel()
+        transition = parameters.transition_matrix[index]
+        covariance = parameters.initial_state_covariance[index]
+        d_transition = jacobian[self._rows["transition_matrix"]][flat]
+        d_noise = jacobian[self._rows["transition_covariance"]][flat]
+        rows = self._rows["initial_state_covariance"].start + flat
+        for j in np.flatnonzero(np.any(d_transition, axis=0) | np.any(d_noise, axis=0)):
+            d_f = d_transition[:, j].reshape(transition.shape)
+            product = d_f @ covariance @ transition.T
+            source = product + product.T + d_noise[:, j].reshape(transition.shape)
+            jacobian[rows, j] = _stationary_covariance(transition, source).ravel()
 
     def flatten(self, gradient):
         """The arrays of a gradient (an :class:`LGSSMParameters`, optionally with a
@@ -854,19 +1226,26 @@ class LGSSMParameterization:
         lower triangle of a Cholesky-parameterised covariance)."""
         u = self._check(u)
         parts = [
-            block.value(u[self._slices[name]]).ravel()[block.reported_index]
-            for name, block in self.blocks.items()
+            block.reported_values(u[self._slices[name]]) for name, block in self.blocks.items()
         ]
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def reported_jacobian(self, u):
         """d reported / du, of shape (n_free, n_free), for the delta method."""
-        jacobian = self.jacobian(u)
-        index = np.concatenate(
-            [self._rows[name].start + block.reported_index for name, block in self.blocks.items()]
-            or [np.zeros(0, dtype=np.intp)]
+        u = self._check(u)
+        return scipy.linalg.block_diag(
+            np.zeros((0, 0)),
+            *(
+                block.reported_jacobian(u[self._slices[name]])
+                for name, block in self.blocks.items()
+            ),
         )
-        return jacobian[index]
+
+
+def _stationary_covariance(transition, source):
+    """The solution P of P = F P F^T + S (symmetrised)."""
+    solution = scipy.linalg.solve_discrete_lyapunov(transition, source)
+    return 0.5 * (solution + solution.T)
 
 
 def _check_parameterization(parameterization):
@@ -893,21 +1272,52 @@ def _at(parameterization, u, diffuse):
     return check_diffuse_parameters(parameters, diffuse)
 
 
-def _objective(parameterization, X, controls, offsets, diffuse=None, runner=None):
+def _burn_rows(offsets, burn):
+    """The indices of the first ``burn`` rows of each sequence, and their offsets."""
+    starts = offsets[:-1]
+    counts = np.minimum(np.diff(offsets), burn)
+    rows = np.concatenate([np.arange(start, start + count) for start, count in zip(starts, counts)])
+    return rows.astype(np.intp), np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
+
+
+def _burned_gradient(parameterization, u, X, controls, offsets, burn, diffuse=None, runner=None):
+    """``(log_likelihood, gradient in u)`` of the rows after the first ``burn`` of each
+    sequence (statsmodels' ``loglikelihood_burn``): log p(x_{b+1..n} | x_{1..b}) is
+    log p(x_{1..n}) - log p(x_{1..b}), each by the Fisher identity (the diffuse
+    log-likelihood with ``diffuse``); gradient None on a numerical failure."""
+    parameters, diffuse_covariance = _at(parameterization, u, diffuse)
+    log_likelihood, gradient, sequence = _gradient_offsets(
+        parameters, X, controls, offsets, diffuse_covariance, runner=runner
+    )
+    if gradient is None or not np.isfinite(log_likelihood):
+        return log_likelihood, None
+    gradient = parameterization.pull_back(u, gradient)
+    if burn:
+        rows, burn_offsets = _burn_rows(offsets, burn)
+        head, head_gradient, _ = _gradient_offsets(
+            parameters, X[rows], controls[rows], burn_offsets, diffuse_covariance, runner=runner
+        )
+        if head_gradient is None or not np.isfinite(head):
+            return np.nan, None
+        log_likelihood -= head
+        gradient = gradient - parameterization.pull_back(u, head_gradient)
+    return log_likelihood, gradient
+
+
+def _objective(parameterization, X, controls, offsets, burn=0, diffuse=None, runner=None):
     """f(u) = -log p(X) / n_observed and its gradient, for the optimiser."""
     n_observed = max(int(np.count_nonzero(~np.isnan(X))), 1)
 
     def objective(u):
         try:
-            parameters, diffuse_covariance = _at(parameterization, u, diffuse)
-            log_likelihood, gradient, _ = _gradient_offsets(
-                parameters, X, controls, offsets, diffuse_covariance, runner=runner
+            log_likelihood, gradient = _burned_gradient(
+                parameterization, u, X, controls, offsets, burn, diffuse, runner
             )
         except (np.linalg.LinAlgError, ValueError, FloatingPointError):
             return np.inf, np.zeros_like(u)
         if gradient is None or not np.isfinite(log_likelihood):
             return np.inf, np.zeros_like(u)
-        return -log_likelihood / n_observed, -parameterization.pull_back(u, gradient) / n_observed
+        return -log_likelihood / n_observed, -gradient / n_observed
 
     return objective, n_observed
 
@@ -922,6 +1332,7 @@ def lgssm_maximum_likelihood(
     start=None,
     max_iter=500,
     tol=1e-6,
+    burn=0,
     diffuse=None,
     n_jobs=None,
 ):
@@ -948,6 +1359,11 @@ def lgssm_maximum_likelihood(
         log-likelihood) or when every coordinate of the gradient of the
         log-likelihood is below ``tol`` in absolute value (its ``gtol``); a
         negative ``tol`` runs ``max_iter`` iterations.
+    burn : int, default=0
+        The first ``burn`` rows of each sequence do not count: the maximised
+        log-likelihood is log p(rows after them | them) (statsmodels'
+        ``loglikelihood_burn``, the rows an approximately diffuse initial
+        state leaves uninformative).
     diffuse : None, True, array-like of bool of shape (n_state,) or of shape (n_state, n_state)
         The exact diffuse initial state
         (:func:`~skseq.inference.kalman.kalman_filter`'s ``diffuse``): the
@@ -981,16 +1397,21 @@ def lgssm_maximum_likelihood(
     """
     check_scalar_param(max_iter, "max_iter", "int", low=0)
     check_scalar_param(tol, "tol", "real", allow_inf=True)
+    check_scalar_param(burn, "burn", "int", low=0)
     check_n_jobs(n_jobs)
     X, controls, offsets = _prepared(parameterization, X, controls, lengths, diffuse)
     u = parameterization.unconstrained() if start is None else parameterization._check(start)
     with thread_runner(n_jobs) as runner:
-        return _maximise(parameterization, X, controls, offsets, u, max_iter, tol, diffuse, runner)
+        return _maximise(
+            parameterization, X, controls, offsets, u, max_iter, tol, burn, diffuse, runner
+        )
 
 
-def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, diffuse, runner):
+def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, burn, diffuse, runner):
     """L-BFGS-B from ``u`` on validated inputs (:func:`lgssm_maximum_likelihood`)."""
-    objective, n_observed = _objective(parameterization, X, controls, offsets, diffuse, runner)
+    objective, n_observed = _objective(
+        parameterization, X, controls, offsets, burn, diffuse, runner
+    )
     first = objective(u)[0]
     if not np.isfinite(first):
         raise ValueError("the log-likelihood at the starting point is not finite.")
@@ -1043,6 +1464,7 @@ def lgssm_parameter_covariance(
     controls=None,
     lengths=None,
     cov_type="opg",
+    burn=0,
     diffuse=None,
     n_jobs=None,
 ):
@@ -1061,6 +1483,9 @@ def lgssm_parameter_covariance(
         scores (:func:`lgssm_score_obs`), statsmodels' default.  "oim": the
         observed information, minus the Hessian of the log-likelihood by
         central differences of its analytic gradient (symmetrised).
+    burn : int, default=0
+        The first ``burn`` rows of each sequence do not count (as in
+        :func:`lgssm_maximum_likelihood`): their scores are left out.
     diffuse : None, True, array-like of bool of shape (n_state,) or of shape (n_state, n_state)
         The exact diffuse initial state (:func:`lgssm_maximum_likelihood`'s);
         only with ``cov_type="oim"`` (the per-row scores of "opg" are not
@@ -1094,6 +1519,7 @@ def lgssm_parameter_covariance(
     """
     if cov_type not in COV_TYPES:
         raise ValueError(f"cov_type must be one of {list(COV_TYPES)}, got {cov_type!r}.")
+    check_scalar_param(burn, "burn", "int", low=0)
     if diffuse is not None and cov_type == "opg":
         raise ValueError(
             "cov_type='opg' needs the per-row scores, which are not available under the "
@@ -1104,7 +1530,7 @@ def lgssm_parameter_covariance(
     u = parameterization._check(unconstrained)
     with thread_runner(n_jobs) as runner:
         information = _information(
-            parameterization, u, X, controls, offsets, cov_type, diffuse, runner
+            parameterization, u, X, controls, offsets, cov_type, burn, diffuse, runner
         )
     unconstrained_covariance = np.linalg.pinv(information, hermitian=True)
     jacobian = parameterization.reported_jacobian(u)
@@ -1119,7 +1545,7 @@ def lgssm_parameter_covariance(
     )
 
 
-def _information(parameterization, u, X, controls, offsets, cov_type, diffuse, runner):
+def _information(parameterization, u, X, controls, offsets, cov_type, burn, diffuse, runner):
     """The information matrix of the unconstrained coordinates at ``u`` (validated inputs)."""
     n = parameterization.n_free
     if cov_type == "opg":
@@ -1127,15 +1553,17 @@ def _information(parameterization, u, X, controls, offsets, cov_type, diffuse, r
             parameterization.constrained(u), X, controls, offsets, runner
         )
         per_row = parameterization.pull_back(u, scores)
+        if burn:
+            per_row[_burn_rows(offsets, burn)[0]] = 0.0
         return per_row.T @ per_row
 
     def gradient(point):
-        parameters, diffuse_covariance = _at(parameterization, point, diffuse)
-        log_likelihood, gradient, sequence = _gradient_offsets(
-            parameters, X, controls, offsets, diffuse_covariance, runner=runner
+        log_likelihood, gradient = _burned_gradient(
+            parameterization, point, X, controls, offsets, burn, diffuse, runner
         )
-        _raise_if_failed(sequence, diffuse=diffuse is not None)
-        return parameterization.pull_back(point, gradient)
+        if gradient is None:
+            _raise_if_failed(np.array([np.nan]), diffuse=diffuse is not None)
+        return gradient
 
     steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
     hessian = np.empty((n, n))

@@ -3,10 +3,12 @@ filters (unscented and extended)."""
 
 from ._lgssm import LinearGaussianSSM
 from ._nonlinear import AdditiveUnscentedKalmanFilter, ExtendedKalmanFilter, UnscentedKalmanFilter
+from ._unobserved_components import UnobservedComponents
 
 __all__ = [
     "LinearGaussianSSM",
     "UnscentedKalmanFilter",
     "AdditiveUnscentedKalmanFilter",
     "ExtendedKalmanFilter",
+    "UnobservedComponents",
 ]
