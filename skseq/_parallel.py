@@ -15,6 +15,7 @@ the threads of the process: several fits may run at once (in a user's
 thread count is one number for the whole process.
 """
 
+import contextlib
 import sys
 import threading
 from collections import Counter
@@ -29,6 +30,7 @@ from threadpoolctl import ThreadpoolController
 
 __all__ = [
     "ThreadRunner",
+    "thread_runner",
     "even_blocks",
     "pair_blocks",
     "run_calls",
@@ -279,6 +281,27 @@ class ThreadRunner:
         if self._parallel is not None:
             self._parallel.__exit__(*exception)
         return False
+
+
+@contextlib.contextmanager
+def thread_runner(n_jobs):
+    """A context giving the entered :class:`ThreadRunner` of ``n_jobs`` (with BLAS on
+    one thread, :func:`single_threaded_blas`), or None when ``n_jobs`` means one thread.
+
+    For the many short rounds of one fit (EM's E steps, an optimiser's
+    gradients), which pay for starting the threads once.
+
+    Examples
+    --------
+    >>> with thread_runner(None) as runner:
+    ...     runner is None
+    True
+    """
+    if effective_n_jobs(n_jobs) == 1:
+        yield None
+        return
+    with single_threaded_blas(), ThreadRunner(n_jobs) as runner:
+        yield runner
 
 
 # -- splitting work into blocks and running them -----------------------------------

@@ -47,7 +47,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._parallel import ThreadRunner, run_calls, single_threaded_blas
+from ._parallel import run_calls, thread_runner
 from ._sequences import split_offsets
 from ._validation import check_bool_param, check_parameters
 
@@ -413,10 +413,7 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
         The context lives in the caller's frame, never on the estimator: when
         the fit ends (or fails) the threads stop and the work arrays go.
         """
-        if effective_n_jobs(self.n_jobs) == 1:
-            yield FitContext(None, data)
-            return
-        with single_threaded_blas(), ThreadRunner(self.n_jobs) as runner:
+        with thread_runner(self.n_jobs) as runner:
             yield FitContext(runner, data)
 
     def _over_sequence_blocks(self, function, offsets, *row_arrays, context=None):

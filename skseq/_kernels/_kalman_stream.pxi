@@ -599,3 +599,118 @@ def forward_smoothing(
             &predicted_cov[0, 0, 0], &filled_gain[0, 0], &product[0], &log_predictive[0],
             time_start)
     return log_likelihood
+
+
+# --------------------------------------------------------------------------
+# The moments after every row: the per-row scores of exact maximum likelihood.
+# --------------------------------------------------------------------------
+
+cdef void _message_moments(const Coefficients* carried, Py_ssize_t n_entries, const double* mean,
+                           const double* cov, double* values, double* second,
+                           Py_ssize_t k) noexcept nogil:
+    """values[e] = T_e averaged over the filtered N(mean, cov): constant[e] +
+    linear[e] . mean + <quadratic[e], second> with second = cov + mean mean^T
+    (also written out)."""
+    cdef Py_ssize_t kk = k * k
+    cdef Py_ssize_t e, a, c
+    cdef double total
+    for a in range(k):
+        for c in range(k):
+            second[a * k + c] = cov[a * k + c] + mean[a] * mean[c]
+    for e in range(n_entries):
+        total = carried.constant[e]
+        for a in range(k):
+            total += carried.linear[e * k + a] * mean[a]
+        for a in range(kk):
+            total += carried.quadratic[e * kk + a] * second[a]
+        values[e] = total
+
+
+def forward_smoothing_row_moments(
+    LinearGaussianModel model,
+    const double[:, ::1] X,  # IN
+    const double[:, ::1] controls,  # IN
+    const Py_ssize_t[::1] offsets,  # IN
+    double[:, ::1] values,  # OUT
+    double[:, ::1] filtered_means,  # OUT
+    double[:, :, ::1] seconds,  # OUT
+    double[::1] log_predictive,  # OUT
+    double[::1] sequence_log_likelihood,  # OUT
+):
+    """The smoothed moments of the rows so far, after every row of every sequence.
+
+    Forward-only smoothing (:func:`forward_smoothing`) one row at a time, in
+    one call: after row t the message's moments (the layout of
+    :func:`stream_layout`) averaged over the filtered state of row t go to
+    ``values[t]``, that state's mean to ``filtered_means[t]`` and its second
+    moment E[z z^T] to ``seconds[t]``, so that the smoothed statistics of
+    rows 1..t of the sequence follow, and their increments are the rows'
+    scores (exact maximum likelihood's OPG).  The same recursion, step for
+    step, as calling :func:`forward_smoothing` row by row; scratch is
+    O(E k^2 + k^4) besides the outputs.  A sequence whose recursion fails
+    gets log-likelihood NaN (its later rows are left unset).
+    """
+    cdef ModelView* view = &model.view
+    cdef Py_ssize_t k = view.n_state
+    cdef Py_ssize_t kk = k * k
+    cdef Py_ssize_t p = view.n_obs
+    cdef Py_ssize_t n_sequences = offsets.shape[0] - 1
+    cdef StreamLayout layout = _stream_offsets(k, p, view.n_ctrl)
+    cdef Py_ssize_t n_entries = layout.size
+    cdef _Scratch scratch = _Scratch(k, p)
+    cdef double[:, ::1] means = _zeros2(2, k)
+    cdef double[:, :, ::1] covs = _zeros3(2, k, k)
+    cdef double[:, :, ::1] gains = _zeros3(2, k, k)
+    cdef double[:, ::1] filled = _zeros2(1, max(p, 1))
+    cdef double[:, ::1] predicted_mean = _zeros2(1, k)
+    cdef double[:, :, ::1] predicted_cov = _zeros3(1, k, k)
+    cdef double[:, ::1] filled_gain = _zeros2(max(p, 1), k)
+    cdef double[::1] product = zeros_1d(
+        max(kk * max(kk, k, p, view.n_ctrl), n_entries * (kk + k)))
+    cdef double[::1] filtered_mean = zeros_1d(k)
+    cdef double[:, ::1] filtered_cov = _zeros2(k, k)
+    cdef double[::1] constant = zeros_1d(n_entries)
+    cdef double[:, ::1] linear = _zeros2(n_entries, k)
+    cdef double[:, :, ::1] quadratic = _zeros3(n_entries, k, k)
+    cdef double[::1] added_constant = zeros_1d(n_entries)
+    cdef double[:, ::1] added_linear = _zeros2(n_entries, k)
+    cdef double[:, :, ::1] added_quadratic = _zeros3(n_entries, k, k)
+    cdef Py_ssize_t x_stride = X.strides[0] // sizeof(double)
+    cdef Py_ssize_t u_stride = controls.strides[0] // sizeof(double)
+    cdef Py_ssize_t s, t, first, stop
+    cdef const double* u
+    cdef double value, total
+    cdef Coefficients carried, added
+    carried.constant = &constant[0]
+    carried.linear = &linear[0, 0]
+    carried.quadratic = &quadratic[0, 0, 0]
+    added.constant = &added_constant[0]
+    added.linear = &added_linear[0, 0]
+    added.quadratic = &added_quadratic[0, 0, 0]
+    with nogil:
+        for s in range(n_sequences):
+            first = offsets[s]
+            stop = offsets[s + 1]
+            total = 0.0
+            for t in range(first, stop):
+                _zero(added.constant, n_entries)
+                _zero(added.linear, n_entries * k)
+                _zero(added.quadratic, n_entries * kk)
+                if t == first:  # a fresh message
+                    _zero(carried.constant, n_entries)
+                    _zero(carried.linear, n_entries * k)
+                    _zero(carried.quadratic, n_entries * kk)
+                u = _row_pointer(controls, t)
+                value = _forward_smoothing(
+                    view, &scratch.w, &layout, &X[t, 0], x_stride, u, u_stride, 1, t == first,
+                    &filtered_mean[0], &filtered_cov[0, 0], &carried, &added, &means[0, 0],
+                    &covs[0, 0, 0], &gains[0, 0, 0], &filled[0, 0], &predicted_mean[0, 0],
+                    &predicted_cov[0, 0, 0], &filled_gain[0, 0], &product[0],
+                    &log_predictive[t], t - first)
+                total += value
+                if isnan(value):
+                    break
+                _copy(&filtered_mean[0], &filtered_means[t, 0], k)
+                _message_moments(&carried, n_entries, &filtered_mean[0], &filtered_cov[0, 0],
+                                 &values[t, 0], &seconds[t, 0, 0], k)
+            sequence_log_likelihood[s] = total

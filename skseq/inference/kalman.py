@@ -43,7 +43,12 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._kernels import _kalman
-from .._sequences import sequence_offsets
+from .._sequences import (
+    checkpoint_rows,
+    isolate_long_sequences,
+    memory_budget_rows,
+    sequence_offsets,
+)
 from .._validation import check_allocation, check_data_scale, check_scalar_param, masked_as_nan
 from ._checks import masked_arrays_checked
 
@@ -1405,6 +1410,53 @@ def _em_statistics_in_chunks(model, X, controls, chunk_rows):
             return {name: np.zeros_like(value) for name, value in nothing.items()}, float("nan")
         log_likelihood += chunk_log_likelihood
     return _stream_statistics(carried, model.n_obs, model.n_ctrl), log_likelihood
+
+
+# Rows per chunk of the E step of a sequence beyond the working-memory budget
+# (forward-only smoothing in chunks), at least: fewer chunks cost less Python.
+_CHUNK_ROWS = 2**14
+
+
+def _em_statistics_bounded(
+    model, X, controls, offsets, bytes_per_row=None, diffuse_covariance=None
+):
+    """:func:`_em_statistics_offsets` within scikit-learn's working memory (no checks).
+
+    A sequence whose whole-sequence scratch (``bytes_per_row``, by default
+    the filtered means and covariances and the log predictive density) would
+    pass the budget of :func:`~skseq._sequences.memory_budget_rows` goes
+    through :func:`_em_statistics_in_chunks` (bounded memory); the others
+    through the whole-sequence kernel.  Returns ``(statistics,
+    sequence_log_likelihood)`` as :func:`_em_statistics_offsets` does.  The exact
+    diffuse E step (``diffuse_covariance``, P_inf) works on whole sequences only.
+    """
+    if diffuse_covariance is not None:
+        return _em_statistics_offsets(model, X, controls, offsets, diffuse_covariance)
+    k = model.n_state
+    if bytes_per_row is None:
+        bytes_per_row = 8 * (k * k + k + 1)
+    long_rows = memory_budget_rows(bytes_per_row)
+    if not (np.diff(offsets) > long_rows).any():
+        return _em_statistics_offsets(model, X, controls, offsets)
+    total, sequence_log_likelihood = None, np.empty(len(offsets) - 1)
+    for first, stop in isolate_long_sequences(offsets, 0, len(offsets) - 1, long_rows):
+        rows = slice(offsets[first], offsets[stop])
+        if rows.stop - rows.start > long_rows and stop - first == 1:
+            chunk_rows = checkpoint_rows(rows.stop - rows.start, bytes_per_row, _CHUNK_ROWS)
+            statistics, sequence_log_likelihood[first] = _em_statistics_in_chunks(
+                model, X[rows], controls[rows], chunk_rows
+            )
+        else:
+            statistics, sequence_log_likelihood[first:stop] = _em_statistics_offsets(
+                model, X[rows], controls[rows], offsets[first : stop + 1] - offsets[first]
+            )
+        total = statistics if total is None else _add_statistics(total, statistics)
+    return total, sequence_log_likelihood
+
+
+def _add_statistics(statistics, more):
+    """The sums of two dicts of statistics, key by key."""
+    return {name: value + more[name] for name, value in statistics.items()}
 
 
 def _check_carried(carried, n_state, n_obs, n_ctrl):

@@ -42,17 +42,18 @@ import scipy.linalg
 import scipy.optimize
 
 from .._kernels import _kalman
-from .._sequences import sequence_offsets
-from .._validation import check_scalar_param
+from .._parallel import run_calls, thread_runner
+from .._sequences import sequence_offsets, split_offsets
+from .._validation import check_n_jobs, check_scalar_param
 from ._checks import masked_arrays_checked
 from .kalman import (
     LGSSMParameters,
-    _em_statistics_offsets,
-    _empty_stream_state,
+    _add_statistics,
+    _em_statistics_bounded,
     _raise_if_failed,
     _rows,
     _statistics_from_moments,
-    _stream_moments,
+    _stream_blocks,
     check_controls,
     check_diffuse_parameters,
     check_lgssm_parameters,
@@ -299,12 +300,45 @@ def _gradient_from_statistics(parameters, statistics, diffuse_covariance=None):
     )
 
 
-def _gradient_offsets(parameters, X, controls, offsets, diffuse_covariance=None):
+def _over_blocks(function, X, controls, offsets, runner):
+    """``function(X_block, controls_block, local_offsets)`` on blocks of whole sequences,
+    one per thread of ``runner`` (an entered ThreadRunner, or None: one block in
+    this thread), as EM's E step splits them; the results in block order."""
+    groups = split_offsets(offsets, 1 if runner is None else runner.n_jobs)
+    calls = []
+    for first, stop in groups:
+        rows = slice(offsets[first], offsets[stop])
+        local = offsets[first : stop + 1] - offsets[first]
+        calls.append(lambda rows=rows, local=local: function(X[rows], controls[rows], local))
+    return run_calls(calls, runner)
+
+
+def _statistics_over_blocks(model, X, controls, offsets, runner, diffuse_covariance=None):
+    """The smoothed statistics summed in block order (within the working memory, by
+    :func:`~skseq.inference.kalman._em_statistics_bounded`) and the sequences'
+    log-likelihoods."""
+    results = _over_blocks(
+        lambda X, controls, local: _em_statistics_bounded(
+            model, X, controls, local, diffuse_covariance=diffuse_covariance
+        ),
+        X,
+        controls,
+        offsets,
+        runner,
+    )
+    statistics = results[0][0]
+    for more, _ in results[1:]:
+        statistics = _add_statistics(statistics, more)
+    return statistics, np.concatenate([sequence for _, sequence in results])
+
+
+def _gradient_offsets(parameters, X, controls, offsets, diffuse_covariance=None, runner=None):
     """``(log_likelihood, gradient, sequence_log_likelihood)`` on validated inputs (no
     checks); a numerical failure gives NaN log-likelihood and gradient None.  With
-    ``diffuse_covariance`` (P_inf) the diffuse log-likelihood and its gradient."""
-    statistics, sequence_log_likelihood = _em_statistics_offsets(
-        make_model(parameters), X, controls, offsets, diffuse_covariance
+    ``diffuse_covariance`` (P_inf) the diffuse log-likelihood and its gradient.  The
+    sequences run in blocks on the threads of ``runner`` (None: one thread)."""
+    statistics, sequence_log_likelihood = _statistics_over_blocks(
+        make_model(parameters), X, controls, offsets, runner, diffuse_covariance
     )
     log_likelihood = float(sequence_log_likelihood.sum())
     if not np.isfinite(log_likelihood):
@@ -329,7 +363,9 @@ def _validated(parameters, X, controls, lengths, diffuse=None):
 
 
 @masked_arrays_checked(missing=("X",))
-def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None, diffuse=None):
+def lgssm_log_likelihood_gradient(
+    parameters, X, *, controls=None, lengths=None, diffuse=None, n_jobs=None
+):
     """Exact log-likelihood and its analytic gradient, from one filter and smoother pass.
 
     By the Fisher identity the score equals the expected score of the
@@ -354,6 +390,10 @@ def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None,
         gradient its gradient, from the exact diffuse smoother; the gradient
         in ``initial_state_mean`` and ``initial_state_covariance`` (P_*) is
         that of the prior's limit, zero along the diffuse directions.
+    n_jobs : int, default=None
+        Threads over blocks of whole sequences (the kernels release the GIL),
+        as in EM's E step; ``None`` means 1.  The result equals the
+        one-thread result up to rounding (the blocks' sums are added in order).
 
     Returns
     -------
@@ -379,51 +419,65 @@ def lgssm_log_likelihood_gradient(parameters, X, *, controls=None, lengths=None,
     >>> result.gradient.transition_covariance.shape
     (1, 1)
     """
+    check_n_jobs(n_jobs)
     parameters, X, controls, offsets, diffuse_covariance = _validated(
         parameters, X, controls, lengths, diffuse
     )
-    log_likelihood, gradient, sequence_log_likelihood = _gradient_offsets(
-        parameters, X, controls, offsets, diffuse_covariance
-    )
+    with thread_runner(n_jobs) as runner:
+        log_likelihood, gradient, sequence_log_likelihood = _gradient_offsets(
+            parameters, X, controls, offsets, diffuse_covariance, runner=runner
+        )
     _raise_if_failed(sequence_log_likelihood, diffuse=diffuse_covariance is not None)
     return LGSSMGradient(log_likelihood, gradient, sequence_log_likelihood)
 
 
-def _score_obs_offsets(parameters, X, controls, offsets):
+def _row_moments_offsets(model, X, controls, offsets):
+    """``(values, means, seconds, log_predictive, sequence_log_likelihood)`` of the
+    kernel's forward-only smoothing one row at a time (no checks)."""
+    k = model.n_state
+    n_samples = X.shape[0]
+    n_moments = _stream_blocks(k, model.n_obs, model.n_ctrl)[1]
+    values = np.empty((n_samples, n_moments))
+    means = np.empty((n_samples, k))
+    seconds = np.empty((n_samples, k, k))
+    log_predictive = np.zeros(n_samples)
+    sequence_log_likelihood = np.empty(len(offsets) - 1)
+    _kalman.forward_smoothing_row_moments(
+        model,
+        X,
+        controls,
+        offsets,
+        values,
+        means,
+        seconds,
+        log_predictive,
+        sequence_log_likelihood,
+    )
+    return values, means, seconds, log_predictive, sequence_log_likelihood
+
+
+def _score_obs_offsets(parameters, X, controls, offsets, runner=None):
     """Per-row scores on validated inputs (no checks).
 
-    Forward-only smoothing one row at a time (the kernel's own step, its
-    message updated in place) gives, after each row, the smoothed statistics
-    of the rows so far as moments of the filtered state; the statistics of
-    all rows are then formed at once, and their increments map linearly to
-    the rows' scores.
+    Forward-only smoothing one row at a time (one kernel call for all rows)
+    gives, after each row, the smoothed statistics of the rows so far as
+    moments of the filtered state; the statistics of all rows are then
+    formed at once, and their increments map linearly to the rows' scores.
     """
     model = make_model(parameters)
     X, controls = _rows(X), _rows(controls)
-    k, p, m = model.n_state, model.n_obs, model.n_ctrl
-    n_samples = X.shape[0]
-    log_predictive = np.zeros(n_samples)
-    state = _empty_stream_state(k, p, m)
-    values = np.empty((n_samples, state.constant.shape[0]))
-    means = np.empty((n_samples, k))
-    seconds = np.empty((n_samples, k, k))
-    step_log_likelihood = np.empty(n_samples)
-    for first, stop in zip(offsets[:-1], offsets[1:]):
-        for array in state:
-            array[...] = 0.0
-        for row in range(first, stop):
-            step_log_likelihood[row] = _kalman.forward_smoothing(
-                model,
-                X[row : row + 1],
-                controls[row : row + 1],
-                row == first,
-                row - first,
-                *state,
-                log_predictive[row : row + 1],
-            )
-            values[row], means[row], seconds[row] = _stream_moments(state)
-    _raise_if_failed(np.add.reduceat(step_log_likelihood, offsets[:-1]))
-    totals = _statistics_from_moments(values, means, seconds, p, m)
+    blocks = _over_blocks(
+        lambda X, controls, local: _row_moments_offsets(model, X, controls, local),
+        X,
+        controls,
+        offsets,
+        runner,
+    )
+    values, means, seconds, log_predictive, sequence_log_likelihood = (
+        np.concatenate(parts) for parts in zip(*blocks)
+    )
+    _raise_if_failed(sequence_log_likelihood)
+    totals = _statistics_from_moments(values, means, seconds, model.n_obs, model.n_ctrl)
     starts = offsets[:-1]
     increments = {}
     for name, total in totals.items():
@@ -435,7 +489,7 @@ def _score_obs_offsets(parameters, X, controls, offsets):
 
 
 @masked_arrays_checked(missing=("X",))
-def lgssm_score_obs(parameters, X, *, controls=None, lengths=None):
+def lgssm_score_obs(parameters, X, *, controls=None, lengths=None, n_jobs=None):
     """The score of every row's one-step predictive density, analytically.
 
     Row t's score is the gradient of log p(x_t | x_1..x_{t-1}): the
@@ -452,6 +506,10 @@ def lgssm_score_obs(parameters, X, *, controls=None, lengths=None):
         NaN marks a missing entry.
     controls : array-like of shape (n_samples, n_controls), optional
     lengths : array-like of int, optional
+    n_jobs : int, default=None
+        Threads over blocks of whole sequences (the kernels release the GIL),
+        as in EM's E step; ``None`` means 1.  The result equals the
+        one-thread result up to rounding (the blocks' sums are added in order).
 
     Returns
     -------
@@ -469,8 +527,10 @@ def lgssm_score_obs(parameters, X, *, controls=None, lengths=None):
     >>> bool(np.allclose(scores.sum(axis=0), total))
     True
     """
+    check_n_jobs(n_jobs)
     parameters, X, controls, offsets, _ = _validated(parameters, X, controls, lengths)
-    return LGSSMScoreObs(*_score_obs_offsets(parameters, X, controls, offsets))
+    with thread_runner(n_jobs) as runner:
+        return LGSSMScoreObs(*_score_obs_offsets(parameters, X, controls, offsets, runner))
 
 
 # -- the parameter transformation layer ---------------------------------------
@@ -1220,14 +1280,14 @@ def _burn_rows(offsets, burn):
     return rows.astype(np.intp), np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
 
 
-def _burned_gradient(parameterization, u, X, controls, offsets, burn, diffuse=None):
+def _burned_gradient(parameterization, u, X, controls, offsets, burn, diffuse=None, runner=None):
     """``(log_likelihood, gradient in u)`` of the rows after the first ``burn`` of each
     sequence (statsmodels' ``loglikelihood_burn``): log p(x_{b+1..n} | x_{1..b}) is
     log p(x_{1..n}) - log p(x_{1..b}), each by the Fisher identity (the diffuse
     log-likelihood with ``diffuse``); gradient None on a numerical failure."""
     parameters, diffuse_covariance = _at(parameterization, u, diffuse)
     log_likelihood, gradient, sequence = _gradient_offsets(
-        parameters, X, controls, offsets, diffuse_covariance
+        parameters, X, controls, offsets, diffuse_covariance, runner=runner
     )
     if gradient is None or not np.isfinite(log_likelihood):
         return log_likelihood, None
@@ -1235,7 +1295,7 @@ def _burned_gradient(parameterization, u, X, controls, offsets, burn, diffuse=No
     if burn:
         rows, burn_offsets = _burn_rows(offsets, burn)
         head, head_gradient, _ = _gradient_offsets(
-            parameters, X[rows], controls[rows], burn_offsets, diffuse_covariance
+            parameters, X[rows], controls[rows], burn_offsets, diffuse_covariance, runner=runner
         )
         if head_gradient is None or not np.isfinite(head):
             return np.nan, None
@@ -1244,14 +1304,14 @@ def _burned_gradient(parameterization, u, X, controls, offsets, burn, diffuse=No
     return log_likelihood, gradient
 
 
-def _objective(parameterization, X, controls, offsets, burn=0, diffuse=None):
+def _objective(parameterization, X, controls, offsets, burn=0, diffuse=None, runner=None):
     """f(u) = -log p(X) / n_observed and its gradient, for the optimiser."""
     n_observed = max(int(np.count_nonzero(~np.isnan(X))), 1)
 
     def objective(u):
         try:
             log_likelihood, gradient = _burned_gradient(
-                parameterization, u, X, controls, offsets, burn, diffuse
+                parameterization, u, X, controls, offsets, burn, diffuse, runner
             )
         except (np.linalg.LinAlgError, ValueError, FloatingPointError):
             return np.inf, np.zeros_like(u)
@@ -1274,6 +1334,7 @@ def lgssm_maximum_likelihood(
     tol=1e-6,
     burn=0,
     diffuse=None,
+    n_jobs=None,
 ):
     """Maximise the exact log-likelihood over a parameterization, by L-BFGS-B.
 
@@ -1309,6 +1370,10 @@ def lgssm_maximum_likelihood(
         diffuse log-likelihood is maximised, with its gradient from the exact
         diffuse smoother; the parameterization's ``initial_state_covariance``
         is P_* (it may be singular).
+    n_jobs : int, default=None
+        Threads for every gradient, over blocks of whole sequences (the kernels release the GIL),
+        as in EM's E step; ``None`` means 1.  The result equals the
+        one-thread result up to rounding (the blocks' sums are added in order).
 
     Returns
     -------
@@ -1333,9 +1398,20 @@ def lgssm_maximum_likelihood(
     check_scalar_param(max_iter, "max_iter", "int", low=0)
     check_scalar_param(tol, "tol", "real", allow_inf=True)
     check_scalar_param(burn, "burn", "int", low=0)
+    check_n_jobs(n_jobs)
     X, controls, offsets = _prepared(parameterization, X, controls, lengths, diffuse)
     u = parameterization.unconstrained() if start is None else parameterization._check(start)
-    objective, n_observed = _objective(parameterization, X, controls, offsets, burn, diffuse)
+    with thread_runner(n_jobs) as runner:
+        return _maximise(
+            parameterization, X, controls, offsets, u, max_iter, tol, burn, diffuse, runner
+        )
+
+
+def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, burn, diffuse, runner):
+    """L-BFGS-B from ``u`` on validated inputs (:func:`lgssm_maximum_likelihood`)."""
+    objective, n_observed = _objective(
+        parameterization, X, controls, offsets, burn, diffuse, runner
+    )
     first = objective(u)[0]
     if not np.isfinite(first):
         raise ValueError("the log-likelihood at the starting point is not finite.")
@@ -1390,6 +1466,7 @@ def lgssm_parameter_covariance(
     cov_type="opg",
     burn=0,
     diffuse=None,
+    n_jobs=None,
 ):
     """Standard errors of maximum-likelihood estimates, with the delta method.
 
@@ -1413,6 +1490,10 @@ def lgssm_parameter_covariance(
         The exact diffuse initial state (:func:`lgssm_maximum_likelihood`'s);
         only with ``cov_type="oim"`` (the per-row scores of "opg" are not
         available under it).
+    n_jobs : int, default=None
+        Threads over blocks of whole sequences (the kernels release the GIL),
+        as in EM's E step; ``None`` means 1.  The result equals the
+        one-thread result up to rounding (the blocks' sums are added in order).
 
     Returns
     -------
@@ -1444,32 +1525,13 @@ def lgssm_parameter_covariance(
             "cov_type='opg' needs the per-row scores, which are not available under the "
             "exact diffuse initial state (diffuse=): use cov_type='oim'."
         )
+    check_n_jobs(n_jobs)
     X, controls, offsets = _prepared(parameterization, X, controls, lengths, diffuse)
     u = parameterization._check(unconstrained)
-    n = parameterization.n_free
-    if cov_type == "opg":
-        _, scores = _score_obs_offsets(parameterization.constrained(u), X, controls, offsets)
-        per_row = parameterization.pull_back(u, scores)
-        if burn:
-            per_row[_burn_rows(offsets, burn)[0]] = 0.0
-        information = per_row.T @ per_row
-    else:
-
-        def gradient(point):
-            log_likelihood, gradient = _burned_gradient(
-                parameterization, point, X, controls, offsets, burn, diffuse
-            )
-            if gradient is None:
-                _raise_if_failed(np.array([np.nan]), diffuse=diffuse is not None)
-            return gradient
-
-        steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
-        hessian = np.empty((n, n))
-        for j in range(n):
-            shift = np.zeros(n)
-            shift[j] = steps[j]
-            hessian[:, j] = (gradient(u + shift) - gradient(u - shift)) / (2 * steps[j])
-        information = -0.5 * (hessian + hessian.T)
+    with thread_runner(n_jobs) as runner:
+        information = _information(
+            parameterization, u, X, controls, offsets, cov_type, burn, diffuse, runner
+        )
     unconstrained_covariance = np.linalg.pinv(information, hermitian=True)
     jacobian = parameterization.reported_jacobian(u)
     covariance = jacobian @ unconstrained_covariance @ jacobian.T
@@ -1481,3 +1543,32 @@ def lgssm_parameter_covariance(
         unconstrained_covariance,
         information,
     )
+
+
+def _information(parameterization, u, X, controls, offsets, cov_type, burn, diffuse, runner):
+    """The information matrix of the unconstrained coordinates at ``u`` (validated inputs)."""
+    n = parameterization.n_free
+    if cov_type == "opg":
+        _, scores = _score_obs_offsets(
+            parameterization.constrained(u), X, controls, offsets, runner
+        )
+        per_row = parameterization.pull_back(u, scores)
+        if burn:
+            per_row[_burn_rows(offsets, burn)[0]] = 0.0
+        return per_row.T @ per_row
+
+    def gradient(point):
+        log_likelihood, gradient = _burned_gradient(
+            parameterization, point, X, controls, offsets, burn, diffuse, runner
+        )
+        if gradient is None:
+            _raise_if_failed(np.array([np.nan]), diffuse=diffuse is not None)
+        return gradient
+
+    steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
+    hessian = np.empty((n, n))
+    for j in range(n):
+        shift = np.zeros(n)
+        shift[j] = steps[j]
+        hessian[:, j] = (gradient(u + shift) - gradient(u - shift)) / (2 * steps[j])
+    return -0.5 * (hessian + hessian.T)

@@ -28,9 +28,11 @@ are ``alpha=1``, ``beta=0`` and ``kappa = 3 - N`` (the defaults here).  With
 them the filtered and smoothed moments are pykalman's; on a linear model the
 transform is exact and both filters are the Kalman filter.
 
-The extended filter linearises the additive-noise model at the current mean:
-with the user's Jacobians, or by complex-step differentiation (exact to
-rounding, for code that is analytic in its input) or central differences.
+The extended filter linearises the model at the current mean (and, in the
+general form, at zero noise: ``f(z, w) ~ f(m, 0) + F (z - m) + L w``, so the
+noise enters through ``L Q L^T``): with the user's Jacobians, or by
+complex-step differentiation (exact to rounding, for code that is analytic in
+its input) or central differences.
 
 Vectorised calls: the functions are called once per step on all sigma points
 (or all perturbed points of a Jacobian) when they accept a 2-D array whose
@@ -104,6 +106,15 @@ class NonlinearSSMParameters(NamedTuple):
         Jacobian of ``f_t``; differences of ``f_t`` when None.
     observation_jacobians : callable or sequence of callables, optional
         ``J(state)`` of shape (n_features, n_state), the Jacobian of ``g_t``.
+        In the general noise form both take ``(state, noise)`` and are
+        evaluated at zero noise.
+    transition_noise_jacobians : callable or sequence of callables, optional
+        For the extended filter of the general noise form: ``L(state, noise)``
+        of shape (n_state, n_state), the Jacobian of ``f_t`` with respect to
+        the noise; differences when None.
+    observation_noise_jacobians : callable or sequence of callables, optional
+        ``M(state, noise)`` of shape (n_features, n_features), the Jacobian of
+        ``g_t`` with respect to its noise.
 
     Examples
     --------
@@ -124,6 +135,8 @@ class NonlinearSSMParameters(NamedTuple):
     initial_state_covariance: np.ndarray = None
     transition_jacobians: Callable = None
     observation_jacobians: Callable = None
+    transition_noise_jacobians: Callable = None
+    observation_noise_jacobians: Callable = None
 
 
 class SigmaPoints(NamedTuple):
@@ -276,6 +289,8 @@ class _Model(NamedTuple):
     observation_jacobians: object
     n_state: int
     n_obs: int
+    transition_noise_jacobians: object = None
+    observation_noise_jacobians: object = None
 
 
 def _check_parameters(parameters):
@@ -316,6 +331,12 @@ def _check_parameters(parameters):
         _check_functions(parameters.observation_jacobians, "observation_jacobians", required=False),
         n_state,
         n_obs,
+        _check_functions(
+            parameters.transition_noise_jacobians, "transition_noise_jacobians", required=False
+        ),
+        _check_functions(
+            parameters.observation_noise_jacobians, "observation_noise_jacobians", required=False
+        ),
     )
 
 
@@ -398,6 +419,7 @@ class _Caller:
         self.vectorized = vectorized
         self.decided = {}
         self.complex_step = {}
+        self._wrappers = {}
         self._alive = []  # the functions whose ids are keys: alive as long as the decisions
 
     def _one(self, function, name, x, w, n_out):
@@ -493,21 +515,40 @@ class _Caller:
                 raise ValueError(f"{name} returned NaN or infinity.")
         return values
 
+    @staticmethod
+    def checked_jacobian(value, name, n_out, n):
+        """A user's Jacobian as a finite float array of shape (n_out, n)."""
+        array = np.asarray(value, dtype=np.float64)
+        if n_out == 1 and array.shape == (n,):
+            array = array.reshape(1, n)
+        if array.shape != (n_out, n):
+            raise ValueError(
+                f"{name} returned shape {array.shape}; the Jacobian must have shape ({n_out}, {n})."
+            )
+        if not np.all(np.isfinite(array)):
+            raise ValueError(f"{name} returned NaN or infinity.")
+        return array
+
+    def augmented(self, function, n):
+        """``a -> function(a[:n], a[n:])``: a function of (state, noise) as one of the
+        stacked vector (rows of a 2-D array of points), the same object for the
+        same function, so that the decisions of "auto" are taken once."""
+        key = ("augmented", id(function), n)
+        wrapper = self._wrappers.get(key)
+        if wrapper is None:
+            self._alive.append(function)
+
+            def wrapper(stacked):
+                return function(stacked[:n], stacked[n:])
+
+            self._wrappers[key] = wrapper
+        return wrapper
+
     def jacobian(self, function, jacobian, name, x, n_out, method):
         """The Jacobian of ``function`` at ``x``: shape (n_out, n)."""
         n = x.shape[0]
         if jacobian is not None:
-            array = np.asarray(jacobian(x.copy()), dtype=np.float64)
-            if n_out == 1 and array.shape == (n,):
-                array = array.reshape(1, n)
-            if array.shape != (n_out, n):
-                raise ValueError(
-                    f"{name} returned shape {array.shape}; the Jacobian must have shape "
-                    f"({n_out}, {n})."
-                )
-            if not np.all(np.isfinite(array)):
-                raise ValueError(f"{name} returned NaN or infinity.")
-            return array
+            return self.checked_jacobian(jacobian(x.copy()), name, n_out, n)
         use_complex = method == "complex-step"
         if method == "auto":
             key = id(function)
@@ -962,26 +1003,62 @@ def unscented_filter_step(
 # -- the extended filter and smoother ---------------------------------------------
 
 
-def _extended_step(model, previous, x, t, *, method, caller, n_rows):
-    n, p = model.n_state, model.n_obs
+def _linearised(model, part, t, n_needed, mean, *, method, caller, additive):
+    """``(value, J, noise_covariance)`` of the transition or observation of step ``t``
+    linearised at ``mean`` (and zero noise): its value there, its Jacobian in the
+    state, and the covariance its noise adds (Q or R; ``L Q L^T`` in the general
+    form, L the Jacobian in the noise)."""
+    n = model.n_state
+    functions, covariance = (
+        (model.transition, model.Q) if part == "transition" else (model.observation, model.R)
+    )
+    n_out = n_noise = n if part == "transition" else model.n_obs  # w has Q's size, v R's
+    function = _function_at(functions, t, f"{part}_functions", n_needed)
+    jacobians = getattr(model, f"{part}_jacobians")
+    name = f"{part}_jacobians"
+    jac = None if jacobians is None else _function_at(jacobians, t, name, n_needed)
+    if additive:
+        value = caller(function, f"{part}_functions", mean[None, :], n_out)[0]
+        return value, caller.jacobian(function, jac, name, mean, n_out, method), covariance
+    noise_jacobians = getattr(model, f"{part}_noise_jacobians")
+    noise_name = f"{part}_noise_jacobians"
+    noise_jac = (
+        None if noise_jacobians is None else _function_at(noise_jacobians, t, noise_name, n_needed)
+    )
+    stacked = np.concatenate([mean, np.zeros(n_noise)])
+    wrapper = caller.augmented(function, n)
+    value = caller(wrapper, f"{part}_functions", stacked[None, :], n_out)[0]
+    if jac is None or noise_jac is None:  # differences in the state and the noise at once
+        both = caller.jacobian(wrapper, None, name, stacked, n_out, method)
+    state_jacobian = (
+        both[:, :n]
+        if jac is None
+        else caller.checked_jacobian(jac(mean.copy(), np.zeros(n_noise)), name, n_out, n)
+    )
+    noise_jacobian = (
+        both[:, n:]
+        if noise_jac is None
+        else caller.checked_jacobian(
+            noise_jac(mean.copy(), np.zeros(n_noise)), noise_name, n_out, n_noise
+        )
+    )
+    return value, state_jacobian, noise_jacobian @ covariance @ noise_jacobian.T
+
+
+def _extended_step(model, previous, x, t, *, method, caller, n_rows, additive):
+    options = dict(method=method, caller=caller, additive=additive)
     if previous is None:
         predicted_mean, predicted_covariance = model.mu0, model.Sigma0
     else:
-        f = _function_at(model.transition, t - 1, "transition_functions", n_rows - 1)
-        jac = model.transition_jacobians
-        jac = None if jac is None else _function_at(jac, t - 1, "transition_jacobians", n_rows - 1)
         mean, covariance = previous
-        predicted_mean = caller(f, "transition_functions", mean[None, :], n)[0]
-        F = caller.jacobian(f, jac, "transition_jacobians", mean, n, method)
-        predicted_covariance = F @ covariance @ F.T + model.Q
+        predicted_mean, F, noise = _linearised(
+            model, "transition", t - 1, n_rows - 1, mean, **options
+        )
+        predicted_covariance = F @ covariance @ F.T + noise
         predicted_covariance = 0.5 * (predicted_covariance + predicted_covariance.T)
-    g = _function_at(model.observation, t, "observation_functions", n_rows)
-    jac = model.observation_jacobians
-    jac = None if jac is None else _function_at(jac, t, "observation_jacobians", n_rows)
-    obs_mean = caller(g, "observation_functions", predicted_mean[None, :], p)[0]
-    H = caller.jacobian(g, jac, "observation_jacobians", predicted_mean, p, method)
+    obs_mean, H, noise = _linearised(model, "observation", t, n_rows, predicted_mean, **options)
     cross = predicted_covariance @ H.T
-    obs_covariance = H @ cross + model.R
+    obs_covariance = H @ cross + noise
     filtered_mean, filtered_covariance, log_density = _correct(
         predicted_mean, predicted_covariance, x, obs_mean, obs_covariance, cross, t
     )
@@ -990,38 +1067,52 @@ def _extended_step(model, previous, x, t, *, method, caller, n_rows):
     )
 
 
-def _extended_predict(model, f, mean, covariance, t, *, method, caller):
-    jac = model.transition_jacobians
-    jac = None if jac is None else _function_at(jac, t, "transition_jacobians", t + 1)
-    predicted_mean = caller(f, "transition_functions", mean[None, :], model.n_state)[0]
-    F = caller.jacobian(f, jac, "transition_jacobians", mean, model.n_state, method)
+def _extended_predict(model, f, mean, covariance, t, *, method, caller, additive):
+    predicted_mean, F, noise = _linearised(
+        model, "transition", t, t + 1, mean, method=method, caller=caller, additive=additive
+    )
     cross = covariance @ F.T
-    return predicted_mean, F @ cross + model.Q, cross
+    return predicted_mean, F @ cross + noise, cross
 
 
-def _extended_options(jacobian_method, vectorized):
+def _extended_options(jacobian_method, vectorized, additive):
+    if not isinstance(additive, (bool, np.bool_)):
+        raise TypeError(f"additive must be True or False, got {additive!r}.")
     return dict(
         method=_check_jacobian_method(jacobian_method),
         caller=_Caller(_check_vectorized(vectorized)),
+        additive=bool(additive),
     )
 
 
 @masked_arrays_checked(missing=("X",))
-def extended_kalman_filter(parameters, X, *, jacobian_method="auto", vectorized="auto"):
-    """Extended Kalman filter: the additive-noise model linearised at each prediction.
+def extended_kalman_filter(
+    parameters, X, *, additive=True, jacobian_method="auto", vectorized="auto"
+):
+    """Extended Kalman filter: the model linearised at each prediction.
 
     ``z_{t+1} = f_t(z_t) + w_t``, ``x_t = g_t(z_t) + v_t``: the prediction is
     ``f(m)`` with covariance ``F P F^T + Q`` (``F`` the Jacobian of ``f`` at the
     filtered mean ``m``), the correction that of the Kalman filter with ``H``
-    the Jacobian of ``g`` at the predicted mean.
+    the Jacobian of ``g`` at the predicted mean.  In the general noise form
+    (``additive=False``), ``z_{t+1} = f_t(z_t, w_t)`` and
+    ``x_t = g_t(z_t, v_t)`` are linearised at the mean and zero noise: the
+    prediction is ``f(m, 0)`` with covariance ``F P F^T + L Q L^T`` (``L`` the
+    Jacobian of ``f`` in the noise), and likewise ``H P H^T + M R M^T``.
 
     Parameters
     ----------
     parameters : NonlinearSSMParameters
-        The model; ``transition_jacobians`` and ``observation_jacobians``, when
-        given, are the Jacobians (else differences are taken).
+        The model; ``transition_jacobians`` and ``observation_jacobians`` (and
+        in the general form ``transition_noise_jacobians`` and
+        ``observation_noise_jacobians``), when given, are the Jacobians (else
+        differences are taken).
     X : array-like of shape (n_samples, n_features)
         One sequence of observations.  NaN (or a masked entry) is missing.
+    additive : bool, default=True
+        True: the noise is added to ``f(z)`` and ``g(z)``; False: the
+        functions take it, ``f(z, w)`` and ``g(z, v)`` (the general form of
+        :func:`unscented_filter`), as do the Jacobians, ``J(z, w)``.
     jacobian_method : {"auto", "complex-step", "central"}, default="auto"
         How a Jacobian that is not given is computed: complex-step
         differentiation, ``Im f(z + i h e_j) / h`` with ``h = 1e-20`` (exact to
@@ -1029,7 +1120,9 @@ def extended_kalman_filter(parameters, X, *, jacobian_method="auto", vectorized=
         comparisons or ``np.real``), or central differences with steps
         ``eps**(1/3) max(1, |z_j|)``.  "auto" uses the complex step when the
         function returns a complex array for a complex state without a
-        warning, central differences otherwise.
+        warning, central differences otherwise.  In the general form the
+        state and the noise are perturbed together (one set of points for
+        both Jacobians).
     vectorized : {"auto", True, False}, default="auto"
         Whether the function is called once on all perturbed states of a
         Jacobian (one a column), as in :func:`unscented_filter`.
@@ -1054,16 +1147,19 @@ def extended_kalman_filter(parameters, X, *, jacobian_method="auto", vectorized=
     """
     model = _check_parameters(parameters)
     X = _check_X(X, model)
-    return _run_filter(_extended_step, model, X, **_extended_options(jacobian_method, vectorized))
+    kwargs = _extended_options(jacobian_method, vectorized, additive)
+    return _run_filter(_extended_step, model, X, **kwargs)
 
 
 @masked_arrays_checked(missing=("X",))
-def extended_kalman_smoother(parameters, X, *, jacobian_method="auto", vectorized="auto"):
+def extended_kalman_smoother(
+    parameters, X, *, additive=True, jacobian_method="auto", vectorized="auto"
+):
     """Extended Rauch-Tung-Striebel smoother: the filter, then the linearised backward pass.
 
     Gains ``G_t = P_t F_t^T (F_t P_t F_t^T + Q)^{-1}`` with ``F_t`` the Jacobian
-    of ``f_t`` at the filtered mean.  Parameters are those of
-    :func:`extended_kalman_filter`.
+    of ``f_t`` at the filtered mean (``L_t Q L_t^T`` for ``Q`` in the general
+    noise form).  Parameters are those of :func:`extended_kalman_filter`.
 
     Returns
     -------
@@ -1083,7 +1179,7 @@ def extended_kalman_smoother(parameters, X, *, jacobian_method="auto", vectorize
     >>> result.smoothed_covariances.shape
     (4, 1, 1)
     """
-    kwargs = _extended_options(jacobian_method, vectorized)
+    kwargs = _extended_options(jacobian_method, vectorized, additive)
     return _sequence(parameters, X, _extended_step, _extended_predict, kwargs)
 
 
@@ -1095,6 +1191,7 @@ def extended_kalman_filter_step(
     filtered_state_mean=None,
     filtered_state_covariance=None,
     time_index=0,
+    additive=True,
     jacobian_method="auto",
     vectorized="auto",
 ):
@@ -1123,7 +1220,7 @@ def extended_kalman_filter_step(
     >>> bool(np.allclose(second.predicted_state_mean, np.sin(m) + m))  # f at the filtered mean
     True
     """
-    kwargs = _extended_options(jacobian_method, vectorized)
+    kwargs = _extended_options(jacobian_method, vectorized, additive)
     previous = (filtered_state_mean, filtered_state_covariance)
     return _one_step(_extended_step, parameters, x, previous, time_index, kwargs)
 

@@ -33,10 +33,7 @@ from sklearn.utils.validation import (
 
 from .._sequences import (
     check_y_is_not_lengths,
-    checkpoint_rows,
-    isolate_long_sequences,
     lengths_by_keyword,
-    memory_budget_rows,
     validate_sequences,
 )
 from .._validation import (
@@ -52,8 +49,7 @@ from ..base import BaseEM, ParameterCoordinates, SufficientStatistics
 from ..inference.kalman import (
     TIME_VARYING_NDIM,
     LGSSMParameters,
-    _em_statistics_in_chunks,
-    _em_statistics_offsets,
+    _em_statistics_bounded,
     _filter_last_offsets,
     _filter_offsets,
     _forecast,
@@ -78,7 +74,7 @@ from ._initialization import (
     _floor_covariance,
     _state_scale,
 )
-from ._mle import COV_TYPES, FIT_METHODS, LGSSMMaximumLikelihood
+from ._mle import COV_TYPES, FIT_METHODS, LGSSMMaximumLikelihood, check_fixed_params_argument
 from ._streams import LGSSMStreams
 
 __all__ = ["LinearGaussianSSM"]
@@ -130,9 +126,6 @@ _KNOWN_MATRICES = (
     "(transition_matrix_, ...): EM does not learn them."
 )
 _NOT_FITTED = "This %(name)s instance is not fitted yet: fit(X) learns its parameters by EM. "
-# Rows per chunk of the E step of a sequence beyond the working-memory budget
-# (forward-only smoothing in chunks), at least: fewer chunks cost less Python.
-_CHUNK_ROWS = 2**14
 
 
 def _solve_regression(cross, regressor, weights, learned):
@@ -318,7 +311,8 @@ class LinearGaussianSSM(
         Seeds the perturbation of the initial loadings.
     n_jobs : int, default=None
         Threads for the E step, over blocks of whole sequences (the kernel
-        releases the GIL).  ``None`` means 1.
+        releases the GIL), and with ``fit_method="mle"`` for every gradient
+        and for the rows' scores.  ``None`` means 1.
     verbose : int, default=0
         Print one line per EM iteration (per :meth:`partial_fit` call: the
         batch's log-likelihood and the rows seen so far) to stderr.
@@ -363,6 +357,20 @@ class LinearGaussianSSM(
     mle_em_iter : int, default=5
         EM iterations (plain, unaccelerated) before L-BFGS-B when
         ``fit_method="mle"``; 0 starts L-BFGS-B at the initialisation.
+    fixed_params : dict of str to array-like, default=None
+        With ``fit_method="mle"``: entries of learned parameters held at given
+        values while the others are estimated (statsmodels' ``fix_params``,
+        pykalman #115), keyed by the names of ``params``.  Each value is an
+        array of the parameter's shape holding the value of every held entry
+        and NaN where the entry is estimated, or a boolean mask of the
+        entries held at their ``*_init`` value (True: held).  A covariance
+        holds all its entries, or its off-diagonal ones at 0: a diagonal
+        covariance, estimated by its log variances, any of which may be held
+        too.  The held values are set after the initialisation and again
+        after the ``mle_em_iter`` EM iterations (whose M step knows no entry
+        constraint); ``params_`` and ``mle_parameter_names_`` list the
+        estimated entries only, and ``bse_`` is NaN at a held one.  A
+        parameter held whole is simply left out of ``params``.
     Attributes
     ----------
     transition_matrix_ : ndarray of shape (k, k)
@@ -531,6 +539,7 @@ class LinearGaussianSSM(
         fit_method="em",
         cov_type="opg",
         mle_em_iter=5,
+        fixed_params=None,
     ):
         self.n_components = n_components
         self.n_iter = n_iter
@@ -560,6 +569,7 @@ class LinearGaussianSSM(
         self.fit_method = fit_method
         self.cov_type = cov_type
         self.mle_em_iter = mle_em_iter
+        self.fixed_params = fixed_params
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -610,6 +620,7 @@ class LinearGaussianSSM(
             "fit_method": option_rule(*FIT_METHODS),
             "cov_type": optional(option_rule(*COV_TYPES)),
             "mle_em_iter": integer_rule(low=0),
+            "fixed_params": check_fixed_params_argument,
         }
 
     def _validate_sequences(self, X, y, lengths, sequence_ids, controls, *, reset, method):
@@ -697,41 +708,16 @@ class LinearGaussianSSM(
         """
         n_features = self.n_features_in_
         model = self._model()
-        if self.initial_state == "diffuse":
+        statistics, sequence_log_likelihood = _em_statistics_bounded(
+            model,
+            X[:, :n_features],
+            X[:, n_features:],
+            offsets,
+            self._estep_bytes_per_row(),
             # the exact diffuse E step works on whole sequences (no chunked path)
-            statistics, sequence_log_likelihood = _em_statistics_offsets(
-                model, X[:, :n_features], X[:, n_features:], offsets, np.eye(model.n_state)
-            )
-            return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
-        bytes_per_row = self._estep_bytes_per_row()
-        long_rows = memory_budget_rows(bytes_per_row)
-        if not (np.diff(offsets) > long_rows).any():
-            statistics, sequence_log_likelihood = _em_statistics_offsets(
-                model, X[:, :n_features], X[:, n_features:], offsets
-            )
-            return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
-        # A sequence whose whole-sequence scratch would pass the working-memory
-        # budget goes through forward-only smoothing in chunks (bounded memory).
-        total, log_likelihood = None, 0.0
-        for first, stop in isolate_long_sequences(offsets, 0, len(offsets) - 1, long_rows):
-            rows = slice(offsets[first], offsets[stop])
-            if rows.stop - rows.start > long_rows and stop - first == 1:
-                chunk_rows = checkpoint_rows(rows.stop - rows.start, bytes_per_row, _CHUNK_ROWS)
-                statistics, run_log_likelihood = _em_statistics_in_chunks(
-                    model, X[rows, :n_features], X[rows, n_features:], chunk_rows
-                )
-            else:
-                statistics, sequence_log_likelihood = _em_statistics_offsets(
-                    model,
-                    X[rows, :n_features],
-                    X[rows, n_features:],
-                    offsets[first : stop + 1] - offsets[first],
-                )
-                run_log_likelihood = float(sequence_log_likelihood.sum())
-            statistics = SufficientStatistics(statistics)
-            total = statistics if total is None else total + statistics
-            log_likelihood += run_log_likelihood
-        return total, log_likelihood
+            np.eye(model.n_state) if self.initial_state == "diffuse" else None,
+        )
+        return SufficientStatistics(statistics), float(sequence_log_likelihood.sum())
 
     def _estep_bytes_per_row(self):
         """Bytes per row of the whole-sequence E step's scratch: the filtered
@@ -887,8 +873,13 @@ class LinearGaussianSSM(
 
         Counts every entry of the learned matrices and vectors and the
         distinct entries of the learned covariances, without discounting the
-        k^2 degrees of freedom of the (non-identifiable) state basis.
+        k^2 degrees of freedom of the (non-identifiable) state basis.  After
+        ``fit_method="mle"`` (and no :meth:`partial_fit` step since), the
+        estimated coordinates (``mle_parameter_names_``: the same count, less
+        the entries ``fixed_params`` holds).
         """
+        if "mle_parameter_names_" in self.__dict__ and not getattr(self, "n_batch_iter_", 0):
+            return len(self.mle_parameter_names_)
         k, p, m = self.n_components, self.n_features_in_, self.n_controls_
         sizes = {
             "transition_matrix": k * k,
@@ -956,6 +947,12 @@ class LinearGaussianSSM(
         self.n_controls_ = controls.shape[1]
         self._n_features_out = self.n_components
         self._reset_stream()
+        if self.fixed_params and self.fit_method != "mle":
+            raise ValueError(
+                "fixed_params holds entries of the parameters during exact maximum "
+                "likelihood: it takes fit_method='mle' (EM's M step has no entry "
+                f"constraints), got fit_method={self.fit_method!r}."
+            )
         if self.learning_method == "online":
             self._refuse_diffuse("fit with learning_method='online'")
         if self.fit_method == "mle":

@@ -8,6 +8,8 @@ covariance estimates (:mod:`skseq.inference.kalman_mle`); EM's iterations
 may start it (doc/user_guide/lgssm.rst, "Exact maximum likelihood").
 """
 
+from collections.abc import Mapping
+
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -17,6 +19,7 @@ from ..inference.kalman_mle import (
     CholeskyCovariance,
     FreeEntries,
     LGSSMParameterization,
+    LogVariances,
     lgssm_maximum_likelihood,
     lgssm_parameter_covariance,
 )
@@ -26,26 +29,121 @@ FIT_METHODS = ("em", "mle")
 COV_TYPES = ("opg", "oim")
 
 
+def check_fixed_params_argument(fixed_params, name="fixed_params"):
+    """The rule of ``fixed_params``: None or a mapping from parameter names to arrays
+    (their shapes are checked at fit, against the model's)."""
+    if fixed_params is None:
+        return None
+    if not isinstance(fixed_params, Mapping):
+        raise TypeError(
+            f"{name} must be None or a dict from parameter names to arrays (NaN where the "
+            f"entry is estimated, or a boolean mask of the entries held at *_init), got "
+            f"{type(fixed_params).__name__}."
+        )
+    unknown = sorted(str(key) for key in fixed_params if key not in PARAMETER_NAMES)
+    if unknown:
+        raise ValueError(
+            f"{name} names unknown parameter(s) {unknown}; valid names are {list(PARAMETER_NAMES)}."
+        )
+    return fixed_params
+
+
+def _fixed_values(spec, name, shape, initial):
+    """The array of ``fixed_params[name]``: the held entries' values, NaN where free."""
+    array = np.asarray(spec)
+    label = f"fixed_params[{name!r}]"
+    if array.dtype == bool:
+        if initial is None:
+            raise ValueError(
+                f"{label} is a boolean mask: it holds its True entries at {name}_init, "
+                f"which is not given. Give {name}_init, or the values to hold (an array "
+                "with NaN where the entry is estimated)."
+            )
+        if array.shape != shape:
+            raise ValueError(f"{label} must have the shape of {name}, {shape}; got {array.shape}.")
+        return np.where(array, np.asarray(initial, dtype=np.float64), np.nan)
+    try:
+        values = np.array(array, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{label} must be an array of numbers (NaN where the entry is estimated) or a "
+            f"boolean mask, got {array.dtype} values."
+        ) from None
+    if values.shape != shape:
+        raise ValueError(f"{label} must have the shape of {name}, {shape}; got {values.shape}.")
+    if np.isinf(values).any():
+        raise ValueError(f"{label} holds an infinite value; held values must be finite.")
+    if name in COVARIANCE_NAMES:
+        held = ~np.isnan(values)
+        off_diagonal = ~np.eye(shape[0], dtype=bool)
+        whole = held.all()
+        diagonal = held[off_diagonal].all() and np.all(values[off_diagonal] == 0.0)
+        if held.any() and not (whole or diagonal):
+            raise ValueError(
+                f"{label}: a covariance can hold all its entries, or its off-diagonal "
+                "entries at 0 (a diagonal covariance, estimated by its log variances, any "
+                "of which may be held too); other patterns would break positive "
+                "definiteness of the Cholesky coordinates."
+            )
+        if whole and not np.array_equal(values, values.T):
+            raise ValueError(f"{label} must be symmetric.")
+    return values
+
+
 class LGSSMMaximumLikelihood:
     """The maximum-likelihood fit of :class:`~skseq.lds.LinearGaussianSSM` (a mixin)."""
 
-    def _mle_parameterization(self, learned, X):
+    def _fixed_entries(self, learned):
+        """``{name: values}`` of ``fixed_params`` against the initialised parameters'
+        shapes (NaN where free); the held entries of parameters ``learned``."""
+        check_fixed_params_argument(self.fixed_params)
+        fixed = {}
+        for name, spec in (self.fixed_params or {}).items():
+            if name not in learned:
+                raise ValueError(
+                    f"fixed_params names {name!r}, which params does not learn: a parameter "
+                    f"left out of params is held whole at {name}_init. Add it to params to "
+                    "hold some of its entries and estimate the others."
+                )
+            shape = getattr(self, f"{name}_").shape
+            fixed[name] = _fixed_values(spec, name, shape, getattr(self, f"{name}_init"))
+        return fixed
+
+    def _hold_fixed(self, fixed):
+        """Set the held entries of the fitted parameters to their values."""
+        for name, values in fixed.items():
+            held = ~np.isnan(values)
+            current = np.array(getattr(self, f"{name}_"), dtype=np.float64)
+            current[held] = values[held]
+            setattr(self, f"{name}_", current)
+
+    def _mle_parameterization(self, learned, X, fixed=None):
         """The declared map of the learned parameters to unconstrained coordinates.
 
         Matrices and offsets are free entries divided by their units (those of
         SQUAREM's coordinates: the data's and the state's scales), so that
         L-BFGS-B's coordinates are of order one; covariances are Cholesky
-        factors with log diagonals; the other parameters are held fixed.
+        factors with log diagonals, or log variances when ``fixed`` holds
+        their off-diagonal entries at 0; the entries ``fixed`` holds
+        (``{name: values, NaN where free}``) and the other parameters are
+        held at their values.
         """
+        fixed = {} if fixed is None else fixed
         template = self._checked_parameters()
         coordinates = self._acceleration_coordinates(X)
         kinds = {} if coordinates is None else coordinates.kinds
         blocks = {}
         for name in learned:
+            free = np.isnan(fixed[name]) if name in fixed else None
+            if free is not None and not free.any():
+                continue  # every entry held
             if name in COVARIANCE_NAMES:
-                blocks[name] = CholeskyCovariance()
+                if free is None:
+                    blocks[name] = CholeskyCovariance()
+                else:
+                    blocks[name] = LogVariances(mask=np.diag(free).copy())
             else:
-                blocks[name] = FreeEntries(scale=kinds[name][1])
+                blocks[name] = FreeEntries(mask=free, scale=kinds[name][1])
         return LGSSMParameterization(template, blocks)
 
     def _fit_mle(self, X, offsets):
@@ -66,6 +164,8 @@ class LGSSMMaximumLikelihood:
         best = None
         for init in range(self.n_init):
             self._initialize(X, offsets, random_state)
+            fixed = self._fixed_entries(learned)
+            self._hold_fixed(fixed)
             if init == 0:
                 self._warn_if_degenerate(X)
             with self._fit_context(X) as context:
@@ -73,7 +173,9 @@ class LGSSMMaximumLikelihood:
                     statistics, log_likelihood = self._estep_parallel(X, offsets, context)
                     self._check_log_likelihood(log_likelihood)
                     self._mstep(statistics)
-            parameterization = self._mle_parameterization(learned, X)
+            # EM's M step knows no entry constraints: the held entries are set again
+            self._hold_fixed(fixed)
+            parameterization = self._mle_parameterization(learned, X, fixed)
             fit = lgssm_maximum_likelihood(
                 parameterization,
                 observations,
@@ -81,6 +183,7 @@ class LGSSMMaximumLikelihood:
                 lengths=lengths,
                 max_iter=self.n_iter,
                 tol=self.tol,
+                n_jobs=self.n_jobs,
                 diffuse=self._diffuse(),
             )
             if best is None or fit.log_likelihood > best[1].log_likelihood:
@@ -126,6 +229,7 @@ class LGSSMMaximumLikelihood:
                 controls=controls,
                 lengths=lengths,
                 cov_type=self.cov_type,
+                n_jobs=self.n_jobs,
                 diffuse=self._diffuse(),
             ).covariance
         except np.linalg.LinAlgError:

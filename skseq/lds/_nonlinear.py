@@ -5,6 +5,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 from .._validation import (
+    check_bool_param,
     check_parameters,
     integer_rule,
     option_rule,
@@ -46,6 +47,7 @@ _UNSCENTED_RULES = {
 _EXTENDED_RULES = {
     **_SHARED_RULES,
     "jacobian_method": option_rule("auto", "complex-step", "central"),
+    "additive": check_bool_param,
 }
 
 
@@ -227,7 +229,12 @@ class _NonlinearKalmanFilter(BaseEstimator):
                 observation_function, model.observation_functions, "observation_function"
             ),
         }
-        for name in ("transition_jacobians", "observation_jacobians"):
+        for name in (
+            "transition_jacobians",
+            "observation_jacobians",
+            "transition_noise_jacobians",
+            "observation_noise_jacobians",
+        ):
             if getattr(model, name, None) is not None:
                 replace[name] = _one_function(None, getattr(model, name), name[:-1])
         if transition_covariance is not None:
@@ -523,14 +530,18 @@ class AdditiveUnscentedKalmanFilter(_UnscentedKalmanFilter):
 
 class ExtendedKalmanFilter(_NonlinearKalmanFilter):
     __doc__ = (
-        """Extended Kalman filter and smoother of the additive-noise model.
+        """Extended Kalman filter and smoother, with additive or general noise.
 
     The model of :class:`AdditiveUnscentedKalmanFilter`,
     ``z_{t+1} = f_t(z_t) + w_t`` and ``x_t = g_t(z_t) + v_t``, linearised at
     each step: the prediction ``f(m)`` with covariance ``F P F^T + Q`` (``F``
     the Jacobian of ``f`` at the filtered mean), the correction the Kalman
-    filter's with ``H`` the Jacobian of ``g`` at the predicted mean.  On a
-    linear model it is the Kalman filter.
+    filter's with ``H`` the Jacobian of ``g`` at the predicted mean.  With
+    ``additive=False``, the model of :class:`UnscentedKalmanFilter`,
+    ``z_{t+1} = f_t(z_t, w_t)`` and ``x_t = g_t(z_t, v_t)``, linearised at the
+    mean and zero noise: ``f(m, 0)`` with ``F P F^T + L Q L^T`` (``L`` the
+    Jacobian of ``f`` in the noise), likewise ``M R M^T`` for the
+    observation.  On a linear model it is the Kalman filter.
 """
         + _PARAMETERS_DOC.format(
             transition="``f(state)``, the next state's mean (shape (n_dim_state,)).",
@@ -540,21 +551,37 @@ class ExtendedKalmanFilter(_NonlinearKalmanFilter):
         )
         + """    transition_jacobians : callable or sequence of callables, optional
         ``J(state)`` of shape (n_dim_state, n_dim_state), the Jacobian of
-        ``f_t``; by differences (``jacobian_method``) when None.
+        ``f_t``; by differences (``jacobian_method``) when None.  With
+        ``additive=False`` it takes ``(state, noise)``, evaluated at zero noise.
     observation_jacobians : callable or sequence of callables, optional
-        ``J(state)`` of shape (n_dim_obs, n_dim_state), the Jacobian of ``g_t``.
+        ``J(state)`` of shape (n_dim_obs, n_dim_state), the Jacobian of ``g_t``
+        (``J(state, noise)`` with ``additive=False``).
     jacobian_method : {"auto", "complex-step", "central"}, default="auto"
         How a Jacobian that is not given is computed: complex-step
         differentiation (exact to rounding, for code analytic in the state:
         no ``abs``, comparisons or ``np.real``), or central differences.
         "auto": the complex step when the function returns a complex array
         for a complex state without a warning, else central differences.
+        With ``additive=False`` the state and the noise are perturbed
+        together.
 """
         + _VECTORIZED_DOC.format(points="perturbed states of a Jacobian's differences")
-        + """
+        + """    additive : bool, default=True
+        True: ``f(state)`` and ``g(state)`` with the noise added; False: the
+        noise enters the functions, ``f(state, noise)`` and ``g(state, noise)``
+        (default ``state + noise``), as in :class:`UnscentedKalmanFilter`.
+    transition_noise_jacobians : callable or sequence of callables, optional
+        With ``additive=False``: ``L(state, noise)`` of shape
+        (n_dim_state, n_dim_state), the Jacobian of ``f_t`` in the noise, at
+        zero noise; by differences when None.
+    observation_noise_jacobians : callable or sequence of callables, optional
+        With ``additive=False``: ``M(state, noise)`` of shape
+        (n_dim_obs, n_dim_obs), the Jacobian of ``g_t`` in its noise.
+
     See Also
     --------
     AdditiveUnscentedKalmanFilter : no derivatives, second-order accurate moments.
+    UnscentedKalmanFilter : the general noise form without derivatives.
 
     Examples
     --------
@@ -568,6 +595,16 @@ class ExtendedKalmanFilter(_NonlinearKalmanFilter):
     >>> means, covariances = ekf.filter(observations)
     >>> means.shape
     (50, 1)
+
+    Noise that scales with the state (general form, Jacobians by differences):
+
+    >>> ekf = ExtendedKalmanFilter(
+    ...     lambda z, w: 0.9 * z + 0.3 * z * w, lambda z, v: z + v,
+    ...     transition_covariance=[[0.1]], observation_covariance=[[0.5]],
+    ...     initial_state_mean=[1.0], additive=False)
+    >>> states, observations = ekf.sample(50, random_state=0)
+    >>> bool(np.isfinite(ekf.score(observations)))
+    True
     """
     )
 
@@ -588,6 +625,9 @@ class ExtendedKalmanFilter(_NonlinearKalmanFilter):
         observation_jacobians=None,
         jacobian_method="auto",
         vectorized="auto",
+        additive=True,
+        transition_noise_jacobians=None,
+        observation_noise_jacobians=None,
     ):
         self.transition_functions = transition_functions
         self.observation_functions = observation_functions
@@ -602,15 +642,28 @@ class ExtendedKalmanFilter(_NonlinearKalmanFilter):
         self.observation_jacobians = observation_jacobians
         self.jacobian_method = jacobian_method
         self.vectorized = vectorized
+        self.additive = additive
+        self.transition_noise_jacobians = transition_noise_jacobians
+        self.observation_noise_jacobians = observation_noise_jacobians
+
+    @property
+    def _additive(self):
+        return self.additive
 
     def _jacobians(self):
         return dict(
             transition_jacobians=self.transition_jacobians,
             observation_jacobians=self.observation_jacobians,
+            transition_noise_jacobians=self.transition_noise_jacobians,
+            observation_noise_jacobians=self.observation_noise_jacobians,
         )
 
     def _options(self):
-        return dict(jacobian_method=self.jacobian_method, vectorized=self.vectorized)
+        return dict(
+            jacobian_method=self.jacobian_method,
+            vectorized=self.vectorized,
+            additive=self.additive,
+        )
 
     def _filter(self, model, X):
         return extended_kalman_filter(model, X, **self._options())

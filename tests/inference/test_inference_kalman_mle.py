@@ -203,6 +203,40 @@ def test_row_scores_are_the_gradients_of_the_rows_log_predictive_densities():
         assert_allclose(value[2], 0.0, atol=1e-10, err_msg=name)
 
 
+@pytest.mark.parametrize("k, p, m", [(1, 1, 0), (2, 3, 1), (3, 2, 2)])
+def test_row_scores_are_differences_of_the_gradients_of_the_prefixes(k, p, m):
+    """The kernel's one pass per sequence gives row t's score as the gradient of
+    log p(x_1..x_t) minus that of log p(x_1..x_{t-1}), each by a whole smoother
+    pass on the prefix of the sequence."""
+    rng = np.random.default_rng(20 + k)
+    parameters = random_parameters(rng, k, p, m)
+    X = with_missing(rng, rng.normal(size=(11, p)))
+    controls = rng.normal(size=(11, m)) if m else None
+    lengths = [7, 1, 3]
+    result = lgssm_score_obs(parameters, X, controls=controls, lengths=lengths)
+    starts = np.concatenate(([0], np.cumsum(lengths)))
+    for first, stop in zip(starts[:-1], starts[1:]):
+        previous = None
+        for row in range(first, stop):
+            prefix = lgssm_log_likelihood_gradient(
+                parameters,
+                X[first : row + 1],
+                controls=None if controls is None else controls[first : row + 1],
+            ).gradient
+            for name in LGSSMParameters._fields:
+                expected = getattr(prefix, name) - (
+                    0.0 if previous is None else getattr(previous, name)
+                )
+                assert_allclose(
+                    getattr(result.scores, name)[row],
+                    expected,
+                    rtol=1e-9,
+                    atol=1e-10,
+                    err_msg=f"{name}, row {row}",
+                )
+            previous = prefix
+
+
 def nile():
     return load_nile().data.reshape(-1, 1).astype(np.float64)
 
@@ -312,3 +346,76 @@ def test_no_free_parameter_and_the_errors():
     with pytest.raises(ValueError, match="must be diagonal to be parameterised by log variances"):
         LGSSMParameterization(two, {"transition_covariance": LogVariances()})
     assert full.transition_covariance == [[1.0]]
+
+
+def test_n_jobs_and_the_memory_bound_give_the_one_thread_numbers():
+    """Blocks of whole sequences on two threads, and a sequence beyond the working
+    memory smoothed in chunks (forward-only), give the one-thread results."""
+    import sklearn
+
+    rng = np.random.default_rng(8)
+    parameters = random_parameters(rng, 2, 2, 1)
+    X = with_missing(rng, rng.normal(size=(90, 2)))
+    controls = rng.normal(size=(90, 1))
+    lengths = [30, 25, 35]
+    kwargs = dict(controls=controls, lengths=lengths)
+    one = lgssm_log_likelihood_gradient(parameters, X, **kwargs)
+    with sklearn.config_context(working_memory=8 * 50 * 7 / 2**20):  # 50 rows' scratch
+        bounded = lgssm_log_likelihood_gradient(parameters, X, controls=controls)
+    two = lgssm_log_likelihood_gradient(parameters, X, n_jobs=2, **kwargs)
+    unbounded = lgssm_log_likelihood_gradient(parameters, X, controls=controls)
+    assert_allclose(two.sequence_log_likelihood, one.sequence_log_likelihood, rtol=1e-12)
+    assert_allclose(bounded.log_likelihood, unbounded.log_likelihood, rtol=1e-12)
+    for name in LGSSMParameters._fields:
+        for result, reference in ((two, one), (bounded, unbounded)):
+            assert_allclose(
+                getattr(result.gradient, name),
+                getattr(reference.gradient, name),
+                rtol=1e-10,
+                atol=1e-12,
+                err_msg=name,
+            )
+    scores = lgssm_score_obs(parameters, X, n_jobs=2, **kwargs)
+    reference = lgssm_score_obs(parameters, X, **kwargs)
+    assert_allclose(scores.log_predictive, reference.log_predictive, rtol=1e-12)
+    for name in LGSSMParameters._fields:
+        assert_allclose(getattr(scores.scores, name), getattr(reference.scores, name), rtol=1e-12)
+    parameterization = LGSSMParameterization(
+        parameters,
+        {"transition_covariance": CholeskyCovariance(), "observation_offset": FreeEntries()},
+    )
+    fits = [
+        lgssm_maximum_likelihood(parameterization, X, n_jobs=n_jobs, **kwargs) for n_jobs in (1, 2)
+    ]
+    assert_allclose(fits[1].unconstrained, fits[0].unconstrained, rtol=1e-7, atol=1e-9)
+    assert_allclose(fits[1].log_likelihood, fits[0].log_likelihood, rtol=1e-12)
+    for cov_type in ("opg", "oim"):
+        errors = [
+            lgssm_parameter_covariance(
+                parameterization,
+                fits[0].unconstrained,
+                X,
+                cov_type=cov_type,
+                n_jobs=n_jobs,
+                **kwargs,
+            ).standard_errors
+            for n_jobs in (1, 2)
+        ]
+        # the Hessian's central differences magnify rounding: 1e-6
+        assert_allclose(errors[1], errors[0], rtol=1e-6, err_msg=cov_type)
+    with pytest.raises(ValueError, match="n_jobs"):
+        lgssm_log_likelihood_gradient(parameters, X, n_jobs=0, **kwargs)
+
+
+def test_n_jobs_with_the_exact_diffuse_initial_state_gives_the_one_thread_numbers():
+    X = nile()
+    parameters = LGSSMParameters([[1.0]], [[1.0]], [[1469.1]], [[15099.0]])
+    one, two = (
+        lgssm_log_likelihood_gradient(
+            parameters, X, lengths=[40, 35, 25], diffuse=True, n_jobs=n_jobs
+        )
+        for n_jobs in (1, 2)
+    )
+    assert_allclose(two.sequence_log_likelihood, one.sequence_log_likelihood, rtol=1e-12)
+    for name in ("transition_covariance", "observation_covariance"):
+        assert_allclose(getattr(two.gradient, name), getattr(one.gradient, name), rtol=1e-10)

@@ -623,3 +623,161 @@ def test_inference_functions_refuse_other_parameter_types_and_leave_inputs_alone
     model = NonlinearSSMParameters(doubles_in_place, look, Q, R)
     unscented_filter(model, X, additive=True)
     np.testing.assert_array_equal(X, before)
+
+
+# -- the extended filter with noise inside the functions -------------------------------
+
+
+def test_general_noise_ekf_of_a_linear_model_is_the_kalman_filter():
+    """f(z, w) = F z + b + A w and g(z, v) = H z + d + C v: the Kalman filter with
+    the noise covariances A Q A^T and C R C^T, whatever the Jacobians' source."""
+    A = np.array([[1.0, 0.5], [0.0, 2.0]])
+    C = np.array([[1.0, 0.0, 0.3], [0.2, 1.0, 0.0], [0.0, -0.4, 0.5]])
+    X = linear_data()
+    model = NonlinearSSMParameters(
+        lambda z, w: F @ z + (B[:, None] if z.ndim == 2 else B) + A @ w,
+        lambda z, v: H @ z + (D[:, None] if z.ndim == 2 else D) + C @ v,
+        Q,
+        R3,
+        MU0,
+        SIGMA0,
+    )
+    given = model._replace(
+        transition_jacobians=lambda z, w: F,
+        observation_jacobians=lambda z, v: H,
+        transition_noise_jacobians=lambda z, w: A,
+        observation_noise_jacobians=lambda z, v: C,
+    )
+    linear = LINEAR._replace(transition_covariance=A @ Q @ A.T, observation_covariance=C @ R3 @ C.T)
+    kalman, rts = kalman_filter(linear, X), kalman_smoother(linear, X)
+    for parameters, method, tolerance in [
+        (given, "auto", 1e-10),
+        (model, "auto", 1e-10),  # complex step
+        (model, "central", 1e-6),
+        (model._replace(transition_noise_jacobians=lambda z, w: A), "central", 1e-6),
+    ]:
+        for vectorized in ("auto", False):
+            options = dict(additive=False, jacobian_method=method, vectorized=vectorized)
+            filtered = extended_kalman_filter(parameters, X, **options)
+            np.testing.assert_allclose(
+                filtered.filtered_means, kalman.filtered_means, atol=tolerance
+            )
+            np.testing.assert_allclose(
+                filtered.filtered_covariances, kalman.filtered_covariances, atol=tolerance
+            )
+            np.testing.assert_allclose(
+                filtered.log_predictive, kalman.log_predictive, atol=tolerance
+            )
+            smoothed = extended_kalman_smoother(parameters, X, **options)
+            np.testing.assert_allclose(smoothed.smoothed_means, rts.smoothed_means, atol=tolerance)
+            np.testing.assert_allclose(
+                smoothed.smoothed_covariances, rts.smoothed_covariances, atol=tolerance
+            )
+
+
+def test_general_noise_ekf_of_additive_noise_is_the_additive_ekf():
+    X = observations()
+    additive = NonlinearSSMParameters(**PENDULUM)
+    expected = extended_kalman_smoother(additive, X)
+    general = additive._replace(
+        transition_functions=lambda z, w: swing(z) + w,
+        observation_functions=lambda z, v: look(z) + v,
+        transition_jacobians=lambda z, w: swing_jacobian(z),
+        observation_jacobians=lambda z, v: look_jacobian(z),
+    )
+    by_differences = general._replace(transition_jacobians=None, observation_jacobians=None)
+    for parameters, tolerance in ((general, 1e-12), (by_differences, 1e-12)):
+        result = extended_kalman_smoother(parameters, X, additive=False)
+        np.testing.assert_allclose(result.smoothed_means, expected.smoothed_means, atol=tolerance)
+        np.testing.assert_allclose(
+            result.smoothed_covariances, expected.smoothed_covariances, atol=tolerance
+        )
+        assert result.log_likelihood == pytest.approx(expected.log_likelihood, abs=1e-10)
+
+
+def test_general_noise_ekf_jacobians_by_differences_equal_the_analytic_ones():
+    """Noise that depends on the state (swing_noisy, look_noisy): the user's Jacobians in
+    the state and the noise against complex-step and central differences; the estimator
+    and its one-step update against the inference functions."""
+
+    def swing_noise_jacobian(z, w):
+        return np.array([[np.cos(z[0]), 0.0], [0.0, 1.0]])
+
+    def look_noise_jacobian(z, v):
+        return np.array([[1.0, 0.0], [0.0, 1 + z[1] ** 2]])
+
+    def swing_state_jacobian(z, w):
+        return np.array([[1.0 - w[0] * np.sin(z[0]), DT], [-DT * np.cos(z[0]), 1.0]])
+
+    def look_state_jacobian(z, v):
+        return np.array([[np.cos(z[0]), 0.0], [z[1], z[0] + 2 * v[1] * z[1]]])
+
+    X = observations()
+    jacobians = dict(
+        transition_jacobians=swing_state_jacobian,
+        observation_jacobians=look_state_jacobian,
+        transition_noise_jacobians=swing_noise_jacobian,
+        observation_noise_jacobians=look_noise_jacobian,
+    )
+    analytic = NonlinearSSMParameters(swing_noisy, look_noisy, Q, R, MU0, SIGMA0, **jacobians)
+    expected = extended_kalman_smoother(analytic, X, additive=False)
+    differences = NonlinearSSMParameters(swing_noisy, look_noisy, Q, R, MU0, SIGMA0)
+    for method, tolerance in [("complex-step", 1e-12), ("central", 1e-7)]:
+        result = extended_kalman_smoother(differences, X, additive=False, jacobian_method=method)
+        np.testing.assert_allclose(result.smoothed_means, expected.smoothed_means, atol=tolerance)
+        np.testing.assert_allclose(
+            result.smoothed_covariances, expected.smoothed_covariances, atol=tolerance
+        )
+    # the noise changes the moments: the additive filter of f(z, 0) differs
+    additive = extended_kalman_smoother(
+        NonlinearSSMParameters(
+            lambda z: swing_noisy(z, np.zeros(2)),
+            lambda z: look_noisy(z, np.zeros(2)),
+            Q,
+            R,
+            MU0,
+            SIGMA0,
+        ),
+        X,
+    )
+    assert not np.allclose(additive.smoothed_covariances, expected.smoothed_covariances)
+    ekf = ExtendedKalmanFilter(
+        swing_noisy, look_noisy, Q, R, MU0, SIGMA0, additive=False, **jacobians
+    )
+    means, covariances = ekf.smooth(X)
+    np.testing.assert_allclose(means, expected.smoothed_means, atol=1e-12)
+    assert ekf.score(X) == pytest.approx(expected.log_likelihood, abs=1e-10)
+    filtered = extended_kalman_filter(analytic, X, additive=False)
+    mean, covariance = ekf.filter_update(
+        filtered.filtered_means[2], filtered.filtered_covariances[2], X[3]
+    )
+    np.testing.assert_allclose(mean, filtered.filtered_means[3], atol=1e-12)
+    np.testing.assert_allclose(covariance, filtered.filtered_covariances[3], atol=1e-12)
+    states, sampled = ekf.sample(5, random_state=0)
+    reference = UnscentedKalmanFilter(swing_noisy, look_noisy, Q, R, MU0, SIGMA0)
+    np.testing.assert_allclose(sampled, reference.sample(5, random_state=0)[1])
+    default = ExtendedKalmanFilter(
+        transition_covariance=Q, observation_covariance=R, additive=False
+    )
+    np.testing.assert_allclose(
+        default.smooth(X)[0],
+        ExtendedKalmanFilter(transition_covariance=Q, observation_covariance=R).smooth(X)[0],
+        atol=1e-12,
+    )
+
+
+def test_general_noise_ekf_errors_name_the_problem():
+    X = observations(5)
+    with pytest.raises(ValueError, match=r"transition_noise_jacobians returned shape \(2,\)"):
+        ExtendedKalmanFilter(
+            swing_noisy,
+            look_noisy,
+            Q,
+            R,
+            additive=False,
+            transition_noise_jacobians=lambda z, w: w,
+        ).filter(X)
+    with pytest.raises(TypeError, match="additive must be"):
+        extended_kalman_filter(NonlinearSSMParameters(**PENDULUM), X, additive="no")
+    with pytest.raises((TypeError, ValueError), match="additive"):
+        ExtendedKalmanFilter(swing, look, Q, R, additive="no").filter(X)
