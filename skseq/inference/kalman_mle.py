@@ -431,13 +431,15 @@ def lgssm_log_likelihood_gradient(
     return LGSSMGradient(log_likelihood, gradient, sequence_log_likelihood)
 
 
-def _row_moments_offsets(model, X, controls, offsets):
+def _row_moments_offsets(model, X, controls, offsets, selected=None):
     """``(values, means, seconds, log_predictive, sequence_log_likelihood)`` of the
-    kernel's forward-only smoothing one row at a time (no checks)."""
+    kernel's forward-only smoothing one row at a time (no checks); with
+    ``selected`` (moment indices) only those moments are carried and returned."""
     k = model.n_state
     n_samples = X.shape[0]
     n_moments = _stream_blocks(k, model.n_obs, model.n_ctrl)[1]
-    values = np.empty((n_samples, n_moments))
+    n_out = n_moments if selected is None else selected.shape[0]
+    values = np.empty((n_samples, n_out))
     means = np.empty((n_samples, k))
     seconds = np.empty((n_samples, k, k))
     log_predictive = np.zeros(n_samples)
@@ -452,8 +454,60 @@ def _row_moments_offsets(model, X, controls, offsets):
         seconds,
         log_predictive,
         sequence_log_likelihood,
+        selected,
     )
     return values, means, seconds, log_predictive, sequence_log_likelihood
+
+
+def _increments(totals, offsets):
+    """The rows' increments of running totals (leading axis the rows); a sequence
+    starts from nothing."""
+    increment = totals.copy()
+    increment[1:] -= totals[:-1]
+    increment[offsets[:-1]] = totals[offsets[:-1]]
+    return increment
+
+
+def _pulled_score_obs_offsets(parameterization, u, X, controls, offsets, runner=None):
+    """Per-row scores in the unconstrained coordinates ``u`` on validated inputs.
+
+    The scores of :func:`_score_obs_offsets` pulled back to ``u``, the same
+    numbers at a fraction of the cost: the map from the moments (and the
+    filtered state's mean and second moment) to the pulled-back gradient is
+    linear, and the moments it weighs by exactly zero (those of fixed
+    parameters and structural zeros, most of them in a structural model) are
+    not carried row to row by the kernel.  The increments are still taken of
+    the statistics, before the map (the running totals in ``u`` would cancel).
+    """
+    parameters = parameterization.constrained(u)
+    model = make_model(parameters)
+    k, p, m = model.n_state, model.n_obs, model.n_ctrl
+    n_moments = _stream_blocks(k, p, m)[1]
+
+    def pulled(values, means, seconds):
+        statistics = _statistics_from_moments(values, means, seconds, p, m)
+        return parameterization.pull_back(u, _gradient_from_statistics(parameters, statistics))
+
+    weights = pulled(np.eye(n_moments), np.zeros((n_moments, k)), np.zeros((n_moments, k, k)))
+    selected = np.flatnonzero(np.any(weights != 0, axis=1)).astype(np.intp)
+
+    X, controls = _rows(X), _rows(controls)
+    blocks = _over_blocks(
+        lambda X, controls, local: _row_moments_offsets(model, X, controls, local, selected),
+        X,
+        controls,
+        offsets,
+        runner,
+    )
+    values, means, seconds, _, sequence_log_likelihood = (
+        np.concatenate(parts) for parts in zip(*blocks)
+    )
+    _raise_if_failed(sequence_log_likelihood)
+    moments = np.zeros((len(values), n_moments))
+    moments[:, selected] = values
+    totals = _statistics_from_moments(moments, means, seconds, p, m)
+    increments = {name: _increments(total, offsets) for name, total in totals.items()}
+    return parameterization.pull_back(u, _gradient_from_statistics(parameters, increments))
 
 
 def _score_obs_offsets(parameters, X, controls, offsets, runner=None):
@@ -478,13 +532,7 @@ def _score_obs_offsets(parameters, X, controls, offsets, runner=None):
     )
     _raise_if_failed(sequence_log_likelihood)
     totals = _statistics_from_moments(values, means, seconds, model.n_obs, model.n_ctrl)
-    starts = offsets[:-1]
-    increments = {}
-    for name, total in totals.items():
-        increment = total.copy()
-        increment[1:] -= total[:-1]
-        increment[starts] = total[starts]  # a sequence starts from nothing
-        increments[name] = increment
+    increments = {name: _increments(total, offsets) for name, total in totals.items()}
     return log_predictive, _gradient_from_statistics(parameters, increments)
 
 
@@ -1549,10 +1597,7 @@ def _information(parameterization, u, X, controls, offsets, cov_type, burn, diff
     """The information matrix of the unconstrained coordinates at ``u`` (validated inputs)."""
     n = parameterization.n_free
     if cov_type == "opg":
-        _, scores = _score_obs_offsets(
-            parameterization.constrained(u), X, controls, offsets, runner
-        )
-        per_row = parameterization.pull_back(u, scores)
+        per_row = _pulled_score_obs_offsets(parameterization, u, X, controls, offsets, runner)
         if burn:
             per_row[_burn_rows(offsets, burn)[0]] = 0.0
         return per_row.T @ per_row
