@@ -185,11 +185,29 @@ class LGSSMParameterCovariance(NamedTuple):
 # -- the Fisher identity ---------------------------------------------------------
 
 
-def _symmetric_solve_both(factor, matrix):
-    """C^-1 M C^-1 for a Cholesky factor of C (M with optional leading axes)."""
-    k = factor[0].shape[0]
-    # the parameters are validated (finite): skip scipy's finiteness checks
-    inverse = scipy.linalg.cho_solve(factor, np.eye(k), check_finite=False)
+_POTRF, _POTRS = scipy.linalg.get_lapack_funcs(("potrf", "potrs"), (np.zeros(1),))
+
+
+def _spd_inverse(covariance):
+    """C^-1 by LAPACK's Cholesky factorisation and solve: the routines (and so the
+    numbers) of ``scipy.linalg.cho_solve(cho_factor(C, lower=True), I)`` without
+    their wrappers' per-call checks, which cost more than a small model's solve
+    on every objective call (C is a validated, finite float64 parameter)."""
+    k = covariance.shape[0]
+    factor, info = _POTRF(covariance, lower=1, clean=0)
+    if info > 0:
+        raise np.linalg.LinAlgError(
+            f"{info}-th leading minor of the array is not positive definite"
+        )
+    inverse, info = _POTRS(factor, np.eye(k), lower=1)
+    if info != 0:  # pragma: no cover - LAPACK's illegal-argument report
+        raise ValueError(f"LAPACK potrs reported an illegal argument ({info}).")
+    return inverse
+
+
+def _symmetric_solve_both(covariance, matrix):
+    """``(C^-1 M C^-1, C^-1)`` (M with optional leading axes)."""
+    inverse = _spd_inverse(covariance)
     return inverse @ matrix @ inverse, inverse
 
 
@@ -201,11 +219,10 @@ def _regression_gradient(weights, covariance, cross, regressor, target):
     d/dC = (C^-1 S C^-1 - n C^-1) / 2.  The moments may carry leading axes
     (one set per row).
     """
-    factor = scipy.linalg.cho_factor(covariance, lower=True, check_finite=False)
     count = regressor[..., -1, -1]
     product = weights @ np.swapaxes(cross, -1, -2)
     spread = target - product - np.swapaxes(product, -1, -2) + weights @ regressor @ weights.T
-    inverse_spread, inverse = _symmetric_solve_both(factor, spread)
+    inverse_spread, inverse = _symmetric_solve_both(covariance, spread)
     d_weights = inverse @ (cross - weights @ regressor)
     d_covariance = 0.5 * (inverse_spread - count[..., None, None] * inverse)
     return d_weights, 0.5 * (d_covariance + np.swapaxes(d_covariance, -1, -2))
@@ -254,8 +271,10 @@ def _gradient_from_statistics(parameters, statistics, diffuse_covariance=None):
         + count[..., None, None] * np.outer(mean, mean)
     )
     if diffuse_covariance is None:
-        factor = scipy.linalg.cho_factor(parameters.initial_state_covariance, lower=True)
-        inverse_outer, inverse = _symmetric_solve_both(factor, outer)
+        initial_covariance = parameters.initial_state_covariance
+        if not np.all(np.isfinite(initial_covariance)):
+            raise ValueError("array must not contain infs or NaNs")
+        inverse_outer, inverse = _symmetric_solve_both(initial_covariance, outer)
     else:
         inverse = _limit_precision(parameters.initial_state_covariance, diffuse_covariance)
         inverse_outer = inverse @ outer @ inverse
