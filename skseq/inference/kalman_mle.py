@@ -1347,11 +1347,23 @@ def _burn_rows(offsets, burn):
     return rows.astype(np.intp), np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
 
 
-def _burned_gradient(parameterization, u, X, controls, offsets, burn, diffuse=None, runner=None):
+def _burned_head(X, controls, offsets, burn):
+    """``(X, controls, offsets)`` of the first ``burn`` rows of each sequence (None
+    without ``burn``): formed once per maximisation, not per objective call."""
+    if not burn:
+        return None
+    rows, burn_offsets = _burn_rows(offsets, burn)
+    return X[rows], controls[rows], burn_offsets
+
+
+def _burned_gradient(
+    parameterization, u, X, controls, offsets, burn, diffuse=None, runner=None, head_rows=None
+):
     """``(log_likelihood, gradient in u)`` of the rows after the first ``burn`` of each
     sequence (statsmodels' ``loglikelihood_burn``): log p(x_{b+1..n} | x_{1..b}) is
     log p(x_{1..n}) - log p(x_{1..b}), each by the Fisher identity (the diffuse
-    log-likelihood with ``diffuse``); gradient None on a numerical failure."""
+    log-likelihood with ``diffuse``); gradient None on a numerical failure.
+    ``head_rows`` is :func:`_burned_head`'s (formed here when None)."""
     parameters, diffuse_covariance = _at(parameterization, u, diffuse)
     log_likelihood, gradient, sequence = _gradient_offsets(
         parameters, X, controls, offsets, diffuse_covariance, runner=runner
@@ -1360,9 +1372,10 @@ def _burned_gradient(parameterization, u, X, controls, offsets, burn, diffuse=No
         return log_likelihood, None
     gradient = parameterization.pull_back(u, gradient)
     if burn:
-        rows, burn_offsets = _burn_rows(offsets, burn)
+        if head_rows is None:
+            head_rows = _burned_head(X, controls, offsets, burn)
         head, head_gradient, _ = _gradient_offsets(
-            parameters, X[rows], controls[rows], burn_offsets, diffuse_covariance, runner=runner
+            parameters, *head_rows, diffuse_covariance, runner=runner
         )
         if head_gradient is None or not np.isfinite(head):
             return np.nan, None
@@ -1374,11 +1387,12 @@ def _burned_gradient(parameterization, u, X, controls, offsets, burn, diffuse=No
 def _objective(parameterization, X, controls, offsets, burn=0, diffuse=None, runner=None):
     """f(u) = -log p(X) / n_observed and its gradient, for the optimiser."""
     n_observed = max(int(np.count_nonzero(~np.isnan(X))), 1)
+    head_rows = _burned_head(X, controls, offsets, burn)
 
     def objective(u):
         try:
             log_likelihood, gradient = _burned_gradient(
-                parameterization, u, X, controls, offsets, burn, diffuse, runner
+                parameterization, u, X, controls, offsets, burn, diffuse, runner, head_rows
             )
         except (np.linalg.LinAlgError, ValueError, FloatingPointError):
             return np.inf, np.zeros_like(u)
@@ -1621,9 +1635,11 @@ def _information(parameterization, u, X, controls, offsets, cov_type, burn, diff
             per_row[_burn_rows(offsets, burn)[0]] = 0.0
         return per_row.T @ per_row
 
+    head_rows = _burned_head(X, controls, offsets, burn)
+
     def gradient(point):
         log_likelihood, gradient = _burned_gradient(
-            parameterization, point, X, controls, offsets, burn, diffuse, runner
+            parameterization, point, X, controls, offsets, burn, diffuse, runner, head_rows
         )
         if gradient is None:
             _raise_if_failed(np.array([np.nan]), diffuse=diffuse is not None)
