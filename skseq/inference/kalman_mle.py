@@ -509,38 +509,24 @@ def _pulled_score_obs_offsets(parameterization, u, X, controls, offsets, runner=
 
     weights = pulled(np.eye(n_moments), np.zeros((n_moments, k)), np.zeros((n_moments, k, k)))
     selected = np.flatnonzero(np.any(weights != 0, axis=1)).astype(np.intp)
-
-    X, controls = _rows(X), _rows(controls)
-    blocks = _over_blocks(
-        lambda X, controls, local: _row_moments_offsets(model, X, controls, local, selected),
-        X,
-        controls,
-        offsets,
-        runner,
-    )
-    values, means, seconds, _, sequence_log_likelihood = (
-        np.concatenate(parts) for parts in zip(*blocks)
-    )
-    _raise_if_failed(sequence_log_likelihood)
-    moments = np.zeros((len(values), n_moments))
-    moments[:, selected] = values
-    totals = _statistics_from_moments(moments, means, seconds, p, m)
-    increments = {name: _increments(total, offsets) for name, total in totals.items()}
-    return parameterization.pull_back(u, _gradient_from_statistics(parameters, increments))
+    _, scores = _score_obs_offsets(parameters, X, controls, offsets, runner, selected)
+    return parameterization.pull_back(u, scores)
 
 
-def _score_obs_offsets(parameters, X, controls, offsets, runner=None):
+def _score_obs_offsets(parameters, X, controls, offsets, runner=None, selected=None):
     """Per-row scores on validated inputs (no checks).
 
     Forward-only smoothing one row at a time (one kernel call for all rows)
     gives, after each row, the smoothed statistics of the rows so far as
     moments of the filtered state; the statistics of all rows are then
     formed at once, and their increments map linearly to the rows' scores.
+    With ``selected`` (moment indices) the kernel carries only those moments
+    and the others count as zero.
     """
     model = make_model(parameters)
     X, controls = _rows(X), _rows(controls)
     blocks = _over_blocks(
-        lambda X, controls, local: _row_moments_offsets(model, X, controls, local),
+        lambda X, controls, local: _row_moments_offsets(model, X, controls, local, selected),
         X,
         controls,
         offsets,
@@ -550,6 +536,12 @@ def _score_obs_offsets(parameters, X, controls, offsets, runner=None):
         np.concatenate(parts) for parts in zip(*blocks)
     )
     _raise_if_failed(sequence_log_likelihood)
+    if selected is not None:
+        moments = np.zeros(
+            (len(values), _stream_blocks(model.n_state, model.n_obs, model.n_ctrl)[1])
+        )
+        moments[:, selected] = values
+        values = moments
     totals = _statistics_from_moments(values, means, seconds, model.n_obs, model.n_ctrl)
     increments = {name: _increments(total, offsets) for name, total in totals.items()}
     return log_predictive, _gradient_from_statistics(parameters, increments)
