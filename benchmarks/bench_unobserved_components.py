@@ -17,8 +17,8 @@ Times are the best of ``--repeats``, skseq and statsmodels run alternately
 skseq's.  skseq's fit with ``cov_type="oim"`` and without standard errors is
 timed too: the OPG scores come from forward-only smoothing one row at a time,
 whose cost grows fast with the state dimension (13 states for the seasonal
-model).  The script prints the load average and both maximised
-log-likelihoods.
+model), carrying only the moments the free parameters' scores weigh.  The
+script prints the load average and both maximised log-likelihoods.
 """
 
 import argparse

@@ -461,7 +461,9 @@ cdef double _forward_smoothing(const ModelView* model, Workspace* w, const Strea
                                Coefficients* carried, Coefficients* added, double* means,
                                double* covs, double* gains, double* filled, double* predicted_mean,
                                double* predicted_cov, double* filled_gain, double* product,
-                               double* log_predictive, Py_ssize_t time_start) noexcept nogil:
+                               double* log_predictive, Py_ssize_t time_start,
+                               Py_ssize_t n_carried=-1,
+                               const Py_ssize_t* selected=NULL) noexcept nogil:
     """The recursion of :func:`forward_smoothing` on preallocated scratch.
 
     ``means``, ``covs`` and ``gains`` (k x k each) have n_rows + 1 slots: slot 0
@@ -470,6 +472,9 @@ cdef double _forward_smoothing(const ModelView* model, Workspace* w, const Strea
     terms.  ``product`` has room for k^4 values, (max(k, p, m) x k^2) and
     (n_entries x (k^2 + k)).  ``time_start`` is the time step of row 0 (of
     a time-varying model; row s uses the arrays of step time_start + s).
+    With ``selected`` (n_carried indices of moments) ``carried`` holds only
+    those moments, in that order (each moment's recursion is its own, so they
+    equal the full message's entries).
     """
     cdef Py_ssize_t k = model.n_state
     cdef Py_ssize_t kk = k * k
@@ -525,8 +530,15 @@ cdef double _forward_smoothing(const ModelView* model, Workspace* w, const Strea
     if fresh:
         _stream_initial(layout, added, means + k, covs + kk, gains + kk, k)
     else:
-        _stream_compose(carried, n_entries, means, covs, gains, product,
-                        product + n_entries * k, k)
+        _stream_compose(carried, n_entries if selected == NULL else n_carried, means, covs,
+                        gains, product, product + n_entries * k, k)
+    if selected != NULL:
+        for s in range(n_carried):
+            i = selected[s]
+            carried.constant[s] += added.constant[i]
+            _add_scaled(carried.linear + s * k, 1.0, added.linear + i * k, k)
+            _add_scaled(carried.quadratic + s * kk, 1.0, added.quadratic + i * kk, kk)
+        return log_likelihood
     for i in range(n_entries):
         carried.constant[i] += added.constant[i]
     for i in range(n_entries * k):
@@ -636,6 +648,7 @@ def forward_smoothing_row_moments(
     double[:, :, ::1] seconds,  # OUT
     double[::1] log_predictive,  # OUT
     double[::1] sequence_log_likelihood,  # OUT
+    const Py_ssize_t[::1] selected=None,  # IN, optional
 ):
     """The smoothed moments of the rows so far, after every row of every sequence.
 
@@ -649,6 +662,11 @@ def forward_smoothing_row_moments(
     step, as calling :func:`forward_smoothing` row by row; scratch is
     O(E k^2 + k^4) besides the outputs.  A sequence whose recursion fails
     gets log-likelihood NaN (its later rows are left unset).
+
+    With ``selected`` (indices of moments, increasing) only those moments are
+    carried and written to ``values`` (n_samples x len(selected)): the same
+    numbers, at a cost that grows with the number selected (the scores of a
+    few free coordinates need few moments).
     """
     cdef ModelView* view = &model.view
     cdef Py_ssize_t k = view.n_state
@@ -681,6 +699,17 @@ def forward_smoothing_row_moments(
     cdef const double* u
     cdef double value, total
     cdef Coefficients carried, added
+    cdef Py_ssize_t n_carried = n_entries
+    cdef const Py_ssize_t* chosen = NULL
+    if selected is not None:
+        n_carried = selected.shape[0]
+        for s in range(n_carried):
+            if selected[s] < 0 or selected[s] >= n_entries:
+                raise ValueError(f"selected must hold moment indices below {n_entries}.")
+        if n_carried > 0:
+            chosen = &selected[0]
+    if values.shape[1] != n_carried:
+        raise ValueError(f"values must have {n_carried} columns, got {values.shape[1]}.")
     carried.constant = &constant[0]
     carried.linear = &linear[0, 0]
     carried.quadratic = &quadratic[0, 0, 0]
@@ -706,11 +735,11 @@ def forward_smoothing_row_moments(
                     &filtered_mean[0], &filtered_cov[0, 0], &carried, &added, &means[0, 0],
                     &covs[0, 0, 0], &gains[0, 0, 0], &filled[0, 0], &predicted_mean[0, 0],
                     &predicted_cov[0, 0, 0], &filled_gain[0, 0], &product[0],
-                    &log_predictive[t], t - first)
+                    &log_predictive[t], t - first, n_carried, chosen)
                 total += value
                 if isnan(value):
                     break
                 _copy(&filtered_mean[0], &filtered_means[t, 0], k)
-                _message_moments(&carried, n_entries, &filtered_mean[0], &filtered_cov[0, 0],
+                _message_moments(&carried, n_carried, &filtered_mean[0], &filtered_cov[0, 0],
                                  &values[t, 0], &seconds[t, 0, 0], k)
             sequence_log_likelihood[s] = total

@@ -185,11 +185,29 @@ class LGSSMParameterCovariance(NamedTuple):
 # -- the Fisher identity ---------------------------------------------------------
 
 
-def _symmetric_solve_both(factor, matrix):
-    """C^-1 M C^-1 for a Cholesky factor of C (M with optional leading axes)."""
-    k = factor[0].shape[0]
-    # the parameters are validated (finite): skip scipy's finiteness checks
-    inverse = scipy.linalg.cho_solve(factor, np.eye(k), check_finite=False)
+_POTRF, _POTRS = scipy.linalg.get_lapack_funcs(("potrf", "potrs"), (np.zeros(1),))
+
+
+def _spd_inverse(covariance):
+    """C^-1 by LAPACK's Cholesky factorisation and solve: the routines (and so the
+    numbers) of ``scipy.linalg.cho_solve(cho_factor(C, lower=True), I)`` without
+    their wrappers' per-call checks, which cost more than a small model's solve
+    on every objective call (C is a validated, finite float64 parameter)."""
+    k = covariance.shape[0]
+    factor, info = _POTRF(covariance, lower=1, clean=0)
+    if info > 0:
+        raise np.linalg.LinAlgError(
+            f"{info}-th leading minor of the array is not positive definite"
+        )
+    inverse, info = _POTRS(factor, np.eye(k), lower=1)
+    if info != 0:  # pragma: no cover - LAPACK's illegal-argument report
+        raise ValueError(f"LAPACK potrs reported an illegal argument ({info}).")
+    return inverse
+
+
+def _symmetric_solve_both(covariance, matrix):
+    """``(C^-1 M C^-1, C^-1)`` (M with optional leading axes)."""
+    inverse = _spd_inverse(covariance)
     return inverse @ matrix @ inverse, inverse
 
 
@@ -201,11 +219,10 @@ def _regression_gradient(weights, covariance, cross, regressor, target):
     d/dC = (C^-1 S C^-1 - n C^-1) / 2.  The moments may carry leading axes
     (one set per row).
     """
-    factor = scipy.linalg.cho_factor(covariance, lower=True, check_finite=False)
     count = regressor[..., -1, -1]
     product = weights @ np.swapaxes(cross, -1, -2)
     spread = target - product - np.swapaxes(product, -1, -2) + weights @ regressor @ weights.T
-    inverse_spread, inverse = _symmetric_solve_both(factor, spread)
+    inverse_spread, inverse = _symmetric_solve_both(covariance, spread)
     d_weights = inverse @ (cross - weights @ regressor)
     d_covariance = 0.5 * (inverse_spread - count[..., None, None] * inverse)
     return d_weights, 0.5 * (d_covariance + np.swapaxes(d_covariance, -1, -2))
@@ -254,8 +271,10 @@ def _gradient_from_statistics(parameters, statistics, diffuse_covariance=None):
         + count[..., None, None] * np.outer(mean, mean)
     )
     if diffuse_covariance is None:
-        factor = scipy.linalg.cho_factor(parameters.initial_state_covariance, lower=True)
-        inverse_outer, inverse = _symmetric_solve_both(factor, outer)
+        initial_covariance = parameters.initial_state_covariance
+        if not np.all(np.isfinite(initial_covariance)):
+            raise ValueError("array must not contain infs or NaNs")
+        inverse_outer, inverse = _symmetric_solve_both(initial_covariance, outer)
     else:
         inverse = _limit_precision(parameters.initial_state_covariance, diffuse_covariance)
         inverse_outer = inverse @ outer @ inverse
@@ -431,13 +450,15 @@ def lgssm_log_likelihood_gradient(
     return LGSSMGradient(log_likelihood, gradient, sequence_log_likelihood)
 
 
-def _row_moments_offsets(model, X, controls, offsets):
+def _row_moments_offsets(model, X, controls, offsets, selected=None):
     """``(values, means, seconds, log_predictive, sequence_log_likelihood)`` of the
-    kernel's forward-only smoothing one row at a time (no checks)."""
+    kernel's forward-only smoothing one row at a time (no checks); with
+    ``selected`` (moment indices) only those moments are carried and returned."""
     k = model.n_state
     n_samples = X.shape[0]
     n_moments = _stream_blocks(k, model.n_obs, model.n_ctrl)[1]
-    values = np.empty((n_samples, n_moments))
+    n_out = n_moments if selected is None else selected.shape[0]
+    values = np.empty((n_samples, n_out))
     means = np.empty((n_samples, k))
     seconds = np.empty((n_samples, k, k))
     log_predictive = np.zeros(n_samples)
@@ -452,22 +473,60 @@ def _row_moments_offsets(model, X, controls, offsets):
         seconds,
         log_predictive,
         sequence_log_likelihood,
+        selected,
     )
     return values, means, seconds, log_predictive, sequence_log_likelihood
 
 
-def _score_obs_offsets(parameters, X, controls, offsets, runner=None):
+def _increments(totals, offsets):
+    """The rows' increments of running totals (leading axis the rows); a sequence
+    starts from nothing."""
+    increment = totals.copy()
+    increment[1:] -= totals[:-1]
+    increment[offsets[:-1]] = totals[offsets[:-1]]
+    return increment
+
+
+def _pulled_score_obs_offsets(parameterization, u, X, controls, offsets, runner=None):
+    """Per-row scores in the unconstrained coordinates ``u`` on validated inputs.
+
+    The scores of :func:`_score_obs_offsets` pulled back to ``u``, the same
+    numbers at a fraction of the cost: the map from the moments (and the
+    filtered state's mean and second moment) to the pulled-back gradient is
+    linear, and the moments it weighs by exactly zero (those of fixed
+    parameters and structural zeros, most of them in a structural model) are
+    not carried row to row by the kernel.  The increments are still taken of
+    the statistics, before the map (the running totals in ``u`` would cancel).
+    """
+    parameters = parameterization.constrained(u)
+    model = make_model(parameters)
+    k, p, m = model.n_state, model.n_obs, model.n_ctrl
+    n_moments = _stream_blocks(k, p, m)[1]
+
+    def pulled(values, means, seconds):
+        statistics = _statistics_from_moments(values, means, seconds, p, m)
+        return parameterization.pull_back(u, _gradient_from_statistics(parameters, statistics))
+
+    weights = pulled(np.eye(n_moments), np.zeros((n_moments, k)), np.zeros((n_moments, k, k)))
+    selected = np.flatnonzero(np.any(weights != 0, axis=1)).astype(np.intp)
+    _, scores = _score_obs_offsets(parameters, X, controls, offsets, runner, selected)
+    return parameterization.pull_back(u, scores)
+
+
+def _score_obs_offsets(parameters, X, controls, offsets, runner=None, selected=None):
     """Per-row scores on validated inputs (no checks).
 
     Forward-only smoothing one row at a time (one kernel call for all rows)
     gives, after each row, the smoothed statistics of the rows so far as
     moments of the filtered state; the statistics of all rows are then
     formed at once, and their increments map linearly to the rows' scores.
+    With ``selected`` (moment indices) the kernel carries only those moments
+    and the others count as zero.
     """
     model = make_model(parameters)
     X, controls = _rows(X), _rows(controls)
     blocks = _over_blocks(
-        lambda X, controls, local: _row_moments_offsets(model, X, controls, local),
+        lambda X, controls, local: _row_moments_offsets(model, X, controls, local, selected),
         X,
         controls,
         offsets,
@@ -477,14 +536,14 @@ def _score_obs_offsets(parameters, X, controls, offsets, runner=None):
         np.concatenate(parts) for parts in zip(*blocks)
     )
     _raise_if_failed(sequence_log_likelihood)
+    if selected is not None:
+        moments = np.zeros(
+            (len(values), _stream_blocks(model.n_state, model.n_obs, model.n_ctrl)[1])
+        )
+        moments[:, selected] = values
+        values = moments
     totals = _statistics_from_moments(values, means, seconds, model.n_obs, model.n_ctrl)
-    starts = offsets[:-1]
-    increments = {}
-    for name, total in totals.items():
-        increment = total.copy()
-        increment[1:] -= total[:-1]
-        increment[starts] = total[starts]  # a sequence starts from nothing
-        increments[name] = increment
+    increments = {name: _increments(total, offsets) for name, total in totals.items()}
     return log_predictive, _gradient_from_statistics(parameters, increments)
 
 
@@ -1280,11 +1339,23 @@ def _burn_rows(offsets, burn):
     return rows.astype(np.intp), np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
 
 
-def _burned_gradient(parameterization, u, X, controls, offsets, burn, diffuse=None, runner=None):
+def _burned_head(X, controls, offsets, burn):
+    """``(X, controls, offsets)`` of the first ``burn`` rows of each sequence (None
+    without ``burn``): formed once per maximisation, not per objective call."""
+    if not burn:
+        return None
+    rows, burn_offsets = _burn_rows(offsets, burn)
+    return X[rows], controls[rows], burn_offsets
+
+
+def _burned_gradient(
+    parameterization, u, X, controls, offsets, burn, diffuse=None, runner=None, head_rows=None
+):
     """``(log_likelihood, gradient in u)`` of the rows after the first ``burn`` of each
     sequence (statsmodels' ``loglikelihood_burn``): log p(x_{b+1..n} | x_{1..b}) is
     log p(x_{1..n}) - log p(x_{1..b}), each by the Fisher identity (the diffuse
-    log-likelihood with ``diffuse``); gradient None on a numerical failure."""
+    log-likelihood with ``diffuse``); gradient None on a numerical failure.
+    ``head_rows`` is :func:`_burned_head`'s (formed here when None)."""
     parameters, diffuse_covariance = _at(parameterization, u, diffuse)
     log_likelihood, gradient, sequence = _gradient_offsets(
         parameters, X, controls, offsets, diffuse_covariance, runner=runner
@@ -1293,9 +1364,10 @@ def _burned_gradient(parameterization, u, X, controls, offsets, burn, diffuse=No
         return log_likelihood, None
     gradient = parameterization.pull_back(u, gradient)
     if burn:
-        rows, burn_offsets = _burn_rows(offsets, burn)
+        if head_rows is None:
+            head_rows = _burned_head(X, controls, offsets, burn)
         head, head_gradient, _ = _gradient_offsets(
-            parameters, X[rows], controls[rows], burn_offsets, diffuse_covariance, runner=runner
+            parameters, *head_rows, diffuse_covariance, runner=runner
         )
         if head_gradient is None or not np.isfinite(head):
             return np.nan, None
@@ -1307,11 +1379,12 @@ def _burned_gradient(parameterization, u, X, controls, offsets, burn, diffuse=No
 def _objective(parameterization, X, controls, offsets, burn=0, diffuse=None, runner=None):
     """f(u) = -log p(X) / n_observed and its gradient, for the optimiser."""
     n_observed = max(int(np.count_nonzero(~np.isnan(X))), 1)
+    head_rows = _burned_head(X, controls, offsets, burn)
 
     def objective(u):
         try:
             log_likelihood, gradient = _burned_gradient(
-                parameterization, u, X, controls, offsets, burn, diffuse, runner
+                parameterization, u, X, controls, offsets, burn, diffuse, runner, head_rows
             )
         except (np.linalg.LinAlgError, ValueError, FloatingPointError):
             return np.inf, np.zeros_like(u)
@@ -1549,17 +1622,16 @@ def _information(parameterization, u, X, controls, offsets, cov_type, burn, diff
     """The information matrix of the unconstrained coordinates at ``u`` (validated inputs)."""
     n = parameterization.n_free
     if cov_type == "opg":
-        _, scores = _score_obs_offsets(
-            parameterization.constrained(u), X, controls, offsets, runner
-        )
-        per_row = parameterization.pull_back(u, scores)
+        per_row = _pulled_score_obs_offsets(parameterization, u, X, controls, offsets, runner)
         if burn:
             per_row[_burn_rows(offsets, burn)[0]] = 0.0
         return per_row.T @ per_row
 
+    head_rows = _burned_head(X, controls, offsets, burn)
+
     def gradient(point):
         log_likelihood, gradient = _burned_gradient(
-            parameterization, point, X, controls, offsets, burn, diffuse, runner
+            parameterization, point, X, controls, offsets, burn, diffuse, runner, head_rows
         )
         if gradient is None:
             _raise_if_failed(np.array([np.nan]), diffuse=diffuse is not None)

@@ -297,6 +297,34 @@ def test_nile_local_level_against_statsmodels():
     assert covariance.labels == ["transition_covariance[0,0]", "observation_covariance[0,0]"]
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_opg_information_is_the_outer_product_of_the_pulled_back_row_scores(masked):
+    """The OPG path carries only the moments the free coordinates weigh: its
+    information equals the one from every row's full score (lgssm_score_obs)
+    pulled back to the free coordinates, with sequences, controls, missing
+    entries and burned rows."""
+    rng = np.random.default_rng(31)
+    parameters = random_parameters(rng, 3, 2, 1, diagonal=True)
+    X = with_missing(rng, rng.normal(size=(14, 2)))
+    controls = rng.normal(size=(14, 1))
+    lengths = [9, 5]
+    mask = np.zeros((3, 3), dtype=bool)
+    mask[0, 0] = mask[2, 1] = True
+    blocks = {
+        "transition_matrix": FreeEntries(mask=mask if masked else None),
+        "transition_covariance": LogVariances(),
+        "observation_covariance": LogVariances(),
+    }
+    parameterization = LGSSMParameterization(parameters, blocks)
+    u = parameterization.unconstrained() + rng.normal(scale=0.1, size=parameterization.n_free)
+    kwargs = dict(controls=controls, lengths=lengths)
+    result = lgssm_parameter_covariance(parameterization, u, X, burn=2, **kwargs)
+    scores = lgssm_score_obs(parameterization.constrained(u), X, **kwargs).scores
+    per_row = parameterization.pull_back(u, scores)
+    per_row[[0, 1, 9, 10]] = 0.0  # the burned rows
+    assert_allclose(result.information, per_row.T @ per_row, rtol=1e-9, atol=1e-12)
+
+
 def test_opg_and_oim_agree_on_a_long_correctly_specified_series():
     from skseq.inference.kalman import sample_lgssm
 
