@@ -27,12 +27,15 @@ from skseq.neural import ElmanRNNClassifier, SelectiveSSMRegressor  # noqa: E402
 LENGTHS = [120, 80, 150, 100, 90, 60]
 
 
+N_WORKERS = 2
+
+
 @pytest.fixture(scope="module")
 def client():
     with (
         warnings.catch_warnings(),
         distributed.LocalCluster(
-            n_workers=2,
+            n_workers=N_WORKERS,
             threads_per_worker=1,
             processes=True,
             host="127.0.0.1",
@@ -51,6 +54,9 @@ def on_workers(client, work):
         result = work()
     workers = {task["worker"] for task in stream.data}
     assert workers, "no task ran on the cluster"
+    # On a loaded machine the scheduler can drop a worker whose heartbeat is late
+    # until it registers again (seen once with the debug kernels): wait for both.
+    client.wait_for_workers(N_WORKERS, timeout=120)
     assert workers <= set(client.scheduler_info()["workers"])
     return result
 
