@@ -83,6 +83,25 @@ def test_local_linear_trend_with_a_seasonal_of_12_on_co2(co2):
         assert model.params_[name] < 1e-6 * np.var(co2)
 
 
+def test_a_line_search_into_failing_recursions_does_not_stop_the_fit(co2):
+    # Deterministic trend and seasonal, no irregular: from the starting variance
+    # (the data's), L-BFGS-B's second line search tries sigma2.level ~ 1e-11,
+    # where the approximately diffuse filter fails; the run then ended at its
+    # start and was reported converged at log-likelihood -174 (statsmodels: -67)
+    spec = dict(
+        level=True,
+        stochastic_level=True,
+        trend=True,
+        stochastic_trend=False,
+        seasonal=12,
+        stochastic_seasonal=False,
+    )
+    model, reference = fit_both(co2, **spec)
+    assert model.converged_
+    assert abs(model.log_likelihood_ - reference.llf) < 1e-3
+    assert_allclose(model.params_["sigma2.level"], reference.params[0], rtol=1e-3)
+
+
 def test_trigonometric_seasonal_names_and_likelihood(co2):
     spec = dict(level="lltrend", freq_seasonal=[{"period": 12, "harmonics": 2}])
     model, reference = fit_both(co2, **spec)

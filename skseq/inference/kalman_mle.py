@@ -1480,8 +1480,21 @@ def lgssm_maximum_likelihood(
         )
 
 
+# L-BFGS-B runs restarted after a failed trial point ended one (see _maximise)
+_MAX_RESTARTS = 5
+
+
 def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, burn, diffuse, runner):
-    """L-BFGS-B from ``u`` on validated inputs (:func:`lgssm_maximum_likelihood`)."""
+    """L-BFGS-B from ``u`` on validated inputs (:func:`lgssm_maximum_likelihood`).
+
+    A trial point where the recursions fail (a variance driven towards 0 under
+    an approximately diffuse start, say) has no finite log-likelihood; its
+    line search can then fall back to where it started, which L-BFGS-B reports
+    as convergence ("relative reduction of f") with the gradient far from 0.
+    Such a run is restarted from its last point with a fresh curvature memory
+    (whose first step is short), while the gradient is not small and the
+    restarts make progress.
+    """
     objective, n_observed = _objective(
         parameterization, X, controls, offsets, burn, diffuse, runner
     )
@@ -1489,30 +1502,51 @@ def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, burn, di
     if not np.isfinite(first):
         raise ValueError("the log-likelihood at the starting point is not finite.")
     history = [-first * n_observed]
+    failed_trials = [0]
+
+    def counted(point):
+        value, gradient = objective(point)
+        if not np.isfinite(value):
+            failed_trials[0] += 1
+        return value, gradient
 
     def record(intermediate_result):
         history.append(-float(intermediate_result.fun) * n_observed)
 
+    gtol = max(tol, 0.0) / n_observed
     if parameterization.n_free and max_iter > 0:
-        result = scipy.optimize.minimize(
-            objective,
-            u,
-            jac=True,
-            method="L-BFGS-B",
-            callback=record,
-            options={
-                "maxiter": max_iter,
-                "ftol": max(tol, 0.0) / max(abs(history[0]), n_observed),
-                "gtol": max(tol, 0.0) / n_observed,
-            },
-        )
-        u, value, n_iter, converged, message = (
-            result.x,
-            result.fun,
-            int(result.nit),
-            bool(result.success),
-            str(result.message),
-        )
+        n_iter = 0
+        for _ in range(_MAX_RESTARTS + 1):
+            failed_before = failed_trials[0]
+            result = scipy.optimize.minimize(
+                counted,
+                u,
+                jac=True,
+                method="L-BFGS-B",
+                callback=record,
+                options={
+                    "maxiter": max_iter - n_iter,
+                    "ftol": max(tol, 0.0) / max(abs(history[0]), n_observed),
+                    "gtol": gtol,
+                },
+            )
+            n_iter += int(result.nit)
+            stalled = (
+                result.success
+                and failed_trials[0] > failed_before
+                and np.max(np.abs(result.jac), initial=0.0) > gtol
+            )
+            moved = not np.array_equal(result.x, u) or result.nit > 0
+            u = result.x
+            if not stalled or n_iter >= max_iter or not moved:
+                break
+        value, converged, message = result.fun, bool(result.success), str(result.message)
+        if stalled:  # the restarts did not get away from the failing points: loud
+            converged = False
+            message = (
+                "stopped next to parameters where the Kalman recursions fail, with the "
+                "gradient not small"
+            )
     elif parameterization.n_free:
         value, n_iter, converged, message = first, 0, False, "max_iter=0: no iteration"
     else:
