@@ -470,10 +470,18 @@ def _inference_examples():
             # burn: the first rows of each sequence left out (statsmodels' loglikelihood_burn)
             dict(**mle_rows, max_iter=2, burn=1),
             dict(**mle_rows, max_iter=2, diffuse=np.array([[1.5]])),
+            # hold: coordinates pinned at their starting values
+            dict(**mle_rows, max_iter=2, hold=np.arange(parameterization.n_free) == 0),
         ],
         kalman_mle.lgssm_parameter_covariance: [
             dict(**mle_rows, unconstrained=parameterization.unconstrained(), cov_type="oim"),
             dict(**mle_rows, unconstrained=parameterization.unconstrained(), burn=1),
+            # at_bound: coordinates on the boundary, held there
+            dict(
+                **mle_rows,
+                unconstrained=parameterization.unconstrained(),
+                at_bound=np.arange(parameterization.n_free) == 0,
+            ),
             dict(
                 **mle_rows,
                 unconstrained=parameterization.unconstrained(),

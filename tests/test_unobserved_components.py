@@ -70,17 +70,47 @@ def test_nile_local_level_is_durbin_and_koopmans_and_statsmodels(nile):
 
 
 def test_local_linear_trend_with_a_seasonal_of_12_on_co2(co2):
-    model, reference = fit_both(co2, level="local linear trend", seasonal=12)
+    spec = dict(level="local linear trend", seasonal=12)
+    with pytest.warns(UserWarning, match="boundary of the parameter space"):
+        model, reference = fit_both(co2, **spec)
     assert list(model.params_) == reference.model.param_names
     assert abs(model.log_likelihood_ - reference.llf) < 1e-3
     # (boundary variances: statsmodels' ~1e-11 against skseq's floor)
     assert_allclose(loglike_at(reference, model), model.log_likelihood_, atol=1e-5)
     expected = reference_params(reference)
     for name in ("sigma2.irregular", "sigma2.level"):  # the interior ones
-        assert_allclose(model.params_[name], expected[name], rtol=0.03, err_msg=name)
-        assert_allclose(model.bse_[name], reference.bse[list(expected).index(name)], rtol=0.1)
-    for name in ("sigma2.trend", "sigma2.seasonal"):  # on the boundary, as statsmodels'
+        assert_allclose(model.params_[name], expected[name], rtol=0.01, err_msg=name)
+    boundary = ["sigma2.trend", "sigma2.seasonal"]
+    assert model.boundary_params_ == boundary  # on the boundary, as statsmodels'
+    for name in boundary:
         assert model.params_[name] < 1e-6 * np.var(co2)
+        assert np.isnan(model.bse_[name])
+    assert "(boundary)" in model.summary()
+
+
+@pytest.mark.parametrize("cov_type, their_type", [("opg", "opg"), ("oim", "approx")])
+def test_standard_errors_next_to_boundary_variances_are_statsmodels_fix_params(
+    co2, cov_type, their_type
+):
+    # The trend and seasonal variances are 0 at the maximum. The information of
+    # the interior variances with those held at 0 is statsmodels' with fix_params
+    # (skseq's "oim" is the Hessian, statsmodels' "approx"); the observed
+    # information of all four was indefinite, and its pseudo-inverse clipped every
+    # standard error to 0.
+    with pytest.warns(UserWarning, match="boundary"):
+        model = UnobservedComponents("lltrend", seasonal=12, cov_type=cov_type).fit(co2)
+    reference = sm.tsa.UnobservedComponents(co2, "lltrend", seasonal=12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with reference.fix_params({"sigma2.trend": 0.0, "sigma2.seasonal": 0.0}):
+            held = reference.fit(disp=0, cov_type=their_type)
+    for name in ("sigma2.irregular", "sigma2.level"):
+        index = reference.param_names.index(name)
+        assert_allclose(model.params_[name], held.params[index], rtol=0.01, err_msg=name)
+        assert_allclose(model.bse_[name], held.bse[index], rtol=0.01, err_msg=name)
+    assert model.cov_params_.shape == (4, 4)
+    assert np.all(np.isnan(model.cov_params_[2:])) and np.all(np.isnan(model.cov_params_[:, 2:]))
+    assert np.all(np.isfinite(model.cov_params_[:2, :2]))
 
 
 def test_a_line_search_into_failing_recursions_does_not_stop_the_fit(co2):

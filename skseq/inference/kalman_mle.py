@@ -45,6 +45,7 @@ from .._kernels import _kalman
 from .._parallel import run_calls, thread_runner
 from .._sequences import sequence_offsets, split_offsets
 from .._validation import check_n_jobs, check_scalar_param
+from .._warnings import warn_user
 from ._checks import masked_arrays_checked
 from .kalman import (
     LGSSMParameters,
@@ -1407,6 +1408,7 @@ def lgssm_maximum_likelihood(
     tol=1e-6,
     burn=0,
     diffuse=None,
+    hold=None,
     n_jobs=None,
 ):
     """Maximise the exact log-likelihood over a parameterization, by L-BFGS-B.
@@ -1443,6 +1445,10 @@ def lgssm_maximum_likelihood(
         diffuse log-likelihood is maximised, with its gradient from the exact
         diffuse smoother; the parameterization's ``initial_state_covariance``
         is P_* (it may be singular).
+    hold : array-like of bool of shape (n_free,) or list of str, optional
+        Coordinates (a mask, or their labels) held at their starting values
+        (L-BFGS-B's bounds pin them): a variance put on the boundary, say,
+        while the others are maximised.
     n_jobs : int, default=None
         Threads for every gradient, over blocks of whole sequences (the kernels release the GIL),
         as in EM's E step; ``None`` means 1.  The result equals the
@@ -1474,9 +1480,10 @@ def lgssm_maximum_likelihood(
     check_n_jobs(n_jobs)
     X, controls, offsets = _prepared(parameterization, X, controls, lengths, diffuse)
     u = parameterization.unconstrained() if start is None else parameterization._check(start)
+    held = _coordinate_mask(hold, parameterization, "hold")
     with thread_runner(n_jobs) as runner:
         return _maximise(
-            parameterization, X, controls, offsets, u, max_iter, tol, burn, diffuse, runner
+            parameterization, X, controls, offsets, u, max_iter, tol, burn, diffuse, runner, held
         )
 
 
@@ -1484,7 +1491,9 @@ def lgssm_maximum_likelihood(
 _MAX_RESTARTS = 5
 
 
-def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, burn, diffuse, runner):
+def _maximise(
+    parameterization, X, controls, offsets, u, max_iter, tol, burn, diffuse, runner, held=None
+):
     """L-BFGS-B from ``u`` on validated inputs (:func:`lgssm_maximum_likelihood`).
 
     A trial point where the recursions fail (a variance driven towards 0 under
@@ -1514,7 +1523,11 @@ def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, burn, di
         history.append(-float(intermediate_result.fun) * n_observed)
 
     gtol = max(tol, 0.0) / n_observed
-    if parameterization.n_free and max_iter > 0:
+    bounds = None
+    if held is not None and held.any():
+        bounds = [(value, value) if pinned else (None, None) for value, pinned in zip(u, held)]
+    every_held = held is not None and held.all()
+    if parameterization.n_free and max_iter > 0 and not every_held:
         n_iter = 0
         for _ in range(_MAX_RESTARTS + 1):
             failed_before = failed_trials[0]
@@ -1523,6 +1536,7 @@ def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, burn, di
                 u,
                 jac=True,
                 method="L-BFGS-B",
+                bounds=bounds,
                 callback=record,
                 options={
                     "maxiter": max_iter - n_iter,
@@ -1531,10 +1545,11 @@ def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, burn, di
                 },
             )
             n_iter += int(result.nit)
+            free_gradient = result.jac if held is None else result.jac[~held]
             stalled = (
                 result.success
                 and failed_trials[0] > failed_before
-                and np.max(np.abs(result.jac), initial=0.0) > gtol
+                and np.max(np.abs(free_gradient), initial=0.0) > gtol
             )
             moved = not np.array_equal(result.x, u) or result.nit > 0
             u = result.x
@@ -1547,7 +1562,7 @@ def _maximise(parameterization, X, controls, offsets, u, max_iter, tol, burn, di
                 "stopped next to parameters where the Kalman recursions fail, with the "
                 "gradient not small"
             )
-    elif parameterization.n_free:
+    elif parameterization.n_free and not every_held:
         value, n_iter, converged, message = first, 0, False, "max_iter=0: no iteration"
     else:
         value, n_iter, converged, message = first, 0, True, "no free parameter"
@@ -1573,6 +1588,7 @@ def lgssm_parameter_covariance(
     cov_type="opg",
     burn=0,
     diffuse=None,
+    at_bound=None,
     n_jobs=None,
 ):
     """Standard errors of maximum-likelihood estimates, with the delta method.
@@ -1597,6 +1613,14 @@ def lgssm_parameter_covariance(
         The exact diffuse initial state (:func:`lgssm_maximum_likelihood`'s);
         only with ``cov_type="oim"`` (the per-row scores of "opg" are not
         available under it).
+    at_bound : array-like of bool of shape (n_free,) or list of str, optional
+        The coordinates (a mask, or their labels) whose estimate lies on the
+        boundary of the parameter space, such as a variance at zero: the
+        normal approximation does not hold there, and the score is not zero.
+        They are held at their values: their rows and columns of the
+        covariances are NaN, and the others' covariance is the inverse of
+        their own block of the information (statsmodels' standard errors
+        with those parameters fixed, ``fix_params``).
     n_jobs : int, default=None
         Threads over blocks of whole sequences (the kernels release the GIL),
         as in EM's E step; ``None`` means 1.  The result equals the
@@ -1606,8 +1630,19 @@ def lgssm_parameter_covariance(
     -------
     LGSSMParameterCovariance
         The unconstrained covariance is the pseudo-inverse of the
-        information (a model whose state basis is free has a singular one);
-        the constrained one is J cov J^T with J = d reported / du.
+        information, from its eigendecomposition: directions whose
+        eigenvalue is within the information's accuracy of zero (a model
+        whose state basis is free has such directions; the observed
+        information is accurate to about eps^(2/3) of its largest
+        eigenvalue, the outer product to about n_free eps) are left out,
+        and the coordinates that load on them are not identified: NaN rows
+        and columns, with a warning (statsmodels warns of a singular
+        covariance and reports its pseudo-inverse's numbers); a
+        negative eigenvalue beyond that (the observed information of a
+        point that is not a strict maximum) gives the coordinates that load
+        on it a negative variance, and so a NaN standard error, with a
+        warning.  The constrained covariance is J cov J^T with
+        J = d reported / du.
 
     Examples
     --------
@@ -1635,28 +1670,141 @@ def lgssm_parameter_covariance(
     check_n_jobs(n_jobs)
     X, controls, offsets = _prepared(parameterization, X, controls, lengths, diffuse)
     u = parameterization._check(unconstrained)
+    free = ~_coordinate_mask(at_bound, parameterization, "at_bound")
+    n = parameterization.n_free
     with thread_runner(n_jobs) as runner:
-        information = _information(
-            parameterization, u, X, controls, offsets, cov_type, burn, diffuse, runner
+        free_information = _information(
+            parameterization, u, X, controls, offsets, cov_type, burn, diffuse, runner, free
         )
-    unconstrained_covariance = np.linalg.pinv(information, hermitian=True)
-    jacobian = parameterization.reported_jacobian(u)
-    covariance = jacobian @ unconstrained_covariance @ jacobian.T
+    information = np.full((n, n), np.nan)
+    information[np.ix_(free, free)] = free_information
+    free_covariance, unidentified = _pseudo_inverse(
+        free_information,
+        cov_type,
+        [label for label, kept in zip(parameterization.labels, free) if kept],
+    )
+    jacobian = parameterization.reported_jacobian(u)[:, free]
+    covariance = jacobian @ free_covariance @ jacobian.T
+    # the reported coordinates that move with a held or unidentified one: NaN
+    missing = ~free
+    missing[free] = unidentified
+    missing |= np.any(jacobian[:, unidentified] != 0, axis=1)
+    covariance[missing, :] = np.nan
+    covariance[:, missing] = np.nan
+    unconstrained_covariance = np.full((n, n), np.nan)
+    unconstrained_covariance[np.ix_(free, free)] = free_covariance
+    bad = np.flatnonzero(free)[unidentified]
+    unconstrained_covariance[bad, :] = np.nan
+    unconstrained_covariance[:, bad] = np.nan
     return LGSSMParameterCovariance(
         parameterization.labels,
         parameterization.reported(u),
         covariance,
-        np.sqrt(np.clip(np.diag(covariance), 0.0, None)),
+        _standard_errors(covariance),
         unconstrained_covariance,
         information,
     )
 
 
-def _information(parameterization, u, X, controls, offsets, cov_type, burn, diffuse, runner):
-    """The information matrix of the unconstrained coordinates at ``u`` (validated inputs)."""
+def _standard_errors(covariance):
+    """The square roots of a covariance's diagonal; NaN where it is negative or NaN
+    (never a 0 for a negative variance)."""
+    variances = np.diag(covariance)
+    errors = np.full(variances.shape, np.nan)
+    valid = variances >= 0  # False for NaN
+    errors[valid] = np.sqrt(variances[valid])
+    return errors
+
+
+def _coordinate_mask(coordinates, parameterization, name):
+    """The boolean mask over the free coordinates of ``coordinates`` (a mask, or
+    labels; None: none), the argument ``name``."""
     n = parameterization.n_free
+    if coordinates is None:
+        return np.zeros(n, dtype=bool)
+    if isinstance(coordinates, str):
+        coordinates = [coordinates]
+    values = list(coordinates)
+    if not values:
+        return np.zeros(n, dtype=bool)
+    if all(isinstance(value, str) for value in values):
+        unknown = sorted(set(values) - set(parameterization.labels))
+        if unknown:
+            raise ValueError(
+                f"{name} names unknown coordinate(s) {unknown}; the coordinates are "
+                f"{parameterization.labels}."
+            )
+        return np.isin(np.asarray(parameterization.labels, dtype=object), values)
+    mask = np.asarray(coordinates)
+    if mask.dtype != bool or mask.shape != (n,):
+        raise ValueError(
+            f"{name} must be a boolean mask of shape ({n},) or a list of coordinate "
+            f"labels, got an array of dtype {mask.dtype} and shape {mask.shape}."
+        )
+    return mask.copy()
+
+
+def _pseudo_inverse(information, cov_type, labels):
+    """``(covariance, unidentified)``: the inverse of a symmetric information matrix by
+    its eigendecomposition, the directions within its accuracy of zero left out, and
+    the mask of the coordinates that load on them (not identified: their variance is
+    unbounded, their rows and columns NaN), with a warning; and a warning when it is
+    indefinite beyond its accuracy (see :func:`lgssm_parameter_covariance`)."""
+    n = information.shape[0]
+    if n == 0:
+        return np.zeros((0, 0)), np.zeros(0, dtype=bool)
+    values, vectors = np.linalg.eigh(0.5 * (information + information.T))
+    largest = np.max(np.abs(values))
+    eps = np.finfo(np.float64).eps
+    accuracy = eps ** (2 / 3) if cov_type == "oim" else n * eps
+    kept = np.abs(values) > accuracy * largest
+    # a coordinate with more than rounding's share of a null direction is not identified
+    unidentified = np.any(np.abs(vectors[:, ~kept]) > _LOADING, axis=1)
+    if not np.all(kept):
+        names = [label for label, flag in zip(labels, unidentified) if flag]
+        warn_user(
+            f"The information matrix (cov_type={cov_type!r}) is singular to its accuracy: "
+            f"{int(np.sum(~kept))} of its {n} eigenvalues are within {accuracy:.1e} of the "
+            f"largest ({largest:.3g}), so {names} are not identified by the data at this "
+            "estimate: their standard errors are NaN.",
+            UserWarning,
+        )
+    negative = kept & (values < 0)
+    if np.any(negative):
+        names = [
+            label
+            for label, loads in zip(labels, np.any(np.abs(vectors[:, negative]) > 0.1, axis=1))
+            if loads
+        ]
+        warn_user(
+            f"The observed information is not positive definite (eigenvalue(s) "
+            f"{np.array2string(values[negative], precision=3)} against the largest "
+            f"{largest:.3g}): the estimate is not a strict local maximum in some "
+            f"direction, and the standard errors of {names} are NaN where their "
+            "variance comes out negative.",
+            UserWarning,
+        )
+    covariance = (vectors[:, kept] / values[kept]) @ vectors[:, kept].T
+    covariance[unidentified, :] = 0.0
+    covariance[:, unidentified] = 0.0
+    return covariance, unidentified
+
+
+# The share of a null direction of the information (an eigenvector's entry) above
+# which a coordinate counts as not identified: far above the rounding of eigh's
+# vectors, far below any real loading.
+_LOADING = 1e-6
+
+
+def _information(
+    parameterization, u, X, controls, offsets, cov_type, burn, diffuse, runner, free=None
+):
+    """The information matrix of the unconstrained coordinates ``free`` (a mask; all by
+    default) at ``u`` (validated inputs), the others held at their values."""
+    free = np.ones(parameterization.n_free, dtype=bool) if free is None else free
     if cov_type == "opg":
         per_row = _pulled_score_obs_offsets(parameterization, u, X, controls, offsets, runner)
+        per_row = per_row[:, free]
         if burn:
             per_row[_burn_rows(offsets, burn)[0]] = 0.0
         return per_row.T @ per_row
@@ -1669,12 +1817,13 @@ def _information(parameterization, u, X, controls, offsets, cov_type, burn, diff
         )
         if gradient is None:
             _raise_if_failed(np.array([np.nan]), diffuse=diffuse is not None)
-        return gradient
+        return gradient[free]
 
     steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
-    hessian = np.empty((n, n))
-    for j in range(n):
-        shift = np.zeros(n)
+    columns = np.flatnonzero(free)
+    hessian = np.empty((columns.size, columns.size))
+    for position, j in enumerate(columns):
+        shift = np.zeros(u.size)
         shift[j] = steps[j]
-        hessian[:, j] = (gradient(u + shift) - gradient(u - shift)) / (2 * steps[j])
+        hessian[:, position] = (gradient(u + shift) - gradient(u - shift)) / (2 * steps[j])
     return -0.5 * (hessian + hessian.T)

@@ -20,6 +20,7 @@ from ..inference.kalman_mle import (
     FreeEntries,
     LGSSMParameterization,
     LogVariances,
+    _standard_errors,
     lgssm_maximum_likelihood,
     lgssm_parameter_covariance,
 )
@@ -243,7 +244,7 @@ class LGSSMMaximumLikelihood:
             )
             covariance = np.full((parameterization.n_free, parameterization.n_free), np.nan)
         self.cov_params_ = covariance
-        standard_errors = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
+        standard_errors = _standard_errors(covariance)
         bse = {}
         position = 0
         for name, block in parameterization.blocks.items():

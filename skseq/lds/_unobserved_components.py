@@ -55,6 +55,7 @@ from ..inference.kalman_mle import (
     SharedLogVariances,
     StationaryAR,
     Submatrices,
+    _standard_errors,
     lgssm_maximum_likelihood,
     lgssm_parameter_covariance,
 )
@@ -220,10 +221,20 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         The estimates by statsmodels' names, in statsmodels' order
         ("sigma2.irregular", "sigma2.level", ..., "beta.x1").
     bse_ : dict
-        Their standard errors (when ``cov_type`` is not None).
+        Their standard errors (when ``cov_type`` is not None); NaN for a
+        parameter on the boundary (``boundary_params_``).
     cov_params_ : ndarray of shape (n_free, n_free)
         The covariance of the estimated (not fixed) parameters, in
         ``param_names_`` order restricted to them.
+    boundary_params_ : list of str
+        The estimated variances that are 0 at the maximum (held at a floor of
+        1e-12 times the data's variance: the component is deterministic).
+        The normal approximation does not hold on the boundary of the
+        parameter space, nor is the score 0 there: their standard errors are
+        NaN, with a warning, and the others' are those of the model with
+        them held at 0 (statsmodels' standard errors with ``fix_params``;
+        statsmodels' own fit reports a number for them, from the curvature
+        at a point that is not a stationary point).
     param_names_ : list of str
     log_likelihood_ : float
         The maximised log-likelihood (statsmodels' ``llf``).
@@ -900,9 +911,11 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
     def _polish_boundary(self, parameterization, fit, augmented, burn, floor, scale, diffuse):
         """Variances that head for 0 do so slowly in log coordinates (the gradient in
         log sigma2 vanishes with sigma2): those below 1e-6 of the data's variance are
-        put at the deterministic floor and the maximisation resumed from there; the
-        better of the two maxima is kept (statsmodels reports such variances as
-        ~1e-11 too)."""
+        put at the deterministic floor and held there while the others are
+        maximised (the Fisher-identity gradient of a variance that small is
+        rounding: the expected squared disturbance, a difference of second
+        moments of the state, over the variance squared); the better of the two
+        maxima is kept (statsmodels reports such variances as ~1e-11)."""
         reported = parameterization.reported(fit.unconstrained)
         tiny = [
             index
@@ -928,6 +941,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                 tol=self.tol,
                 burn=burn,
                 diffuse=diffuse,
+                hold=[parameterization.labels[index] for index in trial],
             )
             if polished.log_likelihood > best.log_likelihood + 1e-9 * abs(best.log_likelihood):
                 # a line search that stops at the floor's rounding is no failure of
@@ -943,12 +957,21 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
     def _set_standard_errors(self, parameterization, fit, augmented, burn):
         for name in ("cov_params_", "bse_"):
             self.__dict__.pop(name, None)
+        self.boundary_params_ = self._at_boundary(parameterization, fit)
         if self.cov_type is None:
             return
         n_free = parameterization.n_free
         order = [parameterization.labels.index(name) for name in self._free_names]
         if n_free:
-            covariance = lgssm_parameter_covariance(
+            if self.boundary_params_:
+                warn_user(
+                    f"UnobservedComponents: {self.boundary_params_} are on the boundary of "
+                    "the parameter space (a variance of 0, the component deterministic): "
+                    "they have no standard error (NaN), and the others' are those of the "
+                    "model with them held there (statsmodels' fix_params).",
+                    UserWarning,
+                )
+            result = lgssm_parameter_covariance(
                 parameterization,
                 fit.unconstrained,
                 augmented[0],
@@ -957,13 +980,24 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                 cov_type=self.cov_type,
                 burn=burn,
                 diffuse=self._diffuse(self._structure_),
-            ).covariance[np.ix_(order, order)]
+                at_bound=self.boundary_params_,
+            )
+            covariance = result.covariance[np.ix_(order, order)]
         else:
             covariance = np.zeros((0, 0))
         self.cov_params_ = covariance
-        errors = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
-        bse = dict(zip(self._free_names, errors.tolist()))
+        bse = dict(zip(self._free_names, _standard_errors(covariance).tolist()))
         self.bse_ = {name: bse.get(name, float("nan")) for name in self.param_names_}
+
+    def _at_boundary(self, parameterization, fit):
+        """The estimated variances at the deterministic floor, where
+        :meth:`_polish_boundary` put the variances that head for 0."""
+        reported = parameterization.reported(fit.unconstrained)
+        return [
+            label
+            for label, value in zip(parameterization.labels, reported)
+            if label.startswith("sigma2.") and value <= self._floor * (1 + 1e-6)
+        ]
 
     # -- inference with the fitted model ------------------------------------------
 
@@ -1080,12 +1114,14 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
             f"{f'[{alpha / 2:g}':>12} {f'{1 - alpha / 2:g}]':>12}",
         ]
         bse = getattr(self, "bse_", {})
+        boundary = getattr(self, "boundary_params_", [])
         for name in self.param_names_:
             value = self.params_[name]
             error = bse.get(name, float("nan"))
             fixed = name in self.fixed_params_
             if fixed or not np.isfinite(error) or error == 0:
-                cells = f"{'(fixed)' if fixed else 'nan':>12} {'':>9} {'':>7} {'':>12} {'':>12}"
+                note = "(fixed)" if fixed else "(boundary)" if name in boundary else "nan"
+                cells = f"{note:>12} {'':>9} {'':>7} {'':>12} {'':>12}"
             else:
                 z = value / error
                 p_value = 2 * scipy.stats.norm.sf(abs(z))
@@ -1094,6 +1130,12 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                     f"{value - quantile * error:>12.4g} {value + quantile * error:>12.4g}"
                 )
             lines.append(f"{name:>28} {value:>12.4g} {cells}")
+        if boundary and self.cov_type is not None:
+            lines += [
+                "",
+                f"(boundary): {', '.join(boundary)} at 0 (the floor {self._floor:.3g}); the "
+                "other standard errors hold them there.",
+            ]
         return "\n".join(lines)
 
     def _spec_name(self):

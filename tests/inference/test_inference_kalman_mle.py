@@ -447,3 +447,89 @@ def test_n_jobs_with_the_exact_diffuse_initial_state_gives_the_one_thread_number
     assert_allclose(two.sequence_log_likelihood, one.sequence_log_likelihood, rtol=1e-12)
     for name in ("transition_covariance", "observation_covariance"):
         assert_allclose(getattr(two.gradient, name), getattr(one.gradient, name), rtol=1e-10)
+
+
+def test_held_coordinates_stay_put_and_the_others_reach_the_conditional_maximum():
+    X = nile()
+    parameterization = local_level()
+    start = np.log([500.0, 12000.0])  # [Q, R]
+    held = lgssm_maximum_likelihood(parameterization, X, start=start, hold=[True, False])
+    assert held.unconstrained[0] == start[0]
+    # the maximum over R alone: the parameterization without Q's coordinate
+    only_r = LGSSMParameterization(
+        parameterization.constrained(start),
+        {"observation_covariance": LogVariances()},
+    )
+    reference = lgssm_maximum_likelihood(only_r, X)
+    assert_allclose(held.unconstrained[1], reference.unconstrained[0], atol=1e-5)
+    assert_allclose(held.log_likelihood, reference.log_likelihood, rtol=1e-10)
+    by_label = lgssm_maximum_likelihood(
+        parameterization, X, start=start, hold=["transition_covariance[0,0]"]
+    )
+    assert_allclose(by_label.unconstrained, held.unconstrained, rtol=1e-12)
+    everything = lgssm_maximum_likelihood(parameterization, X, start=start, hold=[True, True])
+    assert everything.n_iter == 0 and np.array_equal(everything.unconstrained, start)
+    with pytest.raises(ValueError, match="hold names unknown coordinate"):
+        lgssm_maximum_likelihood(parameterization, X, hold=["level"])
+    with pytest.raises(ValueError, match=r"hold must be a boolean mask of shape \(2,\)"):
+        lgssm_maximum_likelihood(parameterization, X, hold=[1, 0])
+
+
+def test_a_coordinate_at_bound_is_held_and_gets_nan_rows():
+    X = nile()
+    parameterization = local_level()
+    fit = lgssm_maximum_likelihood(parameterization, X)
+    for cov_type in ("opg", "oim"):
+        result = lgssm_parameter_covariance(
+            parameterization, fit.unconstrained, X, cov_type=cov_type, at_bound=[True, False]
+        )
+        assert np.all(np.isnan(result.covariance[0])) and np.all(np.isnan(result.covariance[:, 0]))
+        assert np.isnan(result.standard_errors[0]) and np.isnan(result.information[0, 0])
+        # the other's variance is the inverse of its own information (Q held)
+        information = result.information[1, 1]
+        r = np.exp(fit.unconstrained[1])
+        assert_allclose(result.standard_errors[1], r / np.sqrt(information), rtol=1e-12)
+        labelled = lgssm_parameter_covariance(
+            parameterization,
+            fit.unconstrained,
+            X,
+            cov_type=cov_type,
+            at_bound=["transition_covariance[0,0]"],
+        )
+        assert_allclose(labelled.standard_errors, result.standard_errors, equal_nan=True)
+    with pytest.raises(ValueError, match="at_bound names unknown"):
+        lgssm_parameter_covariance(parameterization, fit.unconstrained, X, at_bound=["Q"])
+
+
+def test_an_indefinite_information_gives_nan_standard_errors_with_a_warning():
+    from skseq.inference.kalman_mle import _pseudo_inverse, _standard_errors
+
+    information = np.array([[4.0, 0.0, 0.0], [0.0, -2.0, 0.0], [0.0, 0.0, 1e-14]])
+    with pytest.warns(UserWarning) as caught:
+        covariance, unidentified = _pseudo_inverse(information, "oim", ["a", "b", "c"])
+    messages = [str(warning.message) for warning in caught]
+    assert "singular to its accuracy" in messages[0] and "['c'] are not identified" in messages[0]
+    assert "not positive definite" in messages[1] and "['b']" in messages[1]
+    assert unidentified.tolist() == [False, False, True]
+    # a negative variance gives NaN, never 0
+    assert_allclose(_standard_errors(covariance)[:2], [0.5, np.nan])
+
+
+def test_coordinates_not_identified_get_nan_standard_errors_and_the_others_numbers():
+    # Q and R of a local level model where only Q + R is identified: white noise
+    # (the transition matrix 0), one long series
+    X = np.random.default_rng(3).normal(size=(400, 1))
+    template = LGSSMParameters([[0.0]], [[1.0]], [[0.4]], [[0.6]])
+    blocks = {
+        "transition_covariance": LogVariances(),
+        "observation_covariance": LogVariances(),
+        "observation_offset": FreeEntries(),
+    }
+    # the first state's variance the stationary one, Q: no row tells Q from R
+    parameterization = LGSSMParameterization(template, blocks, stationary=[True])
+    u = parameterization.unconstrained()
+    with pytest.warns(UserWarning, match="not identified"):
+        result = lgssm_parameter_covariance(parameterization, u, X)
+    assert np.all(np.isnan(result.standard_errors[:2]))
+    # the offset (the mean) is identified: its standard error is sqrt((Q + R) / n)
+    assert_allclose(result.standard_errors[2], np.sqrt(1.0 / 400), rtol=0.1)
