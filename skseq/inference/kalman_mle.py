@@ -248,7 +248,16 @@ def _limit_precision(star, diffuse_covariance):
     return null @ scipy.linalg.cho_solve(factor, null.T)
 
 
-def _gradient_from_statistics(parameters, statistics, diffuse_covariance=None):
+_INITIAL_FIELDS = frozenset({"initial_state_mean", "initial_state_covariance"})
+_TRANSITION_FIELDS = frozenset(
+    {"transition_matrix", "control_matrix", "transition_offset", "transition_covariance"}
+)
+_OBSERVATION_FIELDS = frozenset(
+    {"observation_matrix", "observation_offset", "observation_covariance"}
+)
+
+
+def _gradient_from_statistics(parameters, statistics, diffuse_covariance=None, fields=None):
     """The Fisher identity: the score from summed smoothed statistics (no checks).
 
     ``parameters`` are validated; the statistics are those of
@@ -258,9 +267,16 @@ def _gradient_from_statistics(parameters, statistics, diffuse_covariance=None):
     ``diffuse_covariance`` (P_inf; ``initial_state_covariance`` is P_*) the
     prior precision of the first state is its exact diffuse limit
     (:func:`_limit_precision`): the gradient of the diffuse log-likelihood.
+    With ``fields`` (a set of names), only the groups of arrays (initial
+    state, transition, observation) that hold one of them are computed, the
+    others None: an objective whose free parameters are a few covariances
+    skips the rest.
     """
-    k = parameters.transition_matrix.shape[0]
-    m = parameters.control_matrix.shape[1]
+    if fields is None:
+        fields = LGSSMParameters._fields
+    fields = frozenset(fields)
+    if _INITIAL_FIELDS.isdisjoint(fields):
+        return _transition_observation_gradient(parameters, statistics, fields, None, None)
     count = np.asarray(statistics["n_sequences"], dtype=np.float64)
     mean = parameters.initial_state_mean
     initial_sum = statistics["initial_sum"]
@@ -281,42 +297,50 @@ def _gradient_from_statistics(parameters, statistics, diffuse_covariance=None):
         inverse_outer = inverse @ outer @ inverse
     d_initial_mean = (initial_sum - count[..., None] * mean) @ inverse
     d_initial_covariance = 0.5 * (inverse_outer - count[..., None, None] * inverse)
+    d_initial_covariance = 0.5 * (d_initial_covariance + np.swapaxes(d_initial_covariance, -1, -2))
+    return _transition_observation_gradient(
+        parameters, statistics, fields, d_initial_mean, d_initial_covariance
+    )
 
-    transition_weights = np.hstack(
-        [
-            parameters.transition_matrix,
-            parameters.control_matrix,
-            parameters.transition_offset[:, None],
-        ]
-    )
-    d_transition, d_transition_covariance = _regression_gradient(
-        transition_weights,
-        parameters.transition_covariance,
-        statistics["transition_cross"],
-        statistics["transition_regressor"],
-        statistics["transition_target"],
-    )
-    observation_weights = np.hstack(
-        [parameters.observation_matrix, parameters.observation_offset[:, None]]
-    )
-    d_observation, d_observation_covariance = _regression_gradient(
-        observation_weights,
-        parameters.observation_covariance,
-        statistics["observation_cross"],
-        statistics["observation_regressor"],
-        statistics["observation_target"],
-    )
+
+def _transition_observation_gradient(parameters, statistics, fields, d_mean, d_covariance):
+    """The transition and observation parts of :func:`_gradient_from_statistics` (those
+    ``fields`` needs; the others None), with the initial state's given."""
+    k = parameters.transition_matrix.shape[0]
+    m = parameters.control_matrix.shape[1]
+    d_transition = d_transition_covariance = d_observation = d_observation_covariance = None
+    if not _TRANSITION_FIELDS.isdisjoint(fields):
+        d_transition, d_transition_covariance = _regression_gradient(
+            np.hstack(
+                [
+                    parameters.transition_matrix,
+                    parameters.control_matrix,
+                    parameters.transition_offset[:, None],
+                ]
+            ),
+            parameters.transition_covariance,
+            statistics["transition_cross"],
+            statistics["transition_regressor"],
+            statistics["transition_target"],
+        )
+    if not _OBSERVATION_FIELDS.isdisjoint(fields):
+        d_observation, d_observation_covariance = _regression_gradient(
+            np.hstack([parameters.observation_matrix, parameters.observation_offset[:, None]]),
+            parameters.observation_covariance,
+            statistics["observation_cross"],
+            statistics["observation_regressor"],
+            statistics["observation_target"],
+        )
     return LGSSMParameters(
-        transition_matrix=d_transition[..., :k],
-        observation_matrix=d_observation[..., :k],
+        transition_matrix=None if d_transition is None else d_transition[..., :k],
+        observation_matrix=None if d_observation is None else d_observation[..., :k],
         transition_covariance=d_transition_covariance,
         observation_covariance=d_observation_covariance,
-        transition_offset=d_transition[..., -1],
-        observation_offset=d_observation[..., -1],
-        control_matrix=d_transition[..., k : k + m],
-        initial_state_mean=d_initial_mean,
-        initial_state_covariance=0.5
-        * (d_initial_covariance + np.swapaxes(d_initial_covariance, -1, -2)),
+        transition_offset=None if d_transition is None else d_transition[..., -1],
+        observation_offset=None if d_observation is None else d_observation[..., -1],
+        control_matrix=None if d_transition is None else d_transition[..., k : k + m],
+        initial_state_mean=d_mean,
+        initial_state_covariance=d_covariance,
     )
 
 
@@ -853,11 +877,13 @@ class SharedLogVariances(ParameterBlock):
         self.reported_index = np.array([first[0] * (k + 1) for first in firsts], dtype=np.intp)
         if self.names is not None and len(self.names) != self.n_free:
             raise ValueError(f"{self.name}: {self.n_free} group names expected.")
+        # the free diagonal entries and their groups, for value and jacobian
+        self._free_entries = np.flatnonzero(self._groups >= 0)
+        self._free_groups = self._groups[self._free_entries]
 
     def value(self, u):
         value = self.template.copy()
-        free = self._groups >= 0
-        value[np.flatnonzero(free), np.flatnonzero(free)] = np.exp(u)[self._groups[free]]
+        value[self._free_entries, self._free_entries] = np.exp(u)[self._free_groups]
         return value
 
     def unconstrained(self, value):
@@ -866,8 +892,7 @@ class SharedLogVariances(ParameterBlock):
     def jacobian(self, u):
         k = self.template.shape[0]
         jacobian = np.zeros((self.template.size, self.n_free))
-        free = np.flatnonzero(self._groups >= 0)
-        jacobian[free * (k + 1), self._groups[free]] = np.exp(u)[self._groups[free]]
+        jacobian[self._free_entries * (k + 1), self._free_groups] = np.exp(u)[self._free_groups]
         return jacobian
 
     def labels(self):
@@ -1276,10 +1301,30 @@ class LGSSMParameterization:
         lead = np.shape(gradient.transition_matrix)[:-2]
         return np.concatenate([np.reshape(value, (*lead, -1)) for value in gradient], axis=-1)
 
+    @property
+    def gradient_fields(self):
+        """The parameter arrays whose gradient :meth:`pull_back` reads (those of the
+        blocks; every array when the initial covariance is the stationary one)."""
+        if self._stationary is not None:
+            return frozenset(LGSSMParameters._fields)
+        return frozenset(self.blocks)
+
     def pull_back(self, u, gradient):
         """The chain rule: the gradient with respect to ``u`` from that with respect
-        to the parameters (leading axes kept, e.g. one per row)."""
-        return self.flatten(gradient) @ self.jacobian(u)
+        to the parameters (leading axes kept, e.g. one per row); only the arrays of
+        :attr:`gradient_fields` are read."""
+        if self._stationary is not None:
+            return self.flatten(gradient) @ self.jacobian(u)
+        u = self._check(u)
+        parts = []
+        for name, block in self.blocks.items():
+            values = np.asarray(getattr(gradient, name))
+            lead = values.shape[: values.ndim - block.template.ndim]  # one per row, say
+            parts.append(values.reshape((*lead, -1)) @ block.jacobian(u[self._slices[name]]))
+        if not parts:
+            lead = np.shape(gradient.transition_matrix)[:-2]
+            return np.zeros((*lead, 0))
+        return np.concatenate(parts, axis=-1)
 
     def reported(self, u):
         """The constrained coordinates: the free entries of each parameter (the
@@ -1356,25 +1401,32 @@ def _burned_gradient(
     sequence (statsmodels' ``loglikelihood_burn``): log p(x_{b+1..n} | x_{1..b}) is
     log p(x_{1..n}) - log p(x_{1..b}), each by the Fisher identity (the diffuse
     log-likelihood with ``diffuse``); gradient None on a numerical failure.
-    ``head_rows`` is :func:`_burned_head`'s (formed here when None)."""
+    ``head_rows`` is :func:`_burned_head`'s (formed here when None).  The map from
+    the smoothed statistics to the gradient is linear, so it is applied once, to
+    the difference of the two passes' statistics."""
     parameters, diffuse_covariance = _at(parameterization, u, diffuse)
-    log_likelihood, gradient, sequence = _gradient_offsets(
-        parameters, X, controls, offsets, diffuse_covariance, runner=runner
+    model = make_model(parameters)
+    statistics, sequence = _statistics_over_blocks(
+        model, X, controls, offsets, runner, diffuse_covariance
     )
-    if gradient is None or not np.isfinite(log_likelihood):
+    log_likelihood = float(sequence.sum())
+    if not np.isfinite(log_likelihood):
         return log_likelihood, None
-    gradient = parameterization.pull_back(u, gradient)
     if burn:
         if head_rows is None:
             head_rows = _burned_head(X, controls, offsets, burn)
-        head, head_gradient, _ = _gradient_offsets(
-            parameters, *head_rows, diffuse_covariance, runner=runner
+        head, head_sequence = _statistics_over_blocks(
+            model, *head_rows, runner, diffuse_covariance
         )
-        if head_gradient is None or not np.isfinite(head):
+        head_log_likelihood = float(head_sequence.sum())
+        if not np.isfinite(head_log_likelihood):
             return np.nan, None
-        log_likelihood -= head
-        gradient = gradient - parameterization.pull_back(u, head_gradient)
-    return log_likelihood, gradient
+        log_likelihood -= head_log_likelihood
+        statistics = {name: value - head[name] for name, value in statistics.items()}
+    gradient = _gradient_from_statistics(
+        parameters, statistics, diffuse_covariance, parameterization.gradient_fields
+    )
+    return log_likelihood, parameterization.pull_back(u, gradient)
 
 
 def _objective(parameterization, X, controls, offsets, burn=0, diffuse=None, runner=None):
@@ -1507,13 +1559,16 @@ def _maximise(
     objective, n_observed = _objective(
         parameterization, X, controls, offsets, burn, diffuse, runner
     )
-    first = objective(u)[0]
+    first, first_gradient = objective(u)
     if not np.isfinite(first):
         raise ValueError("the log-likelihood at the starting point is not finite.")
     history = [-first * n_observed]
     failed_trials = [0]
+    start = u.copy()
 
     def counted(point):
+        if np.array_equal(point, start):  # L-BFGS-B's first call: evaluated above
+            return first, first_gradient.copy()
         value, gradient = objective(point)
         if not np.isfinite(value):
             failed_trials[0] += 1
