@@ -100,6 +100,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     options = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} (1 min); best of {options.repeats}, 1 thread")
+    # the fits' warnings (CO2's boundary variances, the trend-cycle's unidentified
+    # cycle) would print on every repeat: the tests check them, this times the fits
+    warnings.simplefilter("ignore")
     with threadpool_limits(1):
         for name, data, spec in CASES:
             y = data()

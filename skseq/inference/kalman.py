@@ -1255,7 +1255,15 @@ _SYMMETRIC_MOMENTS = (
 
 def _upper_mirrored(matrix):
     """The upper triangle mirrored onto the lower one (along the last two axes)."""
-    return np.triu(matrix) + np.swapaxes(np.triu(matrix, 1), -1, -2)
+    return np.where(_upper_mask(matrix.shape[-1]), matrix, np.swapaxes(matrix, -1, -2))
+
+
+@functools.lru_cache(maxsize=64)
+def _upper_mask(n):
+    """True on and above the diagonal of an n x n matrix (read-only, shared)."""
+    mask = np.triu(np.ones((n, n), dtype=bool))
+    mask.flags.writeable = False
+    return mask
 
 
 @functools.lru_cache(maxsize=32)

@@ -528,17 +528,22 @@ def _pulled_score_obs_offsets(parameterization, u, X, controls, offsets, runner=
     k, p, m = model.n_state, model.n_obs, model.n_ctrl
     n_moments = _stream_blocks(k, p, m)[1]
 
+    fields = parameterization.gradient_fields
+
     def pulled(values, means, seconds):
         statistics = _statistics_from_moments(values, means, seconds, p, m)
-        return parameterization.pull_back(u, _gradient_from_statistics(parameters, statistics))
+        gradient = _gradient_from_statistics(parameters, statistics, fields=fields)
+        return parameterization.pull_back(u, gradient)
 
     weights = pulled(np.eye(n_moments), np.zeros((n_moments, k)), np.zeros((n_moments, k, k)))
     selected = np.flatnonzero(np.any(weights != 0, axis=1)).astype(np.intp)
-    _, scores = _score_obs_offsets(parameters, X, controls, offsets, runner, selected)
+    _, scores = _score_obs_offsets(parameters, X, controls, offsets, runner, selected, fields)
     return parameterization.pull_back(u, scores)
 
 
-def _score_obs_offsets(parameters, X, controls, offsets, runner=None, selected=None):
+def _score_obs_offsets(
+    parameters, X, controls, offsets, runner=None, selected=None, fields=None
+):
     """Per-row scores on validated inputs (no checks).
 
     Forward-only smoothing one row at a time (one kernel call for all rows)
@@ -546,7 +551,8 @@ def _score_obs_offsets(parameters, X, controls, offsets, runner=None, selected=N
     moments of the filtered state; the statistics of all rows are then
     formed at once, and their increments map linearly to the rows' scores.
     With ``selected`` (moment indices) the kernel carries only those moments
-    and the others count as zero.
+    and the others count as zero; with ``fields`` only those scores are formed
+    (:func:`_gradient_from_statistics`).
     """
     model = make_model(parameters)
     X, controls = _rows(X), _rows(controls)
@@ -569,7 +575,7 @@ def _score_obs_offsets(parameters, X, controls, offsets, runner=None, selected=N
         values = moments
     totals = _statistics_from_moments(values, means, seconds, model.n_obs, model.n_ctrl)
     increments = {name: _increments(total, offsets) for name, total in totals.items()}
-    return log_predictive, _gradient_from_statistics(parameters, increments)
+    return log_predictive, _gradient_from_statistics(parameters, increments, fields=fields)
 
 
 @masked_arrays_checked(missing=("X",))
@@ -1338,13 +1344,11 @@ class LGSSMParameterization:
     def reported_jacobian(self, u):
         """d reported / du, of shape (n_free, n_free), for the delta method."""
         u = self._check(u)
-        return scipy.linalg.block_diag(
-            np.zeros((0, 0)),
-            *(
-                block.reported_jacobian(u[self._slices[name]])
-                for name, block in self.blocks.items()
-            ),
-        )
+        jacobian = np.zeros((self.n_free, self.n_free))
+        for name, block in self.blocks.items():
+            where = self._slices[name]
+            jacobian[where, where] = block.reported_jacobian(u[where])
+        return jacobian
 
 
 def _stationary_covariance(transition, source):

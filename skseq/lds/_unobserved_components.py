@@ -904,8 +904,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                 ConvergenceWarning,
             )
         self._set_standard_errors(parameterization, fit, augmented, burn)
-        self._training = (X, controls, offsets)
-        self._first_smoothed = self._smoothed_first_states(X, controls, offsets)
+        self._training = (X, controls, offsets)  # simulate's first state, smoothed on demand
         return self
 
     def _polish_boundary(self, parameterization, fit, augmented, burn, floor, scale, diffuse):
@@ -1279,7 +1278,7 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         structure = self._structure_
         k = structure.n_state
         mean = (
-            self._first_smoothed[0]
+            self._smoothed_first_states(*self._training)[0]
             if initial_state is None
             else np.asarray(initial_state, dtype=np.float64)
         )
