@@ -451,9 +451,29 @@ def test_exact_diffuse_initial_state_is_statsmodels_use_exact_diffuse(co2):
             .llf
         )
     assert abs(seasonal.log_likelihood_ - expected_llf) < 1e-3
-    with pytest.raises(ValueError, match="cov_type='oim'"):
-        UnobservedComponents("llevel", use_exact_diffuse=True).fit(NILE)
-    with pytest.raises(ValueError, match="regressors"):
-        UnobservedComponents("llevel", use_exact_diffuse=True, cov_type=None).fit(
-            NILE, np.ones(NILE.size)
-        )
+
+
+@pytest.mark.parametrize("cov_type, their_type", [("opg", "opg"), ("oim", "approx")])
+def test_exact_diffuse_with_regressors_and_both_standard_errors_is_statsmodels(
+    cov_type, their_type
+):
+    # The OPG under the exact diffuse filter differences the rows' log predictive
+    # densities (statsmodels differences all its scores); the inserted row that
+    # carries the first regression term is missing, so nothing is burned.
+    x = np.random.default_rng(0).normal(size=(NILE.size, 1))
+    y = NILE + 50 * x[:, 0]
+    model = UnobservedComponents("llevel", use_exact_diffuse=True, cov_type=cov_type).fit(y, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = sm.tsa.UnobservedComponents(y, "llevel", exog=x, use_exact_diffuse=True)
+        result = reference.fit(disp=0, cov_type=their_type)
+    assert abs(model.log_likelihood_ - result.llf) < 1e-3
+    assert model.nobs_effective_ == NILE.size
+    for name, value, error in zip(reference.param_names, result.params, result.bse):
+        assert_allclose(model.params_[name], value, rtol=5e-3, err_msg=name)
+        assert_allclose(model.bse_[name], error, rtol=5e-3, err_msg=name)
+    assert_allclose(model.score(y, x), model.log_likelihood_, rtol=1e-12)
+    expected = result.get_forecast(3, exog=np.ones((3, 1)))
+    forecast = model.forecast(3, controls=np.ones((3, 1)))
+    assert_allclose(forecast.mean, expected.predicted_mean, rtol=1e-3)
+    assert_allclose(forecast.std, np.sqrt(expected.var_pred_mean), rtol=1e-2)

@@ -31,8 +31,9 @@ Three reusable pieces (doc/user_guide/lgssm.rst, "Exact maximum likelihood"):
 :func:`lgssm_parameter_covariance` take ``diffuse=``
 (:func:`~skseq.inference.kalman.kalman_filter`'s): the diffuse
 log-likelihood of the exact diffuse initial state and its gradient from the
-exact diffuse smoother (the per-row scores of :func:`lgssm_score_obs`, and so
-``cov_type="opg"``, are not available under it).
+exact diffuse smoother (the analytic per-row scores of :func:`lgssm_score_obs`
+are not available under it: ``cov_type="opg"`` then differences the rows' log
+predictive densities, as statsmodels does for all its scores).
 """
 
 from typing import NamedTuple
@@ -51,6 +52,7 @@ from .kalman import (
     LGSSMParameters,
     _add_statistics,
     _em_statistics_bounded,
+    _filter_offsets,
     _raise_if_failed,
     _rows,
     _statistics_from_moments,
@@ -1670,8 +1672,10 @@ def lgssm_parameter_covariance(
         :func:`lgssm_maximum_likelihood`): their scores are left out.
     diffuse : None, True, array-like of bool of shape (n_state,) or of shape (n_state, n_state)
         The exact diffuse initial state (:func:`lgssm_maximum_likelihood`'s);
-        only with ``cov_type="oim"`` (the per-row scores of "opg" are not
-        available under it).
+        with ``cov_type="opg"`` the rows' scores are then central differences
+        of their log predictive densities under the exact diffuse filter (the
+        analytic per-row scores are not available under it; statsmodels
+        differences its scores likewise), two filter passes per coordinate.
     at_bound : array-like of bool of shape (n_free,) or list of str, optional
         The coordinates (a mask, or their labels) whose estimate lies on the
         boundary of the parameter space, such as a variance at zero: the
@@ -1721,11 +1725,6 @@ def lgssm_parameter_covariance(
     if cov_type not in COV_TYPES:
         raise ValueError(f"cov_type must be one of {list(COV_TYPES)}, got {cov_type!r}.")
     check_scalar_param(burn, "burn", "int", low=0)
-    if diffuse is not None and cov_type == "opg":
-        raise ValueError(
-            "cov_type='opg' needs the per-row scores, which are not available under the "
-            "exact diffuse initial state (diffuse=): use cov_type='oim'."
-        )
     check_n_jobs(n_jobs)
     X, controls, offsets = _prepared(parameterization, X, controls, lengths, diffuse)
     u = parameterization._check(unconstrained)
@@ -1855,6 +1854,44 @@ def _pseudo_inverse(information, cov_type, labels):
 _LOADING = 1e-6
 
 
+def _differenced_row_scores(parameterization, u, X, controls, offsets, diffuse, free, runner):
+    """The rows' scores in the coordinates ``free`` by central differences of the rows'
+    log predictive densities under the exact diffuse filter (validated inputs).
+
+    The step is eps^(1/3) max(|u_j|, 1), as the observed information's: the
+    error is of order 1e-10 of a score, far below what the outer product's
+    sampling error allows for.
+    """
+
+    def log_predictive(point):
+        parameters, diffuse_covariance = _at(parameterization, point, diffuse)
+        model = make_model(parameters)
+        parts = _over_blocks(
+            lambda X, controls, local: _filter_offsets(
+                model, X, controls, local, diffuse_covariance
+            ),
+            X,
+            controls,
+            offsets,
+            runner,
+        )
+        _raise_if_failed(
+            np.concatenate([part.sequence_log_likelihood for part in parts]), diffuse=True
+        )
+        return np.concatenate([part.log_predictive for part in parts])
+
+    steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
+    columns = np.flatnonzero(free)
+    scores = np.empty((X.shape[0], columns.size))
+    for position, j in enumerate(columns):
+        shift = np.zeros(u.size)
+        shift[j] = steps[j]
+        scores[:, position] = (log_predictive(u + shift) - log_predictive(u - shift)) / (
+            2 * steps[j]
+        )
+    return scores
+
+
 def _information(
     parameterization, u, X, controls, offsets, cov_type, burn, diffuse, runner, free=None
 ):
@@ -1862,8 +1899,13 @@ def _information(
     default) at ``u`` (validated inputs), the others held at their values."""
     free = np.ones(parameterization.n_free, dtype=bool) if free is None else free
     if cov_type == "opg":
-        per_row = _pulled_score_obs_offsets(parameterization, u, X, controls, offsets, runner)
-        per_row = per_row[:, free]
+        if diffuse is None:
+            per_row = _pulled_score_obs_offsets(parameterization, u, X, controls, offsets, runner)
+            per_row = per_row[:, free]
+        else:
+            per_row = _differenced_row_scores(
+                parameterization, u, X, controls, offsets, diffuse, free, runner
+            )
         if burn:
             per_row[_burn_rows(offsets, burn)[0]] = 0.0
         return per_row.T @ per_row

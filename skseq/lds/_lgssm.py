@@ -285,7 +285,7 @@ class LinearGaussianSSM(
         are zero (P_* = 0) and are not learned, and their ``*_init`` must be
         None.  :meth:`filter`, :meth:`smooth`, :meth:`transform`,
         :meth:`score`, :meth:`forecast`, EM (batch) and ``fit_method="mle"``
-        (``cov_type`` "oim" or None) use it; the online filter and
+        use it; the online filter and
         stochastic EM (:meth:`filter_update`, :meth:`filter_stream`,
         :meth:`partial_fit`, ``learning_method="online"``) and
         :meth:`sample` need a proper prior and refuse it.  See
@@ -349,7 +349,9 @@ class LinearGaussianSSM(
         (``learning_method="batch"``).
     cov_type : {"opg", "oim"} or None, default="opg"
         The standard errors of ``fit_method="mle"``: "opg", from the outer
-        product of the rows' analytic scores (statsmodels' default); "oim",
+        product of the rows' analytic scores (statsmodels' default; under
+        ``initial_state="diffuse"``, central differences of the rows' log
+        predictive densities, as statsmodels computes its scores); "oim",
         from the observed information, the Hessian of the log-likelihood by
         central differences of its analytic gradient (statsmodels'
         ``cov_type="approx"``); None: none.  By the delta method from the

@@ -152,12 +152,6 @@ class LGSSMMaximumLikelihood:
         and L-BFGS-B on the exact log-likelihood; the best is kept.  ``X`` is the
         stacked ``[X, controls]``."""
         learned = sorted(self._check_params())
-        if self._diffuse() is not None and self.cov_type == "opg":
-            raise ValueError(
-                "initial_state='diffuse' with fit_method='mle' takes cov_type='oim' or None: "
-                "the per-row scores of cov_type='opg' are not available under the exact "
-                "diffuse initial state."
-            )
         random_state = check_random_state(self.random_state)
         n_features = self.n_features_in_
         observations, controls = X[:, :n_features], X[:, n_features:]

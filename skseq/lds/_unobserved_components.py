@@ -212,8 +212,8 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
     use_exact_diffuse : bool, default=False
         Koopman's exact diffuse initial state for the nonstationary
         coordinates instead (statsmodels' ``use_exact_diffuse=True``): the
-        diffuse log-likelihood, no burn; standard errors by
-        ``cov_type="oim"``.
+        diffuse log-likelihood, no burn (the OPG standard errors then
+        difference the rows' log predictive densities, as statsmodels does).
 
     Attributes
     ----------
@@ -825,11 +825,6 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         """
         spec = self._specification()
         check_scalar_param(self.n_iter, "n_iter", "int", low=0)
-        if self.use_exact_diffuse and self.cov_type == "opg":
-            raise ValueError(
-                "use_exact_diffuse=True takes cov_type='oim' or None: the per-row scores of "
-                "cov_type='opg' are not available under the exact diffuse filter."
-            )
         controls_given = controls
         X, offsets, controls = self._validate(
             y, controls, lengths, sequence_ids, reset=True, method="fit"
@@ -837,12 +832,6 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
         if np.all(np.isnan(X)):
             raise ValueError("y is entirely missing (NaN): nothing to fit.")
         self.n_controls_ = controls.shape[1]
-        if self.use_exact_diffuse and self.n_controls_:
-            raise ValueError(
-                "use_exact_diffuse=True does not take regressors yet (controls): the missing "
-                "row that carries the first regression term fails in the exact diffuse "
-                "filter; use the approximate diffuse default."
-            )
         names = getattr(controls_given, "columns", None)
         structure = self._structure(
             spec, self.n_controls_, None if names is None else [str(name) for name in names]
@@ -863,7 +852,10 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                 "rows of each sequence out of the log-likelihood, and no sequence is longer: "
                 "nothing is left to fit (a longer series, or a smaller model)."
             )
-        burn = self._burn(structure) + (1 if self.n_controls_ else 0)
+        # the row _augment inserts (missing) comes before the burned rows; nothing to
+        # burn under the exact diffuse filter
+        burn = self._burn(structure)
+        burn += 1 if self.n_controls_ and burn else 0
         fit = lgssm_maximum_likelihood(
             parameterization,
             augmented[0],

@@ -487,8 +487,31 @@ def test_nile_maximum_likelihood_equals_statsmodels_exact_diffuse_fit():
         parameterization, fit.unconstrained, y[:, None], cov_type="oim", diffuse=True
     )
     assert np.all(covariance.standard_errors > 0)
-    with pytest.raises(ValueError, match="use cov_type='oim'"):
-        lgssm_parameter_covariance(parameterization, fit.unconstrained, y[:, None], diffuse=True)
+    # the OPG from differenced rows' densities: statsmodels' OPG at its own estimates
+    at_theirs = np.log(theirs.params[::-1])
+    opg = lgssm_parameter_covariance(parameterization, at_theirs, y[:, None], diffuse=True)
+    assert_allclose(opg.standard_errors, theirs.bse[::-1], rtol=2e-3)
+
+
+def test_differenced_row_scores_are_the_limit_of_a_huge_prior_variance_s_analytic_ones():
+    """Under the exact diffuse start the OPG differences the rows' log predictive
+    densities; with a prior variance of 1e10 the analytic per-row scores give the
+    same information (the diffuse rows' kappa terms do not depend on the parameters)."""
+    from skseq.inference.kalman_mle import (
+        LGSSMParameterization,
+        LogVariances,
+        lgssm_parameter_covariance,
+    )
+
+    y = nile()[:, None]
+    blocks = {"observation_covariance": LogVariances(), "transition_covariance": LogVariances()}
+    level = LGSSMParameters([[1.0]], [[1.0]], [[1469.1]], [[15099.0]])
+    exact = LGSSMParameterization(level._replace(initial_state_covariance=[[0.0]]), blocks)
+    huge = LGSSMParameterization(level._replace(initial_state_covariance=[[1e10]]), blocks)
+    u = exact.unconstrained()
+    differenced = lgssm_parameter_covariance(exact, u, y, diffuse=True)
+    analytic = lgssm_parameter_covariance(huge, u, y)
+    assert_allclose(differenced.information, analytic.information, rtol=1e-5)
 
 
 def test_a_time_varying_system_is_the_limit_of_a_huge_prior_variance():

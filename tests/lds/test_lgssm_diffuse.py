@@ -61,6 +61,15 @@ def test_nile_mle_reaches_durbin_and_koopman_and_statsmodels():
         at_point.bse,
         rtol=2e-2,
     )
+    # the default OPG (the rows' scores differenced under the exact diffuse filter)
+    opg = LinearGaussianSSM(1, initial_state="diffuse", fit_method="mle", tol=1e-8, **LEVEL)
+    opg.fit(y)
+    at_point = statsmodels_model.smooth(point, cov_type="opg")
+    assert_allclose(
+        [opg.bse_["observation_covariance"][0, 0], opg.bse_["transition_covariance"][0, 0]],
+        at_point.bse,
+        rtol=2e-2,
+    )
 
 
 def test_em_with_an_exact_diffuse_start_reaches_the_same_maximum():
@@ -129,7 +138,6 @@ def test_what_needs_a_proper_prior_refuses_the_diffuse_one():
     ("options", "message"),
     [
         (dict(learning_method="online"), "initial_state='diffuse' has none"),
-        (dict(fit_method="mle"), "takes cov_type='oim' or None"),
         (dict(initial_state_mean_init=[0.0]), "initial_state_mean_init was given"),
         (dict(params=["initial_state_mean"]), "mu0 and Sigma0 are not parameters"),
         (dict(initial_state="exact"), "initial_state"),
