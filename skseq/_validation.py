@@ -322,6 +322,14 @@ PARAMETER_RULES = {
 }
 
 
+@functools.cache
+def _parameter_names(estimator_class):
+    """The constructor's parameter names (scikit-learn's ``_get_param_names``, which
+    inspects the signature on every call: a stream's ``partial_fit`` checks its
+    parameters on every batch)."""
+    return tuple(estimator_class._get_param_names())
+
+
 def check_parameters(estimator, family_rules=None, *, skip=(), n_features=None):
     """Validate the constructor parameters of ``estimator`` by their rules.
 
@@ -347,7 +355,8 @@ def check_parameters(estimator, family_rules=None, *, skip=(), n_features=None):
         raise RuntimeError(
             f"{type(estimator).__name__} redeclares the shared rules of {redeclared}."
         )
-    for name, value in estimator.get_params(deep=False).items():
+    for name in _parameter_names(type(estimator)):
+        value = getattr(estimator, name)  # what get_params(deep=False) reads
         rule = PARAMETER_RULES.get(name) or family_rules.get(name)
         if rule is None or name in skip:
             continue
