@@ -3,15 +3,16 @@
 
 Pure numeric code on typed memoryviews; nothing here validates its inputs (the
 callers in :mod:`skseq.inference.rnn` do).  For every sequence ``b`` and step
-``t``, with the input projection ``p[b, t] = W_x x[b, t] + b`` computed by the
-caller (one large matrix product over all steps)::
+``t``, with the input projection ``W_x x[b, t]`` computed by the caller (one
+large matrix product over all steps)::
 
-    h[b, t] = tanh(p[b, t] + W_h h[b, t - 1]),      h[b, -1] = h0[b]
+    h[b, t] = tanh((W_x x[b, t] + b) + W_h h[b, t - 1]),      h[b, -1] = h0[b]
 
 Only the product with ``W_h`` has to run step by step.  At each step it is one
 matrix product over the whole batch, ``(batch, H) x (H, H)``, done by BLAS
 directly on the rows of ``hidden`` (their stride is ``length * H``), so nothing
-is copied; ``tanh`` then runs over the ``H`` contiguous numbers of each row.
+is copied; the bias is added to those rows just before, and ``tanh`` then runs
+over the ``H`` contiguous numbers of each row.
 
 The backward pass runs the recurrence of the gradients with respect to the
 pre-activations, ``a[b, t] = (dL/dh[b, t]) * (1 - h[b, t]**2)`` with
@@ -131,6 +132,13 @@ cdef inline void _times_tanh_slope(
             grad[j] = grad[j] * (<double>1 - hidden[j] * hidden[j])
 
 
+cdef inline void _add_row(floating_out row, floating_in values, Py_ssize_t count) noexcept nogil:
+    """row += values."""
+    cdef Py_ssize_t j
+    for j in range(count):
+        row[j] = row[j] + values[j]
+
+
 # ------------------------------------------------------------ kernels
 
 
@@ -146,13 +154,19 @@ def tanh(
 
 def forward(
     floating[:, :, ::1] hidden,  # INOUT
-    const floating[:, ::1] W_h,  # IN
+    const floating[:, ::1] W_h_T,  # IN
+    const floating[::1] b,  # IN
     const floating[:, ::1] h0,  # IN
     bint has_h0,
 ):
-    """Run the recurrence in place: ``hidden`` holds ``p`` on entry and ``h`` on exit.
+    """Run the recurrence in place: ``hidden`` holds ``W_x x`` on entry and ``h`` on exit.
 
-    ``hidden`` has shape (batch, length, H), each at least 1; ``h0``
+    ``hidden`` has shape (batch, length, H), each at least 1; ``W_h_T`` is
+    the transpose of ``W_h``, C-contiguous (then the step's product is a plain
+    ``NoTrans`` one, which OpenBLAS runs in its small-matrix kernel without
+    packing ``W_h`` again at every step); ``b`` (H,) is added to each row of a
+    step before its product, so each pre-activation is ``(W_x x + b) + W_h h``
+    rounded as when the bias is added to the whole projection first.  ``h0``
     (batch, H) is read only when ``has_h0``.
     """
     cdef Py_ssize_t batch = hidden.shape[0]
@@ -160,16 +174,18 @@ def forward(
     cdef int n_hidden = <int>hidden.shape[2]
     cdef int row_stride = <int>(length * n_hidden)
     cdef Py_ssize_t t, row
-    cdef floating* W = <floating*>&W_h[0, 0]
+    cdef floating* W = <floating*>&W_h_T[0, 0]
     with nogil:
         for t in range(length):
+            for row in range(batch):
+                _add_row(&hidden[row, t, 0], &b[0], n_hidden)
             # (batch, H) += previous (batch, H) @ W_h^T.
             if t > 0:
-                _gemm(RowMajor, NoTrans, Trans, <int>batch, n_hidden, n_hidden, <floating>1,
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
                       &hidden[0, t - 1, 0], row_stride, W, n_hidden, <floating>1,
                       &hidden[0, t, 0], row_stride)
             elif has_h0:
-                _gemm(RowMajor, NoTrans, Trans, <int>batch, n_hidden, n_hidden, <floating>1,
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
                       &h0[0, 0], n_hidden, W, n_hidden, <floating>1, &hidden[0, 0, 0],
                       row_stride)
             for row in range(batch):

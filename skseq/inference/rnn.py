@@ -88,8 +88,9 @@ def _run_forward(x, W_x, W_h, b, h0):
     if hidden.size == 0:
         return hidden
     np.matmul(x.reshape(-1, n_inputs), W_x.T, out=hidden.reshape(-1, n_hidden))
-    hidden += b
-    _rnn.forward(hidden, W_h, h0 if h0 is not None else W_h, h0 is not None)
+    # The kernel adds b step by step, and takes W_h transposed (see its docstring).
+    _rnn.forward(hidden, np.ascontiguousarray(W_h.T), b, h0 if h0 is not None else W_h,
+                 h0 is not None)
     return hidden
 
 
