@@ -16,13 +16,19 @@ over the ``H`` contiguous numbers of each row.
 
 The backward pass runs the recurrence of the gradients with respect to the
 pre-activations, ``a[b, t] = (dL/dh[b, t]) * (1 - h[b, t]**2)`` with
-``dL/dh[b, t] = d_hidden[b, t] + W_h^T a[b, t + 1]``, in place over a copy of
-``d_hidden``, again one BLAS product per step.  The weight gradient
+``dL/dh[b, t] = d_hidden[b, t] + W_h^T a[b, t + 1]``, again one BLAS product
+per step, into a (batch, H) buffer that carries it to the step before; the
+bias gradient ``sum_t a_t`` is summed on the way.  The weight gradient
 ``dW_h = sum_t a_t h_{t-1}^T`` is then one product per sequence over all its
 steps.
 """
 
 from ._blas cimport NoTrans, RowMajor, Trans, _gemm
+from ._common cimport floating_zeros_1d
+
+cimport numpy as cnp
+
+cnp.import_array()  # numpy's C API, for the scratch allocator of _common
 
 # The branch-free exp / select functions and the restrict pointer types.
 include "_elementary.pxi"
@@ -114,22 +120,30 @@ cdef inline void _tanh_row(floating_out row, Py_ssize_t count) noexcept nogil:
         row[j] = _tanh(row[j])
 
 
-cdef inline void _times_tanh_slope(
-    floating_out grad, floating_in hidden, Py_ssize_t count
+cdef inline void _pre_activation_grad(
+    floating_out grad,
+    floating_in d_hidden,
+    floating_in carried,
+    floating_in hidden,
+    floating_out total,
+    Py_ssize_t count,
 ) noexcept nogil:
-    """grad *= 1 - hidden**2: the derivative of tanh at the pre-activation.
+    """grad = (d_hidden + carried) * (1 - hidden**2), and total += grad.
 
-    The 1 is cast to the working type: an untyped literal is a C double, which
-    would run the float32 loop in double precision (a conversion each way per
+    ``1 - hidden**2`` is the derivative of tanh at the pre-activation.  The 1
+    is cast to the working type: an untyped literal is a C double, which would
+    run the float32 loop in double precision (a conversion each way per
     number, and half the vector width).
     """
     cdef Py_ssize_t j
     if floating_out is float_out:
         for j in range(count):
-            grad[j] = grad[j] * (<float>1 - hidden[j] * hidden[j])
+            grad[j] = (d_hidden[j] + carried[j]) * (<float>1 - hidden[j] * hidden[j])
+            total[j] = total[j] + grad[j]
     else:
         for j in range(count):
-            grad[j] = grad[j] * (<double>1 - hidden[j] * hidden[j])
+            grad[j] = (d_hidden[j] + carried[j]) * (<double>1 - hidden[j] * hidden[j])
+            total[j] = total[j] + grad[j]
 
 
 cdef inline void _add_row(floating_out row, floating_in values, Py_ssize_t count) noexcept nogil:
@@ -193,41 +207,50 @@ def forward(
 
 
 def backward(
-    floating[:, :, ::1] grad,  # INOUT
+    const floating[:, :, ::1] d_hidden,  # IN
     const floating[:, :, ::1] hidden,  # IN
     const floating[:, ::1] W_h,  # IN
     const floating[:, ::1] h0,  # IN
     bint has_h0,
+    floating[:, :, ::1] grad,  # OUT
     floating[:, ::1] dW_h,  # INOUT
-    floating[:, ::1] dh0,  # OUT
+    double[::1] db,  # INOUT
+    floating[:, ::1] dh0,  # INOUT
 ):
-    """Back-propagate through time, in place over ``grad``.
+    """Back-propagate through time.
 
-    On entry ``grad`` (batch, length, H) holds dL/dh from outside the
-    recurrence (``d_hidden``, with ``d_last_hidden`` added at the last step);
-    on exit it holds the gradients of the pre-activations ``a[b, t]``.
-    ``dh0`` (batch, H) is overwritten; the weight gradient is added to
-    ``dW_h`` (H, H), which the caller passes zeroed.  batch, length, H >= 1.
+    ``d_hidden`` (batch, length, H) is dL/dh from outside the recurrence.
+    ``dh0`` (batch, H) holds dL/d(last hidden) on entry (zeros for none) and
+    the gradient with respect to ``h0`` on exit: in between it carries
+    ``W_h^T a[b, t]`` from each step to the one before (one BLAS product over
+    the batch per step), so ``d_hidden`` is read, never copied.  ``grad``
+    (batch, length, H) is overwritten with the pre-activation gradients
+    ``a[b, t]``.  Their sum over sequences and steps, the bias gradient, is
+    added to ``db`` (H,): summed over the batch in the working precision, then
+    over the steps in double (in float32 this is far more accurate than a sum
+    of all the rows in float32).  The weight gradient is added to ``dW_h``
+    (H, H).  The caller passes ``db`` and ``dW_h`` zeroed.  batch, length,
+    H >= 1.
     """
     cdef Py_ssize_t batch = hidden.shape[0]
     cdef Py_ssize_t length = hidden.shape[1]
     cdef int n_hidden = <int>hidden.shape[2]
     cdef int row_stride = <int>(length * n_hidden)
-    cdef Py_ssize_t t, row
+    cdef Py_ssize_t t, row, j
     cdef floating* W = <floating*>&W_h[0, 0]
+    cdef floating[::1] step_sum = floating_zeros_1d(<floating>0, n_hidden)
     with nogil:
         for t in range(length - 1, -1, -1):
+            for j in range(n_hidden):
+                step_sum[j] = 0
             for row in range(batch):
-                _times_tanh_slope(&grad[row, t, 0], &hidden[row, t, 0], n_hidden)
-            # The previous step's target (batch, H) += a_t (batch, H) @ W_h.
-            if t > 0:
-                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
-                      &grad[0, t, 0], row_stride, W, n_hidden, <floating>1, &grad[0, t - 1, 0],
-                      row_stride)
-            else:
-                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
-                      &grad[0, 0, 0], row_stride, W, n_hidden, <floating>0, &dh0[0, 0],
-                      n_hidden)
+                _pre_activation_grad(&grad[row, t, 0], &d_hidden[row, t, 0], &dh0[row, 0],
+                                     &hidden[row, t, 0], &step_sum[0], n_hidden)
+            for j in range(n_hidden):
+                db[j] += step_sum[j]
+            # dL/dh of the previous step, from the recurrence: (batch, H) = a_t (batch, H) @ W_h.
+            _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
+                  &grad[0, t, 0], row_stride, W, n_hidden, <floating>0, &dh0[0, 0], n_hidden)
         # dW_h = sum_b sum_{t >= 1} a[b, t] h[b, t - 1]^T (+ a[b, 0] h0[b]^T):
         # (H, H) += A^T P with A = a[b, 1:], P = h[b, :-1].
         if length > 1:

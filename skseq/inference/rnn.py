@@ -223,8 +223,8 @@ def elman_rnn_backward(d_hidden, x, W_x, W_h, b, h0=None, d_last_hidden=None, *,
     Notes
     -----
     Besides the outputs, the pass holds one array of the size of ``hidden``
-    (the pre-activation gradients, computed in place over a copy of
-    ``d_hidden``), plus ``hidden`` itself when it is recomputed.
+    (the pre-activation gradients), plus ``hidden`` itself when it is
+    recomputed.
 
     Examples
     --------
@@ -250,12 +250,9 @@ def elman_rnn_backward(d_hidden, x, W_x, W_h, b, h0=None, d_last_hidden=None, *,
     if d_hidden is None and d_last_hidden is None:
         raise ValueError("Pass d_hidden, d_last_hidden or both: there is no gradient to propagate.")
     if d_hidden is None:
-        grad = np.zeros(state_shape, dtype=dtype)
+        d_hidden = np.zeros(state_shape, dtype=dtype)
     else:
-        grad = checked_array("d_hidden", d_hidden, dtype, state_shape)
-        if np.may_share_memory(grad, d_hidden):
-            # The kernel turns it into the pre-activation gradients in place.
-            grad = grad.copy()
+        d_hidden = checked_array("d_hidden", d_hidden, dtype, state_shape)
     if d_last_hidden is not None:
         d_last_hidden = checked_array("d_last_hidden", d_last_hidden, dtype, (batch, n_hidden))
     if hidden is None:
@@ -275,15 +272,29 @@ def elman_rnn_backward(d_hidden, x, W_x, W_h, b, h0=None, d_last_hidden=None, *,
             np.zeros(n_hidden, dtype=dtype),
             dh0,
         )
+    # The kernel carries dL/dh from step to step in dh0, starting from d_last_hidden.
     if d_last_hidden is not None:
-        grad[:, -1] += d_last_hidden
-    dh0 = np.empty((batch, n_hidden), dtype=dtype)
-    _rnn.backward(grad, hidden, W_h, h0 if h0 is not None else W_h, h0 is not None, dW_h, dh0)
+        dh0 = np.array(d_last_hidden, dtype=dtype, order="C", copy=True)
+    else:
+        dh0 = np.zeros((batch, n_hidden), dtype=dtype)
+    grad = np.empty(state_shape, dtype=dtype)
+    db = np.zeros(n_hidden, dtype=np.float64)
+    _rnn.backward(
+        d_hidden,
+        hidden,
+        W_h,
+        h0 if h0 is not None else W_h,
+        h0 is not None,
+        grad,
+        dW_h,
+        db,
+        dh0,
+    )
     flat_grad = grad.reshape(-1, n_hidden)
     return ElmanGradients(
         (flat_grad @ W_x).reshape(x.shape),
         flat_grad.T @ x.reshape(-1, n_inputs),
         dW_h,
-        flat_grad.sum(axis=0),
+        db.astype(dtype),
         dh0,
     )
