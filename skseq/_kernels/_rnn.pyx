@@ -24,7 +24,7 @@ steps.
 """
 
 from ._blas cimport NoTrans, RowMajor, Trans, _gemm
-from ._common cimport floating_zeros_1d
+from ._common cimport floating_zeros_1d, floating_zeros_2d
 
 cimport numpy as cnp
 
@@ -209,56 +209,73 @@ def forward(
 def backward(
     const floating[:, :, ::1] d_hidden,  # IN
     const floating[:, :, ::1] hidden,  # IN
+    const floating[:, :, ::1] x,  # IN
+    const floating[:, ::1] W_x,  # IN
     const floating[:, ::1] W_h,  # IN
     const floating[:, ::1] h0,  # IN
     bint has_h0,
-    floating[:, :, ::1] grad,  # OUT
+    floating[:, :, ::1] dx,  # OUT
+    floating[:, ::1] dW_x,  # INOUT
     floating[:, ::1] dW_h,  # INOUT
     double[::1] db,  # INOUT
     floating[:, ::1] dh0,  # INOUT
 ):
-    """Back-propagate through time.
+    """Back-propagate through time, every gradient in one pass over the steps.
 
-    ``d_hidden`` (batch, length, H) is dL/dh from outside the recurrence.
+    ``d_hidden`` (batch, length, H) is dL/dh from outside the recurrence;
+    ``x`` (batch, length, n_inputs) and ``hidden`` are the forward pass's.
     ``dh0`` (batch, H) holds dL/d(last hidden) on entry (zeros for none) and
     the gradient with respect to ``h0`` on exit: in between it carries
-    ``W_h^T a[b, t]`` from each step to the one before (one BLAS product over
-    the batch per step), so ``d_hidden`` is read, never copied.  ``grad``
-    (batch, length, H) is overwritten with the pre-activation gradients
-    ``a[b, t]``.  Their sum over sequences and steps, the bias gradient, is
-    added to ``db`` (H,): summed over the batch in the working precision, then
-    over the steps in double (in float32 this is far more accurate than a sum
-    of all the rows in float32).  The weight gradient is added to ``dW_h``
-    (H, H).  The caller passes ``db`` and ``dW_h`` zeroed.  batch, length,
-    H >= 1.
+    ``W_h^T a[b, t]`` from each step to the one before.  At each step, with
+    ``a`` (batch, H) the pre-activation gradients of the step (kept in a
+    scratch buffer only), four BLAS products over the batch: ``a W_h`` into
+    ``dh0``, ``a W_x`` into the step's rows of ``dx`` (overwritten), and
+    ``a^T x_t``, ``a^T h_{t-1}`` (``h0`` at the first step, when
+    ``has_h0``) added to ``dW_x`` (H, n_inputs) and ``dW_h`` (H, H).  The
+    operands of all four are in cache, just read or computed, where products
+    over all the steps at once would read every array again from memory.  The
+    bias gradient, the sum of ``a`` over sequences and steps, is added to
+    ``db`` (H,): over the batch in the working precision, then over the steps
+    in double (in float32 far more accurate than one float32 sum of all the
+    rows).  The caller passes ``dW_x``, ``dW_h`` and ``db`` zeroed.  batch,
+    length, H >= 1 (n_inputs may be 0).
     """
     cdef Py_ssize_t batch = hidden.shape[0]
     cdef Py_ssize_t length = hidden.shape[1]
     cdef int n_hidden = <int>hidden.shape[2]
+    cdef int n_inputs = <int>x.shape[2]
     cdef int row_stride = <int>(length * n_hidden)
+    cdef int input_stride = <int>(length * n_inputs)
     cdef Py_ssize_t t, row, j
-    cdef floating* W = <floating*>&W_h[0, 0]
     cdef floating[::1] step_sum = floating_zeros_1d(<floating>0, n_hidden)
+    cdef floating[:, ::1] a = floating_zeros_2d(<floating>0, batch, n_hidden)
     with nogil:
         for t in range(length - 1, -1, -1):
             for j in range(n_hidden):
                 step_sum[j] = 0
             for row in range(batch):
-                _pre_activation_grad(&grad[row, t, 0], &d_hidden[row, t, 0], &dh0[row, 0],
+                _pre_activation_grad(&a[row, 0], &d_hidden[row, t, 0], &dh0[row, 0],
                                      &hidden[row, t, 0], &step_sum[0], n_hidden)
             for j in range(n_hidden):
                 db[j] += step_sum[j]
-            # dL/dh of the previous step, from the recurrence: (batch, H) = a_t (batch, H) @ W_h.
+            # dL/dh of the previous step, from the recurrence: (batch, H) = a (batch, H) @ W_h.
             _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
-                  &grad[0, t, 0], row_stride, W, n_hidden, <floating>0, &dh0[0, 0], n_hidden)
-        # dW_h = sum_b sum_{t >= 1} a[b, t] h[b, t - 1]^T (+ a[b, 0] h0[b]^T):
-        # (H, H) += A^T P with A = a[b, 1:], P = h[b, :-1].
-        if length > 1:
-            for row in range(batch):
-                _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>(length - 1),
-                      <floating>1, &grad[row, 1, 0], n_hidden, &hidden[row, 0, 0], n_hidden,
-                      <floating>1, &dW_h[0, 0], n_hidden)
-        if has_h0:
-            _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>batch, <floating>1,
-                  &grad[0, 0, 0], row_stride, &h0[0, 0], n_hidden, <floating>1, &dW_h[0, 0],
-                  n_hidden)
+                  &a[0, 0], n_hidden, &W_h[0, 0], n_hidden, <floating>0, &dh0[0, 0], n_hidden)
+            if n_inputs > 0:
+                # dx_t (batch, n_inputs) = a @ W_x.
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_inputs, n_hidden, <floating>1,
+                      &a[0, 0], n_hidden, &W_x[0, 0], n_inputs, <floating>0, &dx[0, t, 0],
+                      input_stride)
+                # dW_x (H, n_inputs) += a^T x_t.
+                _gemm(RowMajor, Trans, NoTrans, n_hidden, n_inputs, <int>batch, <floating>1,
+                      &a[0, 0], n_hidden, &x[0, t, 0], input_stride, <floating>1,
+                      &dW_x[0, 0], n_inputs)
+            # dW_h (H, H) += a^T h_{t-1}.
+            if t > 0:
+                _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>batch, <floating>1,
+                      &a[0, 0], n_hidden, &hidden[0, t - 1, 0], row_stride, <floating>1,
+                      &dW_h[0, 0], n_hidden)
+            elif has_h0:
+                _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>batch, <floating>1,
+                      &a[0, 0], n_hidden, &h0[0, 0], n_hidden, <floating>1, &dW_h[0, 0],
+                      n_hidden)

@@ -22,7 +22,7 @@ _rnn = load("_rnn")
 
 __all__ = ["elman_rnn", "elman_rnn_backward", "ElmanResult", "ElmanGradients"]
 
-# The kernel hands row strides of length * n_hidden to BLAS as a C int.
+# The kernel hands row strides of length * n_hidden and length * n_inputs to BLAS as C ints.
 _MAX_ROW_ELEMENTS = np.iinfo(np.int32).max
 
 
@@ -73,6 +73,12 @@ def _check_inputs(x, W_x, W_h, b, h0):
             "row stride BLAS takes; split the sequences into shorter pieces (pass each "
             "piece's last_hidden as the next one's h0)."
         )
+    if length * n_inputs > _MAX_ROW_ELEMENTS:
+        raise ValueError(
+            f"length * n_inputs = {length * n_inputs} exceeds {_MAX_ROW_ELEMENTS}, the largest "
+            "row stride BLAS takes; split the sequences into shorter pieces (pass each "
+            "piece's last_hidden as the next one's h0)."
+        )
     W_x = checked_array("W_x", W_x, dtype, (n_hidden, n_inputs))
     b = checked_array("b", b, dtype, (n_hidden,))
     if h0 is not None:
@@ -87,10 +93,11 @@ def _run_forward(x, W_x, W_h, b, h0):
     hidden = np.empty((batch, length, n_hidden), dtype=x.dtype)
     if hidden.size == 0:
         return hidden
-    np.matmul(x.reshape(-1, n_inputs), W_x.T, out=hidden.reshape(-1, n_hidden))
+    np.matmul(x.reshape(batch * length, n_inputs), W_x.T, out=hidden.reshape(-1, n_hidden))
     # The kernel adds b step by step, and takes W_h transposed (see its docstring).
-    _rnn.forward(hidden, np.ascontiguousarray(W_h.T), b, h0 if h0 is not None else W_h,
-                 h0 is not None)
+    _rnn.forward(
+        hidden, np.ascontiguousarray(W_h.T), b, h0 if h0 is not None else W_h, h0 is not None
+    )
     return hidden
 
 
@@ -277,24 +284,21 @@ def elman_rnn_backward(d_hidden, x, W_x, W_h, b, h0=None, d_last_hidden=None, *,
         dh0 = np.array(d_last_hidden, dtype=dtype, order="C", copy=True)
     else:
         dh0 = np.zeros((batch, n_hidden), dtype=dtype)
-    grad = np.empty(state_shape, dtype=dtype)
+    dx = np.empty(x.shape, dtype=dtype)
+    dW_x = np.zeros(W_x.shape, dtype=dtype)
     db = np.zeros(n_hidden, dtype=np.float64)
     _rnn.backward(
         d_hidden,
         hidden,
+        x,
+        W_x,
         W_h,
         h0 if h0 is not None else W_h,
         h0 is not None,
-        grad,
+        dx,
+        dW_x,
         dW_h,
         db,
         dh0,
     )
-    flat_grad = grad.reshape(-1, n_hidden)
-    return ElmanGradients(
-        (flat_grad @ W_x).reshape(x.shape),
-        flat_grad.T @ x.reshape(-1, n_inputs),
-        dW_h,
-        db.astype(dtype),
-        dh0,
-    )
+    return ElmanGradients(dx, dW_x, dW_h, db.astype(dtype), dh0)

@@ -214,6 +214,22 @@ def test_backward_with_given_hidden_equals_recomputing():
         assert_array_equal(first, second)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_no_inputs_is_a_zero_input(dtype):
+    """With n_inputs = 0 the recurrence is driven by the bias alone: as with one zero input."""
+    rng = np.random.default_rng(12)
+    inputs = {k: v.astype(dtype) for k, v in make_inputs(rng, n_inputs=1).items()}
+    d_hidden = rng.normal(size=(3, 7, 4)).astype(dtype)
+    zero_input = dict(inputs, x=np.zeros_like(inputs["x"]))
+    no_input = dict(inputs, x=np.zeros((3, 7, 0), dtype), W_x=np.zeros((4, 0), dtype))
+    assert_array_equal(elman_rnn(**no_input).hidden, elman_rnn(**zero_input).hidden)
+    expected = elman_rnn_backward(d_hidden, **zero_input)
+    grads = elman_rnn_backward(d_hidden, **no_input)
+    assert grads.dx.shape == (3, 7, 0) and grads.dW_x.shape == (4, 0)
+    for name in ("dW_h", "db", "dh0"):
+        assert_array_equal(getattr(grads, name), getattr(expected, name), err_msg=name)
+
+
 def test_float32_backward_is_close_to_float64():
     rng = np.random.default_rng(5)
     inputs = make_inputs(rng, batch=3, length=20, n_inputs=4, n_hidden=8)
@@ -319,6 +335,10 @@ def test_a_row_stride_beyond_blas_ints_is_refused(monkeypatch):
     monkeypatch.setattr(rnn_module, "_MAX_ROW_ELEMENTS", 27)
     with pytest.raises(ValueError, match="length \\* n_hidden = 28 exceeds 27"):
         elman_rnn(**make_inputs(np.random.default_rng(10)))
+    inputs = make_inputs(np.random.default_rng(10), n_inputs=9)
+    monkeypatch.setattr(rnn_module, "_MAX_ROW_ELEMENTS", 62)
+    with pytest.raises(ValueError, match="length \\* n_inputs = 63 exceeds 62"):
+        elman_rnn_backward(np.zeros((3, 7, 4)), **inputs)
 
 
 def test_inputs_are_not_modified():
