@@ -3,28 +3,32 @@
 
 Pure numeric code on typed memoryviews; nothing here validates its inputs (the
 callers in :mod:`skseq.inference.rnn` do).  For every sequence ``b`` and step
-``t``, with the input projection ``W_x x[b, t]`` computed by the caller (one
-large matrix product over all steps)::
+``t``::
 
     h[b, t] = tanh((W_x x[b, t] + b) + W_h h[b, t - 1]),      h[b, -1] = h0[b]
 
-Only the product with ``W_h`` has to run step by step.  At each step it is one
-matrix product over the whole batch, ``(batch, H) x (H, H)``, done by BLAS
-directly on the rows of ``hidden`` (their stride is ``length * H``), so nothing
-is copied; the bias is added to those rows just before, and ``tanh`` then runs
-over the ``H`` contiguous numbers of each row.
+Both passes run step by step, each step a few matrix products over the whole
+batch, ``(batch, H) x (H, H)`` and the like, done by BLAS directly on the
+step's rows of the (batch, length, .) arrays (their stride is ``length * H``),
+so nothing is copied.  Only the products with ``W_h`` have to run step by
+step.  The others (the input projection ``W_x x``, and ``dx``, ``dW_x``,
+``dW_h``) can be one product over all the steps each, done by the caller, or
+-- ``stepwise`` -- a product over the batch at each step too, on operands that
+are in cache then.  Stepwise is faster where BLAS runs such small products
+without packing its operands (OpenBLAS's small-matrix kernels), and slower
+where it does not: :mod:`skseq.inference.rnn` chooses.
 
 The backward pass runs the recurrence of the gradients with respect to the
 pre-activations, ``a[b, t] = (dL/dh[b, t]) * (1 - h[b, t]**2)`` with
-``dL/dh[b, t] = d_hidden[b, t] + W_h^T a[b, t + 1]``, again one BLAS product
-per step, into a (batch, H) buffer that carries it to the step before; the
-bias gradient ``sum_t a_t`` is summed on the way.  The weight gradient
-``dW_h = sum_t a_t h_{t-1}^T`` is then one product per sequence over all its
-steps.
+``dL/dh[b, t] = d_hidden[b, t] + W_h^T a[b, t + 1]``, carried from step to
+step in a (batch, H) buffer, and sums the bias gradient ``sum_t a_t`` on the
+way; stepwise, each step's ``a`` also gives its share of the other gradients
+at once (``dx_t = W_x^T a_t``, ``dW_x += a_t x_t^T``, ``dW_h += a_t
+h_{t-1}^T``) and is then dropped.
 """
 
 from ._blas cimport NoTrans, RowMajor, Trans, _gemm
-from ._common cimport floating_zeros_1d, floating_zeros_2d
+from ._common cimport floating_zeros_1d
 
 cimport numpy as cnp
 
@@ -167,41 +171,59 @@ def tanh(
 
 
 def forward(
-    floating[:, :, ::1] hidden,  # INOUT
+    const floating[:, :, ::1] x,  # IN
+    const floating[:, ::1] W_x_T,  # IN
     const floating[:, ::1] W_h_T,  # IN
     const floating[::1] b,  # IN
     const floating[:, ::1] h0,  # IN
     bint has_h0,
+    bint stepwise,
+    floating[:, :, ::1] hidden,  # INOUT
 ):
-    """Run the recurrence in place: ``hidden`` holds ``W_x x`` on entry and ``h`` on exit.
+    """Run the recurrence: ``hidden`` (batch, length, H) gets ``h``.
 
-    ``hidden`` has shape (batch, length, H), each at least 1; ``W_h_T`` is
-    the transpose of ``W_h``, C-contiguous (then the step's product is a plain
-    ``NoTrans`` one, which OpenBLAS runs in its small-matrix kernel without
-    packing ``W_h`` again at every step); ``b`` (H,) is added to each row of a
-    step before its product, so each pre-activation is ``(W_x x + b) + W_h h``
-    rounded as when the bias is added to the whole projection first.  ``h0``
-    (batch, H) is read only when ``has_h0``.
+    ``x`` is (batch, length, n_inputs); ``W_x_T`` (n_inputs, H) and
+    ``W_h_T`` (H, H) are the transposes of ``W_x`` and ``W_h``,
+    C-contiguous, so that each step's products are plain ``NoTrans`` ones
+    (which OpenBLAS runs in its small-matrix kernels, where it has them,
+    without packing the weights again at every step).  At each step the rows
+    of the step get ``W_x x_t`` -- one product over the batch when
+    ``stepwise``; otherwise ``hidden`` holds the projection of every step on
+    entry, the caller's one product, and ``x`` and ``W_x_T`` are not read --
+    then ``b``, then ``W_h h_{t-1}`` (``h0`` at the first step when
+    ``has_h0``), and ``tanh``.  Each pre-activation is ``(W_x x + b) + W_h
+    h``, rounded the same way in both cases.  batch, length, H >= 1 (n_inputs
+    may be 0).
     """
     cdef Py_ssize_t batch = hidden.shape[0]
     cdef Py_ssize_t length = hidden.shape[1]
     cdef int n_hidden = <int>hidden.shape[2]
+    cdef int n_inputs = <int>x.shape[2]
     cdef int row_stride = <int>(length * n_hidden)
-    cdef Py_ssize_t t, row
-    cdef floating* W = <floating*>&W_h_T[0, 0]
+    cdef int input_stride = <int>(length * n_inputs)
+    cdef Py_ssize_t t, row, j
     with nogil:
         for t in range(length):
+            # (batch, H) = x_t (batch, n_inputs) @ W_x^T, then + b.
+            if stepwise and n_inputs > 0:
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_inputs, <floating>1,
+                      &x[0, t, 0], input_stride, &W_x_T[0, 0], n_hidden, <floating>0,
+                      &hidden[0, t, 0], row_stride)
+            elif stepwise:
+                for row in range(batch):
+                    for j in range(n_hidden):
+                        hidden[row, t, j] = 0
             for row in range(batch):
                 _add_row(&hidden[row, t, 0], &b[0], n_hidden)
             # (batch, H) += previous (batch, H) @ W_h^T.
             if t > 0:
                 _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
-                      &hidden[0, t - 1, 0], row_stride, W, n_hidden, <floating>1,
+                      &hidden[0, t - 1, 0], row_stride, &W_h_T[0, 0], n_hidden, <floating>1,
                       &hidden[0, t, 0], row_stride)
             elif has_h0:
                 _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
-                      &h0[0, 0], n_hidden, W, n_hidden, <floating>1, &hidden[0, 0, 0],
-                      row_stride)
+                      &h0[0, 0], n_hidden, &W_h_T[0, 0], n_hidden, <floating>1,
+                      &hidden[0, 0, 0], row_stride)
             for row in range(batch):
                 _tanh_row(&hidden[row, t, 0], n_hidden)
 
@@ -214,31 +236,37 @@ def backward(
     const floating[:, ::1] W_h,  # IN
     const floating[:, ::1] h0,  # IN
     bint has_h0,
+    bint stepwise,
+    floating[:, :, ::1] grad,  # OUT
     floating[:, :, ::1] dx,  # OUT
     floating[:, ::1] dW_x,  # INOUT
     floating[:, ::1] dW_h,  # INOUT
     double[::1] db,  # INOUT
     floating[:, ::1] dh0,  # INOUT
 ):
-    """Back-propagate through time, every gradient in one pass over the steps.
+    """Back-propagate through time.
 
     ``d_hidden`` (batch, length, H) is dL/dh from outside the recurrence;
     ``x`` (batch, length, n_inputs) and ``hidden`` are the forward pass's.
     ``dh0`` (batch, H) holds dL/d(last hidden) on entry (zeros for none) and
     the gradient with respect to ``h0`` on exit: in between it carries
-    ``W_h^T a[b, t]`` from each step to the one before.  At each step, with
-    ``a`` (batch, H) the pre-activation gradients of the step (kept in a
-    scratch buffer only), four BLAS products over the batch: ``a W_h`` into
-    ``dh0``, ``a W_x`` into the step's rows of ``dx`` (overwritten), and
-    ``a^T x_t``, ``a^T h_{t-1}`` (``h0`` at the first step, when
-    ``has_h0``) added to ``dW_x`` (H, n_inputs) and ``dW_h`` (H, H).  The
-    operands of all four are in cache, just read or computed, where products
-    over all the steps at once would read every array again from memory.  The
-    bias gradient, the sum of ``a`` over sequences and steps, is added to
-    ``db`` (H,): over the batch in the working precision, then over the steps
-    in double (in float32 far more accurate than one float32 sum of all the
-    rows).  The caller passes ``dW_x``, ``dW_h`` and ``db`` zeroed.  batch,
-    length, H >= 1 (n_inputs may be 0).
+    ``W_h^T a[b, t]`` from each step to the one before (one BLAS product
+    over the batch per step), so ``d_hidden`` is read, never copied.  The
+    pre-activation gradients ``a`` of a step go to ``grad``: its slot
+    ``[:, t]`` when it has shape (batch, length, H), and then the caller
+    computes ``dx``, ``dW_x`` and ``dW_h`` from all of them (products over
+    all the steps; ``dx``, ``dW_x`` and ``dW_h`` are not touched here); or,
+    when ``stepwise``, its one slot ``[:, 0]`` of shape (batch, 1, H), and
+    the step's share of every gradient is computed at once by three more
+    products over the batch, on operands in cache: ``a W_x`` into the step's
+    rows of ``dx`` (overwritten), and ``a^T x_t``, ``a^T h_{t-1}`` (``h0``
+    at the first step, when ``has_h0``) added to ``dW_x`` (H, n_inputs) and
+    ``dW_h`` (H, H).  The bias gradient, the sum of ``a`` over sequences and
+    steps, is added to ``db`` (H,) in both cases: over the batch in the
+    working precision, then over the steps in double (in float32 far more
+    accurate than one float32 sum of all the rows).  The caller passes
+    ``dW_x``, ``dW_h`` and ``db`` zeroed.  batch, length, H >= 1 (n_inputs
+    may be 0).
     """
     cdef Py_ssize_t batch = hidden.shape[0]
     cdef Py_ssize_t length = hidden.shape[1]
@@ -246,36 +274,41 @@ def backward(
     cdef int n_inputs = <int>x.shape[2]
     cdef int row_stride = <int>(length * n_hidden)
     cdef int input_stride = <int>(length * n_inputs)
-    cdef Py_ssize_t t, row, j
+    # The step's a: a (batch, H) matrix at grad[0, slot, 0] with rows a_stride apart.
+    cdef int a_stride = n_hidden if stepwise else row_stride
+    cdef Py_ssize_t t, slot, row, j
     cdef floating[::1] step_sum = floating_zeros_1d(<floating>0, n_hidden)
-    cdef floating[:, ::1] a = floating_zeros_2d(<floating>0, batch, n_hidden)
     with nogil:
         for t in range(length - 1, -1, -1):
+            slot = 0 if stepwise else t
             for j in range(n_hidden):
                 step_sum[j] = 0
             for row in range(batch):
-                _pre_activation_grad(&a[row, 0], &d_hidden[row, t, 0], &dh0[row, 0],
+                _pre_activation_grad(&grad[row, slot, 0], &d_hidden[row, t, 0], &dh0[row, 0],
                                      &hidden[row, t, 0], &step_sum[0], n_hidden)
             for j in range(n_hidden):
                 db[j] += step_sum[j]
             # dL/dh of the previous step, from the recurrence: (batch, H) = a (batch, H) @ W_h.
             _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
-                  &a[0, 0], n_hidden, &W_h[0, 0], n_hidden, <floating>0, &dh0[0, 0], n_hidden)
+                  &grad[0, slot, 0], a_stride, &W_h[0, 0], n_hidden, <floating>0, &dh0[0, 0],
+                  n_hidden)
+            if not stepwise:
+                continue
             if n_inputs > 0:
                 # dx_t (batch, n_inputs) = a @ W_x.
                 _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_inputs, n_hidden, <floating>1,
-                      &a[0, 0], n_hidden, &W_x[0, 0], n_inputs, <floating>0, &dx[0, t, 0],
-                      input_stride)
+                      &grad[0, 0, 0], a_stride, &W_x[0, 0], n_inputs, <floating>0,
+                      &dx[0, t, 0], input_stride)
                 # dW_x (H, n_inputs) += a^T x_t.
                 _gemm(RowMajor, Trans, NoTrans, n_hidden, n_inputs, <int>batch, <floating>1,
-                      &a[0, 0], n_hidden, &x[0, t, 0], input_stride, <floating>1,
+                      &grad[0, 0, 0], a_stride, &x[0, t, 0], input_stride, <floating>1,
                       &dW_x[0, 0], n_inputs)
             # dW_h (H, H) += a^T h_{t-1}.
             if t > 0:
                 _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>batch, <floating>1,
-                      &a[0, 0], n_hidden, &hidden[0, t - 1, 0], row_stride, <floating>1,
+                      &grad[0, 0, 0], a_stride, &hidden[0, t - 1, 0], row_stride, <floating>1,
                       &dW_h[0, 0], n_hidden)
             elif has_h0:
                 _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>batch, <floating>1,
-                      &a[0, 0], n_hidden, &h0[0, 0], n_hidden, <floating>1, &dW_h[0, 0],
+                      &grad[0, 0, 0], a_stride, &h0[0, 0], n_hidden, <floating>1, &dW_h[0, 0],
                       n_hidden)
