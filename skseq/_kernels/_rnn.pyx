@@ -3,25 +3,36 @@
 
 Pure numeric code on typed memoryviews; nothing here validates its inputs (the
 callers in :mod:`skseq.inference.rnn` do).  For every sequence ``b`` and step
-``t``, with the input projection ``p[b, t] = W_x x[b, t] + b`` computed by the
-caller (one large matrix product over all steps)::
+``t``::
 
-    h[b, t] = tanh(p[b, t] + W_h h[b, t - 1]),      h[b, -1] = h0[b]
+    h[b, t] = tanh((W_x x[b, t] + b) + W_h h[b, t - 1]),      h[b, -1] = h0[b]
 
-Only the product with ``W_h`` has to run step by step.  At each step it is one
-matrix product over the whole batch, ``(batch, H) x (H, H)``, done by BLAS
-directly on the rows of ``hidden`` (their stride is ``length * H``), so nothing
-is copied; ``tanh`` then runs over the ``H`` contiguous numbers of each row.
+Both passes run step by step, each step a few matrix products over the whole
+batch, ``(batch, H) x (H, H)`` and the like, done by BLAS directly on the
+step's rows of the (batch, length, .) arrays (their stride is ``length * H``),
+so nothing is copied.  Only the products with ``W_h`` have to run step by
+step.  The others (the input projection ``W_x x``, and ``dx``, ``dW_x``,
+``dW_h``) can be one product over all the steps each, done by the caller, or
+-- ``stepwise`` -- a product over the batch at each step too, on operands that
+are in cache then.  Stepwise is faster where BLAS runs such small products
+without packing its operands (OpenBLAS's small-matrix kernels), and slower
+where it does not: :mod:`skseq.inference.rnn` chooses.
 
 The backward pass runs the recurrence of the gradients with respect to the
 pre-activations, ``a[b, t] = (dL/dh[b, t]) * (1 - h[b, t]**2)`` with
-``dL/dh[b, t] = d_hidden[b, t] + W_h^T a[b, t + 1]``, in place over a copy of
-``d_hidden``, again one BLAS product per step.  The weight gradient
-``dW_h = sum_t a_t h_{t-1}^T`` is then one product per sequence over all its
-steps.
+``dL/dh[b, t] = d_hidden[b, t] + W_h^T a[b, t + 1]``, carried from step to
+step in a (batch, H) buffer, and sums the bias gradient ``sum_t a_t`` on the
+way; stepwise, each step's ``a`` also gives its share of the other gradients
+at once (``dx_t = W_x^T a_t``, ``dW_x += a_t x_t^T``, ``dW_h += a_t
+h_{t-1}^T``) and is then dropped.
 """
 
 from ._blas cimport NoTrans, RowMajor, Trans, _gemm
+from ._common cimport floating_zeros_1d
+
+cimport numpy as cnp
+
+cnp.import_array()  # numpy's C API, for the scratch allocator of _common
 
 # The branch-free exp / select functions and the restrict pointer types.
 include "_elementary.pxi"
@@ -113,13 +124,37 @@ cdef inline void _tanh_row(floating_out row, Py_ssize_t count) noexcept nogil:
         row[j] = _tanh(row[j])
 
 
-cdef inline void _times_tanh_slope(
-    floating_out grad, floating_in hidden, Py_ssize_t count
+cdef inline void _pre_activation_grad(
+    floating_out grad,
+    floating_in d_hidden,
+    floating_in carried,
+    floating_in hidden,
+    floating_out total,
+    Py_ssize_t count,
 ) noexcept nogil:
-    """grad *= 1 - hidden**2: the derivative of tanh at the pre-activation."""
+    """grad = (d_hidden + carried) * (1 - hidden**2), and total += grad.
+
+    ``1 - hidden**2`` is the derivative of tanh at the pre-activation.  The 1
+    is cast to the working type: an untyped literal is a C double, which would
+    run the float32 loop in double precision (a conversion each way per
+    number, and half the vector width).
+    """
+    cdef Py_ssize_t j
+    if floating_out is float_out:
+        for j in range(count):
+            grad[j] = (d_hidden[j] + carried[j]) * (<float>1 - hidden[j] * hidden[j])
+            total[j] = total[j] + grad[j]
+    else:
+        for j in range(count):
+            grad[j] = (d_hidden[j] + carried[j]) * (<double>1 - hidden[j] * hidden[j])
+            total[j] = total[j] + grad[j]
+
+
+cdef inline void _add_row(floating_out row, floating_in values, Py_ssize_t count) noexcept nogil:
+    """row += values."""
     cdef Py_ssize_t j
     for j in range(count):
-        grad[j] = grad[j] * (1 - hidden[j] * hidden[j])
+        row[j] = row[j] + values[j]
 
 
 # ------------------------------------------------------------ kernels
@@ -136,81 +171,144 @@ def tanh(
 
 
 def forward(
-    floating[:, :, ::1] hidden,  # INOUT
-    const floating[:, ::1] W_h,  # IN
+    const floating[:, :, ::1] x,  # IN
+    const floating[:, ::1] W_x_T,  # IN
+    const floating[:, ::1] W_h_T,  # IN
+    const floating[::1] b,  # IN
     const floating[:, ::1] h0,  # IN
     bint has_h0,
+    bint stepwise,
+    floating[:, :, ::1] hidden,  # INOUT
 ):
-    """Run the recurrence in place: ``hidden`` holds ``p`` on entry and ``h`` on exit.
+    """Run the recurrence: ``hidden`` (batch, length, H) gets ``h``.
 
-    ``hidden`` has shape (batch, length, H), each at least 1; ``h0``
-    (batch, H) is read only when ``has_h0``.
+    ``x`` is (batch, length, n_inputs); ``W_x_T`` (n_inputs, H) and
+    ``W_h_T`` (H, H) are the transposes of ``W_x`` and ``W_h``,
+    C-contiguous, so that each step's products are plain ``NoTrans`` ones
+    (which OpenBLAS runs in its small-matrix kernels, where it has them,
+    without packing the weights again at every step).  At each step the rows
+    of the step get ``W_x x_t`` -- one product over the batch when
+    ``stepwise``; otherwise ``hidden`` holds the projection of every step on
+    entry, the caller's one product, and ``x`` and ``W_x_T`` are not read --
+    then ``b``, then ``W_h h_{t-1}`` (``h0`` at the first step when
+    ``has_h0``), and ``tanh``.  Each pre-activation is ``(W_x x + b) + W_h
+    h``, rounded the same way in both cases.  batch, length, H >= 1 (n_inputs
+    may be 0).
     """
     cdef Py_ssize_t batch = hidden.shape[0]
     cdef Py_ssize_t length = hidden.shape[1]
     cdef int n_hidden = <int>hidden.shape[2]
+    cdef int n_inputs = <int>x.shape[2]
     cdef int row_stride = <int>(length * n_hidden)
-    cdef Py_ssize_t t, row
-    cdef floating* W = <floating*>&W_h[0, 0]
+    cdef int input_stride = <int>(length * n_inputs)
+    cdef Py_ssize_t t, row, j
     with nogil:
         for t in range(length):
+            # (batch, H) = x_t (batch, n_inputs) @ W_x^T, then + b.
+            if stepwise and n_inputs > 0:
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_inputs, <floating>1,
+                      &x[0, t, 0], input_stride, &W_x_T[0, 0], n_hidden, <floating>0,
+                      &hidden[0, t, 0], row_stride)
+            elif stepwise:
+                for row in range(batch):
+                    for j in range(n_hidden):
+                        hidden[row, t, j] = 0
+            for row in range(batch):
+                _add_row(&hidden[row, t, 0], &b[0], n_hidden)
             # (batch, H) += previous (batch, H) @ W_h^T.
             if t > 0:
-                _gemm(RowMajor, NoTrans, Trans, <int>batch, n_hidden, n_hidden, <floating>1,
-                      &hidden[0, t - 1, 0], row_stride, W, n_hidden, <floating>1,
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
+                      &hidden[0, t - 1, 0], row_stride, &W_h_T[0, 0], n_hidden, <floating>1,
                       &hidden[0, t, 0], row_stride)
             elif has_h0:
-                _gemm(RowMajor, NoTrans, Trans, <int>batch, n_hidden, n_hidden, <floating>1,
-                      &h0[0, 0], n_hidden, W, n_hidden, <floating>1, &hidden[0, 0, 0],
-                      row_stride)
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
+                      &h0[0, 0], n_hidden, &W_h_T[0, 0], n_hidden, <floating>1,
+                      &hidden[0, 0, 0], row_stride)
             for row in range(batch):
                 _tanh_row(&hidden[row, t, 0], n_hidden)
 
 
 def backward(
-    floating[:, :, ::1] grad,  # INOUT
+    const floating[:, :, ::1] d_hidden,  # IN
     const floating[:, :, ::1] hidden,  # IN
+    const floating[:, :, ::1] x,  # IN
+    const floating[:, ::1] W_x,  # IN
     const floating[:, ::1] W_h,  # IN
     const floating[:, ::1] h0,  # IN
     bint has_h0,
+    bint stepwise,
+    floating[:, :, ::1] grad,  # OUT
+    floating[:, :, ::1] dx,  # OUT
+    floating[:, ::1] dW_x,  # INOUT
     floating[:, ::1] dW_h,  # INOUT
-    floating[:, ::1] dh0,  # OUT
+    double[::1] db,  # INOUT
+    floating[:, ::1] dh0,  # INOUT
 ):
-    """Back-propagate through time, in place over ``grad``.
+    """Back-propagate through time.
 
-    On entry ``grad`` (batch, length, H) holds dL/dh from outside the
-    recurrence (``d_hidden``, with ``d_last_hidden`` added at the last step);
-    on exit it holds the gradients of the pre-activations ``a[b, t]``.
-    ``dh0`` (batch, H) is overwritten; the weight gradient is added to
-    ``dW_h`` (H, H), which the caller passes zeroed.  batch, length, H >= 1.
+    ``d_hidden`` (batch, length, H) is dL/dh from outside the recurrence;
+    ``x`` (batch, length, n_inputs) and ``hidden`` are the forward pass's.
+    ``dh0`` (batch, H) holds dL/d(last hidden) on entry (zeros for none) and
+    the gradient with respect to ``h0`` on exit: in between it carries
+    ``W_h^T a[b, t]`` from each step to the one before (one BLAS product
+    over the batch per step), so ``d_hidden`` is read, never copied.  The
+    pre-activation gradients ``a`` of a step go to ``grad``: its slot
+    ``[:, t]`` when it has shape (batch, length, H), and then the caller
+    computes ``dx``, ``dW_x`` and ``dW_h`` from all of them (products over
+    all the steps; ``dx``, ``dW_x`` and ``dW_h`` are not touched here); or,
+    when ``stepwise``, its one slot ``[:, 0]`` of shape (batch, 1, H), and
+    the step's share of every gradient is computed at once by three more
+    products over the batch, on operands in cache: ``a W_x`` into the step's
+    rows of ``dx`` (overwritten), and ``a^T x_t``, ``a^T h_{t-1}`` (``h0``
+    at the first step, when ``has_h0``) added to ``dW_x`` (H, n_inputs) and
+    ``dW_h`` (H, H).  The bias gradient, the sum of ``a`` over sequences and
+    steps, is added to ``db`` (H,) in both cases: over the batch in the
+    working precision, then over the steps in double (in float32 far more
+    accurate than one float32 sum of all the rows).  The caller passes
+    ``dW_x``, ``dW_h`` and ``db`` zeroed.  batch, length, H >= 1 (n_inputs
+    may be 0).
     """
     cdef Py_ssize_t batch = hidden.shape[0]
     cdef Py_ssize_t length = hidden.shape[1]
     cdef int n_hidden = <int>hidden.shape[2]
+    cdef int n_inputs = <int>x.shape[2]
     cdef int row_stride = <int>(length * n_hidden)
-    cdef Py_ssize_t t, row
-    cdef floating* W = <floating*>&W_h[0, 0]
+    cdef int input_stride = <int>(length * n_inputs)
+    # The step's a: a (batch, H) matrix at grad[0, slot, 0] with rows a_stride apart.
+    cdef int a_stride = n_hidden if stepwise else row_stride
+    cdef Py_ssize_t t, slot, row, j
+    cdef floating[::1] step_sum = floating_zeros_1d(<floating>0, n_hidden)
     with nogil:
         for t in range(length - 1, -1, -1):
+            slot = 0 if stepwise else t
+            for j in range(n_hidden):
+                step_sum[j] = 0
             for row in range(batch):
-                _times_tanh_slope(&grad[row, t, 0], &hidden[row, t, 0], n_hidden)
-            # The previous step's target (batch, H) += a_t (batch, H) @ W_h.
-            if t > 0:
-                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
-                      &grad[0, t, 0], row_stride, W, n_hidden, <floating>1, &grad[0, t - 1, 0],
-                      row_stride)
-            else:
-                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
-                      &grad[0, 0, 0], row_stride, W, n_hidden, <floating>0, &dh0[0, 0],
-                      n_hidden)
-        # dW_h = sum_b sum_{t >= 1} a[b, t] h[b, t - 1]^T (+ a[b, 0] h0[b]^T):
-        # (H, H) += A^T P with A = a[b, 1:], P = h[b, :-1].
-        if length > 1:
-            for row in range(batch):
-                _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>(length - 1),
-                      <floating>1, &grad[row, 1, 0], n_hidden, &hidden[row, 0, 0], n_hidden,
-                      <floating>1, &dW_h[0, 0], n_hidden)
-        if has_h0:
-            _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>batch, <floating>1,
-                  &grad[0, 0, 0], row_stride, &h0[0, 0], n_hidden, <floating>1, &dW_h[0, 0],
+                _pre_activation_grad(&grad[row, slot, 0], &d_hidden[row, t, 0], &dh0[row, 0],
+                                     &hidden[row, t, 0], &step_sum[0], n_hidden)
+            for j in range(n_hidden):
+                db[j] += step_sum[j]
+            # dL/dh of the previous step, from the recurrence: (batch, H) = a (batch, H) @ W_h.
+            _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_hidden, n_hidden, <floating>1,
+                  &grad[0, slot, 0], a_stride, &W_h[0, 0], n_hidden, <floating>0, &dh0[0, 0],
                   n_hidden)
+            if not stepwise:
+                continue
+            if n_inputs > 0:
+                # dx_t (batch, n_inputs) = a @ W_x.
+                _gemm(RowMajor, NoTrans, NoTrans, <int>batch, n_inputs, n_hidden, <floating>1,
+                      &grad[0, 0, 0], a_stride, &W_x[0, 0], n_inputs, <floating>0,
+                      &dx[0, t, 0], input_stride)
+                # dW_x (H, n_inputs) += a^T x_t.
+                _gemm(RowMajor, Trans, NoTrans, n_hidden, n_inputs, <int>batch, <floating>1,
+                      &grad[0, 0, 0], a_stride, &x[0, t, 0], input_stride, <floating>1,
+                      &dW_x[0, 0], n_inputs)
+            # dW_h (H, H) += a^T h_{t-1}.
+            if t > 0:
+                _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>batch, <floating>1,
+                      &grad[0, 0, 0], a_stride, &hidden[0, t - 1, 0], row_stride, <floating>1,
+                      &dW_h[0, 0], n_hidden)
+            elif has_h0:
+                _gemm(RowMajor, Trans, NoTrans, n_hidden, n_hidden, <int>batch, <floating>1,
+                      &grad[0, 0, 0], a_stride, &h0[0, 0], n_hidden, <floating>1, &dW_h[0, 0],
+                      n_hidden)

@@ -5,24 +5,40 @@ For every sequence ``b`` and step ``t`` (the user guide's :doc:`/user_guide/rnn`
     h[b, t] = tanh(W_x x[b, t] + W_h h[b, t - 1] + b),      h[b, -1] = h0[b]
 
 with the weights laid out as PyTorch's ``torch.nn.RNN`` lays out
-``weight_ih_l0`` (``W_x``) and ``weight_hh_l0`` (``W_h``).  The input
-projection ``W_x x + b`` of all steps is one matrix product; the recurrence
-runs in the Cython kernel :mod:`skseq._kernels._rnn`, one BLAS product over
-the batch per step and an inline, vectorised ``tanh``.
+``weight_ih_l0`` (``W_x``) and ``weight_hh_l0`` (``W_h``).  The recurrence
+runs in the Cython kernel :mod:`skseq._kernels._rnn`, BLAS products over the
+batch at each step and an inline, vectorised ``tanh``.  The products that do
+not have to run step by step (the input projection ``W_x x``, and ``dx``,
+``dW_x``, ``dW_h``) run there too, on rows in cache, where BLAS does such
+small products without packing them; elsewhere each is one matrix product
+over all the steps (:func:`_stepwise` chooses).
 """
 
+from functools import cache
 from typing import NamedTuple
 
 import numpy as np
+from threadpoolctl import threadpool_info
 
 from .._kernels import load
 from ._checks import checked_array, leading_array, masked_arrays_checked, require_arrays
 
 _rnn = load("_rnn")
 
+# OpenBLAS's cores that have small-matrix kernels for ?gemm, which run a product
+# of at most _SMALL_PRODUCT_WORK multiply-adds on its operands in place instead of
+# packing them first (OpenBLAS's sgemm/dgemm small_kernel_permit for these cores).
+_SMALL_KERNEL_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
+_SMALL_PRODUCT_WORK = 100**3
+# Below these batches the products over all the steps are faster (measured on a
+# Zen 4 core with OpenBLAS's SkylakeX kernels, H = 64: the forward pass is even
+# stepwise at batch 4 and faster from 8 on, the backward pass even at 8 to 16 and
+# faster from 32 on).
+_MIN_STEPWISE_BATCH = {"forward": 4, "backward": 16}
+
 __all__ = ["elman_rnn", "elman_rnn_backward", "ElmanResult", "ElmanGradients"]
 
-# The kernel hands row strides of length * n_hidden to BLAS as a C int.
+# The kernel hands row strides of length * n_hidden and length * n_inputs to BLAS as C ints.
 _MAX_ROW_ELEMENTS = np.iinfo(np.int32).max
 
 
@@ -55,6 +71,33 @@ class ElmanGradients(NamedTuple):
     dh0: np.ndarray
 
 
+@cache
+def _blas_has_small_kernels():
+    """Whether every OpenBLAS loaded runs a core with small-matrix kernels (threadpoolctl)."""
+    cores = [
+        str(info.get("architecture", "")).lower()
+        for info in threadpool_info()
+        if info.get("internal_api") == "openblas"
+    ]
+    return bool(cores) and all(core in _SMALL_KERNEL_CORES for core in cores)
+
+
+def _stepwise(batch, n_inputs, n_hidden, *, backward):
+    """Whether the kernels compute all their products over the batch step by step.
+
+    Stepwise, each step's products work on rows that are in cache (see
+    :mod:`skseq._kernels._rnn`), which pays where BLAS runs them without packing
+    them: OpenBLAS's small-matrix kernels, for products up to their size limit.
+    Otherwise the input projection, and ``dx``, ``dW_x`` and ``dW_h``, are one
+    product over all the steps each.
+    """
+    if batch * n_hidden * max(n_inputs, n_hidden) > _SMALL_PRODUCT_WORK:
+        return False
+    if batch < _MIN_STEPWISE_BATCH["backward" if backward else "forward"]:
+        return False
+    return _blas_has_small_kernels()
+
+
 def _check_inputs(x, W_x, W_h, b, h0):
     """Validate and convert the inputs to C-contiguous arrays of x's dtype."""
     require_arrays(x=x, W_x=W_x, W_h=W_h, b=b)
@@ -73,6 +116,12 @@ def _check_inputs(x, W_x, W_h, b, h0):
             "row stride BLAS takes; split the sequences into shorter pieces (pass each "
             "piece's last_hidden as the next one's h0)."
         )
+    if length * n_inputs > _MAX_ROW_ELEMENTS:
+        raise ValueError(
+            f"length * n_inputs = {length * n_inputs} exceeds {_MAX_ROW_ELEMENTS}, the largest "
+            "row stride BLAS takes; split the sequences into shorter pieces (pass each "
+            "piece's last_hidden as the next one's h0)."
+        )
     W_x = checked_array("W_x", W_x, dtype, (n_hidden, n_inputs))
     b = checked_array("b", b, dtype, (n_hidden,))
     if h0 is not None:
@@ -81,15 +130,26 @@ def _check_inputs(x, W_x, W_h, b, h0):
 
 
 def _run_forward(x, W_x, W_h, b, h0):
-    """Hidden states of validated inputs; the kernel runs in place on the input projection."""
+    """Hidden states of validated inputs."""
     batch, length, n_inputs = x.shape
     n_hidden = W_h.shape[0]
     hidden = np.empty((batch, length, n_hidden), dtype=x.dtype)
     if hidden.size == 0:
         return hidden
-    np.matmul(x.reshape(-1, n_inputs), W_x.T, out=hidden.reshape(-1, n_hidden))
-    hidden += b
-    _rnn.forward(hidden, W_h, h0 if h0 is not None else W_h, h0 is not None)
+    stepwise = _stepwise(batch, n_inputs, n_hidden, backward=False)
+    if not stepwise:
+        np.matmul(x.reshape(batch * length, n_inputs), W_x.T, out=hidden.reshape(-1, n_hidden))
+    # The kernel takes the weights transposed (see its docstring).
+    _rnn.forward(
+        x,
+        np.ascontiguousarray(W_x.T),
+        np.ascontiguousarray(W_h.T),
+        b,
+        h0 if h0 is not None else W_h,
+        h0 is not None,
+        stepwise,
+        hidden,
+    )
     return hidden
 
 
@@ -222,8 +282,8 @@ def elman_rnn_backward(d_hidden, x, W_x, W_h, b, h0=None, d_last_hidden=None, *,
     Notes
     -----
     Besides the outputs, the pass holds one array of the size of ``hidden``
-    (the pre-activation gradients, computed in place over a copy of
-    ``d_hidden``), plus ``hidden`` itself when it is recomputed.
+    (the pre-activation gradients), plus ``hidden`` itself when it is
+    recomputed.
 
     Examples
     --------
@@ -249,12 +309,9 @@ def elman_rnn_backward(d_hidden, x, W_x, W_h, b, h0=None, d_last_hidden=None, *,
     if d_hidden is None and d_last_hidden is None:
         raise ValueError("Pass d_hidden, d_last_hidden or both: there is no gradient to propagate.")
     if d_hidden is None:
-        grad = np.zeros(state_shape, dtype=dtype)
+        d_hidden = np.zeros(state_shape, dtype=dtype)
     else:
-        grad = checked_array("d_hidden", d_hidden, dtype, state_shape)
-        if np.may_share_memory(grad, d_hidden):
-            # The kernel turns it into the pre-activation gradients in place.
-            grad = grad.copy()
+        d_hidden = checked_array("d_hidden", d_hidden, dtype, state_shape)
     if d_last_hidden is not None:
         d_last_hidden = checked_array("d_last_hidden", d_last_hidden, dtype, (batch, n_hidden))
     if hidden is None:
@@ -274,15 +331,54 @@ def elman_rnn_backward(d_hidden, x, W_x, W_h, b, h0=None, d_last_hidden=None, *,
             np.zeros(n_hidden, dtype=dtype),
             dh0,
         )
+    # The kernel carries dL/dh from step to step in dh0, starting from d_last_hidden.
     if d_last_hidden is not None:
-        grad[:, -1] += d_last_hidden
-    dh0 = np.empty((batch, n_hidden), dtype=dtype)
-    _rnn.backward(grad, hidden, W_h, h0 if h0 is not None else W_h, h0 is not None, dW_h, dh0)
-    flat_grad = grad.reshape(-1, n_hidden)
-    return ElmanGradients(
-        (flat_grad @ W_x).reshape(x.shape),
-        flat_grad.T @ x.reshape(-1, n_inputs),
+        dh0 = np.array(d_last_hidden, dtype=dtype, order="C", copy=True)
+    else:
+        dh0 = np.zeros((batch, n_hidden), dtype=dtype)
+    dx = np.empty(x.shape, dtype=dtype)
+    dW_x = np.zeros(W_x.shape, dtype=dtype)
+    db = np.zeros(n_hidden, dtype=np.float64)
+    stepwise = _stepwise(batch, n_inputs, n_hidden, backward=True)
+    # The pre-activation gradients: of the current step only when stepwise, else of all.
+    grad = np.empty((batch, 1 if stepwise else length, n_hidden), dtype=dtype)
+    _rnn.backward(
+        d_hidden,
+        hidden,
+        x,
+        W_x,
+        W_h,
+        h0 if h0 is not None else W_h,
+        h0 is not None,
+        stepwise,
+        grad,
+        dx,
+        dW_x,
         dW_h,
-        flat_grad.sum(axis=0),
+        db,
         dh0,
     )
+    if not stepwise:
+        _products_over_all_steps(grad, hidden, x, W_x, h0, dx, dW_x, dW_h)
+    return ElmanGradients(dx, dW_x, dW_h, db.astype(dtype), dh0)
+
+
+def _products_over_all_steps(grad, hidden, x, W_x, h0, dx, dW_x, dW_h):
+    """dx, dW_x and dW_h from the pre-activation gradients of every step, in place.
+
+    ``dW_h = sum_b sum_t a[b, t] h[b, t - 1]^T`` is one product of the
+    gradients and the states one row apart in the flattened (batch * length,
+    H) arrays, with the first step of every sequence zeroed in ``grad`` (a
+    scratch array) for it: there the row before is the last state of the
+    previous sequence, and the term is ``a[b, 0] h0[b]^T``, added after.
+    """
+    batch, length, n_hidden = grad.shape
+    rows, n_inputs = batch * length, x.shape[2]
+    flat_grad = grad.reshape(rows, n_hidden)
+    np.matmul(flat_grad, W_x, out=dx.reshape(rows, n_inputs))
+    np.matmul(flat_grad.T, x.reshape(rows, n_inputs), out=dW_x)
+    first = grad[:, 0].copy()
+    grad[:, 0] = 0
+    np.matmul(flat_grad[1:].T, hidden.reshape(rows, n_hidden)[:-1], out=dW_h)
+    if h0 is not None:
+        dW_h += first.T @ h0

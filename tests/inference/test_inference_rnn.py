@@ -17,6 +17,15 @@ from skseq.inference import rnn as rnn_module
 TOLERANCES = {np.float64: dict(rtol=1e-12, atol=1e-13), np.float32: dict(rtol=2e-5, atol=2e-6)}
 
 
+@pytest.fixture(params=["stepwise", "whole"])
+def products(request, monkeypatch):
+    """Both ways of the kernels: every product over the batch at each step, or the
+    ones that need not be stepwise over all the steps at once (rnn._stepwise)."""
+    stepwise = request.param == "stepwise"
+    monkeypatch.setattr(rnn_module, "_stepwise", lambda *args, **kwargs: stepwise)
+    return request.param
+
+
 def make_inputs(rng, batch=3, length=7, n_inputs=2, n_hidden=4, scale=0.7, h0=True):
     inputs = {
         "x": rng.normal(size=(batch, length, n_inputs)),
@@ -60,7 +69,7 @@ def numerical_gradient(function, array, eps=1e-6):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("with_h0", [True, False])
 @pytest.mark.parametrize("shape", [(3, 7, 2, 4), (1, 1, 5, 3), (4, 9, 6, 17)])
-def test_forward_matches_the_reference_loop(dtype, with_h0, shape):
+def test_forward_matches_the_reference_loop(dtype, with_h0, shape, products):
     batch, length, n_inputs, n_hidden = shape
     rng = np.random.default_rng(0)
     inputs = make_inputs(rng, batch, length, n_inputs, n_hidden, h0=with_h0)
@@ -170,7 +179,7 @@ def test_each_sequence_is_independent_of_the_batch(batch, row, seed):
 
 @pytest.mark.parametrize("with_h0", [True, False])
 @pytest.mark.parametrize("gradients", ["hidden", "last", "both"])
-def test_backward_matches_finite_differences(with_h0, gradients):
+def test_backward_matches_finite_differences(with_h0, gradients, products):
     rng = np.random.default_rng(3)
     inputs = make_inputs(rng, batch=2, length=6, n_inputs=3, n_hidden=4, scale=1.3, h0=with_h0)
     shape = (2, 6, 4)
@@ -214,7 +223,57 @@ def test_backward_with_given_hidden_equals_recomputing():
         assert_array_equal(first, second)
 
 
-def test_float32_backward_is_close_to_float64():
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("with_h0", [True, False])
+def test_stepwise_and_whole_products_agree(monkeypatch, dtype, with_h0):
+    rng = np.random.default_rng(13)
+    inputs = make_inputs(rng, batch=5, length=11, n_inputs=3, n_hidden=6, h0=with_h0)
+    inputs = {key: value.astype(dtype) for key, value in inputs.items()}
+    d_hidden = rng.normal(size=(5, 11, 6)).astype(dtype)
+    d_last = rng.normal(size=(5, 6)).astype(dtype)
+    results = []
+    for stepwise in (True, False):
+        monkeypatch.setattr(
+            rnn_module, "_stepwise", lambda *args, stepwise=stepwise, **kw: stepwise
+        )
+        hidden, _ = elman_rnn(**inputs)
+        results.append((hidden, *elman_rnn_backward(d_hidden, **inputs, d_last_hidden=d_last)))
+    names = ("hidden",) + ElmanGradients._fields
+    for name, first, second in zip(names, *results, strict=True):
+        assert_allclose(first, second, **TOLERANCES[dtype], err_msg=name)
+
+
+def test_stepwise_only_for_small_products_on_small_kernels(monkeypatch):
+    monkeypatch.setattr(rnn_module, "_blas_has_small_kernels", lambda: True)
+    assert rnn_module._stepwise(32, 64, 64, backward=False)
+    assert rnn_module._stepwise(32, 64, 64, backward=True)
+    assert rnn_module._stepwise(8, 64, 64, backward=False)
+    assert not rnn_module._stepwise(8, 64, 64, backward=True)
+    assert not rnn_module._stepwise(1, 64, 64, backward=False)
+    assert not rnn_module._stepwise(32, 64, 256, backward=False)
+    assert not rnn_module._stepwise(32, 1024, 64, backward=True)
+    monkeypatch.setattr(rnn_module, "_blas_has_small_kernels", lambda: False)
+    assert not rnn_module._stepwise(32, 64, 64, backward=False)
+    assert not rnn_module._stepwise(32, 64, 64, backward=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_no_inputs_is_a_zero_input(dtype, products):
+    """With n_inputs = 0 the recurrence is driven by the bias alone: as with one zero input."""
+    rng = np.random.default_rng(12)
+    inputs = {k: v.astype(dtype) for k, v in make_inputs(rng, n_inputs=1).items()}
+    d_hidden = rng.normal(size=(3, 7, 4)).astype(dtype)
+    zero_input = dict(inputs, x=np.zeros_like(inputs["x"]))
+    no_input = dict(inputs, x=np.zeros((3, 7, 0), dtype), W_x=np.zeros((4, 0), dtype))
+    assert_array_equal(elman_rnn(**no_input).hidden, elman_rnn(**zero_input).hidden)
+    expected = elman_rnn_backward(d_hidden, **zero_input)
+    grads = elman_rnn_backward(d_hidden, **no_input)
+    assert grads.dx.shape == (3, 7, 0) and grads.dW_x.shape == (4, 0)
+    for name in ("dW_h", "db", "dh0"):
+        assert_array_equal(getattr(grads, name), getattr(expected, name), err_msg=name)
+
+
+def test_float32_backward_is_close_to_float64(products):
     rng = np.random.default_rng(5)
     inputs = make_inputs(rng, batch=3, length=20, n_inputs=4, n_hidden=8)
     d_hidden = rng.normal(size=(3, 20, 8))
@@ -319,6 +378,10 @@ def test_a_row_stride_beyond_blas_ints_is_refused(monkeypatch):
     monkeypatch.setattr(rnn_module, "_MAX_ROW_ELEMENTS", 27)
     with pytest.raises(ValueError, match="length \\* n_hidden = 28 exceeds 27"):
         elman_rnn(**make_inputs(np.random.default_rng(10)))
+    inputs = make_inputs(np.random.default_rng(10), n_inputs=9)
+    monkeypatch.setattr(rnn_module, "_MAX_ROW_ELEMENTS", 62)
+    with pytest.raises(ValueError, match="length \\* n_inputs = 63 exceeds 62"):
+        elman_rnn_backward(np.zeros((3, 7, 4)), **inputs)
 
 
 def test_inputs_are_not_modified():
