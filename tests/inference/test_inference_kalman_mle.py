@@ -5,6 +5,8 @@ the Nile local level model against Durbin & Koopman and statsmodels."""
 import numpy as np
 import pytest
 from gradient_checks import numerical_gradient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 
 from skseq.datasets import load_nile
@@ -533,3 +535,39 @@ def test_coordinates_not_identified_get_nan_standard_errors_and_the_others_numbe
     assert np.all(np.isnan(result.standard_errors[:2]))
     # the offset (the mean) is identified: its standard error is sqrt((Q + R) / n)
     assert_allclose(result.standard_errors[2], np.sqrt(1.0 / 400), rtol=0.1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 6),
+    n_null=st.integers(0, 3),
+    log_scale=st.floats(-8, 8),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_pseudo_inverse_inverts_the_identified_block_and_flags_the_rest(
+    n, n_null, log_scale, seed
+):
+    """An information matrix with well-conditioned identified coordinates (at any
+    scale) and exact null directions among the others: the identified block is
+    inverted as the whole matrix would be without them, and exactly the
+    coordinates the null directions touch are flagged (no warning without any)."""
+    import warnings
+
+    from skseq.inference.kalman_mle import _pseudo_inverse
+
+    rng = np.random.default_rng(seed)
+    n_null = min(n_null, n)
+    identified = n - n_null
+    a = rng.normal(size=(identified, identified))
+    block = (a @ a.T + identified * np.eye(identified)) * 10.0**log_scale
+    information = np.zeros((n, n))
+    information[:identified, :identified] = block
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        covariance, unidentified = _pseudo_inverse(information, "opg", [str(i) for i in range(n)])
+    assert unidentified.tolist() == [False] * identified + [True] * n_null
+    assert (len(caught) > 0) == (n_null > 0)
+    assert_allclose(
+        covariance[:identified, :identified], np.linalg.inv(block), rtol=1e-8, atol=0
+    )
+    assert np.all(covariance[identified:] == 0) and np.all(covariance[:, identified:] == 0)
