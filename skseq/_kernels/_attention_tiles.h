@@ -1,0 +1,367 @@
+/* The tile products of the attention kernels (_attention.pyx), in registers.
+ *
+ * Two products, for float and double, in the layout of _attention.pyx: a tile
+ * of scores is held transposed, one row per key and the queries along it.
+ *
+ * skseq_scores_{f,d}: C[x, j] = alpha * sum_p A[x, p] * Bt[p, j], the
+ *   (transposed) scores, or dP, of a tile: A holds the tile's keys (or values),
+ *   m x d with row stride lda, and Bt the block's queries (or dO) packed
+ *   transposed by skseq_pack_t_* (d x n, zero-padded to whole vectors, row
+ *   stride ldt).  Row x needs the columns j >= x - lo (the causal mask); a
+ *   register tile of rows computes them from the whole vector of
+ *   skseq_row_start(x0 - lo) of its first row x0 on.  Given P and delta, the
+ *   product is dP and becomes dS in the registers: C = alpha * P * (dP -
+ *   delta[j]) where row x sees column j, 0 where it does not.
+ *
+ * skseq_rows_{f,d}: C[x, :d] (+)= sum_p A[x, p] * B[p, :d], with A read
+ *   through strides (sax, sap), so either a tile in the layout above (dV +=
+ *   P^T dO, dK += dS^T Q: x a key, p a query) or its transpose (O += P V,
+ *   dQ += dS K: x a query, p a key); row x sums only the p with x - lo <= p <=
+ *   x + hi (the causal mask): a register tile runs over the p that any of its
+ *   rows sees and takes the others' terms as zeros, through a select.
+ *
+ * Every number is one sum in a fixed order: p ascending, from zero (or from
+ * the value in C when accumulating), one multiply-add at a time.  Vectors run
+ * across the independent outputs (the columns j, or the d features), never
+ * along a sum, so the results do not depend on the vector width; columns
+ * beyond the last whole vector of d take the same sums one at a time.  With
+ * GCC or Clang the products are vector-extension code in registers (16, 32
+ * or 64-byte vectors in the portable, AVX2 and AVX-512 builds); otherwise
+ * plain loops in the same order.
+ */
+#ifndef SKSEQ_ATTENTION_TILES_H
+#define SKSEQ_ATTENTION_TILES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define SKSEQ_TILE_VECTORS 1
+#if defined(__AVX512F__)
+#define SKSEQ_TILE_VBYTES 64
+/* 32 vector registers: 24 accumulators. */
+#define SKSEQ_SCORES_MR 6
+#define SKSEQ_SCORES_NV 4
+#define SKSEQ_ROWS_MR_WIDE 6   /* 3 or 4 vectors of d */
+#define SKSEQ_ROWS_MR_NARROW 12 /* 1 or 2 vectors of d */
+#define SKSEQ_ROWS_NV 4
+#else
+#if defined(__AVX__)
+#define SKSEQ_TILE_VBYTES 32
+#else
+#define SKSEQ_TILE_VBYTES 16
+#endif
+/* 16 vector registers: 12 accumulators. */
+#define SKSEQ_SCORES_MR 4
+#define SKSEQ_SCORES_NV 3
+#define SKSEQ_ROWS_MR_WIDE 4
+#define SKSEQ_ROWS_MR_NARROW 6
+#define SKSEQ_ROWS_NV 2
+#endif
+#define SKSEQ_INLINE static inline __attribute__((always_inline))
+#define SKSEQ_UNROLL _Pragma("GCC unroll 16")
+#else
+#define SKSEQ_TILE_VECTORS 0
+#define SKSEQ_TILE_VBYTES 16
+#define SKSEQ_INLINE static inline
+#define SKSEQ_UNROLL
+#endif
+
+/* Numbers per vector, and the largest register tiles of any build (array
+ * sizes; each build uses its own). */
+#define SKSEQ_LANES_F ((ptrdiff_t)(SKSEQ_TILE_VBYTES / sizeof(float)))
+#define SKSEQ_LANES_D ((ptrdiff_t)(SKSEQ_TILE_VBYTES / sizeof(double)))
+#define SKSEQ_MAX_MR 12
+#define SKSEQ_MAX_NV 4
+/* Rows of a tile are processed from a multiple of this many entries (whole
+ * vectors in every build). */
+#define SKSEQ_ROW_ALIGN 16
+
+/* Where the work on a row of a tile starts, for a row whose first entry left
+ * by the causal mask is ``first``: the whole vector that holds it. */
+static inline ptrdiff_t skseq_row_start(ptrdiff_t first) {
+    return first > 0 ? first / SKSEQ_ROW_ALIGN * SKSEQ_ROW_ALIGN : 0;
+}
+
+/* Causal limits: a register tile of rows [i0, i1] sees columns j <= i1 + diag. */
+#define SKSEQ_FAR ((ptrdiff_t)1 << 40)
+
+static inline ptrdiff_t skseq_min(ptrdiff_t a, ptrdiff_t b) { return a < b ? a : b; }
+static inline ptrdiff_t skseq_max(ptrdiff_t a, ptrdiff_t b) { return a > b ? a : b; }
+
+/* ------------------------------------------------------------- packing */
+
+#define SKSEQ_DEFINE_PACK(T, SUFFIX, LANES)                                                   \
+    /* Bt[p, j] = B[j, p] for j < n, p < d; zeros for n <= j < n rounded up to      \
+     * whole vectors. */                                                                       \
+    static void skseq_pack_t_##SUFFIX(const T *B, ptrdiff_t ldb, ptrdiff_t n, ptrdiff_t d,     \
+                                      T *Bt, ptrdiff_t ldt) {                                  \
+        ptrdiff_t j, p, padded = (n + (LANES)-1) / (LANES) * (LANES);                          \
+        for (j = 0; j < n; j++)                                                                \
+            for (p = 0; p < d; p++) Bt[p * ldt + j] = B[j * ldb + p];                          \
+        for (p = 0; p < d; p++)                                                                \
+            for (j = n; j < padded; j++) Bt[p * ldt + j] = 0;                                  \
+    }
+
+SKSEQ_DEFINE_PACK(float, f, SKSEQ_LANES_F)
+SKSEQ_DEFINE_PACK(double, d, SKSEQ_LANES_D)
+
+/* -------------------------------------------- the same sums, one at a time */
+
+#define SKSEQ_DEFINE_SCALAR(T, SUFFIX)                                                        \
+    static inline void skseq_scores_scalar_##SUFFIX(                                           \
+        ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo, T alpha, const T *A, ptrdiff_t lda,  \
+        const T *Bt, ptrdiff_t ldt, T *C, ptrdiff_t ldc, const T *P, const T *delta) {         \
+        ptrdiff_t x, j, p;                                                                     \
+        for (x = 0; x < m; x++) {                                                              \
+            for (j = skseq_row_start(x - lo); j < n; j++) {                                    \
+                T total = 0;                                                                   \
+                for (p = 0; p < d; p++) total += A[x * lda + p] * Bt[p * ldt + j];             \
+                if (P == NULL)                                                                 \
+                    C[x * ldc + j] = alpha * total;                                            \
+                else                                                                           \
+                    C[x * ldc + j] =                                                           \
+                        j >= x - lo ? alpha * P[x * ldc + j] * (total - delta[j]) : 0;         \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    /* skseq_rows for the columns [c0, c1) of d. */                                            \
+    static inline void skseq_rows_scalar_##SUFFIX(ptrdiff_t m, ptrdiff_t k, ptrdiff_t c0,             \
+                                           ptrdiff_t c1, ptrdiff_t lo, ptrdiff_t hi,           \
+                                           int accumulate, const T *A, ptrdiff_t sax,          \
+                                           ptrdiff_t sap, const T *B, ptrdiff_t ldb, T *C,     \
+                                           ptrdiff_t ldc) {                                    \
+        ptrdiff_t x, p, c, p0, p1;                                                             \
+        for (x = 0; x < m; x++) {                                                              \
+            p0 = skseq_max(0, x - lo);                                                         \
+            p1 = skseq_min(k, x + 1 + hi);                                                     \
+            for (c = c0; c < c1; c++) {                                                        \
+                T total = accumulate ? C[x * ldc + c] : 0;                                     \
+                for (p = p0; p < p1; p++) total += A[x * sax + p * sap] * B[p * ldb + c];      \
+                C[x * ldc + c] = total;                                                        \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+SKSEQ_DEFINE_SCALAR(float, f)
+SKSEQ_DEFINE_SCALAR(double, d)
+
+#if SKSEQ_TILE_VECTORS
+
+typedef float skseq_vf __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
+typedef double skseq_vd __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
+typedef int32_t skseq_vfi __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
+typedef int64_t skseq_vdi __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
+
+/* The register tiles: MR rows by NV vectors, for compile-time MR and NV (the
+ * dispatchers below call them with constants, so the loops unroll and the
+ * accumulators live in registers).  The per-build register tile sizes are
+ * chosen so the accumulators fit the register file (see above). */
+#define SKSEQ_DEFINE_TILES(T, SUFFIX, V, VI, IT, LANES)                                           \
+    /* 0, 1, ..., LANES - 1 */                                                                 \
+    static inline VI skseq_iota_##SUFFIX(void) {                                               \
+        VI lane;                                                                               \
+        for (int i = 0; i < (LANES); i++) lane[i] = i;                                         \
+        return lane;                                                                           \
+    }                                                                                          \
+    static inline V skseq_load_##SUFFIX(const T *p) {                                          \
+        V v;                                                                                   \
+        memcpy(&v, p, sizeof v);                                                               \
+        return v;                                                                              \
+    }                                                                                          \
+    static inline void skseq_store_##SUFFIX(T *p, V v) { memcpy(p, &v, sizeof v); }            \
+                                                                                               \
+    SKSEQ_INLINE void skseq_scores_tile_##SUFFIX(                                              \
+        const int mr, const int nv, ptrdiff_t d, T alpha, const T *A, ptrdiff_t lda,           \
+        const T *Bt, ptrdiff_t ldt, T *C, ptrdiff_t ldc, const T *P, const T *delta,           \
+        ptrdiff_t first, ptrdiff_t column) {                                                   \
+        V acc[SKSEQ_MAX_MR][SKSEQ_MAX_NV], b[SKSEQ_MAX_NV];                                    \
+        ptrdiff_t p;                                                                           \
+        SKSEQ_UNROLL for (int i = 0; i < mr; i++) SKSEQ_UNROLL for (int v = 0; v < nv; v++)    \
+            acc[i][v] = (V){0};                                                                \
+        for (p = 0; p < d; p++) {                                                              \
+            SKSEQ_UNROLL for (int v = 0; v < nv; v++) b[v] =                                   \
+                skseq_load_##SUFFIX(Bt + p * ldt + v * (LANES));                               \
+            SKSEQ_UNROLL for (int i = 0; i < mr; i++) {                                        \
+                T a = A[i * lda + p];                                                          \
+                SKSEQ_UNROLL for (int v = 0; v < nv; v++) acc[i][v] += a * b[v];               \
+            }                                                                                  \
+        }                                                                                      \
+        if (P == NULL) {                                                                       \
+            SKSEQ_UNROLL for (int i = 0; i < mr; i++) SKSEQ_UNROLL for (int v = 0; v < nv;     \
+                                                                        v++)                   \
+                skseq_store_##SUFFIX(C + i * ldc + v * (LANES), alpha * acc[i][v]);            \
+        } else {                                                                               \
+            /* dS = alpha P (dP - delta), and 0 where the mask leaves P out: column j of the   \
+             * tile's row i is seen when column + j >= first + i. */                           \
+            VI lane = skseq_iota_##SUFFIX();                                                   \
+            SKSEQ_UNROLL for (int v = 0; v < nv; v++) {                                        \
+                V dl = skseq_load_##SUFFIX(delta + v * (LANES));                               \
+                VI index = lane + (IT)(column + v * (LANES));                                      \
+                SKSEQ_UNROLL for (int i = 0; i < mr; i++) {                                    \
+                    V g = alpha * skseq_load_##SUFFIX(P + i * ldc + v * (LANES)) *             \
+                          (acc[i][v] - dl);                                                    \
+                    VI seen = index >= (IT)(first + i);                                            \
+                    skseq_store_##SUFFIX(C + i * ldc + v * (LANES), (V)((VI)g & seen));        \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+                                                                                               \
+    /* Row x of the tile sums the p with first + x <= p < last + x (the causal                  \
+     * mask): the p that some rows of the tile leave out (at most mr - 1 at either               \
+     * end) are taken with a select, the others plainly. */                                     \
+    SKSEQ_INLINE void skseq_rows_tile_##SUFFIX(                                                \
+        const int mr, const int nv, ptrdiff_t p0, ptrdiff_t p1, ptrdiff_t first,               \
+        ptrdiff_t last, int accumulate, const T *A, ptrdiff_t sax, ptrdiff_t sap, const T *B,  \
+        ptrdiff_t ldb, T *C, ptrdiff_t ldc) {                                                  \
+        V acc[SKSEQ_MAX_MR][SKSEQ_MAX_NV], b[SKSEQ_MAX_NV];                                    \
+        ptrdiff_t p, full_begin, full_end;                                                     \
+        full_begin = skseq_max(p0, skseq_min(p1, first + mr - 1));                             \
+        full_end = skseq_max(full_begin, skseq_min(p1, last));                                 \
+        SKSEQ_UNROLL for (int x = 0; x < mr; x++) SKSEQ_UNROLL for (int v = 0; v < nv; v++)    \
+            acc[x][v] = accumulate ? skseq_load_##SUFFIX(C + x * ldc + v * (LANES)) : (V){0};  \
+        for (p = p0; p < full_begin; p++) SKSEQ_ROWS_STEP(T, SUFFIX, LANES, 1)                 \
+        for (p = full_begin; p < full_end; p++) SKSEQ_ROWS_STEP(T, SUFFIX, LANES, 0)           \
+        for (p = full_end; p < p1; p++) SKSEQ_ROWS_STEP(T, SUFFIX, LANES, 1)                   \
+        SKSEQ_UNROLL for (int x = 0; x < mr; x++) SKSEQ_UNROLL for (int v = 0; v < nv; v++)    \
+            skseq_store_##SUFFIX(C + x * ldc + v * (LANES), acc[x][v]);                        \
+    }
+
+/* One term p of a register tile of skseq_rows; MASKED: a term that some rows
+ * of the tile leave out (they add zero). */
+#define SKSEQ_ROWS_STEP(T, SUFFIX, LANES, MASKED)                                             \
+    {                                                                                          \
+        SKSEQ_UNROLL for (int v = 0; v < nv; v++) b[v] =                                       \
+            skseq_load_##SUFFIX(B + p * ldb + v * (LANES));                                    \
+        SKSEQ_UNROLL for (int x = 0; x < mr; x++) {                                            \
+            T a = A[x * sax + p * sap];                                                        \
+            if (MASKED) a = (p >= first + x && p < last + x) ? a : (T)0;                       \
+            SKSEQ_UNROLL for (int v = 0; v < nv; v++) acc[x][v] += a * b[v];                   \
+        }                                                                                      \
+    }
+
+SKSEQ_DEFINE_TILES(float, f, skseq_vf, skseq_vfi, int32_t, SKSEQ_LANES_F)
+SKSEQ_DEFINE_TILES(double, d, skseq_vd, skseq_vdi, int64_t, SKSEQ_LANES_D)
+
+/* Dispatch on (mr, nv) to the tile with those constants: mr in 1 .. MR_MAX,
+ * nv in NV_LOW .. NV_HIGH (both at most 4). */
+#define SKSEQ_NV_CASE(CALL, MRV, NVV, NV_LOW, NV_HIGH)                                         \
+    if ((NVV) >= (NV_LOW) && (NVV) <= (NV_HIGH) && nv == (NVV)) CALL(MRV, NVV);
+#define SKSEQ_NV_CASES(CALL, MRV, NV_LOW, NV_HIGH)                                            \
+    SKSEQ_NV_CASE(CALL, MRV, 1, NV_LOW, NV_HIGH)                                               \
+    SKSEQ_NV_CASE(CALL, MRV, 2, NV_LOW, NV_HIGH)                                               \
+    SKSEQ_NV_CASE(CALL, MRV, 3, NV_LOW, NV_HIGH)                                               \
+    SKSEQ_NV_CASE(CALL, MRV, 4, NV_LOW, NV_HIGH)
+#define SKSEQ_MR_CASE(CALL, MRV, MR_MAX, NV_LOW, NV_HIGH)                                      \
+    if ((MRV) <= (MR_MAX) && mr == (MRV)) {                                                    \
+        SKSEQ_NV_CASES(CALL, ((MRV) <= (MR_MAX) ? (MRV) : 1), NV_LOW, NV_HIGH)                 \
+    }
+#define SKSEQ_DISPATCH(CALL, MR_MAX, NV_LOW, NV_HIGH)                                          \
+    SKSEQ_MR_CASE(CALL, 1, MR_MAX, NV_LOW, NV_HIGH)                                            \
+    SKSEQ_MR_CASE(CALL, 2, MR_MAX, NV_LOW, NV_HIGH)                                            \
+    SKSEQ_MR_CASE(CALL, 3, MR_MAX, NV_LOW, NV_HIGH)                                            \
+    SKSEQ_MR_CASE(CALL, 4, MR_MAX, NV_LOW, NV_HIGH)                                            \
+    SKSEQ_MR_CASE(CALL, 5, MR_MAX, NV_LOW, NV_HIGH)                                            \
+    SKSEQ_MR_CASE(CALL, 6, MR_MAX, NV_LOW, NV_HIGH)                                            \
+    SKSEQ_MR_CASE(CALL, 7, MR_MAX, NV_LOW, NV_HIGH)                                            \
+    SKSEQ_MR_CASE(CALL, 8, MR_MAX, NV_LOW, NV_HIGH)                                            \
+    SKSEQ_MR_CASE(CALL, 9, MR_MAX, NV_LOW, NV_HIGH)                                            \
+    SKSEQ_MR_CASE(CALL, 10, MR_MAX, NV_LOW, NV_HIGH)                                           \
+    SKSEQ_MR_CASE(CALL, 11, MR_MAX, NV_LOW, NV_HIGH)                                           \
+    SKSEQ_MR_CASE(CALL, 12, MR_MAX, NV_LOW, NV_HIGH)
+
+#define SKSEQ_DEFINE_DRIVERS(T, SUFFIX, LANES)                                                \
+    static void skseq_scores_##SUFFIX(ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo,     \
+                                      T alpha, const T *A, ptrdiff_t lda, const T *Bt,         \
+                                      ptrdiff_t ldt, T *C, ptrdiff_t ldc, const T *P,          \
+                                      const T *delta) {                                        \
+        ptrdiff_t x0, v0, v_end = (n + (LANES)-1) / (LANES);                                   \
+        int mr, nv;                                                                            \
+        for (x0 = 0; x0 < m; x0 += SKSEQ_SCORES_MR) {                                          \
+            mr = (int)skseq_min(SKSEQ_SCORES_MR, m - x0);                                      \
+            for (v0 = skseq_row_start(x0 - lo) / (LANES); v0 < v_end; v0 += SKSEQ_SCORES_NV) { \
+                nv = (int)skseq_min(SKSEQ_SCORES_NV, v_end - v0);                              \
+                ptrdiff_t first = x0 - lo, column = v0 * (LANES);                              \
+                const T *a = A + x0 * lda;                                                     \
+                const T *bt = Bt + column;                                                     \
+                T *c = C + x0 * ldc + column;                                                  \
+                const T *p = P == NULL ? NULL : P + x0 * ldc + column;                         \
+                const T *dl = P == NULL ? NULL : delta + column;                               \
+                /* A register tile of mr rows by nv vectors of columns. */                     \
+                SKSEQ_DISPATCH(SKSEQ_SCORES_CALL_##SUFFIX, SKSEQ_SCORES_MR, 1, SKSEQ_SCORES_NV) \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+                                                                                               \
+    static void skseq_rows_##SUFFIX(ptrdiff_t m, ptrdiff_t k, ptrdiff_t d, ptrdiff_t lo,       \
+                                    ptrdiff_t hi, int accumulate, const T *A, ptrdiff_t sax,   \
+                                    ptrdiff_t sap, const T *B, ptrdiff_t ldb, T *C,            \
+                                    ptrdiff_t ldc) {                                           \
+        ptrdiff_t x0, c0, p0, p1, n_vectors = d / (LANES), tile_mr;                            \
+        int mr, nv;                                                                            \
+        for (c0 = 0; c0 < n_vectors; c0 += SKSEQ_ROWS_NV) {                                    \
+            nv = (int)skseq_min(SKSEQ_ROWS_NV, n_vectors - c0);                                \
+            tile_mr = nv >= 3 ? SKSEQ_ROWS_MR_WIDE : SKSEQ_ROWS_MR_NARROW;                     \
+            for (x0 = 0; x0 < m; x0 += tile_mr) {                                              \
+                mr = (int)skseq_min(tile_mr, m - x0);                                          \
+                p0 = skseq_max(0, x0 - lo);                                                    \
+                p1 = skseq_min(k, x0 + mr + hi);                                               \
+                const T *a = A + x0 * sax;                                                     \
+                const T *b = B + c0 * (LANES);                                                 \
+                T *c = C + x0 * ldc + c0 * (LANES);                                            \
+                /* A register tile of mr rows of C by nv vectors of d. */                      \
+                if (nv >= 3) {                                                                 \
+                    SKSEQ_DISPATCH(SKSEQ_ROWS_CALL_##SUFFIX, SKSEQ_ROWS_MR_WIDE, 3,            \
+                                   SKSEQ_ROWS_NV)                                              \
+                } else {                                                                       \
+                    SKSEQ_DISPATCH(SKSEQ_ROWS_CALL_##SUFFIX, SKSEQ_ROWS_MR_NARROW, 1, 2)        \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        if (n_vectors * (LANES) < d)                                                           \
+            skseq_rows_scalar_##SUFFIX(m, k, n_vectors * (LANES), d, lo, hi, accumulate, A,    \
+                                       sax, sap, B, ldb, C, ldc);                              \
+    }
+
+#define SKSEQ_SCORES_CALL_f(MRV, NVV)                                                         \
+    skseq_scores_tile_f(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, first, column)
+#define SKSEQ_SCORES_CALL_d(MRV, NVV)                                                         \
+    skseq_scores_tile_d(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, first, column)
+#define SKSEQ_ROWS_CALL_f(MRV, NVV)                                                           \
+    skseq_rows_tile_f(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
+                      ldc)
+#define SKSEQ_ROWS_CALL_d(MRV, NVV)                                                           \
+    skseq_rows_tile_d(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
+                      ldc)
+
+SKSEQ_DEFINE_DRIVERS(float, f, SKSEQ_LANES_F)
+SKSEQ_DEFINE_DRIVERS(double, d, SKSEQ_LANES_D)
+
+#else /* no vector extensions: the same sums, one at a time */
+
+static void skseq_scores_f(ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo, float alpha,
+                           const float *A, ptrdiff_t lda, const float *Bt, ptrdiff_t ldt,
+                           float *C, ptrdiff_t ldc, const float *P, const float *delta) {
+    skseq_scores_scalar_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta);
+}
+static void skseq_scores_d(ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo, double alpha,
+                           const double *A, ptrdiff_t lda, const double *Bt, ptrdiff_t ldt,
+                           double *C, ptrdiff_t ldc, const double *P, const double *delta) {
+    skseq_scores_scalar_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta);
+}
+static void skseq_rows_f(ptrdiff_t m, ptrdiff_t k, ptrdiff_t d, ptrdiff_t lo, ptrdiff_t hi,
+                         int accumulate, const float *A, ptrdiff_t sax, ptrdiff_t sap,
+                         const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc) {
+    skseq_rows_scalar_f(m, k, 0, d, lo, hi, accumulate, A, sax, sap, B, ldb, C, ldc);
+}
+static void skseq_rows_d(ptrdiff_t m, ptrdiff_t k, ptrdiff_t d, ptrdiff_t lo, ptrdiff_t hi,
+                         int accumulate, const double *A, ptrdiff_t sax, ptrdiff_t sap,
+                         const double *B, ptrdiff_t ldb, double *C, ptrdiff_t ldc) {
+    skseq_rows_scalar_d(m, k, 0, d, lo, hi, accumulate, A, sax, sap, B, ldb, C, ldc);
+}
+
+#endif
+
+#endif /* SKSEQ_ATTENTION_TILES_H */
