@@ -156,8 +156,12 @@ cdef inline void _max_into(floating_out largest, floating_in row, Py_ssize_t sta
     before ``first`` left out by a select.
     """
     cdef Py_ssize_t c
-    for c in range(start, count):
-        largest[c] = _larger(row[c], largest[c]) if c >= first else largest[c]
+    if first == 0:
+        for c in range(count):
+            largest[c] = _larger(row[c], largest[c])
+    else:
+        for c in range(start, count):
+            largest[c] = _larger(row[c], largest[c]) if c >= first else largest[c]
 
 
 cdef inline void _exp_add(floating_out row, floating_in shift, floating_out total,
@@ -169,9 +173,14 @@ cdef inline void _exp_add(floating_out row, floating_in shift, floating_out tota
     not positive (up to rounding, which the exponential tolerates).
     """
     cdef Py_ssize_t c
-    for c in range(start, count):
-        row[c] = _exp_nonpositive(row[c] - shift[c]) if c >= first else 0
-        total[c] += row[c]
+    if first == 0:
+        for c in range(count):
+            row[c] = _exp_nonpositive(row[c] - shift[c])
+            total[c] += row[c]
+    else:
+        for c in range(start, count):
+            row[c] = _exp_nonpositive(row[c] - shift[c]) if c >= first else 0
+            total[c] += row[c]
 
 
 cdef inline void _exp_shifted(floating_out row, floating_in shift, Py_ssize_t start,
@@ -179,8 +188,12 @@ cdef inline void _exp_shifted(floating_out row, floating_in shift, Py_ssize_t st
     """``row[c] = exp(row[c] - shift[c])`` for ``first <= c < count`` (``shift`` a
     log-sum-exp), 0 for ``start <= c < first``."""
     cdef Py_ssize_t c
-    for c in range(start, count):
-        row[c] = _exp_nonpositive(row[c] - shift[c]) if c >= first else 0
+    if first == 0:
+        for c in range(count):
+            row[c] = _exp_nonpositive(row[c] - shift[c])
+    else:
+        for c in range(start, count):
+            row[c] = _exp_nonpositive(row[c] - shift[c]) if c >= first else 0
 
 
 cdef inline Py_ssize_t _first_query(Py_ssize_t key, Py_ssize_t diag) noexcept nogil:

@@ -312,7 +312,14 @@ SKSEQ_DEFINE_TILES(double, d, skseq_vd, skseq_vdi, int64_t, SKSEQ_LANES_D)
                 const T *b = B + c0 * (LANES);                                                 \
                 T *c = C + x0 * ldc + c0 * (LANES);                                            \
                 /* A register tile of mr rows of C by nv vectors of d. */                      \
-                if (nv >= 3) {                                                                 \
+                /* With sax == 1 (a transposed tile) the terms of a step are at fixed     \
+                 * offsets from one pointer: a tile of its own. */                             \
+                if (sax == 1 && nv >= 3) {                                                     \
+                    SKSEQ_DISPATCH(SKSEQ_ROWS_CALL_T_##SUFFIX, SKSEQ_ROWS_MR_WIDE, 3,          \
+                                   SKSEQ_ROWS_NV)                                              \
+                } else if (sax == 1) {                                                         \
+                    SKSEQ_DISPATCH(SKSEQ_ROWS_CALL_T_##SUFFIX, SKSEQ_ROWS_MR_NARROW, 1, 2)      \
+                } else if (nv >= 3) {                                                          \
                     SKSEQ_DISPATCH(SKSEQ_ROWS_CALL_##SUFFIX, SKSEQ_ROWS_MR_WIDE, 3,            \
                                    SKSEQ_ROWS_NV)                                              \
                 } else {                                                                       \
@@ -334,6 +341,12 @@ SKSEQ_DEFINE_TILES(double, d, skseq_vd, skseq_vdi, int64_t, SKSEQ_LANES_D)
                       ldc)
 #define SKSEQ_ROWS_CALL_d(MRV, NVV)                                                           \
     skseq_rows_tile_d(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
+                      ldc)
+#define SKSEQ_ROWS_CALL_T_f(MRV, NVV)                                                         \
+    skseq_rows_tile_f(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, 1, sap, b, ldb, c,   \
+                      ldc)
+#define SKSEQ_ROWS_CALL_T_d(MRV, NVV)                                                         \
+    skseq_rows_tile_d(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, 1, sap, b, ldb, c,   \
                       ldc)
 
 SKSEQ_DEFINE_DRIVERS(float, f, SKSEQ_LANES_F)
