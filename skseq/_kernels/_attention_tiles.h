@@ -95,8 +95,8 @@ static inline ptrdiff_t skseq_max(ptrdiff_t a, ptrdiff_t b) { return a > b ? a :
 #define SKSEQ_DEFINE_PACK(T, SUFFIX, LANES)                                                   \
     /* Bt[p, j] = B[j, p] for j < n, p < d; zeros for n <= j < n rounded up to      \
      * whole vectors. */                                                                       \
-    static void skseq_pack_t_##SUFFIX(const T *B, ptrdiff_t ldb, ptrdiff_t n, ptrdiff_t d,     \
-                                      T *Bt, ptrdiff_t ldt) {                                  \
+    static inline void skseq_pack_t_scalar_##SUFFIX(const T *B, ptrdiff_t ldb, ptrdiff_t n,    \
+                                                    ptrdiff_t d, T *Bt, ptrdiff_t ldt) {       \
         ptrdiff_t j, p, padded = (n + (LANES)-1) / (LANES) * (LANES);                          \
         for (j = 0; j < n; j++)                                                                \
             for (p = 0; p < d; p++) Bt[p * ldt + j] = B[j * ldb + p];                          \
@@ -245,6 +245,46 @@ typedef int64_t skseq_vdi __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
 SKSEQ_DEFINE_TILES(float, f, skseq_vf, skseq_vfi, int32_t, SKSEQ_LANES_F)
 SKSEQ_DEFINE_TILES(double, d, skseq_vd, skseq_vdi, int64_t, SKSEQ_LANES_D)
 
+/* skseq_pack_t_* with vectors: LANES x LANES blocks transposed in registers
+ * (log2(LANES) rounds of two-vector shuffles, each swapping the off-diagonal
+ * blocks of a size: the recursive transpose), the columns of d beyond whole
+ * vectors one at a time. */
+#define SKSEQ_DEFINE_TRANSPOSE(T, SUFFIX, V, VI, LANES)                                       \
+    SKSEQ_INLINE void skseq_transpose_##SUFFIX(V *rows) {                                      \
+        SKSEQ_UNROLL for (int h = (LANES) / 2; h >= 1; h /= 2) {                               \
+            VI low, high;                                                                      \
+            SKSEQ_UNROLL for (int c = 0; c < (LANES); c++) {                                   \
+                low[c] = (c & h) ? (LANES) + c - h : c;                                        \
+                high[c] = (c & h) ? (LANES) + c : c + h;                                       \
+            }                                                                                  \
+            SKSEQ_UNROLL for (int r = 0; r < (LANES); r++) {                                   \
+                if (r & h) continue;                                                           \
+                V a = rows[r], b = rows[r + h];                                                \
+                rows[r] = __builtin_shuffle(a, b, low);                                        \
+                rows[r + h] = __builtin_shuffle(a, b, high);                                   \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    static void skseq_pack_t_##SUFFIX(const T *B, ptrdiff_t ldb, ptrdiff_t n, ptrdiff_t d,     \
+                                      T *Bt, ptrdiff_t ldt) {                                  \
+        ptrdiff_t j0, p0, j, p, whole = d / (LANES) * (LANES);                                 \
+        V rows[LANES];                                                                         \
+        for (j0 = 0; j0 < n; j0 += (LANES)) {                                                  \
+            for (p0 = 0; p0 < whole; p0 += (LANES)) {                                          \
+                SKSEQ_UNROLL for (int r = 0; r < (LANES); r++) rows[r] =                       \
+                    j0 + r < n ? skseq_load_##SUFFIX(B + (j0 + r) * ldb + p0) : (V){0};        \
+                skseq_transpose_##SUFFIX(rows);                                                \
+                SKSEQ_UNROLL for (int c = 0; c < (LANES); c++)                                 \
+                    skseq_store_##SUFFIX(Bt + (p0 + c) * ldt + j0, rows[c]);                   \
+            }                                                                                  \
+            for (p = whole; p < d; p++)                                                        \
+                for (j = j0; j < j0 + (LANES); j++) Bt[p * ldt + j] = j < n ? B[j * ldb + p] : 0; \
+        }                                                                                      \
+    }
+
+SKSEQ_DEFINE_TRANSPOSE(float, f, skseq_vf, skseq_vfi, SKSEQ_LANES_F)
+SKSEQ_DEFINE_TRANSPOSE(double, d, skseq_vd, skseq_vdi, SKSEQ_LANES_D)
+
 /* Dispatch on (mr, nv) to the tile with those constants: mr in 1 .. MR_MAX,
  * nv in NV_LOW .. NV_HIGH (both at most 4). */
 #define SKSEQ_NV_CASE(CALL, MRV, NVV, NV_LOW, NV_HIGH)                                         \
@@ -353,6 +393,15 @@ SKSEQ_DEFINE_DRIVERS(float, f, SKSEQ_LANES_F)
 SKSEQ_DEFINE_DRIVERS(double, d, SKSEQ_LANES_D)
 
 #else /* no vector extensions: the same sums, one at a time */
+
+static void skseq_pack_t_f(const float *B, ptrdiff_t ldb, ptrdiff_t n, ptrdiff_t d, float *Bt,
+                           ptrdiff_t ldt) {
+    skseq_pack_t_scalar_f(B, ldb, n, d, Bt, ldt);
+}
+static void skseq_pack_t_d(const double *B, ptrdiff_t ldb, ptrdiff_t n, ptrdiff_t d, double *Bt,
+                           ptrdiff_t ldt) {
+    skseq_pack_t_scalar_d(B, ldb, n, d, Bt, ldt);
+}
 
 static void skseq_scores_f(ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo, float alpha,
                            const float *A, ptrdiff_t lda, const float *Bt, ptrdiff_t ldt,
