@@ -79,16 +79,17 @@ cdef extern from "_attention_tiles.h":
     void _pack_t_d "skseq_pack_t_d" (
         const double* B, Py_ssize_t ldb, Py_ssize_t n, Py_ssize_t d, double* Bt,
         Py_ssize_t ldt) noexcept nogil
-    # C[x, j] = alpha sum_p A[x, p] Bt[p, j] for j from _row_start(x - lo) on; or, given
+    # C[x, j] = alpha sum_p A[x, p] Bt[p, j] for j from _row_start(x - lo) on, and
+    # largest[j] = max(largest[j], C[x, j] for x - lo <= j) if given; or, given
     # P and delta, dS = alpha P (that - delta) there, 0 for j < x - lo.
     void _scores_f "skseq_scores_f" (
         Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo, float alpha,
         const float* A, Py_ssize_t lda, const float* Bt, Py_ssize_t ldt, float* C,
-        Py_ssize_t ldc, const float* P, const float* delta) noexcept nogil
+        Py_ssize_t ldc, const float* P, const float* delta, float* largest) noexcept nogil
     void _scores_d "skseq_scores_d" (
         Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo, double alpha,
         const double* A, Py_ssize_t lda, const double* Bt, Py_ssize_t ldt, double* C,
-        Py_ssize_t ldc, const double* P, const double* delta) noexcept nogil
+        Py_ssize_t ldc, const double* P, const double* delta, double* largest) noexcept nogil
     # C[x, :d] (+)= sum_p A[x * sax + p * sap] B[p, :d] over the p a register tile sees.
     void _rows_f "skseq_rows_f" (
         Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, Py_ssize_t hi, int accumulate,
@@ -126,11 +127,11 @@ cdef inline void _pack_t(const floating* B, Py_ssize_t ldb, Py_ssize_t n, Py_ssi
 cdef inline void _scores(Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo,
                          floating alpha, const floating* A, Py_ssize_t lda, const floating* Bt,
                          Py_ssize_t ldt, floating* C, Py_ssize_t ldc, const floating* P,
-                         const floating* delta) noexcept nogil:
+                         const floating* delta, floating* largest) noexcept nogil:
     if floating is float:
-        _scores_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta)
+        _scores_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest)
     else:
-        _scores_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta)
+        _scores_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest)
 
 
 cdef inline void _rows(Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, Py_ssize_t hi,
@@ -146,22 +147,6 @@ cdef inline void _rows(Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, 
 cdef inline floating _larger(floating a, floating b) noexcept nogil:
     """max(a, b) for numbers that are not NaN, without a comparison."""
     return _where_negative(a - b, b, a)
-
-
-cdef inline void _max_into(floating_out largest, floating_in row, Py_ssize_t start,
-                           Py_ssize_t first, Py_ssize_t count) noexcept nogil:
-    """``largest[c] = max(largest[c], row[c])`` for ``first <= c < count`` (no NaN).
-
-    The loop runs from ``start`` (a whole vector, ``<= first``), the entries
-    before ``first`` left out by a select.
-    """
-    cdef Py_ssize_t c
-    if first == 0:
-        for c in range(count):
-            largest[c] = _larger(row[c], largest[c])
-    else:
-        for c in range(start, count):
-            largest[c] = _larger(row[c], largest[c]) if c >= first else largest[c]
 
 
 cdef inline void _exp_add(floating_out row, floating_in shift, floating_out total,
@@ -300,14 +285,11 @@ def forward(
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
                     diag = r0 - c0
+                    # The scores and the tile's row maxima, in the product's registers.
+                    for i in range(ldr):
+                        tile_max[i] = -INFINITY
                     _scores(cols, rows, d, diag, alpha, K + c0 * ld.k, ld.k, Qt, ldr, St, ldr,
-                            NULL, NULL)
-                    # The tile's row maxima (its first key is seen by every row).
-                    for i in range(rows):
-                        tile_max[i] = St[i]
-                    for j in range(1, cols):
-                        first = _first_query(j, diag)
-                        _max_into(tile_max, St + j * ldr, _row_start(first), first, rows)
+                            NULL, NULL, tile_max)
                     if c0 == 0:
                         for i in range(rows):
                             row_max[i] = tile_max[i]
@@ -414,7 +396,7 @@ def backward(
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
                     diag = r0 - c0
                     _scores(cols, rows, d, diag, alpha, K + c0 * ld.k, ld.k, Qt, ldr, P, ldr,
-                            NULL, NULL)
+                            NULL, NULL, NULL)
                     for j in range(cols):
                         first = _first_query(j, diag)
                         _exp_shifted(P + j * ldr, block_lse, _row_start(first), first, rows)
@@ -422,7 +404,7 @@ def backward(
                           dO + r0 * grad_ld.out, grad_ld.out, dV + c0 * grad_ld.v, grad_ld.v)
                     # dS = s P (dP - delta), with dP = dO V^T, in the product's registers.
                     _scores(cols, rows, d, diag, alpha, V + c0 * ld.v, ld.v, dOt, ldr, dS, ldr,
-                            P, deltas)
+                            P, deltas, NULL)
                     _rows(rows, cols, d, FAR, diag, c0 != 0, dS, 1, ldr, K + c0 * ld.k, ld.k,
                           dQ + r0 * grad_ld.q, grad_ld.q)
                     _rows(cols, rows, d, diag, FAR, not first_block, dS, ldr, 1, Q + r0 * ld.q,

@@ -112,15 +112,18 @@ SKSEQ_DEFINE_PACK(double, d, SKSEQ_LANES_D)
 #define SKSEQ_DEFINE_SCALAR(T, SUFFIX)                                                        \
     static inline void skseq_scores_scalar_##SUFFIX(                                           \
         ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo, T alpha, const T *A, ptrdiff_t lda,  \
-        const T *Bt, ptrdiff_t ldt, T *C, ptrdiff_t ldc, const T *P, const T *delta) {         \
+        const T *Bt, ptrdiff_t ldt, T *C, ptrdiff_t ldc, const T *P, const T *delta,           \
+        T *largest) {                                                                          \
         ptrdiff_t x, j, p;                                                                     \
         for (x = 0; x < m; x++) {                                                              \
             for (j = skseq_row_start(x - lo); j < n; j++) {                                    \
                 T total = 0;                                                                   \
                 for (p = 0; p < d; p++) total += A[x * lda + p] * Bt[p * ldt + j];             \
-                if (P == NULL)                                                                 \
+                if (P == NULL) {                                                               \
                     C[x * ldc + j] = alpha * total;                                            \
-                else                                                                           \
+                    if (largest != NULL && j >= x - lo && alpha * total - largest[j] >= 0)     \
+                        largest[j] = alpha * total;                                            \
+                } else                                                                         \
                     C[x * ldc + j] =                                                           \
                         j >= x - lo ? alpha * P[x * ldc + j] * (total - delta[j]) : 0;         \
             }                                                                                  \
@@ -175,7 +178,7 @@ typedef int64_t skseq_vdi __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
     SKSEQ_INLINE void skseq_scores_tile_##SUFFIX(                                              \
         const int mr, const int nv, ptrdiff_t d, T alpha, const T *A, ptrdiff_t lda,           \
         const T *Bt, ptrdiff_t ldt, T *C, ptrdiff_t ldc, const T *P, const T *delta,           \
-        ptrdiff_t first, ptrdiff_t column) {                                                   \
+        T *largest, ptrdiff_t first, ptrdiff_t column) {                                       \
         V acc[SKSEQ_MAX_MR][SKSEQ_MAX_NV], b[SKSEQ_MAX_NV];                                    \
         ptrdiff_t p;                                                                           \
         SKSEQ_UNROLL for (int i = 0; i < mr; i++) SKSEQ_UNROLL for (int v = 0; v < nv; v++)    \
@@ -188,10 +191,27 @@ typedef int64_t skseq_vdi __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
                 SKSEQ_UNROLL for (int v = 0; v < nv; v++) acc[i][v] += a * b[v];               \
             }                                                                                  \
         }                                                                                      \
-        if (P == NULL) {                                                                       \
+        if (P == NULL && largest == NULL) {                                                    \
             SKSEQ_UNROLL for (int i = 0; i < mr; i++) SKSEQ_UNROLL for (int v = 0; v < nv;     \
                                                                         v++)                   \
                 skseq_store_##SUFFIX(C + i * ldc + v * (LANES), alpha * acc[i][v]);            \
+        } else if (P == NULL) {                                                                \
+            /* The scores, and largest[j] = max(largest[j], scores of the rows that see        \
+             * column j); max(a, b) is b where a - b is negative, else a (no NaN). */          \
+            VI lane = skseq_iota_##SUFFIX();                                                   \
+            int masked = first + mr - 1 > column;                                              \
+            SKSEQ_UNROLL for (int v = 0; v < nv; v++) {                                        \
+                V top = skseq_load_##SUFFIX(largest + v * (LANES));                            \
+                VI index = lane + (IT)(column + v * (LANES));                                  \
+                SKSEQ_UNROLL for (int i = 0; i < mr; i++) {                                    \
+                    V score = alpha * acc[i][v];                                               \
+                    skseq_store_##SUFFIX(C + i * ldc + v * (LANES), score);                    \
+                    VI below = (VI)(score - top) >> (8 * sizeof(T) - 1);                       \
+                    if (masked) below |= ~(index >= (IT)(first + i));                          \
+                    top = (V)(((VI)top & below) | ((VI)score & ~below));                       \
+                }                                                                              \
+                skseq_store_##SUFFIX(largest + v * (LANES), top);                              \
+            }                                                                                  \
         } else {                                                                               \
             /* dS = alpha P (dP - delta), and 0 where the mask leaves P out: column j of the   \
              * tile's row i is seen when column + j >= first + i. */                           \
@@ -316,7 +336,7 @@ SKSEQ_DEFINE_TRANSPOSE(double, d, skseq_vd, skseq_vdi, SKSEQ_LANES_D)
     static void skseq_scores_##SUFFIX(ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo,     \
                                       T alpha, const T *A, ptrdiff_t lda, const T *Bt,         \
                                       ptrdiff_t ldt, T *C, ptrdiff_t ldc, const T *P,          \
-                                      const T *delta) {                                        \
+                                      const T *delta, T *largest) {                            \
         ptrdiff_t x0, v0, v_end = (n + (LANES)-1) / (LANES);                                   \
         int mr, nv;                                                                            \
         for (x0 = 0; x0 < m; x0 += SKSEQ_SCORES_MR) {                                          \
@@ -329,6 +349,7 @@ SKSEQ_DEFINE_TRANSPOSE(double, d, skseq_vd, skseq_vdi, SKSEQ_LANES_D)
                 T *c = C + x0 * ldc + column;                                                  \
                 const T *p = P == NULL ? NULL : P + x0 * ldc + column;                         \
                 const T *dl = P == NULL ? NULL : delta + column;                               \
+                T *top = largest == NULL ? NULL : largest + column;                            \
                 /* A register tile of mr rows by nv vectors of columns. */                     \
                 SKSEQ_DISPATCH(SKSEQ_SCORES_CALL_##SUFFIX, SKSEQ_SCORES_MR, 1, SKSEQ_SCORES_NV) \
             }                                                                                  \
@@ -373,9 +394,9 @@ SKSEQ_DEFINE_TRANSPOSE(double, d, skseq_vd, skseq_vdi, SKSEQ_LANES_D)
     }
 
 #define SKSEQ_SCORES_CALL_f(MRV, NVV)                                                         \
-    skseq_scores_tile_f(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, first, column)
+    skseq_scores_tile_f(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, top, first, column)
 #define SKSEQ_SCORES_CALL_d(MRV, NVV)                                                         \
-    skseq_scores_tile_d(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, first, column)
+    skseq_scores_tile_d(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, top, first, column)
 #define SKSEQ_ROWS_CALL_f(MRV, NVV)                                                           \
     skseq_rows_tile_f(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
                       ldc)
@@ -405,13 +426,15 @@ static void skseq_pack_t_d(const double *B, ptrdiff_t ldb, ptrdiff_t n, ptrdiff_
 
 static void skseq_scores_f(ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo, float alpha,
                            const float *A, ptrdiff_t lda, const float *Bt, ptrdiff_t ldt,
-                           float *C, ptrdiff_t ldc, const float *P, const float *delta) {
-    skseq_scores_scalar_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta);
+                           float *C, ptrdiff_t ldc, const float *P, const float *delta,
+                           float *largest) {
+    skseq_scores_scalar_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest);
 }
 static void skseq_scores_d(ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo, double alpha,
                            const double *A, ptrdiff_t lda, const double *Bt, ptrdiff_t ldt,
-                           double *C, ptrdiff_t ldc, const double *P, const double *delta) {
-    skseq_scores_scalar_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta);
+                           double *C, ptrdiff_t ldc, const double *P, const double *delta,
+                           double *largest) {
+    skseq_scores_scalar_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest);
 }
 static void skseq_rows_f(ptrdiff_t m, ptrdiff_t k, ptrdiff_t d, ptrdiff_t lo, ptrdiff_t hi,
                          int accumulate, const float *A, ptrdiff_t sax, ptrdiff_t sap,
