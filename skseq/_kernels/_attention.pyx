@@ -42,9 +42,10 @@ Row blocks run from the last, which sees every key: its products write
 
 Products
 --------
-The tile products are the register-tiled loops of ``_attention_tiles.h``
-(no BLAS: at these sizes OpenBLAS spends much of its time packing its
-operands).  They skip what the causal mask leaves out: whole vectors of
+In the AVX2 and AVX-512 builds the tile products are the register-tiled
+loops of ``_attention_tiles.h`` (no BLAS: at these sizes OpenBLAS spends much
+of its time packing its operands); the portable build runs the same algorithm
+with BLAS products in the layout BLAS suits (``_attention_blas.pxi``).  They skip what the causal mask leaves out: whole vectors of
 queries, and within a register tile the terms of the rows that do not see
 them, by a select.  The passes over a key's row of a tile likewise start at
 the whole vector that holds the key's first visible query
@@ -99,6 +100,9 @@ cdef extern from "_attention_tiles.h":
         Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, Py_ssize_t hi, int accumulate,
         const double* A, Py_ssize_t sax, Py_ssize_t sap, const double* B, Py_ssize_t ldb,
         double* C, Py_ssize_t ldc) noexcept nogil
+    # Whether these products run (the AVX2 and AVX-512 builds) or BLAS's
+    # (the portable build: _attention_blas.pxi).
+    bint OWN_PRODUCTS "SKSEQ_OWN_PRODUCTS"
     # No causal limit on that side.
     Py_ssize_t FAR "SKSEQ_FAR"
     # Where the work on a row of a tile whose first entry the causal mask
@@ -224,6 +228,9 @@ cdef inline _RowStrides _row_strides(
     return strides
 
 
+include "_attention_blas.pxi"
+
+
 # ------------------------------------------------------------------ kernels
 
 
@@ -244,8 +251,13 @@ def forward(
     Pair p is (p // n_heads, p % n_heads).  Writes ``out`` and ``lse`` for
     those pairs.  ``block_cols`` must be a multiple of ``block_rows``; the
     scratch memory is ``(block_cols + d + 5) * block_rows`` numbers (block_rows
-    rounded up to a multiple of 16).
+    rounded up to a multiple of 16).  The portable build runs
+    ``_forward_blas`` (BLAS for the products; ``block_rows * (block_cols + 2)``
+    numbers of scratch).
     """
+    if not OWN_PRODUCTS:
+        _forward_blas(q, k, v, out, lse, scale, pair_start, pair_stop, block_rows, block_cols)
+        return
     cdef Py_ssize_t n_heads = q.shape[1]
     cdef Py_ssize_t length = q.shape[2]
     cdef Py_ssize_t d = q.shape[3]
@@ -338,8 +350,14 @@ def backward(
 
     ``out`` and ``lse`` are those of :func:`forward`.  Writes ``dq``, ``dk``
     and ``dv`` for those pairs; the scratch memory is ``2 * (block_cols + d +
-    1) * block_rows`` numbers (block_rows rounded up to a multiple of 16).
+    1) * block_rows`` numbers (block_rows rounded up to a multiple of 16).  The
+    portable build runs ``_backward_blas`` (BLAS for the products; ``block_rows *
+    (2 * block_cols + 1)`` numbers of scratch).
     """
+    if not OWN_PRODUCTS:
+        _backward_blas(dout, q, k, v, out, lse, dq, dk, dv, scale, pair_start, pair_stop,
+                       block_rows, block_cols)
+        return
     cdef Py_ssize_t n_heads = q.shape[1]
     cdef Py_ssize_t length = q.shape[2]
     cdef Py_ssize_t d = q.shape[3]

@@ -24,10 +24,10 @@
  * the value in C when accumulating), one multiply-add at a time.  Vectors run
  * across the independent outputs (the columns j, or the d features), never
  * along a sum, so the results do not depend on the vector width; columns
- * beyond the last whole vector of d take the same sums one at a time.  With
- * GCC or Clang the products are vector-extension code in registers (16, 32
- * or 64-byte vectors in the portable, AVX2 and AVX-512 builds); otherwise
- * plain loops in the same order.
+ * beyond the last whole vector of d take the same sums one at a time.  The
+ * products are GCC vector-extension code in registers, 32 or 64-byte vectors
+ * in the AVX2 and AVX-512 builds; the portable build keeps plain loops in the
+ * same order, which it does not call (it uses BLAS).
  */
 #ifndef SKSEQ_ATTENTION_TILES_H
 #define SKSEQ_ATTENTION_TILES_H
@@ -36,8 +36,12 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__GNUC__)
-#define SKSEQ_TILE_VECTORS 1
+/* The kernels use these products in the AVX2 and AVX-512 builds (compiled by
+ * GCC or Clang); the portable build uses BLAS (_attention_blas.pxi), whose
+ * own kernels, picked at run time, beat 16-byte vectors, and keeps only the
+ * plain loops below (never called there). */
+#if defined(__GNUC__) && (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
+#define SKSEQ_OWN_PRODUCTS 1
 #if defined(__AVX512F__)
 #define SKSEQ_TILE_VBYTES 64
 /* 32 vector registers: 24 accumulators. */
@@ -47,11 +51,7 @@
 #define SKSEQ_ROWS_MR_NARROW 12 /* 1 or 2 vectors of d */
 #define SKSEQ_ROWS_NV 4
 #else
-#if defined(__AVX__)
 #define SKSEQ_TILE_VBYTES 32
-#else
-#define SKSEQ_TILE_VBYTES 16
-#endif
 /* 16 vector registers: 12 accumulators. */
 #define SKSEQ_SCORES_MR 4
 #define SKSEQ_SCORES_NV 3
@@ -62,7 +62,7 @@
 #define SKSEQ_INLINE static inline __attribute__((always_inline))
 #define SKSEQ_UNROLL _Pragma("GCC unroll 16")
 #else
-#define SKSEQ_TILE_VECTORS 0
+#define SKSEQ_OWN_PRODUCTS 0
 #define SKSEQ_TILE_VBYTES 16
 #define SKSEQ_INLINE static inline
 #define SKSEQ_UNROLL
@@ -150,7 +150,7 @@ SKSEQ_DEFINE_PACK(double, d, SKSEQ_LANES_D)
 SKSEQ_DEFINE_SCALAR(float, f)
 SKSEQ_DEFINE_SCALAR(double, d)
 
-#if SKSEQ_TILE_VECTORS
+#if SKSEQ_OWN_PRODUCTS
 
 typedef float skseq_vf __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
 typedef double skseq_vd __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
@@ -413,7 +413,7 @@ SKSEQ_DEFINE_TRANSPOSE(double, d, skseq_vd, skseq_vdi, SKSEQ_LANES_D)
 SKSEQ_DEFINE_DRIVERS(float, f, SKSEQ_LANES_F)
 SKSEQ_DEFINE_DRIVERS(double, d, SKSEQ_LANES_D)
 
-#else /* no vector extensions: the same sums, one at a time */
+#else /* the portable build: the same sums, one at a time (not called) */
 
 static void skseq_pack_t_f(const float *B, ptrdiff_t ldb, ptrdiff_t n, ptrdiff_t d, float *Bt,
                            ptrdiff_t ldt) {
