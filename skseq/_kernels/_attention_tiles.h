@@ -156,6 +156,28 @@ typedef float skseq_vf __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
 typedef double skseq_vd __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
 typedef int32_t skseq_vfi __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
 typedef int64_t skseq_vdi __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
+/* Half and quarter vectors: the columns of d beyond its whole vectors. */
+typedef float skseq_vf2 __attribute__((vector_size(SKSEQ_TILE_VBYTES / 2)));
+typedef float skseq_vf4 __attribute__((vector_size(SKSEQ_TILE_VBYTES / 4)));
+typedef double skseq_vd2 __attribute__((vector_size(SKSEQ_TILE_VBYTES / 2)));
+typedef double skseq_vd4 __attribute__((vector_size(SKSEQ_TILE_VBYTES / 4)));
+
+/* Unaligned loads and stores of a vector type. */
+#define SKSEQ_DEFINE_LOADS(T, SUFFIX, V)                                                      \
+    static inline V skseq_load_##SUFFIX(const T *p) {                                          \
+        V v;                                                                                   \
+        memcpy(&v, p, sizeof v);                                                               \
+        return v;                                                                              \
+    }                                                                                          \
+    static inline void skseq_store_##SUFFIX(T *p, V v) { memcpy(p, &v, sizeof v); }            \
+
+SKSEQ_DEFINE_LOADS(float, f, skseq_vf)
+SKSEQ_DEFINE_LOADS(float, f2, skseq_vf2)
+SKSEQ_DEFINE_LOADS(float, f4, skseq_vf4)
+SKSEQ_DEFINE_LOADS(double, d, skseq_vd)
+SKSEQ_DEFINE_LOADS(double, d2, skseq_vd2)
+SKSEQ_DEFINE_LOADS(double, d4, skseq_vd4)
+
 
 /* The register tiles: MR rows by NV vectors, for compile-time MR and NV (the
  * dispatchers below call them with constants, so the loops unroll and the
@@ -168,13 +190,6 @@ typedef int64_t skseq_vdi __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
         for (int i = 0; i < (LANES); i++) lane[i] = i;                                         \
         return lane;                                                                           \
     }                                                                                          \
-    static inline V skseq_load_##SUFFIX(const T *p) {                                          \
-        V v;                                                                                   \
-        memcpy(&v, p, sizeof v);                                                               \
-        return v;                                                                              \
-    }                                                                                          \
-    static inline void skseq_store_##SUFFIX(T *p, V v) { memcpy(p, &v, sizeof v); }            \
-                                                                                               \
     SKSEQ_INLINE void skseq_scores_tile_##SUFFIX(                                              \
         const int mr, const int nv, ptrdiff_t d, T alpha, const T *A, ptrdiff_t lda,           \
         const T *Bt, ptrdiff_t ldt, T *C, ptrdiff_t ldc, const T *P, const T *delta,           \
@@ -229,25 +244,6 @@ typedef int64_t skseq_vdi __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
         }                                                                                      \
     }                                                                                          \
                                                                                                \
-    /* Row x of the tile sums the p with first + x <= p < last + x (the causal                  \
-     * mask): the p that some rows of the tile leave out (at most mr - 1 at either               \
-     * end) are taken with a select, the others plainly. */                                     \
-    SKSEQ_INLINE void skseq_rows_tile_##SUFFIX(                                                \
-        const int mr, const int nv, ptrdiff_t p0, ptrdiff_t p1, ptrdiff_t first,               \
-        ptrdiff_t last, int accumulate, const T *A, ptrdiff_t sax, ptrdiff_t sap, const T *B,  \
-        ptrdiff_t ldb, T *C, ptrdiff_t ldc) {                                                  \
-        V acc[SKSEQ_MAX_MR][SKSEQ_MAX_NV], b[SKSEQ_MAX_NV];                                    \
-        ptrdiff_t p, full_begin, full_end;                                                     \
-        full_begin = skseq_max(p0, skseq_min(p1, first + mr - 1));                             \
-        full_end = skseq_max(full_begin, skseq_min(p1, last));                                 \
-        SKSEQ_UNROLL for (int x = 0; x < mr; x++) SKSEQ_UNROLL for (int v = 0; v < nv; v++)    \
-            acc[x][v] = accumulate ? skseq_load_##SUFFIX(C + x * ldc + v * (LANES)) : (V){0};  \
-        for (p = p0; p < full_begin; p++) SKSEQ_ROWS_STEP(T, SUFFIX, LANES, 1)                 \
-        for (p = full_begin; p < full_end; p++) SKSEQ_ROWS_STEP(T, SUFFIX, LANES, 0)           \
-        for (p = full_end; p < p1; p++) SKSEQ_ROWS_STEP(T, SUFFIX, LANES, 1)                   \
-        SKSEQ_UNROLL for (int x = 0; x < mr; x++) SKSEQ_UNROLL for (int v = 0; v < nv; v++)    \
-            skseq_store_##SUFFIX(C + x * ldc + v * (LANES), acc[x][v]);                        \
-    }
 
 /* One term p of a register tile of skseq_rows; MASKED: a term that some rows
  * of the tile leave out (they add zero). */
@@ -262,8 +258,6 @@ typedef int64_t skseq_vdi __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
         }                                                                                      \
     }
 
-SKSEQ_DEFINE_TILES(float, f, skseq_vf, skseq_vfi, int32_t, SKSEQ_LANES_F)
-SKSEQ_DEFINE_TILES(double, d, skseq_vd, skseq_vdi, int64_t, SKSEQ_LANES_D)
 
 /* skseq_pack_t_* with vectors: LANES x LANES blocks transposed in registers
  * (log2(LANES) rounds of two-vector shuffles, each swapping the off-diagonal
@@ -305,6 +299,37 @@ SKSEQ_DEFINE_TILES(double, d, skseq_vd, skseq_vdi, int64_t, SKSEQ_LANES_D)
 SKSEQ_DEFINE_TRANSPOSE(float, f, skseq_vf, skseq_vfi, SKSEQ_LANES_F)
 SKSEQ_DEFINE_TRANSPOSE(double, d, skseq_vd, skseq_vdi, SKSEQ_LANES_D)
 
+/* The register tile of skseq_rows, for a vector type V of LANES numbers. */
+#define SKSEQ_DEFINE_ROWS_TILE(T, SUFFIX, V, LANES)                                           \
+    /* Row x of the tile sums the p with first + x <= p < last + x (the causal                  \
+     * mask): the p that some rows of the tile leave out (at most mr - 1 at either               \
+     * end) are taken with a select, the others plainly. */                                     \
+    SKSEQ_INLINE void skseq_rows_tile_##SUFFIX(                                                \
+        const int mr, const int nv, ptrdiff_t p0, ptrdiff_t p1, ptrdiff_t first,               \
+        ptrdiff_t last, int accumulate, const T *A, ptrdiff_t sax, ptrdiff_t sap, const T *B,  \
+        ptrdiff_t ldb, T *C, ptrdiff_t ldc) {                                                  \
+        V acc[SKSEQ_MAX_MR][SKSEQ_MAX_NV], b[SKSEQ_MAX_NV];                                    \
+        ptrdiff_t p, full_begin, full_end;                                                     \
+        full_begin = skseq_max(p0, skseq_min(p1, first + mr - 1));                             \
+        full_end = skseq_max(full_begin, skseq_min(p1, last));                                 \
+        SKSEQ_UNROLL for (int x = 0; x < mr; x++) SKSEQ_UNROLL for (int v = 0; v < nv; v++)    \
+            acc[x][v] = accumulate ? skseq_load_##SUFFIX(C + x * ldc + v * (LANES)) : (V){0};  \
+        for (p = p0; p < full_begin; p++) SKSEQ_ROWS_STEP(T, SUFFIX, LANES, 1)                 \
+        for (p = full_begin; p < full_end; p++) SKSEQ_ROWS_STEP(T, SUFFIX, LANES, 0)           \
+        for (p = full_end; p < p1; p++) SKSEQ_ROWS_STEP(T, SUFFIX, LANES, 1)                   \
+        SKSEQ_UNROLL for (int x = 0; x < mr; x++) SKSEQ_UNROLL for (int v = 0; v < nv; v++)    \
+            skseq_store_##SUFFIX(C + x * ldc + v * (LANES), acc[x][v]);                        \
+    }
+
+SKSEQ_DEFINE_TILES(float, f, skseq_vf, skseq_vfi, int32_t, SKSEQ_LANES_F)
+SKSEQ_DEFINE_TILES(double, d, skseq_vd, skseq_vdi, int64_t, SKSEQ_LANES_D)
+SKSEQ_DEFINE_ROWS_TILE(float, f, skseq_vf, SKSEQ_LANES_F)
+SKSEQ_DEFINE_ROWS_TILE(float, f2, skseq_vf2, SKSEQ_LANES_F / 2)
+SKSEQ_DEFINE_ROWS_TILE(float, f4, skseq_vf4, SKSEQ_LANES_F / 4)
+SKSEQ_DEFINE_ROWS_TILE(double, d, skseq_vd, SKSEQ_LANES_D)
+SKSEQ_DEFINE_ROWS_TILE(double, d2, skseq_vd2, SKSEQ_LANES_D / 2)
+SKSEQ_DEFINE_ROWS_TILE(double, d4, skseq_vd4, SKSEQ_LANES_D / 4)
+
 /* Dispatch on (mr, nv) to the tile with those constants: mr in 1 .. MR_MAX,
  * nv in NV_LOW .. NV_HIGH (both at most 4). */
 #define SKSEQ_NV_CASE(CALL, MRV, NVV, NV_LOW, NV_HIGH)                                         \
@@ -331,6 +356,26 @@ SKSEQ_DEFINE_TRANSPOSE(double, d, skseq_vd, skseq_vdi, SKSEQ_LANES_D)
     SKSEQ_MR_CASE(CALL, 10, MR_MAX, NV_LOW, NV_HIGH)                                           \
     SKSEQ_MR_CASE(CALL, 11, MR_MAX, NV_LOW, NV_HIGH)                                           \
     SKSEQ_MR_CASE(CALL, 12, MR_MAX, NV_LOW, NV_HIGH)
+
+/* skseq_rows for the columns [column, column + LANES) of d, one vector of LANES
+ * numbers (a half or a quarter vector) per register tile. */
+#define SKSEQ_DEFINE_ROWS_PART(T, SUFFIX, LANES)                                              \
+    static void skseq_rows_part_##SUFFIX(ptrdiff_t m, ptrdiff_t k, ptrdiff_t column,           \
+                                         ptrdiff_t lo, ptrdiff_t hi, int accumulate,           \
+                                         const T *A, ptrdiff_t sax, ptrdiff_t sap,             \
+                                         const T *B, ptrdiff_t ldb, T *C, ptrdiff_t ldc) {     \
+        ptrdiff_t x0, p0, p1;                                                                  \
+        int mr, nv = 1;                                                                        \
+        for (x0 = 0; x0 < m; x0 += SKSEQ_ROWS_MR_NARROW) {                                     \
+            mr = (int)skseq_min(SKSEQ_ROWS_MR_NARROW, m - x0);                                 \
+            p0 = skseq_max(0, x0 - lo);                                                        \
+            p1 = skseq_min(k, x0 + mr + hi);                                                   \
+            const T *a = A + x0 * sax;                                                         \
+            const T *b = B + column;                                                           \
+            T *c = C + x0 * ldc + column;                                                      \
+            SKSEQ_DISPATCH(SKSEQ_ROWS_CALL_##SUFFIX, SKSEQ_ROWS_MR_NARROW, 1, 1)                \
+        }                                                                                      \
+    }
 
 #define SKSEQ_DEFINE_DRIVERS(T, SUFFIX, LANES)                                                \
     static void skseq_scores_##SUFFIX(ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo,     \
@@ -388,9 +433,22 @@ SKSEQ_DEFINE_TRANSPOSE(double, d, skseq_vd, skseq_vdi, SKSEQ_LANES_D)
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
-        if (n_vectors * (LANES) < d)                                                           \
-            skseq_rows_scalar_##SUFFIX(m, k, n_vectors * (LANES), d, lo, hi, accumulate, A,    \
-                                       sax, sap, B, ldb, C, ldc);                              \
+        /* The columns beyond whole vectors: a half vector, a quarter, then one at a     \
+         * time (the same sums). */                                                            \
+        ptrdiff_t column = n_vectors * (LANES);                                                \
+        if (d - column >= (LANES) / 2) {                                                       \
+            skseq_rows_part_##SUFFIX##2(m, k, column, lo, hi, accumulate, A, sax, sap, B, ldb,  \
+                                        C, ldc);                                               \
+            column += (LANES) / 2;                                                             \
+        }                                                                                      \
+        if ((LANES) >= 4 && d - column >= (LANES) / 4) {                                       \
+            skseq_rows_part_##SUFFIX##4(m, k, column, lo, hi, accumulate, A, sax, sap, B, ldb,  \
+                                        C, ldc);                                               \
+            column += (LANES) / 4;                                                             \
+        }                                                                                      \
+        if (column < d)                                                                        \
+            skseq_rows_scalar_##SUFFIX(m, k, column, d, lo, hi, accumulate, A, sax, sap, B,    \
+                                       ldb, C, ldc);                                           \
     }
 
 #define SKSEQ_SCORES_CALL_f(MRV, NVV)                                                         \
@@ -409,6 +467,23 @@ SKSEQ_DEFINE_TRANSPOSE(double, d, skseq_vd, skseq_vdi, SKSEQ_LANES_D)
 #define SKSEQ_ROWS_CALL_T_d(MRV, NVV)                                                         \
     skseq_rows_tile_d(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, 1, sap, b, ldb, c,   \
                       ldc)
+
+#define SKSEQ_ROWS_CALL_f2(MRV, NVV)                                                          \
+    skseq_rows_tile_f2(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
+                       ldc)
+#define SKSEQ_ROWS_CALL_f4(MRV, NVV)                                                          \
+    skseq_rows_tile_f4(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
+                       ldc)
+#define SKSEQ_ROWS_CALL_d2(MRV, NVV)                                                          \
+    skseq_rows_tile_d2(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
+                       ldc)
+#define SKSEQ_ROWS_CALL_d4(MRV, NVV)                                                          \
+    skseq_rows_tile_d4(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
+                       ldc)
+SKSEQ_DEFINE_ROWS_PART(float, f2, SKSEQ_LANES_F / 2)
+SKSEQ_DEFINE_ROWS_PART(float, f4, SKSEQ_LANES_F / 4)
+SKSEQ_DEFINE_ROWS_PART(double, d2, SKSEQ_LANES_D / 2)
+SKSEQ_DEFINE_ROWS_PART(double, d4, SKSEQ_LANES_D / 4)
 
 SKSEQ_DEFINE_DRIVERS(float, f, SKSEQ_LANES_F)
 SKSEQ_DEFINE_DRIVERS(double, d, SKSEQ_LANES_D)
