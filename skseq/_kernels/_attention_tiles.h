@@ -330,17 +330,30 @@ SKSEQ_DEFINE_ROWS_TILE(double, d, skseq_vd, SKSEQ_LANES_D)
 SKSEQ_DEFINE_ROWS_TILE(double, d2, skseq_vd2, SKSEQ_LANES_D / 2)
 SKSEQ_DEFINE_ROWS_TILE(double, d4, skseq_vd4, SKSEQ_LANES_D / 4)
 
-/* Dispatch on (mr, nv) to the tile with those constants: mr in 1 .. MR_MAX,
- * nv in NV_LOW .. NV_HIGH (both at most 4). */
+/* Register tiles come in a few heights (and widths): the largest, and the
+ * powers of two below it, which cover what is left over (7 rows: 4, 2, 1);
+ * fewer tiles to compile. */
+#define SKSEQ_TILE_SIZE(SIZE, MOST) ((SIZE) == (MOST) || ((SIZE) < (MOST) && ((SIZE) & ((SIZE)-1)) == 0))
+
+/* The tile size for what is left: the largest, or the largest power of two. */
+static inline int skseq_tile_size(ptrdiff_t left, int most) {
+    int size = 1;
+    if (left >= most) return most;
+    while (size * 2 <= left) size *= 2;
+    return size;
+}
+
+/* Dispatch on (mr, nv) to the tile with those constants: mr a tile size up to
+ * MR_MAX, nv one in NV_LOW .. NV_HIGH (at most 4). */
 #define SKSEQ_NV_CASE(CALL, MRV, NVV, NV_LOW, NV_HIGH)                                         \
-    if ((NVV) >= (NV_LOW) && (NVV) <= (NV_HIGH) && nv == (NVV)) CALL(MRV, NVV);
+    if ((NVV) >= (NV_LOW) && SKSEQ_TILE_SIZE(NVV, NV_HIGH) && nv == (NVV)) CALL(MRV, NVV);
 #define SKSEQ_NV_CASES(CALL, MRV, NV_LOW, NV_HIGH)                                            \
     SKSEQ_NV_CASE(CALL, MRV, 1, NV_LOW, NV_HIGH)                                               \
     SKSEQ_NV_CASE(CALL, MRV, 2, NV_LOW, NV_HIGH)                                               \
     SKSEQ_NV_CASE(CALL, MRV, 3, NV_LOW, NV_HIGH)                                               \
     SKSEQ_NV_CASE(CALL, MRV, 4, NV_LOW, NV_HIGH)
 #define SKSEQ_MR_CASE(CALL, MRV, MR_MAX, NV_LOW, NV_HIGH)                                      \
-    if ((MRV) <= (MR_MAX) && mr == (MRV)) {                                                    \
+    if (SKSEQ_TILE_SIZE(MRV, MR_MAX) && mr == (MRV)) {                                         \
         SKSEQ_NV_CASES(CALL, ((MRV) <= (MR_MAX) ? (MRV) : 1), NV_LOW, NV_HIGH)                 \
     }
 #define SKSEQ_DISPATCH(CALL, MR_MAX, NV_LOW, NV_HIGH)                                          \
@@ -366,8 +379,8 @@ SKSEQ_DEFINE_ROWS_TILE(double, d4, skseq_vd4, SKSEQ_LANES_D / 4)
                                          const T *B, ptrdiff_t ldb, T *C, ptrdiff_t ldc) {     \
         ptrdiff_t x0, p0, p1;                                                                  \
         int mr, nv = 1;                                                                        \
-        for (x0 = 0; x0 < m; x0 += SKSEQ_ROWS_MR_NARROW) {                                     \
-            mr = (int)skseq_min(SKSEQ_ROWS_MR_NARROW, m - x0);                                 \
+        for (x0 = 0; x0 < m; x0 += mr) {                                                       \
+            mr = skseq_tile_size(m - x0, SKSEQ_ROWS_MR_NARROW);                                \
             p0 = skseq_max(0, x0 - lo);                                                        \
             p1 = skseq_min(k, x0 + mr + hi);                                                   \
             const T *a = A + x0 * sax;                                                         \
@@ -384,10 +397,10 @@ SKSEQ_DEFINE_ROWS_TILE(double, d4, skseq_vd4, SKSEQ_LANES_D / 4)
                                       const T *delta, T *largest) {                            \
         ptrdiff_t x0, v0, v_end = (n + (LANES)-1) / (LANES);                                   \
         int mr, nv;                                                                            \
-        for (x0 = 0; x0 < m; x0 += SKSEQ_SCORES_MR) {                                          \
-            mr = (int)skseq_min(SKSEQ_SCORES_MR, m - x0);                                      \
-            for (v0 = skseq_row_start(x0 - lo) / (LANES); v0 < v_end; v0 += SKSEQ_SCORES_NV) { \
-                nv = (int)skseq_min(SKSEQ_SCORES_NV, v_end - v0);                              \
+        for (x0 = 0; x0 < m; x0 += mr) {                                                       \
+            mr = skseq_tile_size(m - x0, SKSEQ_SCORES_MR);                                     \
+            for (v0 = skseq_row_start(x0 - lo) / (LANES); v0 < v_end; v0 += nv) {              \
+                nv = skseq_tile_size(v_end - v0, SKSEQ_SCORES_NV);                             \
                 ptrdiff_t first = x0 - lo, column = v0 * (LANES);                              \
                 const T *a = A + x0 * lda;                                                     \
                 const T *bt = Bt + column;                                                     \
@@ -407,11 +420,11 @@ SKSEQ_DEFINE_ROWS_TILE(double, d4, skseq_vd4, SKSEQ_LANES_D / 4)
                                     ptrdiff_t ldc) {                                           \
         ptrdiff_t x0, c0, p0, p1, n_vectors = d / (LANES), tile_mr;                            \
         int mr, nv;                                                                            \
-        for (c0 = 0; c0 < n_vectors; c0 += SKSEQ_ROWS_NV) {                                    \
-            nv = (int)skseq_min(SKSEQ_ROWS_NV, n_vectors - c0);                                \
+        for (c0 = 0; c0 < n_vectors; c0 += nv) {                                               \
+            nv = skseq_tile_size(n_vectors - c0, SKSEQ_ROWS_NV);                               \
             tile_mr = nv >= 3 ? SKSEQ_ROWS_MR_WIDE : SKSEQ_ROWS_MR_NARROW;                     \
-            for (x0 = 0; x0 < m; x0 += tile_mr) {                                              \
-                mr = (int)skseq_min(tile_mr, m - x0);                                          \
+            for (x0 = 0; x0 < m; x0 += mr) {                                                   \
+                mr = skseq_tile_size(m - x0, (int)tile_mr);                                    \
                 p0 = skseq_max(0, x0 - lo);                                                    \
                 p1 = skseq_min(k, x0 + mr + hi);                                               \
                 const T *a = A + x0 * sax;                                                     \
