@@ -15,13 +15,18 @@ Tiles
 Query rows are taken in blocks of ``block_rows``.  The keys ``0 .. r1 - 1``
 that the block of rows ``r0 .. r1 - 1`` sees come in tiles of ``block_cols``
 keys, a multiple of ``block_rows``: only the last tile of a block reaches the
-diagonal, and every row has at least one key in every tile it sees.  For each
-tile the scores are one matrix product (BLAS gemm); the softmax is updated
-online (FlashAttention): the running row maximum ``m`` and sum ``l`` of
-``exp(S - m)``, the output rows rescaled by ``exp(m_old - m_new)`` when the
-maximum grows, and the tile's contribution added by a second product.  After
-the last tile ``out /= l`` and ``lse = m + log(l)``.  One tile of scores
-exists at a time; the backward pass gets the probabilities back from ``lse``.
+diagonal, and every row has at least one key in every tile it sees (key
+``c0``, the tile's first, is at most ``r0``).  A tile of scores is held
+transposed, one row per key: ``St[j, i] = S[r0 + i, c0 + j]``, so that the
+softmax runs along the rows of ``St`` with the query rows in the vector
+lanes, and the products take whole rows of ``q``, ``k``, ``v`` as they are
+(only the block's queries are packed transposed, ``d x block_rows``, once per
+block).  The softmax is updated online (FlashAttention): the running row
+maximum ``m`` and sum ``l`` of ``exp(S - m)``, the output rows rescaled by
+``exp(m_old - m_new)`` when the maximum grows, and the tile's contribution
+added by a second product.  After the last tile ``out /= l`` and ``lse = m +
+log(l)``.  One tile of scores exists at a time; the backward pass gets the
+probabilities back from ``lse``.
 
 Backward
 --------
@@ -35,23 +40,29 @@ five products per tile.  Masked entries have ``P = 0``, hence ``dS = 0``.
 Row blocks run from the last, which sees every key: its products write
 ``dK`` and ``dV``, the earlier blocks' add to them.
 
-Layout
-------
-Each pair's matrices are row-major with a row stride that may exceed ``d``
-(a head of a packed ``(batch, length, 3, heads, d)`` projection is a strided
-view); the last axis of every array must be contiguous, which the callers
-ensure (the memoryviews accept any strides).  BLAS is column-major: the row-major product ``C = A B`` is the
-column-major ``C^T = B^T A^T`` of the same memory, which ``_blas._gemm`` calls for ``RowMajor``.
-Row maxima and sums use ``LANES`` partial results combined by a fixed tree,
-branch-free (the sign-bit selects of ``_elementary.pxi``), so GCC vectorises
-them and the result does not depend on the vector width.
+Products
+--------
+In the AVX2 and AVX-512 builds the tile products are the register-tiled
+loops of ``_attention_tiles.h`` (no BLAS: at these sizes OpenBLAS spends much
+of its time packing its operands); the portable build runs the same algorithm
+with BLAS products in the layout BLAS suits (``_attention_blas.pxi``).  They skip what the causal mask leaves out: whole vectors of
+queries, and within a register tile the terms of the rows that do not see
+them, by a select.  The passes over a key's row of a tile likewise start at
+the whole vector that holds the key's first visible query
+(``_row_start``), the entries before it set by a select, not a branch.  The
+product ``dP = dO V^T`` turns into ``dS`` in its registers.  Every
+number is a sum in a fixed order (along the keys, or along ``d``), one
+multiply-add at a time, with the vector lanes across independent results: the
+results do not depend on the vector width.  Each pair's matrices are
+row-major with a row stride that may exceed ``d`` (a head of a packed
+``(batch, length, 3, heads, d)`` projection is a strided view); the last axis
+of every array must be contiguous, which the callers ensure (the memoryviews
+accept any strides).
 """
 
 from libc.math cimport log
-from libc.stdint cimport INT32_MAX, INT64_MAX, int32_t, int64_t
 
 from cython cimport floating
-from ._blas cimport NoTrans, RowMajor, Trans, _gemm
 from ._common cimport floating_zeros_1d, floating_zeros_2d, floating_zeros_3d
 
 cimport numpy as cnp
@@ -60,32 +71,81 @@ cnp.import_array()  # numpy's C API, for the scratch allocators of _common
 
 include "_elementary.pxi"
 
+
+cdef extern from "_attention_tiles.h":
+    # Bt[p, j] = B[j, p] (j < n, p < d), zeros up to whole vectors.
+    void _pack_t_f "skseq_pack_t_f" (
+        const float* B, Py_ssize_t ldb, Py_ssize_t n, Py_ssize_t d, float* Bt,
+        Py_ssize_t ldt) noexcept nogil
+    void _pack_t_d "skseq_pack_t_d" (
+        const double* B, Py_ssize_t ldb, Py_ssize_t n, Py_ssize_t d, double* Bt,
+        Py_ssize_t ldt) noexcept nogil
+    # C[x, j] = alpha sum_p A[x, p] Bt[p, j] for j from _row_start(x - lo) on, and
+    # largest[j] = max(largest[j], C[x, j] for x - lo <= j) if given; or, given
+    # P and delta, dS = alpha P (that - delta) there, 0 for j < x - lo.
+    void _scores_f "skseq_scores_f" (
+        Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo, float alpha,
+        const float* A, Py_ssize_t lda, const float* Bt, Py_ssize_t ldt, float* C,
+        Py_ssize_t ldc, const float* P, const float* delta, float* largest) noexcept nogil
+    void _scores_d "skseq_scores_d" (
+        Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo, double alpha,
+        const double* A, Py_ssize_t lda, const double* Bt, Py_ssize_t ldt, double* C,
+        Py_ssize_t ldc, const double* P, const double* delta, double* largest) noexcept nogil
+    # C[x, :d] (+)= sum_p A[x * sax + p * sap] B[p, :d] over the p a register tile sees.
+    void _rows_f "skseq_rows_f" (
+        Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, Py_ssize_t hi, int accumulate,
+        const float* A, Py_ssize_t sax, Py_ssize_t sap, const float* B, Py_ssize_t ldb,
+        float* C, Py_ssize_t ldc) noexcept nogil
+    void _rows_d "skseq_rows_d" (
+        Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, Py_ssize_t hi, int accumulate,
+        const double* A, Py_ssize_t sax, Py_ssize_t sap, const double* B, Py_ssize_t ldb,
+        double* C, Py_ssize_t ldc) noexcept nogil
+    # Whether these products run (the AVX2 and AVX-512 builds) or BLAS's
+    # (the portable build: _attention_blas.pxi).
+    bint OWN_PRODUCTS "SKSEQ_OWN_PRODUCTS"
+    # No causal limit on that side.
+    Py_ssize_t FAR "SKSEQ_FAR"
+    # Where the work on a row of a tile whose first entry the causal mask
+    # leaves is ``first`` starts: the whole vector that holds it.
+    Py_ssize_t _row_start "skseq_row_start" (Py_ssize_t first) noexcept nogil
+
+
 cdef enum:
-    # Width of the partial maxima and sums of a row of scores.
-    LANES = 16
+    # The rows of a tile (St[j, :]) and of the packed queries are padded to a
+    # multiple of this many numbers: whole vectors in every build.
+    ROW_PADDING = 16
 
 
-cdef union _SignedBits64:
-    double real
-    int64_t integer
+cdef inline Py_ssize_t _padded(Py_ssize_t n) noexcept nogil:
+    return (n + ROW_PADDING - 1) // ROW_PADDING * ROW_PADDING
 
 
-cdef union _SignedBits32:
-    float real
-    int32_t integer
+cdef inline void _pack_t(const floating* B, Py_ssize_t ldb, Py_ssize_t n, Py_ssize_t d,
+                         floating* Bt, Py_ssize_t ldt) noexcept nogil:
+    if floating is float:
+        _pack_t_f(B, ldb, n, d, Bt, ldt)
+    else:
+        _pack_t_d(B, ldb, n, d, Bt, ldt)
 
 
-cdef inline int64_t _order_key64(double x) noexcept nogil:
-    """An integer that orders like ``x`` (not NaN): sign and magnitude to two's complement."""
-    cdef _SignedBits64 bits
-    bits.real = x
-    return bits.integer ^ ((bits.integer >> 63) & INT64_MAX)
+cdef inline void _scores(Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo,
+                         floating alpha, const floating* A, Py_ssize_t lda, const floating* Bt,
+                         Py_ssize_t ldt, floating* C, Py_ssize_t ldc, const floating* P,
+                         const floating* delta, floating* largest) noexcept nogil:
+    if floating is float:
+        _scores_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest)
+    else:
+        _scores_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest)
 
 
-cdef inline int32_t _order_key32(float x) noexcept nogil:
-    cdef _SignedBits32 bits
-    bits.real = x
-    return bits.integer ^ ((bits.integer >> 31) & INT32_MAX)
+cdef inline void _rows(Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, Py_ssize_t hi,
+                       bint accumulate, const floating* A, Py_ssize_t sax, Py_ssize_t sap,
+                       const floating* B, Py_ssize_t ldb, floating* C,
+                       Py_ssize_t ldc) noexcept nogil:
+    if floating is float:
+        _rows_f(m, k, d, lo, hi, accumulate, A, sax, sap, B, ldb, C, ldc)
+    else:
+        _rows_d(m, k, d, lo, hi, accumulate, A, sax, sap, B, ldb, C, ldc)
 
 
 cdef inline floating _larger(floating a, floating b) noexcept nogil:
@@ -93,85 +153,41 @@ cdef inline floating _larger(floating a, floating b) noexcept nogil:
     return _where_negative(a - b, b, a)
 
 
-cdef inline floating _row_max(const floating* row, Py_ssize_t count) noexcept nogil:
-    """The largest of ``row[0 .. count - 1]`` (count >= 1, no NaN).
+cdef inline void _exp_add(floating_out row, floating_in shift, floating_out total,
+                          Py_ssize_t start, Py_ssize_t first, Py_ssize_t count) noexcept nogil:
+    """``row[c] = exp(row[c] - shift[c])`` and ``total[c] += row[c]`` for ``first <= c <
+    count``; ``row[c] = 0`` for ``start <= c < first``.
 
-    The maximum is taken over integers that order like the numbers (GCC
-    vectorises an integer maximum, not a floating one without
-    ``-ffinite-math-only``), and turned back into the number.
+    ``shift[c]`` is at least ``row[c]`` (a row maximum), so the exponents are
+    not positive (up to rounding, which the exponential tolerates).
     """
     cdef Py_ssize_t c
-    cdef int64_t largest64, key64
-    cdef int32_t largest32, key32
-    cdef _SignedBits64 bits64
-    cdef _SignedBits32 bits32
-    if floating is float:
-        largest32 = _order_key32(row[0])
-        for c in range(1, count):
-            key32 = _order_key32(row[c])
-            largest32 = key32 if key32 > largest32 else largest32
-        bits32.integer = largest32 ^ ((largest32 >> 31) & INT32_MAX)
-        return bits32.real
+    if first == 0:
+        for c in range(count):
+            row[c] = _exp_nonpositive(row[c] - shift[c])
+            total[c] += row[c]
     else:
-        largest64 = _order_key64(row[0])
-        for c in range(1, count):
-            key64 = _order_key64(row[c])
-            largest64 = key64 if key64 > largest64 else largest64
-        bits64.integer = largest64 ^ ((largest64 >> 63) & INT64_MAX)
-        return bits64.real
+        for c in range(start, count):
+            row[c] = _exp_nonpositive(row[c] - shift[c]) if c >= first else 0
+            total[c] += row[c]
 
 
-cdef inline floating _exp_row(floating* row, Py_ssize_t count, Py_ssize_t width,
-                              floating shift) noexcept nogil:
-    """``row[c] = exp(row[c] - shift)`` for ``c < count``, 0 up to ``width``; the sum.
-
-    ``shift`` is at least every ``row[c]`` (a row maximum or log-sum-exp), so
-    the exponents are not positive (up to rounding, which the exponential
-    tolerates).
-    """
-    cdef floating partial[LANES]
-    cdef Py_ssize_t lane, block, c
-    cdef floating value, total
-    for lane in range(LANES):
-        partial[lane] = 0
-    for block in range(count // LANES):
-        for lane in range(LANES):
-            c = block * LANES + lane
-            value = _exp_nonpositive(row[c] - shift)
-            row[c] = value
-            partial[lane] += value
-    total = 0
-    for c in range(count - count % LANES, count):
-        value = _exp_nonpositive(row[c] - shift)
-        row[c] = value
-        total += value
-    for c in range(count, width):
-        row[c] = 0
-    return total + (
-        (((partial[0] + partial[1]) + (partial[2] + partial[3]))
-         + ((partial[4] + partial[5]) + (partial[6] + partial[7])))
-        + (((partial[8] + partial[9]) + (partial[10] + partial[11]))
-           + ((partial[12] + partial[13]) + (partial[14] + partial[15])))
-    )
-
-
-cdef inline void _scale_row(floating* row, Py_ssize_t count, floating factor) noexcept nogil:
+cdef inline void _exp_shifted(floating_out row, floating_in shift, Py_ssize_t start,
+                              Py_ssize_t first, Py_ssize_t count) noexcept nogil:
+    """``row[c] = exp(row[c] - shift[c])`` for ``first <= c < count`` (``shift`` a
+    log-sum-exp), 0 for ``start <= c < first``."""
     cdef Py_ssize_t c
-    for c in range(count):
-        row[c] *= factor
+    if first == 0:
+        for c in range(count):
+            row[c] = _exp_nonpositive(row[c] - shift[c])
+    else:
+        for c in range(start, count):
+            row[c] = _exp_nonpositive(row[c] - shift[c]) if c >= first else 0
 
 
-cdef inline void _score_gradients(
-    floating_out grad_scores,
-    floating_in probabilities,
-    floating delta,
-    floating scale,
-    Py_ssize_t count,
-) noexcept nogil:
-    """dS = scale * P * (dP - delta) in place of dP, over one row of a tile."""
-    cdef Py_ssize_t c
-    for c in range(count):
-        grad_scores[c] = scale * probabilities[c] * (grad_scores[c] - delta)
+cdef inline Py_ssize_t _first_query(Py_ssize_t key, Py_ssize_t diag) noexcept nogil:
+    """The first query row of a block that sees key ``key`` of a tile (``diag = r0 - c0``)."""
+    return key - diag if key > diag else 0
 
 
 cdef inline floating _dot(const floating* a, const floating* b, Py_ssize_t count) noexcept nogil:
@@ -182,14 +198,20 @@ cdef inline floating _dot(const floating* a, const floating* b, Py_ssize_t count
     return total
 
 
-cdef inline int _row_stride(Py_ssize_t stride_bytes, Py_ssize_t itemsize) noexcept nogil:
-    return <int>(stride_bytes // itemsize)
+cdef inline void _scale_row(floating* row, Py_ssize_t count, floating factor) noexcept nogil:
+    cdef Py_ssize_t c
+    for c in range(count):
+        row[c] *= factor
+
+
+cdef inline Py_ssize_t _row_stride(Py_ssize_t stride_bytes, Py_ssize_t itemsize) noexcept nogil:
+    return stride_bytes // itemsize
 
 
 cdef struct _RowStrides:
     # Elements between consecutive rows of one (batch, head) matrix of
     # (length, d_head) of q, k, v and out.
-    int q, k, v, out
+    Py_ssize_t q, k, v, out
 
 
 cdef inline _RowStrides _row_strides(
@@ -204,6 +226,9 @@ cdef inline _RowStrides _row_strides(
     strides.v = _row_stride(v.strides[2], sizeof(floating))
     strides.out = _row_stride(out.strides[2], sizeof(floating))
     return strides
+
+
+include "_attention_blas.pxi"
 
 
 # ------------------------------------------------------------------ kernels
@@ -225,24 +250,36 @@ def forward(
 
     Pair p is (p // n_heads, p % n_heads).  Writes ``out`` and ``lse`` for
     those pairs.  ``block_cols`` must be a multiple of ``block_rows``; the
-    scratch memory is ``block_rows * (block_cols + 2)`` numbers.
+    scratch memory is ``(block_cols + d + 5) * block_rows`` numbers (block_rows
+    rounded up to a multiple of 16).  The portable build runs
+    ``_forward_blas`` (BLAS for the products; ``block_rows * (block_cols + 2)``
+    numbers of scratch).
     """
+    if not OWN_PRODUCTS:
+        _forward_blas(q, k, v, out, lse, scale, pair_start, pair_stop, block_rows, block_cols)
+        return
     cdef Py_ssize_t n_heads = q.shape[1]
     cdef Py_ssize_t length = q.shape[2]
-    cdef int d = <int>q.shape[3]
+    cdef Py_ssize_t d = q.shape[3]
     cdef _RowStrides ld = _row_strides(q, k, v, out)
-    cdef floating[:, ::1] scores = floating_zeros_2d(<floating>0, block_rows, block_cols)
-    cdef floating[:, ::1] row_stats = floating_zeros_2d(<floating>0, 2, block_rows)
+    cdef Py_ssize_t ldr = _padded(block_rows)
+    cdef floating[:, ::1] scores = floating_zeros_2d(<floating>0, block_cols, ldr)
+    cdef floating[:, ::1] queries = floating_zeros_2d(<floating>0, d, ldr)
+    cdef floating[:, ::1] row_stats = floating_zeros_2d(<floating>0, 5, ldr)
+    cdef floating* St = &scores[0, 0]
+    cdef floating* Qt = &queries[0, 0]
     cdef floating* row_max = &row_stats[0, 0]
     cdef floating* row_sum = &row_stats[1, 0]
+    cdef floating* tile_max = &row_stats[2, 0]
+    cdef floating* tile_sum = &row_stats[3, 0]
+    cdef floating* correction = &row_stats[4, 0]
     cdef floating alpha = <floating>scale
-    cdef Py_ssize_t pair, b, h, block, tile, r0, r1, rows, c0, cols, i, row, n_valid
-    cdef floating tile_max, largest, total, correction
+    cdef Py_ssize_t pair, b, h, block, tile, r0, r1, rows, c0, cols, i, j, diag, first
+    cdef floating largest
     cdef const floating* Q
     cdef const floating* K
     cdef const floating* V
     cdef floating* O
-    cdef floating* S
     with nogil:
         for pair in range(pair_start, pair_stop):
             b = pair // n_heads
@@ -255,33 +292,42 @@ def forward(
                 r0 = block * block_rows
                 rows = block_rows if r0 + block_rows <= length else length - r0
                 r1 = r0 + rows
+                _pack_t(Q + r0 * ld.q, ld.q, rows, d, Qt, ldr)
                 for tile in range((r1 + block_cols - 1) // block_cols):
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
-                    S = &scores[0, 0]
-                    _gemm(RowMajor, NoTrans, Trans, <int>rows, <int>cols, d, alpha,
-                          Q + r0 * ld.q, ld.q, K + c0 * ld.k, ld.k, 0, S, <int>cols)
-                    for i in range(rows):
-                        row = r0 + i
-                        n_valid = cols if row - c0 + 1 >= cols else row - c0 + 1
-                        tile_max = _row_max(S + i * cols, n_valid)
-                        if c0 == 0:
-                            row_max[i] = tile_max
-                            row_sum[i] = _exp_row(S + i * cols, n_valid, cols, tile_max)
-                        else:
-                            largest = _larger(tile_max, row_max[i])
-                            total = _exp_row(S + i * cols, n_valid, cols, largest)
-                            correction = _exp_nonpositive(row_max[i] - largest)
-                            row_sum[i] = row_sum[i] * correction + total
-                            if correction != 1:
-                                _scale_row(O + row * ld.out, d, correction)
+                    diag = r0 - c0
+                    # The scores and the tile's row maxima, in the product's registers.
+                    for i in range(ldr):
+                        tile_max[i] = -INFINITY
+                    _scores(cols, rows, d, diag, alpha, K + c0 * ld.k, ld.k, Qt, ldr, St, ldr,
+                            NULL, NULL, tile_max)
+                    if c0 == 0:
+                        for i in range(rows):
+                            row_max[i] = tile_max[i]
+                    else:
+                        for i in range(rows):
+                            largest = _larger(tile_max[i], row_max[i])
+                            correction[i] = _exp_nonpositive(row_max[i] - largest)
                             row_max[i] = largest
-                    _gemm(RowMajor, NoTrans, NoTrans, <int>rows, d, <int>cols, 1, S, <int>cols,
-                          V + c0 * ld.v, ld.v, 0 if c0 == 0 else 1, O + r0 * ld.out, ld.out)
+                    for i in range(rows):
+                        tile_sum[i] = 0
+                    for j in range(cols):
+                        first = _first_query(j, diag)
+                        _exp_add(St + j * ldr, row_max, tile_sum, _row_start(first), first, rows)
+                    if c0 == 0:
+                        for i in range(rows):
+                            row_sum[i] = tile_sum[i]
+                    else:
+                        for i in range(rows):
+                            row_sum[i] = row_sum[i] * correction[i] + tile_sum[i]
+                            if correction[i] != 1:
+                                _scale_row(O + (r0 + i) * ld.out, d, correction[i])
+                    _rows(rows, cols, d, FAR, diag, c0 != 0, St, 1, ldr, V + c0 * ld.v, ld.v,
+                          O + r0 * ld.out, ld.out)
                 for i in range(rows):
-                    row = r0 + i
-                    _scale_row(O + row * ld.out, d, 1 / row_sum[i])
-                    lse[b, h, row] = row_max[i] + <floating>log(row_sum[i])
+                    _scale_row(O + (r0 + i) * ld.out, d, 1 / row_sum[i])
+                    lse[b, h, r0 + i] = row_max[i] + <floating>log(row_sum[i])
 
 
 def backward(
@@ -303,19 +349,27 @@ def backward(
     """Gradients of causal attention for the (batch, head) pairs [pair_start, pair_stop).
 
     ``out`` and ``lse`` are those of :func:`forward`.  Writes ``dq``, ``dk``
-    and ``dv`` for those pairs; the scratch memory is ``block_rows * (2 *
-    block_cols + 1)`` numbers.
+    and ``dv`` for those pairs; the scratch memory is ``2 * (block_cols + d +
+    1) * block_rows`` numbers (block_rows rounded up to a multiple of 16).  The
+    portable build runs ``_backward_blas`` (BLAS for the products; ``block_rows *
+    (2 * block_cols + 1)`` numbers of scratch).
     """
+    if not OWN_PRODUCTS:
+        _backward_blas(dout, q, k, v, out, lse, dq, dk, dv, scale, pair_start, pair_stop,
+                       block_rows, block_cols)
+        return
     cdef Py_ssize_t n_heads = q.shape[1]
     cdef Py_ssize_t length = q.shape[2]
-    cdef int d = <int>q.shape[3]
+    cdef Py_ssize_t d = q.shape[3]
     cdef _RowStrides ld = _row_strides(q, k, v, out)
     cdef _RowStrides grad_ld = _row_strides(dq, dk, dv, dout)  # of the gradients
-    cdef floating[:, :, ::1] tiles = floating_zeros_3d(<floating>0, 2, block_rows, block_cols)
-    cdef floating[::1] deltas = floating_zeros_1d(<floating>0, block_rows)
+    cdef Py_ssize_t ldr = _padded(block_rows)
+    cdef floating[:, :, ::1] tiles = floating_zeros_3d(<floating>0, 2, block_cols, ldr)
+    cdef floating[:, :, ::1] packed = floating_zeros_3d(<floating>0, 2, d, ldr)
+    cdef floating[:, ::1] row_stats = floating_zeros_2d(<floating>0, 2, ldr)
     cdef floating alpha = <floating>scale
-    cdef Py_ssize_t pair, b, h, block, n_blocks, tile, r0, r1, rows, c0, cols, i, row, n_valid
-    cdef bint first
+    cdef Py_ssize_t pair, b, h, block, n_blocks, tile, r0, r1, rows, c0, cols, i, j, diag, first
+    cdef bint first_block
     cdef const floating* Q
     cdef const floating* K
     cdef const floating* V
@@ -326,6 +380,10 @@ def backward(
     cdef floating* dV
     cdef floating* P = &tiles[0, 0, 0]
     cdef floating* dS = &tiles[1, 0, 0]
+    cdef floating* Qt = &packed[0, 0, 0]
+    cdef floating* dOt = &packed[1, 0, 0]
+    cdef floating* deltas = &row_stats[0, 0]
+    cdef floating* block_lse = &row_stats[1, 0]
     with nogil:
         for pair in range(pair_start, pair_stop):
             b = pair // n_heads
@@ -339,32 +397,33 @@ def backward(
             dK = &dk[b, h, 0, 0]
             dV = &dv[b, h, 0, 0]
             # Row blocks from the last: the last one sees every key, so its
-            # products initialise dK and dV (beta = 0) and the others add.
+            # products initialise dK and dV and the others add.
             n_blocks = (length + block_rows - 1) // block_rows
             for block in range(n_blocks - 1, -1, -1):
                 r0 = block * block_rows
-                first = block == n_blocks - 1
+                first_block = block == n_blocks - 1
                 rows = block_rows if r0 + block_rows <= length else length - r0
                 r1 = r0 + rows
                 for i in range(rows):
                     deltas[i] = _dot(dO + (r0 + i) * grad_ld.out, O + (r0 + i) * ld.out, d)
+                    block_lse[i] = lse[b, h, r0 + i]
+                _pack_t(Q + r0 * ld.q, ld.q, rows, d, Qt, ldr)
+                _pack_t(dO + r0 * grad_ld.out, grad_ld.out, rows, d, dOt, ldr)
                 for tile in range((r1 + block_cols - 1) // block_cols):
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
-                    _gemm(RowMajor, NoTrans, Trans, <int>rows, <int>cols, d, alpha,
-                          Q + r0 * ld.q, ld.q, K + c0 * ld.k, ld.k, 0, P, <int>cols)
-                    for i in range(rows):
-                        row = r0 + i
-                        n_valid = cols if row - c0 + 1 >= cols else row - c0 + 1
-                        _exp_row(P + i * cols, n_valid, cols, lse[b, h, row])
-                    _gemm(RowMajor, Trans, NoTrans, <int>cols, d, <int>rows, 1, P, <int>cols,
-                          dO + r0 * grad_ld.out, grad_ld.out, 0 if first else 1,
-                          dV + c0 * grad_ld.v, grad_ld.v)
-                    _gemm(RowMajor, NoTrans, Trans, <int>rows, <int>cols, d, 1,
-                          dO + r0 * grad_ld.out, grad_ld.out, V + c0 * ld.v, ld.v, 0, dS, <int>cols)
-                    for i in range(rows):
-                        _score_gradients(dS + i * cols, P + i * cols, deltas[i], alpha, cols)
-                    _gemm(RowMajor, NoTrans, NoTrans, <int>rows, d, <int>cols, 1, dS, <int>cols,
-                          K + c0 * ld.k, ld.k, 0 if c0 == 0 else 1, dQ + r0 * grad_ld.q, grad_ld.q)
-                    _gemm(RowMajor, Trans, NoTrans, <int>cols, d, <int>rows, 1, dS, <int>cols,
-                          Q + r0 * ld.q, ld.q, 0 if first else 1, dK + c0 * grad_ld.k, grad_ld.k)
+                    diag = r0 - c0
+                    _scores(cols, rows, d, diag, alpha, K + c0 * ld.k, ld.k, Qt, ldr, P, ldr,
+                            NULL, NULL, NULL)
+                    for j in range(cols):
+                        first = _first_query(j, diag)
+                        _exp_shifted(P + j * ldr, block_lse, _row_start(first), first, rows)
+                    _rows(cols, rows, d, diag, FAR, not first_block, P, ldr, 1,
+                          dO + r0 * grad_ld.out, grad_ld.out, dV + c0 * grad_ld.v, grad_ld.v)
+                    # dS = s P (dP - delta), with dP = dO V^T, in the product's registers.
+                    _scores(cols, rows, d, diag, alpha, V + c0 * ld.v, ld.v, dOt, ldr, dS, ldr,
+                            P, deltas, NULL)
+                    _rows(rows, cols, d, FAR, diag, c0 != 0, dS, 1, ldr, K + c0 * ld.k, ld.k,
+                          dQ + r0 * grad_ld.q, grad_ld.q)
+                    _rows(cols, rows, d, diag, FAR, not first_block, dS, ldr, 1, Q + r0 * ld.q,
+                          ld.q, dK + c0 * grad_ld.k, grad_ld.k)
