@@ -20,8 +20,7 @@ register-tiled loops (``_kernels/_attention_tiles.h``), not BLAS: at these
 sizes OpenBLAS spends much of its time copying its operands into its own
 layout.  The portable build uses BLAS (``sgemm`` / ``dgemm``), held to one
 thread during the call: the tiles are small, and a threaded BLAS makes each
-product several times slower.  Different
-(batch, head) pairs are independent
+product several times slower.  Different (batch, head) pairs are independent
 and can be spread over threads (``n_jobs``); the result does not depend on it.
 The online softmax, the backward pass and the float32 overflow fallback are
 derived in the user guide (doc/user_guide/attention.rst).
