@@ -166,15 +166,19 @@ class LGSSMParameterCovariance(NamedTuple):
     estimates : ndarray of shape (n_free,)
         The constrained estimates (:meth:`LGSSMParameterization.reported`).
     covariance : ndarray of shape (n_free, n_free)
-        Their covariance, by the delta method from ``unconstrained_covariance``.
+        Their covariance, by the delta method from ``unconstrained_covariance``;
+        NaN rows and columns for the coordinates held at a bound (``at_bound``)
+        and those the data do not identify (and the reported coordinates that
+        move with them).
     standard_errors : ndarray of shape (n_free,)
-        The square roots of its diagonal.
+        The square roots of its diagonal; NaN where that is NaN or negative.
     unconstrained_covariance : ndarray of shape (n_free, n_free)
         The covariance of the unconstrained coordinates: the (pseudo-)inverse
-        of the information matrix.
+        of the information matrix (NaN rows and columns as above).
     information : ndarray of shape (n_free, n_free)
         The information matrix of the unconstrained coordinates (outer
-        product of the scores, or minus the Hessian).
+        product of the scores, or minus the Hessian); NaN rows and columns for
+        the coordinates held at a bound, whose information is not computed.
     """
 
     labels: list
