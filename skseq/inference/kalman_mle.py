@@ -547,9 +547,7 @@ def _pulled_score_obs_offsets(parameterization, u, X, controls, offsets, runner=
     return parameterization.pull_back(u, scores)
 
 
-def _score_obs_offsets(
-    parameters, X, controls, offsets, runner=None, selected=None, fields=None
-):
+def _score_obs_offsets(parameters, X, controls, offsets, runner=None, selected=None, fields=None):
     """Per-row scores on validated inputs (no checks).
 
     Forward-only smoothing one row at a time (one kernel call for all rows)
@@ -1425,9 +1423,7 @@ def _burned_gradient(
     if burn:
         if head_rows is None:
             head_rows = _burned_head(X, controls, offsets, burn)
-        head, head_sequence = _statistics_over_blocks(
-            model, *head_rows, runner, diffuse_covariance
-        )
+        head, head_sequence = _statistics_over_blocks(model, *head_rows, runner, diffuse_covariance)
         head_log_likelihood = float(head_sequence.sum())
         if not np.isfinite(head_log_likelihood):
             return np.nan, None
@@ -1554,7 +1550,7 @@ _MAX_RESTARTS = 5
 
 
 def _maximise(
-    parameterization, X, controls, offsets, u, max_iter, tol, burn, diffuse, runner, held=None
+    parameterization, X, controls, offsets, u, max_iter, tol, burn, diffuse, runner, held
 ):
     """L-BFGS-B from ``u`` on validated inputs (:func:`lgssm_maximum_likelihood`).
 
@@ -1564,7 +1560,7 @@ def _maximise(
     as convergence ("relative reduction of f") with the gradient far from 0.
     Such a run is restarted from its last point with a fresh curvature memory
     (whose first step is short), while the gradient is not small and the
-    restarts make progress.
+    restarts make progress.  ``held`` (a mask) pins coordinates at ``u``.
     """
     objective, n_observed = _objective(
         parameterization, X, controls, offsets, burn, diffuse, runner
@@ -1589,10 +1585,9 @@ def _maximise(
 
     gtol = max(tol, 0.0) / n_observed
     bounds = None
-    if held is not None and held.any():
+    if held.any():
         bounds = [(value, value) if pinned else (None, None) for value, pinned in zip(u, held)]
-    every_held = held is not None and held.all()
-    if parameterization.n_free and max_iter > 0 and not every_held:
+    if max_iter > 0 and not held.all():  # (all of none when n_free is 0)
         n_iter = 0
         for _ in range(_MAX_RESTARTS + 1):
             failed_before = failed_trials[0]
@@ -1610,11 +1605,10 @@ def _maximise(
                 },
             )
             n_iter += int(result.nit)
-            free_gradient = result.jac if held is None else result.jac[~held]
             stalled = (
                 result.success
                 and failed_trials[0] > failed_before
-                and np.max(np.abs(free_gradient), initial=0.0) > gtol
+                and np.max(np.abs(result.jac[~held]), initial=0.0) > gtol
             )
             moved = not np.array_equal(result.x, u) or result.nit > 0
             u = result.x
@@ -1627,7 +1621,7 @@ def _maximise(
                 "stopped next to parameters where the Kalman recursions fail, with the "
                 "gradient not small"
             )
-    elif parameterization.n_free and not every_held:
+    elif not held.all():
         value, n_iter, converged, message = first, 0, False, "max_iter=0: no iteration"
     else:
         value, n_iter, converged, message = first, 0, True, "no free parameter"
@@ -1862,7 +1856,7 @@ def _differenced_row_scores(parameterization, u, X, controls, offsets, diffuse, 
     """The rows' scores in the coordinates ``free`` by central differences of the rows'
     log predictive densities under the exact diffuse filter (validated inputs).
 
-    The step is eps^(1/3) max(|u_j|, 1), as the observed information's: the
+    The step is the observed information's (:func:`_central_differences`): the
     error is of order 1e-10 of a score, far below what the outer product's
     sampling error allows for.
     """
@@ -1884,16 +1878,20 @@ def _differenced_row_scores(parameterization, u, X, controls, offsets, diffuse, 
         )
         return np.concatenate([part.log_predictive for part in parts])
 
+    return _central_differences(log_predictive, u, free)
+
+
+def _central_differences(function, u, free):
+    """The columns d function / du_j for the coordinates ``free`` (a mask), by central
+    differences with the step eps^(1/3) max(|u_j|, 1): of shape
+    (function's length, number of free coordinates)."""
     steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
-    columns = np.flatnonzero(free)
-    scores = np.empty((X.shape[0], columns.size))
-    for position, j in enumerate(columns):
+    columns = []
+    for j in np.flatnonzero(free):
         shift = np.zeros(u.size)
         shift[j] = steps[j]
-        scores[:, position] = (log_predictive(u + shift) - log_predictive(u - shift)) / (
-            2 * steps[j]
-        )
-    return scores
+        columns.append((function(u + shift) - function(u - shift)) / (2 * steps[j]))
+    return np.stack(columns, axis=-1)
 
 
 def _information(
@@ -1924,11 +1922,5 @@ def _information(
             _raise_if_failed(np.array([np.nan]), diffuse=diffuse is not None)
         return gradient[free]
 
-    steps = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(np.abs(u), 1.0)
-    columns = np.flatnonzero(free)
-    hessian = np.empty((columns.size, columns.size))
-    for position, j in enumerate(columns):
-        shift = np.zeros(u.size)
-        shift[j] = steps[j]
-        hessian[:, position] = (gradient(u + shift) - gradient(u - shift)) / (2 * steps[j])
+    hessian = _central_differences(gradient, u, free)
     return -0.5 * (hessian + hessian.T)

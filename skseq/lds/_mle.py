@@ -20,7 +20,6 @@ from ..inference.kalman_mle import (
     FreeEntries,
     LGSSMParameterization,
     LogVariances,
-    _standard_errors,
     lgssm_maximum_likelihood,
     lgssm_parameter_covariance,
 )
@@ -217,7 +216,7 @@ class LGSSMMaximumLikelihood:
         if self.cov_type is None or parameterization.n_free == 0:
             return
         try:
-            covariance = lgssm_parameter_covariance(
+            result = lgssm_parameter_covariance(
                 parameterization,
                 fit.unconstrained,
                 observations,
@@ -226,7 +225,8 @@ class LGSSMMaximumLikelihood:
                 cov_type=self.cov_type,
                 n_jobs=self.n_jobs,
                 diffuse=self._diffuse(),
-            ).covariance
+            )
+            covariance, standard_errors = result.covariance, result.standard_errors
         except np.linalg.LinAlgError:
             # the maximiser is on the edge of the parameter space (a covariance that
             # collapses, as with fewer rows than features): no information to invert
@@ -237,8 +237,8 @@ class LGSSMMaximumLikelihood:
                 ConvergenceWarning,
             )
             covariance = np.full((parameterization.n_free, parameterization.n_free), np.nan)
+            standard_errors = np.diag(covariance)
         self.cov_params_ = covariance
-        standard_errors = _standard_errors(covariance)
         bse = {}
         position = 0
         for name, block in parameterization.blocks.items():

@@ -55,7 +55,6 @@ from ..inference.kalman_mle import (
     SharedLogVariances,
     StationaryAR,
     Submatrices,
-    _standard_errors,
     lgssm_maximum_likelihood,
     lgssm_parameter_covariance,
 )
@@ -974,10 +973,11 @@ class UnobservedComponents(DensityMixin, BaseEstimator):
                 at_bound=self.boundary_params_,
             )
             covariance = result.covariance[np.ix_(order, order)]
+            errors = result.standard_errors[order]
         else:
-            covariance = np.zeros((0, 0))
+            covariance, errors = np.zeros((0, 0)), np.zeros(0)
         self.cov_params_ = covariance
-        bse = dict(zip(self._free_names, _standard_errors(covariance).tolist()))
+        bse = dict(zip(self._free_names, errors.tolist()))
         self.bse_ = {name: bse.get(name, float("nan")) for name in self.param_names_}
 
     def _at_boundary(self, parameterization, fit):
