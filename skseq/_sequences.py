@@ -199,7 +199,9 @@ def isolate_long_sequences(offsets, first, stop, long_rows):
     >>> isolate_long_sequences(np.array([0, 2, 10, 11, 12]), 0, 4, 5)
     [(0, 1), (1, 2), (2, 4)]
     """
-    if long_rows is None:
+    # No sequence can be long when all of them together are not (the common
+    # case, checked before the per-sequence lengths are formed).
+    if long_rows is None or offsets[stop] - offsets[first] <= long_rows:
         return [(first, stop)]
     long = first + np.flatnonzero(np.diff(offsets[first : stop + 1]) > long_rows)
     if long.size == 0:

@@ -9,7 +9,9 @@ An EM estimator here is defined by four things (abstract methods of
   the fit's :class:`FitContext` between E steps, or None), where
   ``statistics`` is a :class:`SufficientStatistics`: statistics of disjoint
   blocks *add up*, and can be *scaled* (stochastic EM blends them as
-  ``(1 - rho) * s + rho * (N / B) * s_batch``);
+  ``(1 - rho) * s + rho * (N / B) * s_batch``); a family whose
+  ``_estep_shared()`` gives what all blocks read (the HMMs: the chain and
+  the emissions function) gets it as ``shared=``, made once per E step;
 * ``_mstep(statistics)`` maps summed statistics to parameters;
 * ``_n_parameters()`` counts free parameters (for AIC / BIC).
 
@@ -430,7 +432,19 @@ class BaseEM(BaseEstimator, metaclass=abc.ABCMeta):
         one (``partial_fit``), a pool is started for this call when it
         needs more than one thread.
         """
-        return self._add_up(self._over_sequence_blocks(self._estep, offsets, X, context=context))
+        shared = self._estep_shared()
+        function = self._estep if shared is None else partial(self._estep, shared=shared)
+        return self._add_up(self._over_sequence_blocks(function, offsets, X, context=context))
+
+    def _estep_shared(self):
+        """What every block's :meth:`_estep` of one E step reads and nothing
+        writes, made once before the blocks go to threads and passed to each
+        as ``shared=`` (None: nothing, and no such argument).
+
+        Made in the blocks, it would be made once per thread, in Python
+        under the GIL, while the other threads wait for it.
+        """
+        return None
 
     @staticmethod
     def _add_up(results):

@@ -578,15 +578,21 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
 
     # -- EM -----------------------------------------------------------------
 
-    def _estep(self, X, offsets, buffers=None):
+    def _estep_shared(self):
+        # The chain's parameters and the emissions function (for the Gaussian
+        # families, the covariances' factorisations) of this E step.
+        return self._estep_chain(), self._estep_emissions()
+
+    def _estep(self, X, offsets, buffers=None, shared=None):
         # ``buffers``: during a batch fit, this block's work arrays, kept from one
         # EM iteration to the next by the fit's FitContext.  Within a call, the
-        # sequences go in blocks that share the arrays.
+        # sequences go in blocks that share the arrays.  ``shared``: what
+        # _estep_shared gives (made here when None).
         controls = self._row_controls(X)
         X, known_states = self._split_known_states(X)
         blocks = []
 
-        chain = self._estep_chain()
+        chain, emissions = self._estep_shared() if shared is None else shared
 
         def block(log_frameprob, shift, cache, local_offsets, buffers, sequences, rows):
             statistics, posteriors, log_likelihood = self._chain_estep(
@@ -618,7 +624,7 @@ class BaseHMM(HmmlearnCompatMixin, BaseEM):
             long_rows=self._checkpoint_threshold(X.shape[1]),
             run_long=long_sequence,
             known_states=known_states,
-            emissions=self._estep_emissions(),
+            emissions=emissions,
         )
         return self._add_up(blocks)
 

@@ -21,6 +21,7 @@ The public functions validate their arguments; the underscore-prefixed cores
 take validated, C-contiguous float64 arrays (what the estimators call).
 """
 
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -228,6 +229,17 @@ def _check_finite(value, name, shape):
     return array
 
 
+@lru_cache(maxsize=64)
+def _upper_triangle(n_features):
+    """``np.triu_indices(n_features)``, made once per size and read-only: the
+    E step unpacks every block's moments with it (making the indices costs
+    more than using them)."""
+    rows, columns = np.triu_indices(n_features)
+    rows.flags.writeable = False
+    columns.flags.writeable = False
+    return rows, columns
+
+
 # -- densities ---------------------------------------------------------------------
 
 
@@ -379,7 +391,7 @@ def _partial_moment_features(X, centre, means, covars, covariance_type):
     if covariance_type in ("spherical", "diag"):
         features = _moment_features(X, centre, False)
         return np.broadcast_to(features[:, None], (X.shape[0], n_components, features.shape[1]))
-    upper = np.triu_indices(n_features)
+    upper = _upper_triangle(n_features)
     features = np.empty((X.shape[0], n_components, 1 + n_features + len(upper[0])))
     features[:, :, 0] = 1.0
     for rows, m, expected, covariance in _conditional_gaussians(
@@ -408,7 +420,7 @@ def _partial_moment_sums(X, centre, weights, means, covars, covariance_type):
         first += weighted.sum(axis=1)
         second += np.swapaxes(weighted, 1, 2) @ expected
         second[:, m[:, None], m[None, :]] += pattern_weights.sum(axis=1)[:, None, None] * covariance
-    upper = np.triu_indices(n_features)
+    upper = _upper_triangle(n_features)
     return np.concatenate(
         [weights.sum(axis=0)[:, None], first, second[:, upper[0], upper[1]]], axis=1
     )
@@ -692,7 +704,7 @@ def weighted_moments(
 
 def _unpack_symmetric(packed, n_features):
     """Symmetric (..., D, D) matrices from their upper triangles packed row by row."""
-    rows, columns = np.triu_indices(n_features)
+    rows, columns = _upper_triangle(n_features)
     matrices = np.empty(packed.shape[:-1] + (n_features, n_features))
     matrices[..., rows, columns] = packed
     matrices[..., columns, rows] = packed
@@ -719,7 +731,7 @@ def _moment_features(X, centre, full):
         observed = entries.all(axis=1) if full else entries.any(axis=1)
         X = np.where(entries & observed[:, None], X - centre, 0.0)
     if full:
-        rows, columns = np.triu_indices(X.shape[1])
+        rows, columns = _upper_triangle(X.shape[1])
         second = X[:, rows] * X[:, columns]
         blocks = [observed[:, None].astype(np.float64), X, second]
     else:

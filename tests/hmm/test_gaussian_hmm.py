@@ -841,14 +841,14 @@ def test_work_arrays_live_only_during_a_batch_fit():
     seen = []
 
     class Spy(GaussianHMM):
-        def _estep(self, X, offsets, buffers=None):
+        def _estep(self, X, offsets, buffers=None, **shared):
             seen.append(buffers)
             # No special case for pickling: the threads and arrays are not here.
             assert not any(
                 isinstance(value, FitContext | ThreadRunner) for value in vars(self).values()
             )
             copy.deepcopy(self)  # (pickle cannot name a local class)
-            return super()._estep(X, offsets, buffers)
+            return super()._estep(X, offsets, buffers, **shared)
 
     model = Spy(3, n_iter=3, random_state=0, n_jobs=2).fit(X, lengths=lengths)
     assert len(seen) == 3 * 2 and all(buffers for buffers in seen)  # 2 blocks, arrays kept
