@@ -82,15 +82,26 @@ cdef extern from "_attention_tiles.h":
         Py_ssize_t ldt) noexcept nogil
     # C[x, j] = alpha sum_p A[x, p] Bt[p, j] for j from _row_start(x - lo) on, and
     # largest[j] = max(largest[j], C[x, j] for x - lo <= j) if given; or, given
-    # P and delta, dS = alpha P (that - delta) there, 0 for j < x - lo.
+    # P and delta, dS = alpha P (that - delta) there, 0 for j < x - lo; or, given
+    # shift, the probabilities exp(C[x, j] - shift[j]) there, 0 for j < x - lo.
     void _scores_f "skseq_scores_f" (
         Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo, float alpha,
         const float* A, Py_ssize_t lda, const float* Bt, Py_ssize_t ldt, float* C,
-        Py_ssize_t ldc, const float* P, const float* delta, float* largest) noexcept nogil
+        Py_ssize_t ldc, const float* P, const float* delta, float* largest,
+        const float* shift) noexcept nogil
     void _scores_d "skseq_scores_d" (
         Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo, double alpha,
         const double* A, Py_ssize_t lda, const double* Bt, Py_ssize_t ldt, double* C,
-        Py_ssize_t ldc, const double* P, const double* delta, double* largest) noexcept nogil
+        Py_ssize_t ldc, const double* P, const double* delta, double* largest,
+        const double* shift) noexcept nogil
+    # S[j, c] = exp(S[j, c] - shift[c]) and total[c] += S[j, c] for the entries
+    # c >= j - diag of the m x n tile S, 0 for the others (from _row_start on).
+    void _exp_tile_f "skseq_exp_tile_f" (
+        float* S, Py_ssize_t lds, Py_ssize_t m, Py_ssize_t n, Py_ssize_t diag,
+        const float* shift, float* total) noexcept nogil
+    void _exp_tile_d "skseq_exp_tile_d" (
+        double* S, Py_ssize_t lds, Py_ssize_t m, Py_ssize_t n, Py_ssize_t diag,
+        const double* shift, double* total) noexcept nogil
     # C[x, :d] (+)= sum_p A[x * sax + p * sap] B[p, :d] over the p a register tile sees.
     void _rows_f "skseq_rows_f" (
         Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, Py_ssize_t hi, int accumulate,
@@ -131,11 +142,21 @@ cdef inline void _pack_t(const floating* B, Py_ssize_t ldb, Py_ssize_t n, Py_ssi
 cdef inline void _scores(Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo,
                          floating alpha, const floating* A, Py_ssize_t lda, const floating* Bt,
                          Py_ssize_t ldt, floating* C, Py_ssize_t ldc, const floating* P,
-                         const floating* delta, floating* largest) noexcept nogil:
+                         const floating* delta, floating* largest,
+                         const floating* shift) noexcept nogil:
     if floating is float:
-        _scores_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest)
+        _scores_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest, shift)
     else:
-        _scores_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest)
+        _scores_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest, shift)
+
+
+cdef inline void _exp_tile(floating* S, Py_ssize_t lds, Py_ssize_t m, Py_ssize_t n,
+                           Py_ssize_t diag, const floating* shift,
+                           floating* total) noexcept nogil:
+    if floating is float:
+        _exp_tile_f(S, lds, m, n, diag, shift, total)
+    else:
+        _exp_tile_d(S, lds, m, n, diag, shift, total)
 
 
 cdef inline void _rows(Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, Py_ssize_t hi,
@@ -151,43 +172,6 @@ cdef inline void _rows(Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, 
 cdef inline floating _larger(floating a, floating b) noexcept nogil:
     """max(a, b) for numbers that are not NaN, without a comparison."""
     return _where_negative(a - b, b, a)
-
-
-cdef inline void _exp_add(floating_out row, floating_in shift, floating_out total,
-                          Py_ssize_t start, Py_ssize_t first, Py_ssize_t count) noexcept nogil:
-    """``row[c] = exp(row[c] - shift[c])`` and ``total[c] += row[c]`` for ``first <= c <
-    count``; ``row[c] = 0`` for ``start <= c < first``.
-
-    ``shift[c]`` is at least ``row[c]`` (a row maximum), so the exponents are
-    not positive (up to rounding, which the exponential tolerates).
-    """
-    cdef Py_ssize_t c
-    if first == 0:
-        for c in range(count):
-            row[c] = _exp_nonpositive(row[c] - shift[c])
-            total[c] += row[c]
-    else:
-        for c in range(start, count):
-            row[c] = _exp_nonpositive(row[c] - shift[c]) if c >= first else 0
-            total[c] += row[c]
-
-
-cdef inline void _exp_shifted(floating_out row, floating_in shift, Py_ssize_t start,
-                              Py_ssize_t first, Py_ssize_t count) noexcept nogil:
-    """``row[c] = exp(row[c] - shift[c])`` for ``first <= c < count`` (``shift`` a
-    log-sum-exp), 0 for ``start <= c < first``."""
-    cdef Py_ssize_t c
-    if first == 0:
-        for c in range(count):
-            row[c] = _exp_nonpositive(row[c] - shift[c])
-    else:
-        for c in range(start, count):
-            row[c] = _exp_nonpositive(row[c] - shift[c]) if c >= first else 0
-
-
-cdef inline Py_ssize_t _first_query(Py_ssize_t key, Py_ssize_t diag) noexcept nogil:
-    """The first query row of a block that sees key ``key`` of a tile (``diag = r0 - c0``)."""
-    return key - diag if key > diag else 0
 
 
 cdef inline floating _dot(const floating* a, const floating* b, Py_ssize_t count) noexcept nogil:
@@ -274,7 +258,7 @@ def forward(
     cdef floating* tile_sum = &row_stats[3, 0]
     cdef floating* correction = &row_stats[4, 0]
     cdef floating alpha = <floating>scale
-    cdef Py_ssize_t pair, b, h, block, tile, r0, r1, rows, c0, cols, i, j, diag, first
+    cdef Py_ssize_t pair, b, h, block, tile, r0, r1, rows, c0, cols, i, diag
     cdef floating largest
     cdef const floating* Q
     cdef const floating* K
@@ -301,7 +285,7 @@ def forward(
                     for i in range(ldr):
                         tile_max[i] = -INFINITY
                     _scores(cols, rows, d, diag, alpha, K + c0 * ld.k, ld.k, Qt, ldr, St, ldr,
-                            NULL, NULL, tile_max)
+                            NULL, NULL, tile_max, NULL)
                     if c0 == 0:
                         for i in range(rows):
                             row_max[i] = tile_max[i]
@@ -312,9 +296,7 @@ def forward(
                             row_max[i] = largest
                     for i in range(rows):
                         tile_sum[i] = 0
-                    for j in range(cols):
-                        first = _first_query(j, diag)
-                        _exp_add(St + j * ldr, row_max, tile_sum, _row_start(first), first, rows)
+                    _exp_tile(St, ldr, cols, rows, diag, row_max, tile_sum)
                     if c0 == 0:
                         for i in range(rows):
                             row_sum[i] = tile_sum[i]
@@ -368,7 +350,7 @@ def backward(
     cdef floating[:, :, ::1] packed = floating_zeros_3d(<floating>0, 2, d, ldr)
     cdef floating[:, ::1] row_stats = floating_zeros_2d(<floating>0, 2, ldr)
     cdef floating alpha = <floating>scale
-    cdef Py_ssize_t pair, b, h, block, n_blocks, tile, r0, r1, rows, c0, cols, i, j, diag, first
+    cdef Py_ssize_t pair, b, h, block, n_blocks, tile, r0, r1, rows, c0, cols, i, diag
     cdef bint first_block
     cdef const floating* Q
     cdef const floating* K
@@ -413,16 +395,14 @@ def backward(
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
                     diag = r0 - c0
+                    # P = exp(S - lse), in the product's registers.
                     _scores(cols, rows, d, diag, alpha, K + c0 * ld.k, ld.k, Qt, ldr, P, ldr,
-                            NULL, NULL, NULL)
-                    for j in range(cols):
-                        first = _first_query(j, diag)
-                        _exp_shifted(P + j * ldr, block_lse, _row_start(first), first, rows)
+                            NULL, NULL, NULL, block_lse)
                     _rows(cols, rows, d, diag, FAR, not first_block, P, ldr, 1,
                           dO + r0 * grad_ld.out, grad_ld.out, dV + c0 * grad_ld.v, grad_ld.v)
                     # dS = s P (dP - delta), with dP = dO V^T, in the product's registers.
                     _scores(cols, rows, d, diag, alpha, V + c0 * ld.v, ld.v, dOt, ldr, dS, ldr,
-                            P, deltas, NULL)
+                            P, deltas, NULL, NULL)
                     _rows(rows, cols, d, FAR, diag, c0 != 0, dS, 1, ldr, K + c0 * ld.k, ld.k,
                           dQ + r0 * grad_ld.q, grad_ld.q)
                     _rows(cols, rows, d, diag, FAR, not first_block, dS, ldr, 1, Q + r0 * ld.q,
