@@ -61,6 +61,7 @@ accept any strides).
 """
 
 from libc.math cimport log
+from libc.string cimport memcpy
 
 from cython cimport floating
 from ._common cimport floating_zeros_1d, floating_zeros_2d, floating_zeros_3d
@@ -116,6 +117,10 @@ cdef extern from "_attention_tiles.h":
     bint OWN_PRODUCTS "SKSEQ_OWN_PRODUCTS"
     # No causal limit on that side.
     Py_ssize_t FAR "SKSEQ_FAR"
+    # Prefetches rows [first, last) of A (row stride lda, d numbers of itemsize bytes).
+    void _prefetch_rows "skseq_prefetch_rows" (
+        const void* A, Py_ssize_t lda, Py_ssize_t first, Py_ssize_t last, Py_ssize_t d,
+        Py_ssize_t itemsize) noexcept nogil
     # Where the work on a row of a tile whose first entry the causal mask
     # leaves is ``first`` starts: the whole vector that holds it.
     Py_ssize_t _row_start "skseq_row_start" (Py_ssize_t first) noexcept nogil
@@ -188,6 +193,34 @@ cdef inline void _scale_row(floating* row, Py_ssize_t count, floating factor) no
         row[c] *= factor
 
 
+cdef inline const floating* _contiguous(const floating* A, Py_ssize_t lda, Py_ssize_t length,
+                                        Py_ssize_t d, floating* copy) noexcept nogil:
+    """``A`` (``length`` rows of ``d``, row stride ``lda``) with contiguous rows: itself if
+    they are (``lda == d``), else copied into ``copy``.
+
+    The products read a pair's keys and values once per tile: rows spread out
+    (the heads of a packed projection are ``3 * d_model`` apart) fall into few
+    cache sets and pages, which costs more than the copy.
+    """
+    cdef Py_ssize_t i
+    if lda == d:
+        return A
+    for i in range(length):
+        memcpy(copy + i * d, A + i * lda, d * sizeof(floating))
+    return copy
+
+
+cdef inline void _prefetch_spread(const floating* A, Py_ssize_t lda, Py_ssize_t first,
+                                  Py_ssize_t last, Py_ssize_t d) noexcept nogil:
+    """Prefetch rows [first, last) of ``A`` if they are not contiguous (``lda != d``).
+
+    Called for the next (batch, head) pair a block of rows at a time: rows
+    far apart each start a new page, where the hardware prefetchers stop.
+    """
+    if lda != d:
+        _prefetch_rows(A, lda, first, last, d, sizeof(floating))
+
+
 cdef inline Py_ssize_t _row_stride(Py_ssize_t stride_bytes, Py_ssize_t itemsize) noexcept nogil:
     return stride_bytes // itemsize
 
@@ -250,6 +283,8 @@ def forward(
     cdef floating[:, ::1] scores = floating_zeros_2d(<floating>0, block_cols, ldr)
     cdef floating[:, ::1] queries = floating_zeros_2d(<floating>0, d, ldr)
     cdef floating[:, ::1] row_stats = floating_zeros_2d(<floating>0, 5, ldr)
+    cdef bint spread = ld.k != d or ld.v != d
+    cdef floating[:, ::1] copies = floating_zeros_2d(<floating>0, 2 * length if spread else 2, d)
     cdef floating* St = &scores[0, 0]
     cdef floating* Qt = &queries[0, 0]
     cdef floating* row_max = &row_stats[0, 0]
@@ -264,19 +299,31 @@ def forward(
     cdef const floating* K
     cdef const floating* V
     cdef floating* O
+    cdef const floating* next_q = NULL
+    cdef const floating* next_k = NULL
+    cdef const floating* next_v = NULL
     with nogil:
         for pair in range(pair_start, pair_stop):
             b = pair // n_heads
             h = pair % n_heads
+            if pair + 1 < pair_stop:
+                next_q = &q[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_k = &k[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_v = &v[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
             Q = &q[b, h, 0, 0]
-            K = &k[b, h, 0, 0]
-            V = &v[b, h, 0, 0]
+            # Keys and values with contiguous rows (row stride d from here on).
+            K = _contiguous(&k[b, h, 0, 0], ld.k, length, d, &copies[0, 0])
+            V = _contiguous(&v[b, h, 0, 0], ld.v, length, d, &copies[length if spread else 1, 0])
             O = &out[b, h, 0, 0]
             for block in range((length + block_rows - 1) // block_rows):
                 r0 = block * block_rows
                 rows = block_rows if r0 + block_rows <= length else length - r0
                 r1 = r0 + rows
                 _pack_t(Q + r0 * ld.q, ld.q, rows, d, Qt, ldr)
+                if pair + 1 < pair_stop:
+                    _prefetch_spread(next_q, ld.q, r0, r1, d)
+                    _prefetch_spread(next_k, ld.k, r0, r1, d)
+                    _prefetch_spread(next_v, ld.v, r0, r1, d)
                 for tile in range((r1 + block_cols - 1) // block_cols):
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
@@ -284,7 +331,7 @@ def forward(
                     # The scores and the tile's row maxima, in the product's registers.
                     for i in range(ldr):
                         tile_max[i] = -INFINITY
-                    _scores(cols, rows, d, diag, alpha, K + c0 * ld.k, ld.k, Qt, ldr, St, ldr,
+                    _scores(cols, rows, d, diag, alpha, K + c0 * d, d, Qt, ldr, St, ldr,
                             NULL, NULL, tile_max, NULL)
                     if c0 == 0:
                         for i in range(rows):
@@ -305,7 +352,7 @@ def forward(
                             row_sum[i] = row_sum[i] * correction[i] + tile_sum[i]
                             if correction[i] != 1:
                                 _scale_row(O + (r0 + i) * ld.out, d, correction[i])
-                    _rows(rows, cols, d, FAR, diag, c0 != 0, St, 1, ldr, V + c0 * ld.v, ld.v,
+                    _rows(rows, cols, d, FAR, diag, c0 != 0, St, 1, ldr, V + c0 * d, d,
                           O + r0 * ld.out, ld.out)
                 for i in range(rows):
                     _scale_row(O + (r0 + i) * ld.out, d, 1 / row_sum[i])
@@ -349,6 +396,8 @@ def backward(
     cdef floating[:, :, ::1] tiles = floating_zeros_3d(<floating>0, 2, block_cols, ldr)
     cdef floating[:, :, ::1] packed = floating_zeros_3d(<floating>0, 2, d, ldr)
     cdef floating[:, ::1] row_stats = floating_zeros_2d(<floating>0, 2, ldr)
+    cdef bint spread = ld.k != d or ld.v != d
+    cdef floating[:, ::1] copies = floating_zeros_2d(<floating>0, 2 * length if spread else 2, d)
     cdef floating alpha = <floating>scale
     cdef Py_ssize_t pair, b, h, block, n_blocks, tile, r0, r1, rows, c0, cols, i, diag
     cdef bint first_block
@@ -360,6 +409,9 @@ def backward(
     cdef floating* dQ
     cdef floating* dK
     cdef floating* dV
+    cdef const floating* next_inputs[5]
+    cdef Py_ssize_t next_strides[5]
+    cdef Py_ssize_t n
     cdef floating* P = &tiles[0, 0, 0]
     cdef floating* dS = &tiles[1, 0, 0]
     cdef floating* Qt = &packed[0, 0, 0]
@@ -370,9 +422,21 @@ def backward(
         for pair in range(pair_start, pair_stop):
             b = pair // n_heads
             h = pair % n_heads
+            if pair + 1 < pair_stop:
+                next_inputs[0] = &q[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_inputs[1] = &k[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_inputs[2] = &v[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_inputs[3] = &out[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_inputs[4] = &dout[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_strides[0] = ld.q
+                next_strides[1] = ld.k
+                next_strides[2] = ld.v
+                next_strides[3] = ld.out
+                next_strides[4] = grad_ld.out
             Q = &q[b, h, 0, 0]
-            K = &k[b, h, 0, 0]
-            V = &v[b, h, 0, 0]
+            # Keys and values with contiguous rows (row stride d from here on).
+            K = _contiguous(&k[b, h, 0, 0], ld.k, length, d, &copies[0, 0])
+            V = _contiguous(&v[b, h, 0, 0], ld.v, length, d, &copies[length if spread else 1, 0])
             O = &out[b, h, 0, 0]
             dO = &dout[b, h, 0, 0]
             dQ = &dq[b, h, 0, 0]
@@ -390,20 +454,23 @@ def backward(
                     deltas[i] = _dot(dO + (r0 + i) * grad_ld.out, O + (r0 + i) * ld.out, d)
                     block_lse[i] = lse[b, h, r0 + i]
                 _pack_t(Q + r0 * ld.q, ld.q, rows, d, Qt, ldr)
+                if pair + 1 < pair_stop:
+                    for n in range(5):
+                        _prefetch_spread(next_inputs[n], next_strides[n], r0, r1, d)
                 _pack_t(dO + r0 * grad_ld.out, grad_ld.out, rows, d, dOt, ldr)
                 for tile in range((r1 + block_cols - 1) // block_cols):
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
                     diag = r0 - c0
                     # P = exp(S - lse), in the product's registers.
-                    _scores(cols, rows, d, diag, alpha, K + c0 * ld.k, ld.k, Qt, ldr, P, ldr,
+                    _scores(cols, rows, d, diag, alpha, K + c0 * d, d, Qt, ldr, P, ldr,
                             NULL, NULL, NULL, block_lse)
                     _rows(cols, rows, d, diag, FAR, not first_block, P, ldr, 1,
                           dO + r0 * grad_ld.out, grad_ld.out, dV + c0 * grad_ld.v, grad_ld.v)
                     # dS = s P (dP - delta), with dP = dO V^T, in the product's registers.
-                    _scores(cols, rows, d, diag, alpha, V + c0 * ld.v, ld.v, dOt, ldr, dS, ldr,
+                    _scores(cols, rows, d, diag, alpha, V + c0 * d, d, dOt, ldr, dS, ldr,
                             P, deltas, NULL, NULL)
-                    _rows(rows, cols, d, FAR, diag, c0 != 0, dS, 1, ldr, K + c0 * ld.k, ld.k,
+                    _rows(rows, cols, d, FAR, diag, c0 != 0, dS, 1, ldr, K + c0 * d, d,
                           dQ + r0 * grad_ld.q, grad_ld.q)
                     _rows(cols, rows, d, diag, FAR, not first_block, dS, ldr, 1, Q + r0 * ld.q,
                           ld.q, dK + c0 * grad_ld.k, grad_ld.k)

@@ -85,6 +85,21 @@ static inline ptrdiff_t skseq_row_start(ptrdiff_t first) {
     return first > 0 ? first / SKSEQ_ROW_ALIGN * SKSEQ_ROW_ALIGN : 0;
 }
 
+/* Asks for rows [first, last) of A (row stride lda, rows of d numbers of
+ * itemsize bytes) to be brought into the caches: the first and last byte of
+ * each row (a row that straddles two cache lines needs both).  The kernels
+ * fetch the next (batch, head) pair's rows while they compute on this one's:
+ * rows far apart (the heads of a packed projection) each cross into a new
+ * page, where the hardware prefetchers stop. */
+static inline void skseq_prefetch_rows(const void *A, ptrdiff_t lda, ptrdiff_t first,
+                                       ptrdiff_t last, ptrdiff_t d, ptrdiff_t itemsize) {
+    const char *row = (const char *)A + first * lda * itemsize;
+    for (ptrdiff_t i = first; i < last; i++, row += lda * itemsize) {
+        __builtin_prefetch(row, 0, 2);
+        __builtin_prefetch(row + d * itemsize - 1, 0, 2);
+    }
+}
+
 /* Causal limits: a register tile of rows [i0, i1] sees columns j <= i1 + diag. */
 #define SKSEQ_FAR ((ptrdiff_t)1 << 40)
 
