@@ -61,7 +61,6 @@ accept any strides).
 """
 
 from libc.math cimport log
-from libc.string cimport memcpy
 
 from cython cimport floating
 from ._common cimport floating_zeros_1d, floating_zeros_2d, floating_zeros_3d
@@ -202,12 +201,19 @@ cdef inline const floating* _contiguous(const floating* A, Py_ssize_t lda, Py_ss
     (the heads of a packed projection are ``3 * d_model`` apart) fall into few
     cache sets and pages, which costs more than the copy.
     """
-    cdef Py_ssize_t i
     if lda == d:
         return A
-    for i in range(length):
-        memcpy(copy + i * d, A + i * lda, d * sizeof(floating))
+    _copy_rows(A, lda, length, d, copy, d)
     return copy
+
+
+cdef inline void _copy_rows(const floating* A, Py_ssize_t lda, Py_ssize_t length, Py_ssize_t d,
+                            floating* B, Py_ssize_t ldb) noexcept nogil:
+    """``B[i, :d] = A[i, :d]`` for the ``length`` rows (row strides ``lda``, ``ldb``)."""
+    cdef Py_ssize_t i, c
+    for i in range(length):
+        for c in range(d):
+            B[i * ldb + c] = A[i * lda + c]
 
 
 cdef inline void _prefetch_spread(const floating* A, Py_ssize_t lda, Py_ssize_t first,
@@ -398,6 +404,14 @@ def backward(
     cdef floating[:, ::1] row_stats = floating_zeros_2d(<floating>0, 2, ldr)
     cdef bint spread = ld.k != d or ld.v != d
     cdef floating[:, ::1] copies = floating_zeros_2d(<floating>0, 2 * length if spread else 2, d)
+    # dK and dV are added to by every row block: kept in contiguous rows if theirs are not.
+    cdef bint spread_grads = grad_ld.k != d or grad_ld.v != d
+    cdef floating[:, ::1] grad_copies = floating_zeros_2d(
+        <floating>0, 2 * length if spread_grads else 2, d)
+    # The block's rows of q and dO, which two products of every tile read.
+    cdef floating[:, :, ::1] block_copies = floating_zeros_3d(<floating>0, 2, block_rows, d)
+    cdef Py_ssize_t ldk = d if spread_grads else grad_ld.k
+    cdef Py_ssize_t ldv = d if spread_grads else grad_ld.v
     cdef floating alpha = <floating>scale
     cdef Py_ssize_t pair, b, h, block, n_blocks, tile, r0, r1, rows, c0, cols, i, diag
     cdef bint first_block
@@ -406,6 +420,8 @@ def backward(
     cdef const floating* V
     cdef const floating* O
     cdef const floating* dO
+    cdef const floating* Qb
+    cdef const floating* dOb
     cdef floating* dQ
     cdef floating* dK
     cdef floating* dV
@@ -440,8 +456,8 @@ def backward(
             O = &out[b, h, 0, 0]
             dO = &dout[b, h, 0, 0]
             dQ = &dq[b, h, 0, 0]
-            dK = &dk[b, h, 0, 0]
-            dV = &dv[b, h, 0, 0]
+            dK = &grad_copies[0, 0] if spread_grads else &dk[b, h, 0, 0]
+            dV = &grad_copies[length, 0] if spread_grads else &dv[b, h, 0, 0]
             # Row blocks from the last: the last one sees every key, so its
             # products initialise dK and dV and the others add.
             n_blocks = (length + block_rows - 1) // block_rows
@@ -450,14 +466,18 @@ def backward(
                 first_block = block == n_blocks - 1
                 rows = block_rows if r0 + block_rows <= length else length - r0
                 r1 = r0 + rows
+                # The block's rows of q and dO with contiguous rows (row stride d).
+                Qb = _contiguous(Q + r0 * ld.q, ld.q, rows, d, &block_copies[0, 0, 0])
+                dOb = _contiguous(dO + r0 * grad_ld.out, grad_ld.out, rows, d,
+                                  &block_copies[1, 0, 0])
                 for i in range(rows):
-                    deltas[i] = _dot(dO + (r0 + i) * grad_ld.out, O + (r0 + i) * ld.out, d)
+                    deltas[i] = _dot(dOb + i * d, O + (r0 + i) * ld.out, d)
                     block_lse[i] = lse[b, h, r0 + i]
-                _pack_t(Q + r0 * ld.q, ld.q, rows, d, Qt, ldr)
+                _pack_t(Qb, d, rows, d, Qt, ldr)
+                _pack_t(dOb, d, rows, d, dOt, ldr)
                 if pair + 1 < pair_stop:
                     for n in range(5):
                         _prefetch_spread(next_inputs[n], next_strides[n], r0, r1, d)
-                _pack_t(dO + r0 * grad_ld.out, grad_ld.out, rows, d, dOt, ldr)
                 for tile in range((r1 + block_cols - 1) // block_cols):
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
@@ -466,11 +486,14 @@ def backward(
                     _scores(cols, rows, d, diag, alpha, K + c0 * d, d, Qt, ldr, P, ldr,
                             NULL, NULL, NULL, block_lse)
                     _rows(cols, rows, d, diag, FAR, not first_block, P, ldr, 1,
-                          dO + r0 * grad_ld.out, grad_ld.out, dV + c0 * grad_ld.v, grad_ld.v)
+                          dOb, d, dV + c0 * ldv, ldv)
                     # dS = s P (dP - delta), with dP = dO V^T, in the product's registers.
                     _scores(cols, rows, d, diag, alpha, V + c0 * d, d, dOt, ldr, dS, ldr,
                             P, deltas, NULL, NULL)
                     _rows(rows, cols, d, FAR, diag, c0 != 0, dS, 1, ldr, K + c0 * d, d,
                           dQ + r0 * grad_ld.q, grad_ld.q)
-                    _rows(cols, rows, d, diag, FAR, not first_block, dS, ldr, 1, Q + r0 * ld.q,
-                          ld.q, dK + c0 * grad_ld.k, grad_ld.k)
+                    _rows(cols, rows, d, diag, FAR, not first_block, dS, ldr, 1, Qb, d,
+                          dK + c0 * ldk, ldk)
+            if spread_grads:
+                _copy_rows(dK, d, length, d, &dk[b, h, 0, 0], grad_ld.k)
+                _copy_rows(dV, d, length, d, &dv[b, h, 0, 0], grad_ld.v)
