@@ -50,14 +50,22 @@ queries, and within a register tile the terms of the rows that do not see
 them, by a select.  The passes over a key's row of a tile likewise start at
 the whole vector that holds the key's first visible query
 (``_row_start``), the entries before it set by a select, not a branch.  The
-product ``dP = dO V^T`` turns into ``dS`` in its registers.  Every
+product ``dP = dO V^T`` turns into ``dS`` in its registers, and the backward's
+score product into ``P = exp(S - lse)`` in its own (no pass over the tile);
+the forward's exponentials wait for the tile's row maxima, one pass of
+vectors (``_exp_tile``).  The exponentials are those of ``_elementary.pxi``,
+written for vectors in C, with the same numbers.  Every
 number is a sum in a fixed order (along the keys, or along ``d``), one
 multiply-add at a time, with the vector lanes across independent results: the
 results do not depend on the vector width.  Each pair's matrices are
 row-major with a row stride that may exceed ``d`` (a head of a packed
 ``(batch, length, 3, heads, d)`` projection is a strided view); the last axis
 of every array must be contiguous, which the callers ensure (the memoryviews
-accept any strides).
+accept any strides).  In the AVX2 and AVX-512 builds spread-out rows are
+copied to contiguous ones (a pair's keys and values, a block's queries and
+``dO``; ``dK`` and ``dV`` are summed in contiguous rows and written once per
+pair) and the next pair's rows are prefetched: rows ``3 * d_model`` apart
+each start a new page and share few cache sets.  Copies change no number.
 """
 
 from libc.math cimport log
@@ -274,7 +282,8 @@ def forward(
     Pair p is (p // n_heads, p % n_heads).  Writes ``out`` and ``lse`` for
     those pairs.  ``block_cols`` must be a multiple of ``block_rows``; the
     scratch memory is ``(block_cols + d + 5) * block_rows`` numbers (block_rows
-    rounded up to a multiple of 16).  The portable build runs
+    rounded up to a multiple of 16), and ``2 * length * d`` more when the rows
+    of ``k`` or ``v`` are not contiguous.  The portable build runs
     ``_forward_blas`` (BLAS for the products; ``block_rows * (block_cols + 2)``
     numbers of scratch).
     """
@@ -385,7 +394,9 @@ def backward(
 
     ``out`` and ``lse`` are those of :func:`forward`.  Writes ``dq``, ``dk``
     and ``dv`` for those pairs; the scratch memory is ``2 * (block_cols + d +
-    1) * block_rows`` numbers (block_rows rounded up to a multiple of 16).  The
+    1) * block_rows`` numbers (block_rows rounded up to a multiple of 16) plus
+    ``2 * block_rows * d``, and ``2 * length * d`` more each when the rows of
+    ``k`` or ``v``, or of ``dk`` or ``dv``, are not contiguous.  The
     portable build runs ``_backward_blas`` (BLAS for the products; ``block_rows *
     (2 * block_cols + 1)`` numbers of scratch).
     """
