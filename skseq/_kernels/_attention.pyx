@@ -50,14 +50,22 @@ queries, and within a register tile the terms of the rows that do not see
 them, by a select.  The passes over a key's row of a tile likewise start at
 the whole vector that holds the key's first visible query
 (``_row_start``), the entries before it set by a select, not a branch.  The
-product ``dP = dO V^T`` turns into ``dS`` in its registers.  Every
+product ``dP = dO V^T`` turns into ``dS`` in its registers, and the backward's
+score product into ``P = exp(S - lse)`` in its own (no pass over the tile);
+the forward's exponentials wait for the tile's row maxima, one pass of
+vectors (``_exp_tile``).  The exponentials are those of ``_elementary.pxi``,
+written for vectors in C, with the same numbers.  Every
 number is a sum in a fixed order (along the keys, or along ``d``), one
 multiply-add at a time, with the vector lanes across independent results: the
 results do not depend on the vector width.  Each pair's matrices are
 row-major with a row stride that may exceed ``d`` (a head of a packed
 ``(batch, length, 3, heads, d)`` projection is a strided view); the last axis
 of every array must be contiguous, which the callers ensure (the memoryviews
-accept any strides).
+accept any strides).  In the AVX2 and AVX-512 builds spread-out rows are
+copied to contiguous ones (a pair's keys and values, a block's queries and
+``dO``; ``dK`` and ``dV`` are summed in contiguous rows and written once per
+pair) and the next pair's rows are prefetched: rows ``3 * d_model`` apart
+each start a new page and share few cache sets.  Copies change no number.
 """
 
 from libc.math cimport log
@@ -82,15 +90,26 @@ cdef extern from "_attention_tiles.h":
         Py_ssize_t ldt) noexcept nogil
     # C[x, j] = alpha sum_p A[x, p] Bt[p, j] for j from _row_start(x - lo) on, and
     # largest[j] = max(largest[j], C[x, j] for x - lo <= j) if given; or, given
-    # P and delta, dS = alpha P (that - delta) there, 0 for j < x - lo.
+    # P and delta, dS = alpha P (that - delta) there, 0 for j < x - lo; or, given
+    # shift, the probabilities exp(C[x, j] - shift[j]) there, 0 for j < x - lo.
     void _scores_f "skseq_scores_f" (
         Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo, float alpha,
         const float* A, Py_ssize_t lda, const float* Bt, Py_ssize_t ldt, float* C,
-        Py_ssize_t ldc, const float* P, const float* delta, float* largest) noexcept nogil
+        Py_ssize_t ldc, const float* P, const float* delta, float* largest,
+        const float* shift) noexcept nogil
     void _scores_d "skseq_scores_d" (
         Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo, double alpha,
         const double* A, Py_ssize_t lda, const double* Bt, Py_ssize_t ldt, double* C,
-        Py_ssize_t ldc, const double* P, const double* delta, double* largest) noexcept nogil
+        Py_ssize_t ldc, const double* P, const double* delta, double* largest,
+        const double* shift) noexcept nogil
+    # S[j, c] = exp(S[j, c] - shift[c]) and total[c] += S[j, c] for the entries
+    # c >= j - diag of the m x n tile S, 0 for the others (from _row_start on).
+    void _exp_tile_f "skseq_exp_tile_f" (
+        float* S, Py_ssize_t lds, Py_ssize_t m, Py_ssize_t n, Py_ssize_t diag,
+        const float* shift, float* total) noexcept nogil
+    void _exp_tile_d "skseq_exp_tile_d" (
+        double* S, Py_ssize_t lds, Py_ssize_t m, Py_ssize_t n, Py_ssize_t diag,
+        const double* shift, double* total) noexcept nogil
     # C[x, :d] (+)= sum_p A[x * sax + p * sap] B[p, :d] over the p a register tile sees.
     void _rows_f "skseq_rows_f" (
         Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, Py_ssize_t hi, int accumulate,
@@ -105,6 +124,10 @@ cdef extern from "_attention_tiles.h":
     bint OWN_PRODUCTS "SKSEQ_OWN_PRODUCTS"
     # No causal limit on that side.
     Py_ssize_t FAR "SKSEQ_FAR"
+    # Prefetches rows [first, last) of A (row stride lda, d numbers of itemsize bytes).
+    void _prefetch_rows "skseq_prefetch_rows" (
+        const void* A, Py_ssize_t lda, Py_ssize_t first, Py_ssize_t last, Py_ssize_t d,
+        Py_ssize_t itemsize) noexcept nogil
     # Where the work on a row of a tile whose first entry the causal mask
     # leaves is ``first`` starts: the whole vector that holds it.
     Py_ssize_t _row_start "skseq_row_start" (Py_ssize_t first) noexcept nogil
@@ -131,11 +154,21 @@ cdef inline void _pack_t(const floating* B, Py_ssize_t ldb, Py_ssize_t n, Py_ssi
 cdef inline void _scores(Py_ssize_t m, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo,
                          floating alpha, const floating* A, Py_ssize_t lda, const floating* Bt,
                          Py_ssize_t ldt, floating* C, Py_ssize_t ldc, const floating* P,
-                         const floating* delta, floating* largest) noexcept nogil:
+                         const floating* delta, floating* largest,
+                         const floating* shift) noexcept nogil:
     if floating is float:
-        _scores_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest)
+        _scores_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest, shift)
     else:
-        _scores_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest)
+        _scores_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest, shift)
+
+
+cdef inline void _exp_tile(floating* S, Py_ssize_t lds, Py_ssize_t m, Py_ssize_t n,
+                           Py_ssize_t diag, const floating* shift,
+                           floating* total) noexcept nogil:
+    if floating is float:
+        _exp_tile_f(S, lds, m, n, diag, shift, total)
+    else:
+        _exp_tile_d(S, lds, m, n, diag, shift, total)
 
 
 cdef inline void _rows(Py_ssize_t m, Py_ssize_t k, Py_ssize_t d, Py_ssize_t lo, Py_ssize_t hi,
@@ -153,43 +186,6 @@ cdef inline floating _larger(floating a, floating b) noexcept nogil:
     return _where_negative(a - b, b, a)
 
 
-cdef inline void _exp_add(floating_out row, floating_in shift, floating_out total,
-                          Py_ssize_t start, Py_ssize_t first, Py_ssize_t count) noexcept nogil:
-    """``row[c] = exp(row[c] - shift[c])`` and ``total[c] += row[c]`` for ``first <= c <
-    count``; ``row[c] = 0`` for ``start <= c < first``.
-
-    ``shift[c]`` is at least ``row[c]`` (a row maximum), so the exponents are
-    not positive (up to rounding, which the exponential tolerates).
-    """
-    cdef Py_ssize_t c
-    if first == 0:
-        for c in range(count):
-            row[c] = _exp_nonpositive(row[c] - shift[c])
-            total[c] += row[c]
-    else:
-        for c in range(start, count):
-            row[c] = _exp_nonpositive(row[c] - shift[c]) if c >= first else 0
-            total[c] += row[c]
-
-
-cdef inline void _exp_shifted(floating_out row, floating_in shift, Py_ssize_t start,
-                              Py_ssize_t first, Py_ssize_t count) noexcept nogil:
-    """``row[c] = exp(row[c] - shift[c])`` for ``first <= c < count`` (``shift`` a
-    log-sum-exp), 0 for ``start <= c < first``."""
-    cdef Py_ssize_t c
-    if first == 0:
-        for c in range(count):
-            row[c] = _exp_nonpositive(row[c] - shift[c])
-    else:
-        for c in range(start, count):
-            row[c] = _exp_nonpositive(row[c] - shift[c]) if c >= first else 0
-
-
-cdef inline Py_ssize_t _first_query(Py_ssize_t key, Py_ssize_t diag) noexcept nogil:
-    """The first query row of a block that sees key ``key`` of a tile (``diag = r0 - c0``)."""
-    return key - diag if key > diag else 0
-
-
 cdef inline floating _dot(const floating* a, const floating* b, Py_ssize_t count) noexcept nogil:
     cdef Py_ssize_t c
     cdef floating total = 0
@@ -202,6 +198,41 @@ cdef inline void _scale_row(floating* row, Py_ssize_t count, floating factor) no
     cdef Py_ssize_t c
     for c in range(count):
         row[c] *= factor
+
+
+cdef inline const floating* _contiguous(const floating* A, Py_ssize_t lda, Py_ssize_t length,
+                                        Py_ssize_t d, floating* copy) noexcept nogil:
+    """``A`` (``length`` rows of ``d``, row stride ``lda``) with contiguous rows: itself if
+    they are (``lda == d``), else copied into ``copy``.
+
+    The products read a pair's keys and values once per tile: rows spread out
+    (the heads of a packed projection are ``3 * d_model`` apart) fall into few
+    cache sets and pages, which costs more than the copy.
+    """
+    if lda == d:
+        return A
+    _copy_rows(A, lda, length, d, copy, d)
+    return copy
+
+
+cdef inline void _copy_rows(const floating* A, Py_ssize_t lda, Py_ssize_t length, Py_ssize_t d,
+                            floating* B, Py_ssize_t ldb) noexcept nogil:
+    """``B[i, :d] = A[i, :d]`` for the ``length`` rows (row strides ``lda``, ``ldb``)."""
+    cdef Py_ssize_t i, c
+    for i in range(length):
+        for c in range(d):
+            B[i * ldb + c] = A[i * lda + c]
+
+
+cdef inline void _prefetch_spread(const floating* A, Py_ssize_t lda, Py_ssize_t first,
+                                  Py_ssize_t last, Py_ssize_t d) noexcept nogil:
+    """Prefetch rows [first, last) of ``A`` if they are not contiguous (``lda != d``).
+
+    Called for the next (batch, head) pair a block of rows at a time: rows
+    far apart each start a new page, where the hardware prefetchers stop.
+    """
+    if lda != d:
+        _prefetch_rows(A, lda, first, last, d, sizeof(floating))
 
 
 cdef inline Py_ssize_t _row_stride(Py_ssize_t stride_bytes, Py_ssize_t itemsize) noexcept nogil:
@@ -251,7 +282,8 @@ def forward(
     Pair p is (p // n_heads, p % n_heads).  Writes ``out`` and ``lse`` for
     those pairs.  ``block_cols`` must be a multiple of ``block_rows``; the
     scratch memory is ``(block_cols + d + 5) * block_rows`` numbers (block_rows
-    rounded up to a multiple of 16).  The portable build runs
+    rounded up to a multiple of 16), and ``2 * length * d`` more when the rows
+    of ``k`` or ``v`` are not contiguous.  The portable build runs
     ``_forward_blas`` (BLAS for the products; ``block_rows * (block_cols + 2)``
     numbers of scratch).
     """
@@ -266,6 +298,8 @@ def forward(
     cdef floating[:, ::1] scores = floating_zeros_2d(<floating>0, block_cols, ldr)
     cdef floating[:, ::1] queries = floating_zeros_2d(<floating>0, d, ldr)
     cdef floating[:, ::1] row_stats = floating_zeros_2d(<floating>0, 5, ldr)
+    cdef bint spread = ld.k != d or ld.v != d
+    cdef floating[:, ::1] copies = floating_zeros_2d(<floating>0, 2 * length if spread else 2, d)
     cdef floating* St = &scores[0, 0]
     cdef floating* Qt = &queries[0, 0]
     cdef floating* row_max = &row_stats[0, 0]
@@ -274,25 +308,37 @@ def forward(
     cdef floating* tile_sum = &row_stats[3, 0]
     cdef floating* correction = &row_stats[4, 0]
     cdef floating alpha = <floating>scale
-    cdef Py_ssize_t pair, b, h, block, tile, r0, r1, rows, c0, cols, i, j, diag, first
+    cdef Py_ssize_t pair, b, h, block, tile, r0, r1, rows, c0, cols, i, diag
     cdef floating largest
     cdef const floating* Q
     cdef const floating* K
     cdef const floating* V
     cdef floating* O
+    cdef const floating* next_q = NULL
+    cdef const floating* next_k = NULL
+    cdef const floating* next_v = NULL
     with nogil:
         for pair in range(pair_start, pair_stop):
             b = pair // n_heads
             h = pair % n_heads
+            if pair + 1 < pair_stop:
+                next_q = &q[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_k = &k[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_v = &v[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
             Q = &q[b, h, 0, 0]
-            K = &k[b, h, 0, 0]
-            V = &v[b, h, 0, 0]
+            # Keys and values with contiguous rows (row stride d from here on).
+            K = _contiguous(&k[b, h, 0, 0], ld.k, length, d, &copies[0, 0])
+            V = _contiguous(&v[b, h, 0, 0], ld.v, length, d, &copies[length if spread else 1, 0])
             O = &out[b, h, 0, 0]
             for block in range((length + block_rows - 1) // block_rows):
                 r0 = block * block_rows
                 rows = block_rows if r0 + block_rows <= length else length - r0
                 r1 = r0 + rows
                 _pack_t(Q + r0 * ld.q, ld.q, rows, d, Qt, ldr)
+                if pair + 1 < pair_stop:
+                    _prefetch_spread(next_q, ld.q, r0, r1, d)
+                    _prefetch_spread(next_k, ld.k, r0, r1, d)
+                    _prefetch_spread(next_v, ld.v, r0, r1, d)
                 for tile in range((r1 + block_cols - 1) // block_cols):
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
@@ -300,8 +346,8 @@ def forward(
                     # The scores and the tile's row maxima, in the product's registers.
                     for i in range(ldr):
                         tile_max[i] = -INFINITY
-                    _scores(cols, rows, d, diag, alpha, K + c0 * ld.k, ld.k, Qt, ldr, St, ldr,
-                            NULL, NULL, tile_max)
+                    _scores(cols, rows, d, diag, alpha, K + c0 * d, d, Qt, ldr, St, ldr,
+                            NULL, NULL, tile_max, NULL)
                     if c0 == 0:
                         for i in range(rows):
                             row_max[i] = tile_max[i]
@@ -312,9 +358,7 @@ def forward(
                             row_max[i] = largest
                     for i in range(rows):
                         tile_sum[i] = 0
-                    for j in range(cols):
-                        first = _first_query(j, diag)
-                        _exp_add(St + j * ldr, row_max, tile_sum, _row_start(first), first, rows)
+                    _exp_tile(St, ldr, cols, rows, diag, row_max, tile_sum)
                     if c0 == 0:
                         for i in range(rows):
                             row_sum[i] = tile_sum[i]
@@ -323,7 +367,7 @@ def forward(
                             row_sum[i] = row_sum[i] * correction[i] + tile_sum[i]
                             if correction[i] != 1:
                                 _scale_row(O + (r0 + i) * ld.out, d, correction[i])
-                    _rows(rows, cols, d, FAR, diag, c0 != 0, St, 1, ldr, V + c0 * ld.v, ld.v,
+                    _rows(rows, cols, d, FAR, diag, c0 != 0, St, 1, ldr, V + c0 * d, d,
                           O + r0 * ld.out, ld.out)
                 for i in range(rows):
                     _scale_row(O + (r0 + i) * ld.out, d, 1 / row_sum[i])
@@ -350,7 +394,9 @@ def backward(
 
     ``out`` and ``lse`` are those of :func:`forward`.  Writes ``dq``, ``dk``
     and ``dv`` for those pairs; the scratch memory is ``2 * (block_cols + d +
-    1) * block_rows`` numbers (block_rows rounded up to a multiple of 16).  The
+    1) * block_rows`` numbers (block_rows rounded up to a multiple of 16) plus
+    ``2 * block_rows * d``, and ``2 * length * d`` more each when the rows of
+    ``k`` or ``v``, or of ``dk`` or ``dv``, are not contiguous.  The
     portable build runs ``_backward_blas`` (BLAS for the products; ``block_rows *
     (2 * block_cols + 1)`` numbers of scratch).
     """
@@ -367,17 +413,32 @@ def backward(
     cdef floating[:, :, ::1] tiles = floating_zeros_3d(<floating>0, 2, block_cols, ldr)
     cdef floating[:, :, ::1] packed = floating_zeros_3d(<floating>0, 2, d, ldr)
     cdef floating[:, ::1] row_stats = floating_zeros_2d(<floating>0, 2, ldr)
+    cdef bint spread = ld.k != d or ld.v != d
+    cdef floating[:, ::1] copies = floating_zeros_2d(<floating>0, 2 * length if spread else 2, d)
+    # dK and dV are added to by every row block: kept in contiguous rows if theirs are not.
+    cdef bint spread_grads = grad_ld.k != d or grad_ld.v != d
+    cdef floating[:, ::1] grad_copies = floating_zeros_2d(
+        <floating>0, 2 * length if spread_grads else 2, d)
+    # The block's rows of q and dO, which two products of every tile read.
+    cdef floating[:, :, ::1] block_copies = floating_zeros_3d(<floating>0, 2, block_rows, d)
+    cdef Py_ssize_t ldk = d if spread_grads else grad_ld.k
+    cdef Py_ssize_t ldv = d if spread_grads else grad_ld.v
     cdef floating alpha = <floating>scale
-    cdef Py_ssize_t pair, b, h, block, n_blocks, tile, r0, r1, rows, c0, cols, i, j, diag, first
+    cdef Py_ssize_t pair, b, h, block, n_blocks, tile, r0, r1, rows, c0, cols, i, diag
     cdef bint first_block
     cdef const floating* Q
     cdef const floating* K
     cdef const floating* V
     cdef const floating* O
     cdef const floating* dO
+    cdef const floating* Qb
+    cdef const floating* dOb
     cdef floating* dQ
     cdef floating* dK
     cdef floating* dV
+    cdef const floating* next_inputs[5]
+    cdef Py_ssize_t next_strides[5]
+    cdef Py_ssize_t n
     cdef floating* P = &tiles[0, 0, 0]
     cdef floating* dS = &tiles[1, 0, 0]
     cdef floating* Qt = &packed[0, 0, 0]
@@ -388,14 +449,26 @@ def backward(
         for pair in range(pair_start, pair_stop):
             b = pair // n_heads
             h = pair % n_heads
+            if pair + 1 < pair_stop:
+                next_inputs[0] = &q[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_inputs[1] = &k[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_inputs[2] = &v[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_inputs[3] = &out[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_inputs[4] = &dout[(pair + 1) // n_heads, (pair + 1) % n_heads, 0, 0]
+                next_strides[0] = ld.q
+                next_strides[1] = ld.k
+                next_strides[2] = ld.v
+                next_strides[3] = ld.out
+                next_strides[4] = grad_ld.out
             Q = &q[b, h, 0, 0]
-            K = &k[b, h, 0, 0]
-            V = &v[b, h, 0, 0]
+            # Keys and values with contiguous rows (row stride d from here on).
+            K = _contiguous(&k[b, h, 0, 0], ld.k, length, d, &copies[0, 0])
+            V = _contiguous(&v[b, h, 0, 0], ld.v, length, d, &copies[length if spread else 1, 0])
             O = &out[b, h, 0, 0]
             dO = &dout[b, h, 0, 0]
             dQ = &dq[b, h, 0, 0]
-            dK = &dk[b, h, 0, 0]
-            dV = &dv[b, h, 0, 0]
+            dK = &grad_copies[0, 0] if spread_grads else &dk[b, h, 0, 0]
+            dV = &grad_copies[length, 0] if spread_grads else &dv[b, h, 0, 0]
             # Row blocks from the last: the last one sees every key, so its
             # products initialise dK and dV and the others add.
             n_blocks = (length + block_rows - 1) // block_rows
@@ -404,26 +477,34 @@ def backward(
                 first_block = block == n_blocks - 1
                 rows = block_rows if r0 + block_rows <= length else length - r0
                 r1 = r0 + rows
+                # The block's rows of q and dO with contiguous rows (row stride d).
+                Qb = _contiguous(Q + r0 * ld.q, ld.q, rows, d, &block_copies[0, 0, 0])
+                dOb = _contiguous(dO + r0 * grad_ld.out, grad_ld.out, rows, d,
+                                  &block_copies[1, 0, 0])
                 for i in range(rows):
-                    deltas[i] = _dot(dO + (r0 + i) * grad_ld.out, O + (r0 + i) * ld.out, d)
+                    deltas[i] = _dot(dOb + i * d, O + (r0 + i) * ld.out, d)
                     block_lse[i] = lse[b, h, r0 + i]
-                _pack_t(Q + r0 * ld.q, ld.q, rows, d, Qt, ldr)
-                _pack_t(dO + r0 * grad_ld.out, grad_ld.out, rows, d, dOt, ldr)
+                _pack_t(Qb, d, rows, d, Qt, ldr)
+                _pack_t(dOb, d, rows, d, dOt, ldr)
+                if pair + 1 < pair_stop:
+                    for n in range(5):
+                        _prefetch_spread(next_inputs[n], next_strides[n], r0, r1, d)
                 for tile in range((r1 + block_cols - 1) // block_cols):
                     c0 = tile * block_cols
                     cols = block_cols if c0 + block_cols <= r1 else r1 - c0
                     diag = r0 - c0
-                    _scores(cols, rows, d, diag, alpha, K + c0 * ld.k, ld.k, Qt, ldr, P, ldr,
-                            NULL, NULL, NULL)
-                    for j in range(cols):
-                        first = _first_query(j, diag)
-                        _exp_shifted(P + j * ldr, block_lse, _row_start(first), first, rows)
+                    # P = exp(S - lse), in the product's registers.
+                    _scores(cols, rows, d, diag, alpha, K + c0 * d, d, Qt, ldr, P, ldr,
+                            NULL, NULL, NULL, block_lse)
                     _rows(cols, rows, d, diag, FAR, not first_block, P, ldr, 1,
-                          dO + r0 * grad_ld.out, grad_ld.out, dV + c0 * grad_ld.v, grad_ld.v)
+                          dOb, d, dV + c0 * ldv, ldv)
                     # dS = s P (dP - delta), with dP = dO V^T, in the product's registers.
-                    _scores(cols, rows, d, diag, alpha, V + c0 * ld.v, ld.v, dOt, ldr, dS, ldr,
-                            P, deltas, NULL)
-                    _rows(rows, cols, d, FAR, diag, c0 != 0, dS, 1, ldr, K + c0 * ld.k, ld.k,
+                    _scores(cols, rows, d, diag, alpha, V + c0 * d, d, dOt, ldr, dS, ldr,
+                            P, deltas, NULL, NULL)
+                    _rows(rows, cols, d, FAR, diag, c0 != 0, dS, 1, ldr, K + c0 * d, d,
                           dQ + r0 * grad_ld.q, grad_ld.q)
-                    _rows(cols, rows, d, diag, FAR, not first_block, dS, ldr, 1, Q + r0 * ld.q,
-                          ld.q, dK + c0 * grad_ld.k, grad_ld.k)
+                    _rows(cols, rows, d, diag, FAR, not first_block, dS, ldr, 1, Qb, d,
+                          dK + c0 * ldk, ldk)
+            if spread_grads:
+                _copy_rows(dK, d, length, d, &dk[b, h, 0, 0], grad_ld.k)
+                _copy_rows(dV, d, length, d, &dv[b, h, 0, 0], grad_ld.v)

@@ -34,6 +34,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 /* The kernels use these products in the AVX2 and AVX-512 builds (compiled by
@@ -84,6 +85,21 @@ static inline ptrdiff_t skseq_row_start(ptrdiff_t first) {
     return first > 0 ? first / SKSEQ_ROW_ALIGN * SKSEQ_ROW_ALIGN : 0;
 }
 
+/* Asks for rows [first, last) of A (row stride lda, rows of d numbers of
+ * itemsize bytes) to be brought into the caches: the first and last byte of
+ * each row (a row that straddles two cache lines needs both).  The kernels
+ * fetch the next (batch, head) pair's rows while they compute on this one's:
+ * rows far apart (the heads of a packed projection) each cross into a new
+ * page, where the hardware prefetchers stop. */
+static inline void skseq_prefetch_rows(const void *A, ptrdiff_t lda, ptrdiff_t first,
+                                       ptrdiff_t last, ptrdiff_t d, ptrdiff_t itemsize) {
+    const char *row = (const char *)A + first * lda * itemsize;
+    for (ptrdiff_t i = first; i < last; i++, row += lda * itemsize) {
+        __builtin_prefetch(row, 0, 2);
+        __builtin_prefetch(row + d * itemsize - 1, 0, 2);
+    }
+}
+
 /* Causal limits: a register tile of rows [i0, i1] sees columns j <= i1 + diag. */
 #define SKSEQ_FAR ((ptrdiff_t)1 << 40)
 
@@ -113,13 +129,16 @@ SKSEQ_DEFINE_PACK(double, d, SKSEQ_LANES_D)
     static inline void skseq_scores_scalar_##SUFFIX(                                           \
         ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo, T alpha, const T *A, ptrdiff_t lda,  \
         const T *Bt, ptrdiff_t ldt, T *C, ptrdiff_t ldc, const T *P, const T *delta,           \
-        T *largest) {                                                                          \
+        T *largest, const T *shift) {                                                          \
         ptrdiff_t x, j, p;                                                                     \
         for (x = 0; x < m; x++) {                                                              \
             for (j = skseq_row_start(x - lo); j < n; j++) {                                    \
                 T total = 0;                                                                   \
                 for (p = 0; p < d; p++) total += A[x * lda + p] * Bt[p * ldt + j];             \
-                if (P == NULL) {                                                               \
+                if (shift != NULL) {                                                           \
+                    C[x * ldc + j] =                                                           \
+                        j >= x - lo ? (T)exp((double)(alpha * total - shift[j])) : 0;          \
+                } else if (P == NULL) {                                                        \
                     C[x * ldc + j] = alpha * total;                                            \
                     if (largest != NULL && j >= x - lo && alpha * total - largest[j] >= 0)     \
                         largest[j] = alpha * total;                                            \
@@ -178,6 +197,79 @@ SKSEQ_DEFINE_LOADS(double, d, skseq_vd)
 SKSEQ_DEFINE_LOADS(double, d2, skseq_vd2)
 SKSEQ_DEFINE_LOADS(double, d4, skseq_vd4)
 
+typedef uint32_t skseq_vfu __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
+typedef uint64_t skseq_vdu __attribute__((vector_size(SKSEQ_TILE_VBYTES)));
+
+/* exp(x) for x <= 0 (not NaN), a vector at a time: the numbers of
+ * _elementary.pxi's _exp_nonpositive32/64 (the same reduction and polynomial,
+ * written as the same expressions so that GCC contracts them into the same
+ * multiply-adds), 0 below -86 (float) or -708 (double).  The scalar functions
+ * build 2**(k - 1) in the exponent field and multiply the polynomial by 2 and
+ * by it, both exact while the result is normal, which it is above those
+ * bounds; AVX-512's scalef multiplies by 2**k in one instruction, with the
+ * same result, and needs no clamp of x (the lanes below the bound are zeroed
+ * by its mask whatever it computed there; a NaN is kept, as the scalar
+ * functions keep it, so that a NaN input shows in the results). */
+#if SKSEQ_TILE_VBYTES == 64
+#include <immintrin.h>
+#endif
+SKSEQ_INLINE skseq_vf skseq_exp_nonpositive_vf(skseq_vf x) {
+#if SKSEQ_TILE_VBYTES != 64
+    skseq_vfi below = (skseq_vfi)(x + (float)86.0) >> 31; /* all ones where x < -86 */
+    x = (skseq_vf)(((skseq_vfi)x & ~below) | ((skseq_vfi)((skseq_vf){0} + (float)-86.0) & below));
+#endif
+    skseq_vf k = x * (float)1.44269504 + (float)12582912.0;
+#if SKSEQ_TILE_VBYTES != 64
+    skseq_vfu scale = (skseq_vfu)k;
+#endif
+    k = k - (float)12582912.0;
+    skseq_vf r = (x - k * (float)0.693359375) - k * (float)-2.12194440e-4;
+    skseq_vf r2 = r * r;
+    skseq_vf r4 = r2 * r2;
+    skseq_vf poly =
+        (((float)1.0 + (float)1.0000000377162138 * r) +
+         r2 * ((float)0.50000000471177577 + (float)0.16666415514653275 * r)) +
+        r4 * (((float)0.041666352896775157 + (float)0.0083751263981533357 * r) +
+              r2 * (float)0.0013941108433972675);
+#if SKSEQ_TILE_VBYTES == 64
+    __mmask16 keep = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-86.0f), _CMP_NLT_UQ);
+    return (skseq_vf)_mm512_maskz_scalef_ps(keep, (__m512)poly, (__m512)k);
+#else
+    scale = (scale + 126) << 23;
+    skseq_vf result = poly * (float)2.0 * (skseq_vf)scale;
+    return (skseq_vf)((skseq_vfi)result & ~below);
+#endif
+}
+
+SKSEQ_INLINE skseq_vd skseq_exp_nonpositive_vd(skseq_vd x) {
+#if SKSEQ_TILE_VBYTES != 64
+    skseq_vdi below = (skseq_vdi)(x + 708.0) >> 63; /* all ones where x < -708 */
+    x = (skseq_vd)(((skseq_vdi)x & ~below) | ((skseq_vdi)((skseq_vd){0} + -708.0) & below));
+#endif
+    skseq_vd k = x * 1.4426950408889634 + 6755399441055744.0;
+#if SKSEQ_TILE_VBYTES != 64
+    skseq_vdu scale = (skseq_vdu)k;
+#endif
+    k = k - 6755399441055744.0;
+    skseq_vd r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+    skseq_vd r2 = r * r;
+    skseq_vd r4 = r2 * r2;
+    skseq_vd poly =
+        ((1.0 + r) + r2 * (0.50000000000000183855 + 0.16666666666666680806 * r)) +
+        r4 * (((0.041666666666488095495 + 0.0083333333333196006109 * r) +
+               r2 * (0.0013888888952314774652 + 0.00019841269890047113707 * r)) +
+              r4 * ((0.000024801485482328492419 + 2.7557240918578969823e-6 * r) +
+                    r2 * (2.7632639639041029749e-7 + 2.5110037605963777712e-8 * r)));
+#if SKSEQ_TILE_VBYTES == 64
+    __mmask8 keep = _mm512_cmp_pd_mask((__m512d)x, _mm512_set1_pd(-708.0), _CMP_NLT_UQ);
+    return (skseq_vd)_mm512_maskz_scalef_pd(keep, (__m512d)poly, (__m512d)k);
+#else
+    scale = (scale + 1022) << 52;
+    skseq_vd result = poly * 2.0 * (skseq_vd)scale;
+    return (skseq_vd)((skseq_vdi)result & ~below);
+#endif
+}
+
 
 /* The register tiles: MR rows by NV vectors, for compile-time MR and NV (the
  * dispatchers below call them with constants, so the loops unroll and the
@@ -193,7 +285,7 @@ SKSEQ_DEFINE_LOADS(double, d4, skseq_vd4)
     SKSEQ_INLINE void skseq_scores_tile_##SUFFIX(                                              \
         const int mr, const int nv, ptrdiff_t d, T alpha, const T *A, ptrdiff_t lda,           \
         const T *Bt, ptrdiff_t ldt, T *C, ptrdiff_t ldc, const T *P, const T *delta,           \
-        T *largest, ptrdiff_t first, ptrdiff_t column) {                                       \
+        T *largest, const T *shift, ptrdiff_t n, ptrdiff_t first, ptrdiff_t column) {          \
         V acc[SKSEQ_MAX_MR][SKSEQ_MAX_NV], b[SKSEQ_MAX_NV];                                    \
         ptrdiff_t p;                                                                           \
         SKSEQ_UNROLL for (int i = 0; i < mr; i++) SKSEQ_UNROLL for (int v = 0; v < nv; v++)    \
@@ -206,7 +298,28 @@ SKSEQ_DEFINE_LOADS(double, d4, skseq_vd4)
                 SKSEQ_UNROLL for (int v = 0; v < nv; v++) acc[i][v] += a * b[v];               \
             }                                                                                  \
         }                                                                                      \
-        if (P == NULL && largest == NULL) {                                                    \
+        if (shift != NULL) {                                                                   \
+            /* P = exp(scores - shift[j]) (shift a log-sum-exp, so the exponents are not         \
+             * positive up to rounding), 0 where the mask leaves the score out and in the      \
+             * lanes beyond the n columns: the scores rounded as they would be stored. */      \
+            VI lane = skseq_iota_##SUFFIX();                                                   \
+            int masked = first + mr - 1 > column || column + nv * (LANES) > n;                 \
+            SKSEQ_UNROLL for (int v = 0; v < nv; v++) {                                        \
+                V lse = skseq_load_##SUFFIX(shift + v * (LANES));                              \
+                VI index = lane + (IT)(column + v * (LANES));                                  \
+                SKSEQ_UNROLL for (int i = 0; i < mr; i++) {                                    \
+                    V score = alpha * acc[i][v];                                               \
+                    /* Rounded as stored: not contracted into the subtraction. */              \
+                    __asm__("" : "+v"(score));                                                 \
+                    V e = skseq_exp_nonpositive_v##SUFFIX(score - lse);                        \
+                    if (masked) {                                                              \
+                        VI seen = (index >= (IT)(first + i)) & (index < (IT)n);                \
+                        e = (V)((VI)e & seen);                                                 \
+                    }                                                                          \
+                    skseq_store_##SUFFIX(C + i * ldc + v * (LANES), e);                        \
+                }                                                                              \
+            }                                                                                  \
+        } else if (P == NULL && largest == NULL) {                                             \
             SKSEQ_UNROLL for (int i = 0; i < mr; i++) SKSEQ_UNROLL for (int v = 0; v < nv;     \
                                                                         v++)                   \
                 skseq_store_##SUFFIX(C + i * ldc + v * (LANES), alpha * acc[i][v]);            \
@@ -323,6 +436,34 @@ SKSEQ_DEFINE_TRANSPOSE(double, d, skseq_vd, skseq_vdi, SKSEQ_LANES_D)
 
 SKSEQ_DEFINE_TILES(float, f, skseq_vf, skseq_vfi, int32_t, SKSEQ_LANES_F)
 SKSEQ_DEFINE_TILES(double, d, skseq_vd, skseq_vdi, int64_t, SKSEQ_LANES_D)
+
+/* The forward pass's exponentials of a tile of scores S (m keys by n queries,
+ * row stride lds; S[j, c] seen when c >= j - diag): S[j, c] = exp(S[j, c] -
+ * shift[c]) (shift the row maxima) and total[c] += S[j, c], j ascending, for
+ * the seen entries; 0 for the others from the whole vector of the row's first
+ * seen entry on, and in the lanes beyond n. */
+#define SKSEQ_DEFINE_EXP_TILE(T, SUFFIX, V, VI, IT, LANES)                                    \
+    static void skseq_exp_tile_##SUFFIX(T *S, ptrdiff_t lds, ptrdiff_t m, ptrdiff_t n,         \
+                                        ptrdiff_t diag, const T *shift, T *total) {            \
+        VI lane = skseq_iota_##SUFFIX();                                                       \
+        for (ptrdiff_t j = 0; j < m; j++) {                                                    \
+            ptrdiff_t first = j > diag ? j - diag : 0, column;                                 \
+            T *row = S + j * lds;                                                              \
+            for (column = skseq_row_start(first); column < n; column += (LANES)) {             \
+                V e = skseq_exp_nonpositive_v##SUFFIX(skseq_load_##SUFFIX(row + column) -      \
+                                                      skseq_load_##SUFFIX(shift + column));    \
+                if (column < first || column + (LANES) > n) {                                  \
+                    VI index = lane + (IT)column;                                              \
+                    e = (V)((VI)e & ((index >= (IT)first) & (index < (IT)n)));                 \
+                }                                                                              \
+                skseq_store_##SUFFIX(row + column, e);                                         \
+                skseq_store_##SUFFIX(total + column, skseq_load_##SUFFIX(total + column) + e); \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+SKSEQ_DEFINE_EXP_TILE(float, f, skseq_vf, skseq_vfi, int32_t, SKSEQ_LANES_F)
+SKSEQ_DEFINE_EXP_TILE(double, d, skseq_vd, skseq_vdi, int64_t, SKSEQ_LANES_D)
 SKSEQ_DEFINE_ROWS_TILE(float, f, skseq_vf, SKSEQ_LANES_F)
 SKSEQ_DEFINE_ROWS_TILE(float, f2, skseq_vf2, SKSEQ_LANES_F / 2)
 SKSEQ_DEFINE_ROWS_TILE(float, f4, skseq_vf4, SKSEQ_LANES_F / 4)
@@ -394,7 +535,7 @@ static inline int skseq_tile_size(ptrdiff_t left, int most) {
     static void skseq_scores_##SUFFIX(ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo,     \
                                       T alpha, const T *A, ptrdiff_t lda, const T *Bt,         \
                                       ptrdiff_t ldt, T *C, ptrdiff_t ldc, const T *P,          \
-                                      const T *delta, T *largest) {                            \
+                                      const T *delta, T *largest, const T *shift) {            \
         ptrdiff_t x0, v0, v_end = (n + (LANES)-1) / (LANES);                                   \
         int mr, nv;                                                                            \
         for (x0 = 0; x0 < m; x0 += mr) {                                                       \
@@ -408,6 +549,7 @@ static inline int skseq_tile_size(ptrdiff_t left, int most) {
                 const T *p = P == NULL ? NULL : P + x0 * ldc + column;                         \
                 const T *dl = P == NULL ? NULL : delta + column;                               \
                 T *top = largest == NULL ? NULL : largest + column;                            \
+                const T *sh = shift == NULL ? NULL : shift + column;                           \
                 /* A register tile of mr rows by nv vectors of columns. */                     \
                 SKSEQ_DISPATCH(SKSEQ_SCORES_CALL_##SUFFIX, SKSEQ_SCORES_MR, 1, SKSEQ_SCORES_NV) \
             }                                                                                  \
@@ -465,9 +607,11 @@ static inline int skseq_tile_size(ptrdiff_t left, int most) {
     }
 
 #define SKSEQ_SCORES_CALL_f(MRV, NVV)                                                         \
-    skseq_scores_tile_f(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, top, first, column)
+    skseq_scores_tile_f(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, top, sh, n, first, \
+                        column)
 #define SKSEQ_SCORES_CALL_d(MRV, NVV)                                                         \
-    skseq_scores_tile_d(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, top, first, column)
+    skseq_scores_tile_d(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, top, sh, n, first, \
+                        column)
 #define SKSEQ_ROWS_CALL_f(MRV, NVV)                                                           \
     skseq_rows_tile_f(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
                       ldc)
@@ -515,14 +659,14 @@ static void skseq_pack_t_d(const double *B, ptrdiff_t ldb, ptrdiff_t n, ptrdiff_
 static void skseq_scores_f(ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo, float alpha,
                            const float *A, ptrdiff_t lda, const float *Bt, ptrdiff_t ldt,
                            float *C, ptrdiff_t ldc, const float *P, const float *delta,
-                           float *largest) {
-    skseq_scores_scalar_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest);
+                           float *largest, const float *shift) {
+    skseq_scores_scalar_f(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest, shift);
 }
 static void skseq_scores_d(ptrdiff_t m, ptrdiff_t n, ptrdiff_t d, ptrdiff_t lo, double alpha,
                            const double *A, ptrdiff_t lda, const double *Bt, ptrdiff_t ldt,
                            double *C, ptrdiff_t ldc, const double *P, const double *delta,
-                           double *largest) {
-    skseq_scores_scalar_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest);
+                           double *largest, const double *shift) {
+    skseq_scores_scalar_d(m, n, d, lo, alpha, A, lda, Bt, ldt, C, ldc, P, delta, largest, shift);
 }
 static void skseq_rows_f(ptrdiff_t m, ptrdiff_t k, ptrdiff_t d, ptrdiff_t lo, ptrdiff_t hi,
                          int accumulate, const float *A, ptrdiff_t sax, ptrdiff_t sap,
@@ -534,6 +678,20 @@ static void skseq_rows_d(ptrdiff_t m, ptrdiff_t k, ptrdiff_t d, ptrdiff_t lo, pt
                          const double *B, ptrdiff_t ldb, double *C, ptrdiff_t ldc) {
     skseq_rows_scalar_d(m, k, 0, d, lo, hi, accumulate, A, sax, sap, B, ldb, C, ldc);
 }
+#define SKSEQ_DEFINE_EXP_TILE_SCALAR(T, SUFFIX)                                               \
+    static void skseq_exp_tile_##SUFFIX(T *S, ptrdiff_t lds, ptrdiff_t m, ptrdiff_t n,         \
+                                        ptrdiff_t diag, const T *shift, T *total) {            \
+        for (ptrdiff_t j = 0; j < m; j++) {                                                    \
+            ptrdiff_t first = j > diag ? j - diag : 0;                                         \
+            for (ptrdiff_t c = skseq_row_start(first); c < n; c++) {                           \
+                T *entry = S + j * lds + c;                                                    \
+                *entry = c >= first ? (T)exp((double)(*entry - shift[c])) : 0;                 \
+                total[c] += *entry;                                                            \
+            }                                                                                  \
+        }                                                                                      \
+    }
+SKSEQ_DEFINE_EXP_TILE_SCALAR(float, f)
+SKSEQ_DEFINE_EXP_TILE_SCALAR(double, d)
 
 #endif
 

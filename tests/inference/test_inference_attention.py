@@ -278,6 +278,94 @@ def test_torch_agrees(dtype, rtol):
         assert_allclose(value, leaf.grad.numpy(), rtol=rtol, atol=rtol)
 
 
+# -- d_head 16: the Transformer's heads --------------------------------------------------
+# At d_head 16 a row of q, k or v is one whole AVX-512 vector of float32 (two of
+# AVX2) and the reductions of the score products are 16 terms long.  Lengths
+# that are not multiples of anything (the 64-row blocks, the register tiles
+# of 4 to 12 rows, the 16 query lanes of a vector) leave partial tiles and
+# vectors at every edge.
+
+
+@pytest.mark.parametrize("block_rows, block_cols", [(None, None), (16, 32), (5, 11)])
+@pytest.mark.parametrize("length", [1, 7, 17, 65, 130])
+def test_d_head_16_matches_the_whole_softmax_and_its_gradients(block_rows, block_cols, length):
+    rng = np.random.default_rng(40 + length)
+    q, k, v = make_qkv(rng, batch=2, n_heads=2, length=length, d_head=16, scale=1.5)
+    dout = rng.normal(size=q.shape)
+    tiles = dict(_block_rows=block_rows, _block_cols=block_cols)
+    out, lse = causal_attention(q, k, v, return_lse=True, **tiles)
+    expected_out, expected_lse = reference_attention(q, k, v)
+    assert_allclose(out, expected_out, rtol=1e-12, atol=1e-13)
+    assert_allclose(lse, expected_lse, rtol=1e-12, atol=1e-13)
+    grads = causal_attention_backward(dout, q, k, v, out, lse, **tiles)
+    expected_grads = reference_backward(dout, q, k, v)
+    for value, expected in zip(grads, expected_grads, strict=True):
+        assert_allclose(value, expected, rtol=1e-10, atol=1e-11)
+    # float32 against the float64 reference.
+    q32, k32, v32, dout32 = (x.astype(np.float32) for x in (q, k, v, dout))
+    out32, lse32 = causal_attention(q32, k32, v32, return_lse=True, **tiles)
+    assert out32.dtype == lse32.dtype == np.float32
+    assert_allclose(out32, expected_out, rtol=1e-4, atol=2e-5)
+    assert_allclose(lse32, expected_lse, rtol=1e-5, atol=1e-5)
+    grads32 = causal_attention_backward(dout32, q32, k32, v32, out32, lse32, **tiles)
+    for value, expected in zip(grads32, expected_grads, strict=True):
+        assert value.dtype == np.float32
+        assert_allclose(value, expected, rtol=1e-4, atol=5e-5)
+
+
+@pytest.mark.parametrize("length", [1, 19])
+def test_d_head_16_gradients_match_finite_differences(length):
+    rng = np.random.default_rng(50 + length)
+    q, k, v = make_qkv(rng, batch=1, n_heads=2, length=length, d_head=16)
+    dout = rng.normal(size=q.shape)
+    tiles = dict(_block_rows=8, _block_cols=8)
+    grads = causal_attention_backward(dout, q, k, v, **tiles)
+
+    def objective():
+        return float(np.sum(causal_attention(q, k, v, **tiles).out * dout))
+
+    for name, array in zip("qkv", (q, k, v), strict=True):
+        assert_allclose(
+            getattr(grads, f"d{name}"),
+            numerical_gradient(objective, array),
+            rtol=1e-6,
+            atol=1e-8,
+            err_msg=name,
+        )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_d_head_16_heads_of_a_packed_projection_give_the_contiguous_results(dtype):
+    """The Transformer's layout: several pairs (the next one prefetched), partial blocks."""
+    rng = np.random.default_rng(60)
+    batch, length, n_heads, d_head = 3, 150, 4, 16
+    packed = rng.normal(size=(batch, length, 3, n_heads, d_head)).astype(dtype)
+    q, k, v = (packed[:, :, index].transpose(0, 2, 1, 3) for index in range(3))
+    dout = rng.normal(size=(batch, length, n_heads, d_head)).astype(dtype).transpose(0, 2, 1, 3)
+    contiguous = [np.ascontiguousarray(x) for x in (q, k, v, dout)]
+    merged = np.empty((batch, length, n_heads, d_head), dtype=dtype)
+    out, lse = causal_attention(
+        q, k, v, return_lse=True, out=merged.transpose(0, 2, 1, 3), check_finite=False
+    )
+    out_c, lse_c = causal_attention(*contiguous[:3], return_lse=True)
+    rtol = 1e-6 if dtype == np.float32 else 1e-13
+    assert_allclose(out, out_c, rtol=rtol, atol=rtol)
+    assert_allclose(lse, lse_c, rtol=rtol, atol=rtol)
+    grad_packed = np.empty_like(packed)
+    views = [grad_packed[:, :, index].transpose(0, 2, 1, 3) for index in range(3)]
+    causal_attention_backward(dout, q, k, v, out, lse, dq=views[0], dk=views[1], dv=views[2])
+    grads_c = causal_attention_backward(contiguous[3], *contiguous[:3], out_c, lse_c)
+    for view, expected in zip(views, grads_c, strict=True):
+        assert_allclose(view, expected, rtol=rtol, atol=rtol)
+    # One pair at a time (no next pair to prefetch) gives the same numbers.
+    for pair in range(batch * n_heads):
+        b, h = divmod(pair, n_heads)
+        single = causal_attention(
+            q[b : b + 1, h : h + 1], k[b : b + 1, h : h + 1], v[b : b + 1, h : h + 1]
+        ).out
+        assert_array_equal(single[0, 0], out[b, h])
+
+
 # -- layouts, threads, builds -----------------------------------------------------------
 
 
@@ -420,9 +508,10 @@ def test_empty_inputs():
         assert all(grad.shape == shape for grad in grads)
 
 
+@pytest.mark.parametrize("d_head", [8, 16])
 @pytest.mark.parametrize("build", ["avx2", "avx512"])
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-6)])
-def test_vector_builds_equal_the_portable_build(monkeypatch, build, dtype, rtol):
+def test_vector_builds_equal_the_portable_build(monkeypatch, build, dtype, rtol, d_head):
     supported = {"avx2": _kernels.cpu_has_avx2_fma, "avx512": _kernels.cpu_has_avx512}[build]
     if not supported():
         pytest.skip(f"this CPU does not run the {build} build")
@@ -431,7 +520,7 @@ def test_vector_builds_equal_the_portable_build(monkeypatch, build, dtype, rtol)
     except ImportError:
         pytest.skip(f"the {build} build is not available on this platform")
     rng = np.random.default_rng(15)
-    q, k, v = make_qkv(rng, batch=2, n_heads=2, length=100, d_head=8, dtype=dtype)
+    q, k, v = make_qkv(rng, batch=2, n_heads=2, length=100, d_head=d_head, dtype=dtype)
     dout = rng.normal(size=q.shape).astype(dtype)
     results = []
     for module in (fast, importlib.import_module("skseq._kernels._attention")):
