@@ -18,11 +18,15 @@ objects serves several threads at once (each computing the gradient of its
 own minibatch shard) and finite-difference tests can perturb any entry.
 
 Activations are laid out ``(batch, length, features)`` and the layers act on
-the last axis; nothing loops over time.
+the last axis; nothing loops over time.  The large arrays a forward pass
+keeps come from :func:`skseq._buffers.pass_array`, which reuses them from
+one training step to the next.
 """
 
 import numpy as np
 from scipy.special import expit
+
+from ..._buffers import pass_array
 
 __all__ = [
     "Layer",
@@ -131,7 +135,11 @@ class Linear(Layer):
     def forward(self, parameters, inputs):
         # One matrix product over all (batch, step) rows rather than one per batch element.
         flat_inputs = inputs.reshape(-1, self.in_features)
-        outputs = flat_inputs @ parameters[self.key("weight")]
+        weight = parameters[self.key("weight")]
+        outputs = pass_array(
+            (flat_inputs.shape[0], self.out_features), np.result_type(flat_inputs, weight)
+        )
+        np.matmul(flat_inputs, weight, out=outputs)
         if self.bias:
             outputs += parameters[self.key("bias")]
         return outputs.reshape(inputs.shape[:-1] + (self.out_features,)), flat_inputs
@@ -281,8 +289,11 @@ class RMSNorm(Layer):
 
     def forward(self, parameters, inputs):
         inverse_rms = 1.0 / np.sqrt(np.mean(inputs * inputs, axis=-1, keepdims=True) + self.eps)
-        normalised = inputs * inverse_rms
-        return normalised * parameters[self.key("gain")], (normalised, inverse_rms)
+        normalised = np.multiply(inputs, inverse_rms, out=pass_array(inputs.shape, inputs.dtype))
+        outputs = np.multiply(
+            normalised, parameters[self.key("gain")], out=pass_array(inputs.shape, inputs.dtype)
+        )
+        return outputs, (normalised, inverse_rms)
 
     def backward(self, parameters, grad_outputs, cache):
         normalised, inverse_rms = cache

@@ -16,6 +16,7 @@ layer (``mamba_layer``, ``s4d_layer``, ``elman_layer``,
 
 import numpy as np
 
+from ..._buffers import pass_array
 from ._layers import Linear, RMSNorm
 
 __all__ = ["ResidualSequenceNetwork", "make_network"]
@@ -111,7 +112,7 @@ class ResidualSequenceNetwork:
         for norm, block in self._residual_blocks:
             normalised, norm_cache = norm.forward(parameters, hidden)
             update, block_cache = block.forward(parameters, normalised)
-            hidden = hidden + update
+            hidden = np.add(hidden, update, out=pass_array(hidden.shape, hidden.dtype))
             block_caches.append((norm_cache, block_cache))
         read = hidden if self.per_step else hidden[:, -1]
         normalised, final_cache = self.final_norm.forward(parameters, read)
