@@ -6,7 +6,7 @@ layer alone; the activations against their formulas.
 
 import numpy as np
 import pytest
-from gradient_checks import check_layer_gradients, perturbed_parameters
+from gradient_checks import check_layer_gradients, numerical_gradient, perturbed_parameters
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import ndtr
 
@@ -52,3 +52,42 @@ def test_activations():
         outputs, cache = layer.forward({}, x32)
         assert outputs.dtype == np.float32
         assert layer.backward({}, np.ones_like(x32), cache)[0].dtype == np.float32
+
+
+def test_rms_norm_fuses_the_residual_sum_and_its_gradient():
+    """forward_residual normalises hidden + update; backward(add_to=) adds into the stream's
+    gradient: both against finite differences of sum(outputs * upstream) + sum(total * stream)."""
+    rng = np.random.RandomState(0)
+    norm = RMSNorm("norm", 5)
+    parameters = perturbed_parameters(norm, rng)
+    hidden, update = rng.normal(size=(2, 3, 5)), rng.normal(size=(2, 3, 5))
+    total, outputs, cache = norm.forward_residual(parameters, hidden, update)
+    assert_allclose(total, hidden + update, rtol=1e-15)
+    assert_allclose(outputs, norm.forward(parameters, hidden + update)[0], rtol=1e-14)
+    upstream, stream = rng.normal(size=(2, 3, 5)), rng.normal(size=(2, 3, 5))
+    add_to = stream.copy()
+    grad_inputs, grads = norm.backward(parameters, upstream, cache, add_to=add_to)
+    assert grad_inputs is add_to
+
+    def objective():
+        total, outputs, _ = norm.forward_residual(parameters, hidden, update)
+        return float(np.sum(outputs * upstream) + np.sum(total * stream))
+
+    for array in (hidden, update):  # d total / d hidden = d total / d update = 1
+        assert_allclose(grad_inputs, numerical_gradient(objective, array), rtol=1e-6, atol=1e-8)
+    assert_allclose(
+        grads["norm.gain"], numerical_gradient(objective, parameters["norm.gain"]), rtol=1e-6
+    )
+    # float32 follows float64
+    single = {key: value.astype(np.float32) for key, value in parameters.items()}
+    total32, outputs32, cache32 = norm.forward_residual(
+        single, hidden.astype(np.float32), update.astype(np.float32)
+    )
+    assert outputs32.dtype == total32.dtype == np.float32
+    assert_allclose(outputs32, outputs, rtol=1e-5, atol=1e-6)
+    grad32, grads32 = norm.backward(
+        single, upstream.astype(np.float32), cache32, add_to=stream.astype(np.float32)
+    )
+    assert grad32.dtype == grads32["norm.gain"].dtype == np.float32
+    assert_allclose(grad32, grad_inputs, rtol=1e-4, atol=1e-5)
+    assert_allclose(grads32["norm.gain"], grads["norm.gain"], rtol=1e-5, atol=1e-6)

@@ -27,6 +27,7 @@ import numpy as np
 from scipy.special import expit
 
 from ..._buffers import pass_array
+from ...inference._norm import rms_norm, rms_norm_backward
 
 __all__ = [
     "Layer",
@@ -263,6 +264,9 @@ class RMSNorm(Layer):
     """Root-mean-square normalisation of the last axis with a learned gain.
 
     ``y = gain * x / sqrt(mean(x ** 2) + eps)``; the gain starts at one.
+    Both passes are one pass over the rows each (:mod:`skseq.inference._norm`);
+    :meth:`forward_residual` and the ``add_to`` of :meth:`backward` fuse the
+    residual sum of a pre-norm block and its gradient into them.
 
     Parameters
     ----------
@@ -288,26 +292,28 @@ class RMSNorm(Layer):
         return {self.key("gain"): np.ones(self.dim, dtype=dtype)}
 
     def forward(self, parameters, inputs):
-        inverse_rms = 1.0 / np.sqrt(np.mean(inputs * inputs, axis=-1, keepdims=True) + self.eps)
-        normalised = np.multiply(inputs, inverse_rms, out=pass_array(inputs.shape, inputs.dtype))
-        outputs = np.multiply(
-            normalised, parameters[self.key("gain")], out=pass_array(inputs.shape, inputs.dtype)
-        )
-        return outputs, (normalised, inverse_rms)
+        outputs, total, inverse_rms = rms_norm(inputs, parameters[self.key("gain")], self.eps)
+        return outputs, (total, inverse_rms)
 
-    def backward(self, parameters, grad_outputs, cache):
-        normalised, inverse_rms = cache
-        grad_gain = np.einsum(
-            "id,id->d",
-            grad_outputs.reshape(-1, self.dim),
-            normalised.reshape(-1, self.dim),
+    def forward_residual(self, parameters, hidden, update):
+        """The norm of ``hidden + update``, summed in the same pass.
+
+        Returns ``(hidden + update, outputs, cache)``: the pre-norm residual
+        update of a residual stream and the next block's input at once.
+        """
+        outputs, total, inverse_rms = rms_norm(
+            hidden, parameters[self.key("gain")], self.eps, update=update
         )
-        # grad_inputs = inverse_rms * (g - normalised * mean(g * normalised)) with
-        # g = grad_outputs * gain, in one buffer: fresh arrays cost page faults.
-        grad_inputs = grad_outputs * parameters[self.key("gain")]
-        projection = np.mean(grad_inputs * normalised, axis=-1, keepdims=True)
-        grad_inputs -= normalised * projection
-        grad_inputs *= inverse_rms
+        return total, outputs, (total, inverse_rms)
+
+    def backward(self, parameters, grad_outputs, cache, *, add_to=None):
+        """As :meth:`Layer.backward`; with ``add_to`` (a C-contiguous array like
+        the input), the input gradient is added into it in place and it is
+        returned: the gradient of a residual stream, in the same pass."""
+        total, inverse_rms = cache
+        grad_inputs, grad_gain = rms_norm_backward(
+            grad_outputs, total, inverse_rms, parameters[self.key("gain")], grad_inputs=add_to
+        )
         return grad_inputs, {self.key("gain"): grad_gain}
 
 

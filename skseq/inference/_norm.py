@@ -1,0 +1,123 @@
+"""RMS normalisation of the last axis and its gradients, for the networks' RMSNorm layer.
+
+Private: :class:`~skseq.neural._networks._layers.RMSNorm` is its one caller
+and checks nothing a network cannot get wrong; the arithmetic runs in the
+Cython kernel :mod:`skseq._kernels._norm` (see its docstring for the
+formulas), one pass over the rows forward and one backward, the residual
+sum of a pre-norm block fused into them.
+"""
+
+import numpy as np
+
+from .._buffers import pass_array
+from .._kernels import load
+
+_norm = load("_norm")
+
+__all__ = ["rms_norm", "rms_norm_backward"]
+
+
+def _rows(array, dtype):
+    """``array`` as C-contiguous rows of its last axis in ``dtype`` (a view if it is one)."""
+    return np.ascontiguousarray(array, dtype=dtype).reshape(-1, array.shape[-1])
+
+
+def rms_norm(x, gain, eps, *, update=None):
+    """``gain * x / sqrt(mean(x**2, axis=-1) + eps)``, with ``x + update`` for ``x`` if given.
+
+    Parameters
+    ----------
+    x : ndarray of shape (..., d)
+    gain : ndarray of shape (d,)
+    eps : float
+    update : ndarray like ``x``, optional
+        Added to ``x`` in the same pass (a residual block's output).
+
+    Returns
+    -------
+    outputs : ndarray like ``x``
+    total : ndarray like ``x``
+        ``x + update`` (``x`` itself without ``update``): the input that was
+        normalised, which :func:`rms_norm_backward` needs.
+    inverse_rms : ndarray of shape ``x.shape[:-1]``
+        ``1 / sqrt(mean(total**2) + eps)``, also for the backward pass.
+
+    The arrays returned are :func:`~skseq._buffers.pass_array` s.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> outputs, total, inverse_rms = rms_norm(np.array([[3.0, 4.0]]), np.ones(2), 0.0)
+    >>> outputs.round(4), inverse_rms.round(4)
+    (array([[0.8485, 1.1314]]), array([0.2828]))
+    """
+    dtype = np.result_type(x, gain)
+    rows = _rows(x, dtype)
+    outputs = pass_array(rows.shape, dtype)
+    inverse_rms = pass_array(rows.shape[:1], dtype)
+    if update is None:
+        total = rows
+        _norm.rms_norm_forward(
+            rows, rows, _rows(gain, dtype)[0], eps, False, rows, outputs, inverse_rms
+        )
+    else:
+        total = pass_array(rows.shape, dtype)
+        _norm.rms_norm_forward(
+            rows,
+            _rows(update, dtype),
+            _rows(gain, dtype)[0],
+            eps,
+            True,
+            total,
+            outputs,
+            inverse_rms,
+        )
+    shape = np.shape(x)
+    return outputs.reshape(shape), total.reshape(shape), inverse_rms.reshape(shape[:-1])
+
+
+def rms_norm_backward(grad_outputs, total, inverse_rms, gain, *, grad_inputs=None):
+    """The gradients of :func:`rms_norm` with respect to its (summed) input and its gain.
+
+    Parameters
+    ----------
+    grad_outputs : ndarray of shape (..., d)
+    total, inverse_rms : ndarray
+        As :func:`rms_norm` returned them.
+    gain : ndarray of shape (d,)
+    grad_inputs : C-contiguous ndarray like ``grad_outputs``, optional
+        The input gradient is added into it (the residual stream's gradient,
+        which is also the gradient of ``update``); otherwise a fresh array.
+
+    Returns
+    -------
+    grad_inputs : ndarray like ``grad_outputs``
+    grad_gain : ndarray of shape (d,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x, gain = np.array([[3.0, 4.0]]), np.ones(2)
+    >>> _, total, inverse_rms = rms_norm(x, gain, 0.0)
+    >>> grad_x, grad_gain = rms_norm_backward(np.array([[1.0, 0.0]]), total, inverse_rms, gain)
+    >>> grad_x.round(4), grad_gain.round(4)
+    (array([[ 0.181 , -0.1358]]), array([0.8485, 0.    ]))
+    """
+    dtype = np.result_type(grad_outputs, total, gain)
+    shape = np.shape(grad_outputs)
+    accumulate = grad_inputs is not None
+    if not accumulate:
+        grad_inputs = np.empty(shape, dtype=dtype)
+    elif not (grad_inputs.dtype == dtype and grad_inputs.flags.c_contiguous):
+        raise ValueError("grad_inputs must be C-contiguous in the working dtype")
+    grad_gain = np.zeros(shape[-1], dtype=np.float64)
+    _norm.rms_norm_backward(
+        _rows(grad_outputs, dtype),
+        _rows(total, dtype),
+        np.ascontiguousarray(inverse_rms, dtype=dtype).reshape(-1),
+        _rows(gain, dtype)[0],
+        accumulate,
+        grad_inputs.reshape(-1, shape[-1]),
+        grad_gain,
+    )
+    return grad_inputs, grad_gain.astype(dtype, copy=False)
