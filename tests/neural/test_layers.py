@@ -91,3 +91,21 @@ def test_rms_norm_fuses_the_residual_sum_and_its_gradient():
     assert grad32.dtype == grads32["norm.gain"].dtype == np.float32
     assert_allclose(grad32, grad_inputs, rtol=1e-4, atol=1e-5)
     assert_allclose(grads32["norm.gain"], grads["norm.gain"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_folds_its_bias_into_the_product(dtype):
+    """The bias-filled output that BLAS adds the product to equals x @ W + b, for
+    contiguous, strided and empty inputs, and for inputs of another dtype."""
+    rng = np.random.RandomState(0)
+    layer = Linear("linear", 3, 4)
+    parameters = perturbed_parameters(layer, rng)
+    parameters = {key: value.astype(dtype) for key, value in parameters.items()}
+    wide = rng.normal(size=(2, 5, 6)).astype(dtype)
+    for inputs in (wide[..., :3].copy(), wide[..., ::2], wide[:0, :, :3], wide[..., :3] * 1.0):
+        outputs, _ = layer.forward(parameters, inputs)
+        expected = inputs @ parameters["linear.weight"] + parameters["linear.bias"]
+        assert outputs.shape == expected.shape and outputs.dtype == dtype
+        assert_allclose(outputs, expected, rtol=1e-6 if dtype == np.float32 else 1e-14)
+    outputs, _ = layer.forward(parameters, wide[..., :3].astype(np.float64))
+    assert outputs.dtype == np.float64

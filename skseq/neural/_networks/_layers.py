@@ -24,6 +24,7 @@ one training step to the next.
 """
 
 import numpy as np
+from scipy.linalg.blas import dgemm, sgemm
 from scipy.special import expit
 
 from ..._buffers import pass_array
@@ -41,6 +42,10 @@ __all__ = [
     "softplus",
     "inverse_softplus",
 ]
+
+
+# BLAS's general matrix product by dtype, for Linear's bias folded into it.
+_GEMM = {np.dtype(np.float32): sgemm, np.dtype(np.float64): dgemm}
 
 
 def softplus(x):
@@ -140,9 +145,18 @@ class Linear(Layer):
         outputs = pass_array(
             (flat_inputs.shape[0], self.out_features), np.result_type(flat_inputs, weight)
         )
-        np.matmul(flat_inputs, weight, out=outputs)
-        if self.bias:
-            outputs += parameters[self.key("bias")]
+        gemm = _GEMM.get(outputs.dtype) if self.bias and outputs.size else None
+        if gemm is not None and weight.dtype == flat_inputs.dtype == outputs.dtype:
+            # outputs = 1 * inputs @ weight + 1 * outputs on outputs filled with the
+            # bias: BLAS then skips the pass that zeroes its output (beta = 0) and
+            # no pass adds the bias.  In BLAS's column-major terms the product is
+            # outputs^T = weight^T inputs^T, all three without a copy.
+            outputs[...] = parameters[self.key("bias")]
+            outputs = gemm(1.0, weight.T, flat_inputs.T, 1.0, outputs.T, overwrite_c=True).T
+        else:
+            np.matmul(flat_inputs, weight, out=outputs)
+            if self.bias:
+                outputs += parameters[self.key("bias")]
         return outputs.reshape(inputs.shape[:-1] + (self.out_features,)), flat_inputs
 
     def backward(self, parameters, grad_outputs, cache, *, need_grad_inputs=True):
