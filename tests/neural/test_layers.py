@@ -109,3 +109,25 @@ def test_linear_folds_its_bias_into_the_product(dtype):
         assert_allclose(outputs, expected, rtol=1e-6 if dtype == np.float32 else 1e-14)
     outputs, _ = layer.forward(parameters, wide[..., :3].astype(np.float64))
     assert outputs.dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_in_place_relu_matches_the_out_of_place_one(dtype):
+    """The in-place ReLU (the kernels' one pass each way) gives numpy's results, NaN
+    included, and overwrites its input and its output gradient."""
+    rng = np.random.RandomState(0)
+    inputs = rng.normal(size=(2, 7, 9)).astype(dtype)
+    inputs[0, 0, :3] = [np.nan, 0.0, -0.0]
+    grad_outputs = rng.normal(size=inputs.shape).astype(dtype)
+    grad_outputs[1, 1, 1] = np.nan
+    expected, cache = ReLU().forward({}, inputs)
+    expected_grad, _ = ReLU().backward({}, grad_outputs, cache)
+    in_place = ReLU(in_place=True)
+    outputs, cache = in_place.forward({}, inputs.copy())
+    assert outputs.dtype == dtype
+    assert_array_equal(outputs, expected)
+    grad_inputs, _ = in_place.backward({}, grad_outputs.copy(), cache)
+    assert_array_equal(grad_inputs, expected_grad)
+    # a strided input is not worked on in place, and still right
+    outputs, _ = in_place.forward({}, inputs[..., ::2])
+    assert_array_equal(outputs, expected[..., ::2])

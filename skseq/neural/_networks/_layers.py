@@ -28,7 +28,7 @@ from scipy.linalg.blas import dgemm, sgemm
 from scipy.special import expit
 
 from ..._buffers import pass_array
-from ...inference._norm import rms_norm, rms_norm_backward
+from ...inference._layers import relu, relu_backward, rms_norm, rms_norm_backward
 
 __all__ = [
     "Layer",
@@ -278,7 +278,7 @@ class RMSNorm(Layer):
     """Root-mean-square normalisation of the last axis with a learned gain.
 
     ``y = gain * x / sqrt(mean(x ** 2) + eps)``; the gain starts at one.
-    Both passes are one pass over the rows each (:mod:`skseq.inference._norm`);
+    Both passes are one pass over the rows each (:mod:`skseq.inference._layers`);
     :meth:`forward_residual` and the ``add_to`` of :meth:`backward` fuse the
     residual sum of a pre-norm block and its gradient into them.
 
@@ -356,13 +356,13 @@ class ReLU(Layer):
     def forward(self, parameters, inputs):
         # The cache is the output itself, which the next layer keeps anyway:
         # no mask array.  (np.maximum: np.where is several times slower.)
-        outputs = np.maximum(inputs, 0, out=inputs if self.in_place else None)
+        # In place: one pass of the kernel (skseq.inference._layers.relu).
+        outputs = relu(inputs) if self.in_place else np.maximum(inputs, 0)
         return outputs, outputs
 
     def backward(self, parameters, grad_outputs, cache):
         if self.in_place:
-            grad_outputs *= cache > 0
-            return grad_outputs, {}
+            return relu_backward(grad_outputs, cache), {}
         return grad_outputs * (cache > 0), {}
 
 

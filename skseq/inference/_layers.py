@@ -1,10 +1,12 @@
-"""RMS normalisation of the last axis and its gradients, for the networks' RMSNorm layer.
+"""RMS normalisation of the last axis and ReLU, with their gradients, for the network layers.
 
-Private: :class:`~skseq.neural._networks._layers.RMSNorm` is its one caller
-and checks nothing a network cannot get wrong; the arithmetic runs in the
-Cython kernel :mod:`skseq._kernels._norm` (see its docstring for the
-formulas), one pass over the rows forward and one backward, the residual
-sum of a pre-norm block fused into them.
+Private: the layers :class:`~skseq.neural._networks._layers.RMSNorm` and
+:class:`~skseq.neural._networks._layers.ReLU` are the callers, and nothing
+is checked that a network cannot get wrong.  The arithmetic runs in the
+Cython kernel :mod:`skseq._kernels._layers` (see its docstring for the
+formulas): RMS normalisation in one pass over the rows forward and one
+backward, the residual sum of a pre-norm block fused into them, and ReLU in
+place in one pass each way.
 """
 
 import numpy as np
@@ -12,9 +14,9 @@ import numpy as np
 from .._buffers import pass_array
 from .._kernels import load
 
-_norm = load("_norm")
+_layers = load("_layers")
 
-__all__ = ["rms_norm", "rms_norm_backward"]
+__all__ = ["rms_norm", "rms_norm_backward", "relu", "relu_backward"]
 
 
 def _rows(array, dtype):
@@ -57,12 +59,12 @@ def rms_norm(x, gain, eps, *, update=None):
     inverse_rms = pass_array(rows.shape[:1], dtype)
     if update is None:
         total = rows
-        _norm.rms_norm_forward(
+        _layers.rms_norm_forward(
             rows, rows, _rows(gain, dtype)[0], eps, False, rows, outputs, inverse_rms
         )
     else:
         total = pass_array(rows.shape, dtype)
-        _norm.rms_norm_forward(
+        _layers.rms_norm_forward(
             rows,
             _rows(update, dtype),
             _rows(gain, dtype)[0],
@@ -111,7 +113,7 @@ def rms_norm_backward(grad_outputs, total, inverse_rms, gain, *, grad_inputs=Non
     elif not (grad_inputs.dtype == dtype and grad_inputs.flags.c_contiguous):
         raise ValueError("grad_inputs must be C-contiguous in the working dtype")
     grad_gain = np.zeros(shape[-1], dtype=np.float64)
-    _norm.rms_norm_backward(
+    _layers.rms_norm_backward(
         _rows(grad_outputs, dtype),
         _rows(total, dtype),
         np.ascontiguousarray(inverse_rms, dtype=dtype).reshape(-1),
@@ -121,3 +123,53 @@ def rms_norm_backward(grad_outputs, total, inverse_rms, gain, *, grad_inputs=Non
         grad_gain,
     )
     return grad_inputs, grad_gain.astype(dtype, copy=False)
+
+
+def relu(x):
+    """``max(x, 0)``, in place if ``x`` is a C-contiguous float32 or float64 array.
+
+    Returns the result: ``x`` itself, or a fresh array for any other ``x``.
+    A NaN stays NaN.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([-1.0, 2.0, np.nan])
+    >>> relu(x) is x, x
+    (True, array([ 0.,  2., nan]))
+    """
+    if _in_place(x):
+        _layers.relu_forward(x.reshape(-1))
+        return x
+    return np.maximum(x, 0)
+
+
+def relu_backward(grad_outputs, outputs):
+    """``grad_outputs * (outputs > 0)``, in place in ``grad_outputs`` when it can be.
+
+    ``outputs`` is what :func:`relu` returned.  In place (and returned) if
+    both are C-contiguous arrays of one float dtype; otherwise a fresh array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> grad = np.array([1.0, 1.0, 1.0])
+    >>> relu_backward(grad, np.array([0.0, 2.0, 0.0])) is grad, grad
+    (True, array([0., 1., 0.]))
+    """
+    if _in_place(grad_outputs) and _in_place(outputs) and grad_outputs.dtype == outputs.dtype:
+        if grad_outputs.shape != outputs.shape:
+            raise ValueError("grad_outputs and outputs must have one shape")
+        _layers.relu_backward(grad_outputs.reshape(-1), outputs.reshape(-1))
+        return grad_outputs
+    return grad_outputs * (outputs > 0)
+
+
+def _in_place(array):
+    """Whether the kernels can work on ``array`` in place."""
+    return (
+        isinstance(array, np.ndarray)
+        and array.dtype in (np.float32, np.float64)
+        and array.flags.c_contiguous
+        and array.flags.writeable
+    )
