@@ -25,6 +25,7 @@ from skseq.neural._networks._layers import (
     [
         Linear("linear", 3, 5),
         Linear("linear", 3, 5, bias=False),
+        Linear("head", 3, 1),
         CausalDepthwiseConv1d("conv", channels=3, kernel_size=4),
         SiLU("silu"),
         RMSNorm("norm", 3),

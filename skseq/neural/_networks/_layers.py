@@ -167,9 +167,13 @@ class Linear(Layer):
             grads[self.key("bias")] = flat_grad_outputs.sum(axis=0)
         grad_inputs = None
         if need_grad_inputs:
-            grad_inputs = (flat_grad_outputs @ parameters[self.key("weight")].T).reshape(
-                grad_outputs.shape[:-1] + (self.in_features,)
-            )
+            weight = parameters[self.key("weight")]
+            if self.out_features == 1:
+                # An outer product (a one-output head): BLAS takes 3 times as long.
+                grad_inputs = flat_grad_outputs * weight[:, 0]
+            else:
+                grad_inputs = flat_grad_outputs @ weight.T
+            grad_inputs = grad_inputs.reshape(grad_outputs.shape[:-1] + (self.in_features,))
         return grad_inputs, grads
 
 
