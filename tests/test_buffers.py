@@ -1,8 +1,10 @@
 """skseq._buffers: work arrays kept from call to call."""
 
+import threading
+
 import numpy as np
 
-from skseq._buffers import longest_sequence, work_array
+from skseq._buffers import longest_sequence, pass_array, reusing_pass_arrays, work_array
 
 
 def test_work_arrays_are_reused_and_grown():
@@ -21,3 +23,28 @@ def test_work_arrays_are_reused_and_grown():
 
 def test_longest_sequence():
     assert longest_sequence(np.array([0, 3, 4, 9])) == 5
+
+
+def test_pass_arrays_are_reused_in_call_order_from_block_to_block():
+    buffers = {}
+    with reusing_pass_arrays(buffers):
+        first = pass_array((4, 3), np.float32)
+        second = pass_array((4, 3), np.float32)
+    assert not np.shares_memory(first, second)  # every call its own array
+    with reusing_pass_arrays(buffers):
+        assert np.shares_memory(pass_array((4, 3), np.float32), first)
+        assert np.shares_memory(pass_array((2, 3), np.float32), second)  # fewer rows: a view
+        third = pass_array((5,), np.float64)
+    assert len(buffers) == 3 and third.dtype == np.float64
+    # outside a block, and in another thread, nothing is lent
+    assert not np.shares_memory(pass_array((4, 3), np.float32), first)
+    with reusing_pass_arrays(buffers):
+        seen = []
+        thread = threading.Thread(target=lambda: seen.append(pass_array((4, 3), np.float32)))
+        thread.start()
+        thread.join()
+        assert not np.shares_memory(seen[0], first)
+        with reusing_pass_arrays(None):
+            assert not np.shares_memory(pass_array((4, 3), np.float32), first)
+        # the outer block resumes its count
+        assert np.shares_memory(pass_array((4, 3), np.float32), first)

@@ -216,7 +216,7 @@ ElmanRNNRegressor.__doc__ = f"""Elman recurrent network for sequence regression.
     ...                           max_iter=30, random_state=0).fit(X[:200], y[:200])
     >>> model.predict(X[200:202]).shape
     (2, 16)
-    >>> model.score(X[200:], y[200:]) > 0.9     # R² on sequences not seen in fit
+    >>> model.score(X[200:], y[200:]) > 0.8     # R² on sequences not seen in fit
     True
     >>> model.spectral_radius_.shape            # one W_h per layer
     (1,)

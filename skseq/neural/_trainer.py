@@ -47,6 +47,7 @@ import math
 import re
 import sys
 import time
+from contextlib import contextmanager
 from functools import partial
 
 import numpy as np
@@ -57,7 +58,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._parallel import ThreadRunner, even_blocks, run_blocks, single_threaded_blas
+from .._buffers import reusing_pass_arrays
+from .._parallel import ThreadRunner, even_blocks, run_calls, single_threaded_blas
 from .._validation import check_parameters
 from ..base import warn_user
 from ..inference._checks import all_finite
@@ -458,11 +460,22 @@ class BaseSequenceNetwork(BaseEstimator):
         one-thread result up to rounding.
         """
         n_shards = self._n_threads(n_sequences)
+        # Shard i draws its activations from the buffers of thread i (see
+        # _reused_activations); none outside training.
+        lent = getattr(self, "_pass_buffers", None)
+
+        def reusing(index, part):
+            with reusing_pass_arrays(lent[index] if lent and index < len(lent) else None):
+                return shard(part)
+
         if n_shards == 1:
-            return shard(slice(None))
-        results = run_blocks(
-            lambda start, stop: shard(slice(start, stop)),
-            even_blocks(n_sequences, n_shards),
+            return reusing(0, slice(None))
+        blocks = even_blocks(n_sequences, n_shards)
+        results = run_calls(
+            [
+                partial(reusing, index, slice(start, stop))
+                for index, (start, stop) in enumerate(blocks)
+            ],
             parallel,
         )
         return sum(loss for loss, _ in results), _sum_dicts([grads for _, grads in results])
@@ -684,7 +697,11 @@ class BaseSequenceNetwork(BaseEstimator):
         patience = self._patience(-(-X.shape[0] // batch_size))
         started = time.perf_counter()
         converged = False
-        with single_threaded_blas(), ThreadRunner(n_threads) as parallel:
+        with (
+            single_threaded_blas(),
+            ThreadRunner(n_threads) as parallel,
+            self._reused_activations(n_threads),
+        ):
             for _ in range(1 if incremental else self.max_iter):
                 loss = self._run_epoch(X, targets, weights, batch_size, parallel)
                 if not self._parameters_finite():  # after the epoch's last update
@@ -734,6 +751,22 @@ class BaseSequenceNetwork(BaseEstimator):
                 ConvergenceWarning,
             )
         return self
+
+    @contextmanager
+    def _reused_activations(self, n_threads):
+        """Within the block, the training steps keep their activations' arrays.
+
+        One buffers dict per thread (:meth:`_sharded` lends it to the layers
+        through :func:`~skseq._buffers.reusing_pass_arrays`): every step makes
+        the arrays of the same shapes, and fresh ones would cost a page fault
+        per 4 KiB on first touch, about a tenth of a Transformer's epoch.
+        They are released when the block exits.
+        """
+        self._pass_buffers = [{} for _ in range(n_threads)]
+        try:
+            yield
+        finally:
+            del self._pass_buffers
 
     def _run_epoch(self, X, targets, weights, batch_size, parallel):
         """One pass of minibatch updates; returns the weighted mean loss of the pass."""

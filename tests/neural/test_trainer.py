@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
+from skseq import TransformerRegressor
 from skseq._validation import PARAMETER_RULES
 from skseq.neural._trainer import Adam, clip_by_global_norm
 
@@ -39,6 +40,30 @@ def test_clip_by_global_norm():
     clip_by_global_norm(grads, 2.5)
     assert_allclose(grads["a"], [1.5, 0.0])
     assert_allclose(grads["b"], [[2.0]])
+
+
+def test_training_steps_reusing_their_activations_give_the_fresh_gradients():
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(6, 9, 2))
+    y = rng.normal(size=(6, 9))
+    model = TransformerRegressor(d_model=8, n_heads=2, d_ff=16, batch_size=3, max_iter=1)
+    model.partial_fit(X, y)
+    weights = np.ones((6, 9, 1))
+
+    def step(part):
+        targets = y[part][..., None]
+        return model._loss_and_gradients(X[part], targets, weights[part], 27.0, None)
+
+    fresh = [step(part) for part in (slice(0, 3), slice(3, 6))]
+    with model._reused_activations(1):
+        step(slice(3, 6))
+        reused = [step(part) for part in (slice(0, 3), slice(3, 6))]
+        assert model._pass_buffers[0]  # the layers did draw from it
+    assert not hasattr(model, "_pass_buffers")
+    for (loss, grads), (reused_loss, reused_grads) in zip(fresh, reused):
+        assert reused_loss == loss
+        for key, value in grads.items():
+            assert_array_equal(reused_grads[key], value, err_msg=key)
 
 
 # -- one rules table per estimator -----------------------------------------------------

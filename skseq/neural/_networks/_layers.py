@@ -18,11 +18,17 @@ objects serves several threads at once (each computing the gradient of its
 own minibatch shard) and finite-difference tests can perturb any entry.
 
 Activations are laid out ``(batch, length, features)`` and the layers act on
-the last axis; nothing loops over time.
+the last axis; nothing loops over time.  The large arrays a forward pass
+keeps come from :func:`skseq._buffers.pass_array`, which reuses them from
+one training step to the next.
 """
 
 import numpy as np
+from scipy.linalg.blas import dgemm, sgemm
 from scipy.special import expit
+
+from ..._buffers import pass_array
+from ...inference._layers import relu, relu_backward, rms_norm, rms_norm_backward
 
 __all__ = [
     "Layer",
@@ -36,6 +42,10 @@ __all__ = [
     "softplus",
     "inverse_softplus",
 ]
+
+
+# BLAS's general matrix product by dtype, for Linear's bias folded into it.
+_GEMM = {np.dtype(np.float32): sgemm, np.dtype(np.float64): dgemm}
 
 
 def softplus(x):
@@ -131,9 +141,22 @@ class Linear(Layer):
     def forward(self, parameters, inputs):
         # One matrix product over all (batch, step) rows rather than one per batch element.
         flat_inputs = inputs.reshape(-1, self.in_features)
-        outputs = flat_inputs @ parameters[self.key("weight")]
-        if self.bias:
-            outputs += parameters[self.key("bias")]
+        weight = parameters[self.key("weight")]
+        outputs = pass_array(
+            (flat_inputs.shape[0], self.out_features), np.result_type(flat_inputs, weight)
+        )
+        gemm = _GEMM.get(outputs.dtype) if self.bias and outputs.size else None
+        if gemm is not None and weight.dtype == flat_inputs.dtype == outputs.dtype:
+            # outputs = 1 * inputs @ weight + 1 * outputs on outputs filled with the
+            # bias: BLAS then skips the pass that zeroes its output (beta = 0) and
+            # no pass adds the bias.  In BLAS's column-major terms the product is
+            # outputs^T = weight^T inputs^T, all three without a copy.
+            outputs[...] = parameters[self.key("bias")]
+            outputs = gemm(1.0, weight.T, flat_inputs.T, 1.0, outputs.T, overwrite_c=True).T
+        else:
+            np.matmul(flat_inputs, weight, out=outputs)
+            if self.bias:
+                outputs += parameters[self.key("bias")]
         return outputs.reshape(inputs.shape[:-1] + (self.out_features,)), flat_inputs
 
     def backward(self, parameters, grad_outputs, cache, *, need_grad_inputs=True):
@@ -144,9 +167,13 @@ class Linear(Layer):
             grads[self.key("bias")] = flat_grad_outputs.sum(axis=0)
         grad_inputs = None
         if need_grad_inputs:
-            grad_inputs = (flat_grad_outputs @ parameters[self.key("weight")].T).reshape(
-                grad_outputs.shape[:-1] + (self.in_features,)
-            )
+            weight = parameters[self.key("weight")]
+            if self.out_features == 1:
+                # An outer product (a one-output head): BLAS takes 3 times as long.
+                grad_inputs = flat_grad_outputs * weight[:, 0]
+            else:
+                grad_inputs = flat_grad_outputs @ weight.T
+            grad_inputs = grad_inputs.reshape(grad_outputs.shape[:-1] + (self.in_features,))
         return grad_inputs, grads
 
 
@@ -255,6 +282,9 @@ class RMSNorm(Layer):
     """Root-mean-square normalisation of the last axis with a learned gain.
 
     ``y = gain * x / sqrt(mean(x ** 2) + eps)``; the gain starts at one.
+    Both passes are one pass over the rows each (:mod:`skseq.inference._layers`);
+    :meth:`forward_residual` and the ``add_to`` of :meth:`backward` fuse the
+    residual sum of a pre-norm block and its gradient into them.
 
     Parameters
     ----------
@@ -280,23 +310,28 @@ class RMSNorm(Layer):
         return {self.key("gain"): np.ones(self.dim, dtype=dtype)}
 
     def forward(self, parameters, inputs):
-        inverse_rms = 1.0 / np.sqrt(np.mean(inputs * inputs, axis=-1, keepdims=True) + self.eps)
-        normalised = inputs * inverse_rms
-        return normalised * parameters[self.key("gain")], (normalised, inverse_rms)
+        outputs, total, inverse_rms = rms_norm(inputs, parameters[self.key("gain")], self.eps)
+        return outputs, (total, inverse_rms)
 
-    def backward(self, parameters, grad_outputs, cache):
-        normalised, inverse_rms = cache
-        grad_gain = np.einsum(
-            "id,id->d",
-            grad_outputs.reshape(-1, self.dim),
-            normalised.reshape(-1, self.dim),
+    def forward_residual(self, parameters, hidden, update):
+        """The norm of ``hidden + update``, summed in the same pass.
+
+        Returns ``(hidden + update, outputs, cache)``: the pre-norm residual
+        update of a residual stream and the next block's input at once.
+        """
+        outputs, total, inverse_rms = rms_norm(
+            hidden, parameters[self.key("gain")], self.eps, update=update
         )
-        # grad_inputs = inverse_rms * (g - normalised * mean(g * normalised)) with
-        # g = grad_outputs * gain, in one buffer: fresh arrays cost page faults.
-        grad_inputs = grad_outputs * parameters[self.key("gain")]
-        projection = np.mean(grad_inputs * normalised, axis=-1, keepdims=True)
-        grad_inputs -= normalised * projection
-        grad_inputs *= inverse_rms
+        return total, outputs, (total, inverse_rms)
+
+    def backward(self, parameters, grad_outputs, cache, *, add_to=None):
+        """As :meth:`Layer.backward`; with ``add_to`` (a C-contiguous array like
+        the input), the input gradient is added into it in place and it is
+        returned: the gradient of a residual stream, in the same pass."""
+        total, inverse_rms = cache
+        grad_inputs, grad_gain = rms_norm_backward(
+            grad_outputs, total, inverse_rms, parameters[self.key("gain")], grad_inputs=add_to
+        )
         return grad_inputs, {self.key("gain"): grad_gain}
 
 
@@ -325,13 +360,13 @@ class ReLU(Layer):
     def forward(self, parameters, inputs):
         # The cache is the output itself, which the next layer keeps anyway:
         # no mask array.  (np.maximum: np.where is several times slower.)
-        outputs = np.maximum(inputs, 0, out=inputs if self.in_place else None)
+        # In place: one pass of the kernel (skseq.inference._layers.relu).
+        outputs = relu(inputs) if self.in_place else np.maximum(inputs, 0)
         return outputs, outputs
 
     def backward(self, parameters, grad_outputs, cache):
         if self.in_place:
-            grad_outputs *= cache > 0
-            return grad_outputs, {}
+            return relu_backward(grad_outputs, cache), {}
         return grad_outputs * (cache > 0), {}
 
 

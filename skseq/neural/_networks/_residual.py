@@ -108,13 +108,26 @@ class ResidualSequenceNetwork:
         if self.positional_encoding is not None:
             hidden, position_cache = self.positional_encoding.forward(parameters, hidden)
         block_caches = []
+        # Each residual sum h + update is made by the next norm, in its pass.
+        update = None
         for norm, block in self._residual_blocks:
-            normalised, norm_cache = norm.forward(parameters, hidden)
+            if update is None:
+                normalised, norm_cache = norm.forward(parameters, hidden)
+            else:
+                hidden, normalised, norm_cache = norm.forward_residual(parameters, hidden, update)
             update, block_cache = block.forward(parameters, normalised)
-            hidden = hidden + update
             block_caches.append((norm_cache, block_cache))
-        read = hidden if self.per_step else hidden[:, -1]
-        normalised, final_cache = self.final_norm.forward(parameters, read)
+        if self.per_step and update is not None:
+            hidden, normalised, final_cache = self.final_norm.forward_residual(
+                parameters, hidden, update
+            )
+        elif self.per_step:  # no blocks
+            normalised, final_cache = self.final_norm.forward(parameters, hidden)
+        else:
+            # Only the last step is read out: only its residual sum is made (a
+            # copy without blocks, so that the cache always holds its own array).
+            read = hidden[:, -1].copy() if update is None else hidden[:, -1] + update[:, -1]
+            normalised, final_cache = self.final_norm.forward(parameters, read)
         outputs, head_cache = self.head.forward(parameters, normalised)
         # Five entries, the positional encoding's with the input projection's: code
         # that reads the block caches (ElmanRNN's gradient_norms) unpacks five.
@@ -145,12 +158,13 @@ class ResidualSequenceNetwork:
             norm_cache, block_cache = block_caches.pop()
             grad_update, layer_grads = block.backward(parameters, grad_hidden, block_cache)
             grads.update(layer_grads)
-            grad_normalised, layer_grads = norm.backward(parameters, grad_update, norm_cache)
+            # The residual stream's gradient passes on unchanged plus the norm's
+            # input gradient, which the norm adds into it in its pass.
+            grad_hidden, layer_grads = norm.backward(
+                parameters, grad_update, norm_cache, add_to=grad_hidden
+            )
             grads.update(layer_grads)
             del norm_cache, block_cache, grad_update
-            # The norm's input gradient is a fresh array: add in place into it.
-            grad_normalised += grad_hidden
-            grad_hidden = grad_normalised
         if self.positional_encoding is not None:
             grad_hidden, layer_grads = self.positional_encoding.backward(
                 parameters, grad_hidden, position_cache

@@ -21,6 +21,7 @@ The network, its gradients and its initialisation are in the user guide
 
 import numpy as np
 
+from ..._buffers import pass_array
 from ...inference.attention import causal_attention, causal_attention_backward
 from ._layers import ACTIVATIONS, Layer, Linear
 
@@ -96,7 +97,8 @@ class SinusoidalPositionalEncoding(Layer):
         return table[:length]
 
     def forward(self, parameters, inputs):
-        return inputs + self._table(inputs.shape[1], inputs.dtype), None
+        table = self._table(inputs.shape[1], inputs.dtype)
+        return np.add(inputs, table, out=pass_array(inputs.shape, inputs.dtype)), None
 
     def backward(self, parameters, grad_outputs, cache):
         return grad_outputs, {}
@@ -163,7 +165,7 @@ class CausalSelfAttention(Layer):
         packed = projected.reshape(batch, length, 3, self.n_heads, self.d_head)
         # The kernel writes the heads side by side at every step, the layout
         # of out_proj's input.
-        merged = np.empty((batch, length, self.n_heads, self.d_head), dtype=inputs.dtype)
+        merged = pass_array((batch, length, self.n_heads, self.d_head), inputs.dtype)
         # The projections of finite inputs by finite weights: no finiteness pass
         # (non-finite results would still be caught, and the loss checked).
         _, lse = causal_attention(
