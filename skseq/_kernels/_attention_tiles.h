@@ -606,37 +606,25 @@ static inline int skseq_tile_size(ptrdiff_t left, int most) {
                                        ldb, C, ldc);                                           \
     }
 
-#define SKSEQ_SCORES_CALL_f(MRV, NVV)                                                         \
-    skseq_scores_tile_f(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, top, sh, n, first, \
-                        column)
-#define SKSEQ_SCORES_CALL_d(MRV, NVV)                                                         \
-    skseq_scores_tile_d(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, top, sh, n, first, \
-                        column)
-#define SKSEQ_ROWS_CALL_f(MRV, NVV)                                                           \
-    skseq_rows_tile_f(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
-                      ldc)
-#define SKSEQ_ROWS_CALL_d(MRV, NVV)                                                           \
-    skseq_rows_tile_d(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
-                      ldc)
-#define SKSEQ_ROWS_CALL_T_f(MRV, NVV)                                                         \
-    skseq_rows_tile_f(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, 1, sap, b, ldb, c,   \
-                      ldc)
-#define SKSEQ_ROWS_CALL_T_d(MRV, NVV)                                                         \
-    skseq_rows_tile_d(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, 1, sap, b, ldb, c,   \
-                      ldc)
-
-#define SKSEQ_ROWS_CALL_f2(MRV, NVV)                                                          \
-    skseq_rows_tile_f2(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
-                       ldc)
-#define SKSEQ_ROWS_CALL_f4(MRV, NVV)                                                          \
-    skseq_rows_tile_f4(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
-                       ldc)
-#define SKSEQ_ROWS_CALL_d2(MRV, NVV)                                                          \
-    skseq_rows_tile_d2(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
-                       ldc)
-#define SKSEQ_ROWS_CALL_d4(MRV, NVV)                                                          \
-    skseq_rows_tile_d4(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, sax, sap, b, ldb, c, \
-                       ldc)
+/* The tile calls the drivers dispatch to, one name per type (C has no
+ * templates): SKSEQ_DISPATCH takes a macro of (rows, vectors). */
+#define SKSEQ_SCORES_TILE(SUFFIX, MRV, NVV)                                                   \
+    skseq_scores_tile_##SUFFIX(MRV, NVV, d, alpha, a, lda, bt, ldt, c, ldc, p, dl, top, sh, n, \
+                               first, column)
+#define SKSEQ_ROWS_TILE(SUFFIX, SAX, MRV, NVV)                                                \
+    skseq_rows_tile_##SUFFIX(MRV, NVV, p0, p1, x0 - lo, x0 + 1 + hi, accumulate, a, SAX, sap, b, \
+                             ldb, c, ldc)
+#define SKSEQ_SCORES_CALL_f(MRV, NVV) SKSEQ_SCORES_TILE(f, MRV, NVV)
+#define SKSEQ_SCORES_CALL_d(MRV, NVV) SKSEQ_SCORES_TILE(d, MRV, NVV)
+#define SKSEQ_ROWS_CALL_f(MRV, NVV) SKSEQ_ROWS_TILE(f, sax, MRV, NVV)
+#define SKSEQ_ROWS_CALL_d(MRV, NVV) SKSEQ_ROWS_TILE(d, sax, MRV, NVV)
+/* A transposed operand: its rows are adjacent (stride 1). */
+#define SKSEQ_ROWS_CALL_T_f(MRV, NVV) SKSEQ_ROWS_TILE(f, 1, MRV, NVV)
+#define SKSEQ_ROWS_CALL_T_d(MRV, NVV) SKSEQ_ROWS_TILE(d, 1, MRV, NVV)
+#define SKSEQ_ROWS_CALL_f2(MRV, NVV) SKSEQ_ROWS_TILE(f2, sax, MRV, NVV)
+#define SKSEQ_ROWS_CALL_f4(MRV, NVV) SKSEQ_ROWS_TILE(f4, sax, MRV, NVV)
+#define SKSEQ_ROWS_CALL_d2(MRV, NVV) SKSEQ_ROWS_TILE(d2, sax, MRV, NVV)
+#define SKSEQ_ROWS_CALL_d4(MRV, NVV) SKSEQ_ROWS_TILE(d4, sax, MRV, NVV)
 SKSEQ_DEFINE_ROWS_PART(float, f2, SKSEQ_LANES_F / 2)
 SKSEQ_DEFINE_ROWS_PART(float, f4, SKSEQ_LANES_F / 4)
 SKSEQ_DEFINE_ROWS_PART(double, d2, SKSEQ_LANES_D / 2)

@@ -57,23 +57,19 @@ def rms_norm(x, gain, eps, *, update=None):
     rows = _rows(x, dtype)
     outputs = pass_array(rows.shape, dtype)
     inverse_rms = pass_array(rows.shape[:1], dtype)
-    if update is None:
-        total = rows
-        _layers.rms_norm_forward(
-            rows, rows, _rows(gain, dtype)[0], eps, False, rows, outputs, inverse_rms
-        )
-    else:
-        total = pass_array(rows.shape, dtype)
-        _layers.rms_norm_forward(
-            rows,
-            _rows(update, dtype),
-            _rows(gain, dtype)[0],
-            eps,
-            True,
-            total,
-            outputs,
-            inverse_rms,
-        )
+    added = update is not None
+    # Without an update the kernel neither reads the update nor writes ``total``.
+    total = pass_array(rows.shape, dtype) if added else rows
+    _layers.rms_norm_forward(
+        rows,
+        _rows(update, dtype) if added else rows,
+        _rows(gain, dtype)[0],
+        eps,
+        added,
+        total,
+        outputs,
+        inverse_rms,
+    )
     shape = np.shape(x)
     return outputs.reshape(shape), total.reshape(shape), inverse_rms.reshape(shape[:-1])
 
